@@ -1,0 +1,108 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// chainReconciler keeps the status of ClusterSupplyChains and
+// ClusterDeliveries: TemplatesReady (every referenced template exists) and
+// Ready.
+type chainReconciler struct {
+	m    *Manager
+	ctrl *Controller
+}
+
+func newChainReconciler(m *Manager) *chainReconciler {
+	r := &chainReconciler{m: m}
+	r.ctrl = NewController("Chain", ReconcileFunc(r.Reconcile))
+	return r
+}
+
+// enqueueAll enqueues every chain (a template changed; chains are few).
+func (r *chainReconciler) enqueueAll() {
+	for _, gvr := range []schema.GroupVersionResource{SupplyChainGVR, DeliveryGVR} {
+		objs, _ := r.m.tracker.List(tracking.Key{GVR: gvr}, "")
+		for _, o := range objs {
+			r.ctrl.Enqueue(chainKey(gvr, o.GetName()))
+		}
+	}
+}
+
+// Reconcile computes one chain's conditions; key is "resource/name".
+func (r *chainReconciler) Reconcile(ctx context.Context, key string) (Result, error) {
+	resource, name, _ := strings.Cut(key, "/")
+	gvr := SupplyChainGVR
+	if resource == DeliveryGVR.Resource {
+		gvr = DeliveryGVR
+	}
+	obj, synced := r.m.tracker.Get(tracking.Key{GVR: gvr}, "", name)
+	if !synced {
+		return Result{RequeueAfter: time.Second}, nil
+	}
+	if obj == nil {
+		return Result{}, nil
+	}
+	var spec api.ChainSpec
+	var conds []metav1.Condition
+	if err := api.Decode(obj.Object["spec"], &spec); err != nil {
+		c := st.Cond(st.TemplatesReady, st.False, "InvalidSpec", fmt.Sprintf("cannot read spec: %v", err))
+		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
+	} else {
+		c := templatesReady(spec, func(kind, n string) bool { return r.m.template(kind, n) != nil })
+		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
+	}
+	var prev struct {
+		Conditions []metav1.Condition `json:"conditions"`
+	}
+	old, _ := obj.Object["status"].(map[string]any)
+	_ = api.Decode(old, &prev)
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	status, err := toMap(struct {
+		ObservedGeneration int64              `json:"observedGeneration"`
+		Conditions         []metav1.Condition `json:"conditions"`
+	}{obj.GetGeneration(), st.Merge(conds, prev.Conditions, obj.GetGeneration(), now)})
+	if err != nil {
+		return Result{}, err
+	}
+	if reflect.DeepEqual(normalize(old), normalize(status)) {
+		return Result{}, nil
+	}
+	obj = obj.DeepCopy()
+	obj.Object["status"] = status
+	_, err = r.m.dyn.Resource(gvr).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+	if apierrors.IsNotFound(err) {
+		return Result{}, nil
+	}
+	return Result{}, err
+}
+
+// templatesReady lists, by step, the templates that do not exist.
+func templatesReady(spec api.ChainSpec, exists func(kind, name string) bool) metav1.Condition {
+	var missing []string
+	for _, s := range spec.Resources {
+		for _, n := range templateNames(s.TemplateRef) {
+			if !exists(s.TemplateRef.Kind, n) {
+				missing = append(missing, fmt.Sprintf("step [%s]: %s [%s]", s.Name, s.TemplateRef.Kind, n))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return st.Cond(st.TemplatesReady, st.False, "TemplatesNotFound", "templates not found: "+strings.Join(missing, ", "))
+	}
+	return st.Cond(st.TemplatesReady, st.True, "Ready", "")
+}
+
+var _ = unstructured.Unstructured{}

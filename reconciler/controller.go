@@ -1,0 +1,131 @@
+// Package reconciler holds Kontinue's controllers: the generic workqueue loop
+// (this file) and the reconcilers of owners, chains and runnables. Data flows
+// one way: watch → queue → reconcile (read from caches) → render → apply →
+// status.
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"golang.org/x/time/rate"
+)
+
+// Result tells the loop what to do after a reconcile that returned no error.
+type Result struct {
+	// RequeueAfter > 0 reconciles the key again after that delay (an
+	// expected wait, e.g. for a cache to sync): not an error, no backoff.
+	RequeueAfter time.Duration
+}
+
+// Reconciler reconciles one key ("namespace/name" or "name").
+type Reconciler interface {
+	Reconcile(ctx context.Context, key string) (Result, error)
+}
+
+// ReconcileFunc adapts a function to Reconciler.
+type ReconcileFunc func(ctx context.Context, key string) (Result, error)
+
+// Reconcile calls f.
+func (f ReconcileFunc) Reconcile(ctx context.Context, key string) (Result, error) { return f(ctx, key) }
+
+// ErrTerminal wraps errors that retrying cannot fix (the reconciler has
+// already recorded them as a condition): the key is not requeued.
+var ErrTerminal = errors.New("terminal")
+
+// Terminal marks err as not worth retrying.
+func Terminal(err error) error { return fmt.Errorf("%w: %w", ErrTerminal, err) }
+
+// Observer sees every reconcile's outcome (metrics).
+type Observer interface {
+	Reconciled(controller string, d time.Duration, result string)
+}
+
+// Controller runs workers that take keys from a rate-limited queue.
+type Controller struct {
+	Name     string
+	Queue    workqueue.TypedRateLimitingInterface[string]
+	R        Reconciler
+	Observer Observer
+}
+
+// NewController returns a controller whose queue backs off per key
+// (exponential, 50 ms to 5 min) and overall (a token bucket).
+func NewController(name string, r Reconciler) *Controller {
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 5*time.Minute),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+	)
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	return &Controller{Name: name, Queue: q, R: r}
+}
+
+// Enqueue adds a key.
+func (c *Controller) Enqueue(key string) { c.Queue.Add(key) }
+
+// Run starts workers and blocks until ctx is done, then drains the queue:
+// in-flight reconciles finish, nothing new starts.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	c.Queue.ShutDownWithDrain()
+	wg.Wait()
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, shutdown := c.Queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.Queue.Done(key)
+	start := time.Now()
+	res, err := c.reconcile(ctx, key)
+	outcome := "success"
+	switch {
+	case err != nil && errors.Is(err, ErrTerminal):
+		outcome = "terminal"
+		c.Queue.Forget(key)
+		klog.V(2).InfoS("reconcile ended on a recorded error", "controller", c.Name, "key", key, "err", err.Error())
+	case err != nil:
+		outcome = "error"
+		c.Queue.AddRateLimited(key)
+		klog.InfoS("reconcile failed, retrying with backoff", "controller", c.Name, "key", key, "err", err.Error())
+	case res.RequeueAfter > 0:
+		outcome = "requeue"
+		c.Queue.Forget(key)
+		c.Queue.AddAfter(key, res.RequeueAfter)
+	default:
+		c.Queue.Forget(key)
+	}
+	if c.Observer != nil {
+		c.Observer.Reconciled(c.Name, time.Since(start), outcome)
+	}
+	return true
+}
+
+// reconcile turns a panic in a reconciler into an error for that key, so one
+// bad object cannot bring the controller down.
+func (c *Controller) reconcile(ctx context.Context, key string) (res Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			klog.ErrorS(nil, "reconcile panicked", "controller", c.Name, "key", key, "panic", r)
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return c.R.Reconcile(ctx, key)
+}

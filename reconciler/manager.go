@@ -1,0 +1,313 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// Options configure a Manager.
+type Options struct {
+	Workers int
+	Resync  time.Duration
+}
+
+// Manager wires Kontinue together: the tracker, the controllers and the
+// routing of watch events to their queues.
+type Manager struct {
+	dyn     dynamic.Interface
+	mapper  *tracking.Mapper
+	tracker *tracking.Tracker
+	clients *apply.Clients
+	events  *eventRecorder
+	opts    Options
+
+	owners map[string]*ownerReconciler // by owner kind
+	chains *chainReconciler
+
+	// blocked owners are re-reconciled when RBAC or discovery changes; they
+	// are not retried on a timer, which would only repeat the failure.
+	blockedMu sync.Mutex
+	blocked   map[string]blockCause
+
+	synced   bool
+	syncedMu sync.RWMutex
+
+	tmplMu    sync.Mutex
+	tmplCache map[string]*cachedTemplate
+	optMu     sync.Mutex
+	optCache  map[string]cachedOptions
+
+	// OnApply, when set, is told of every apply (true) and every apply
+	// skipped because the live object was up to date (false).
+	OnApply func(applied bool)
+}
+
+type blockCause int
+
+const (
+	blockedRBAC blockCause = iota + 1
+	blockedDiscovery
+)
+
+// NewManager builds a manager from a client config.
+func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		dyn:     dyn,
+		mapper:  tracking.NewMapper(dc),
+		clients: apply.NewClients(cfg),
+		opts:    opts,
+		owners:  map[string]*ownerReconciler{},
+		blocked: map[string]blockCause{},
+	}
+	m.events = newEventRecorder(dyn)
+	m.tracker = tracking.New(dyn, opts.Resync, m.route)
+	idx := newIndex()
+	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
+		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
+	}
+	m.chains = newChainReconciler(m)
+	return m, nil
+}
+
+// Tracker exposes the tracker (metrics, tests).
+func (m *Manager) Tracker() *tracking.Tracker { return m.tracker }
+
+// Controllers returns every controller (metrics).
+func (m *Manager) Controllers() []*Controller {
+	out := []*Controller{m.chains.ctrl}
+	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
+		out = append(out, m.owners[f.OwnerKind].ctrl)
+	}
+	return out
+}
+
+// permanentWatches are Kontinue's own kinds and what it must see to react.
+func permanentWatches() []tracking.Key {
+	keys := []tracking.Key{
+		{GVR: WorkloadGVR}, {GVR: DeliverableGVR}, {GVR: SupplyChainGVR}, {GVR: DeliveryGVR},
+		{GVR: RunTemplateGVR}, {GVR: CRDGVR},
+	}
+	for _, gvr := range templateGVRByKind {
+		keys = append(keys, tracking.Key{GVR: gvr})
+	}
+	for _, gvr := range RBACGVRs {
+		keys = append(keys, tracking.Key{GVR: gvr})
+	}
+	return keys
+}
+
+// Synced reports whether the permanent caches have synced (readiness).
+func (m *Manager) Synced() bool {
+	m.syncedMu.RLock()
+	defer m.syncedMu.RUnlock()
+	return m.synced
+}
+
+// Run starts the watches, waits for Kontinue's own caches (at start only;
+// workers never wait), then runs the controllers until ctx is done and they
+// have drained.
+func (m *Manager) Run(ctx context.Context) error {
+	m.tracker.Start(ctx)
+	keys := permanentWatches()
+	for _, k := range keys {
+		m.tracker.Ensure(k, tracking.Permanent)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		all := true
+		for _, k := range keys {
+			all = all && m.tracker.Synced(k)
+		}
+		if all {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("caches did not sync: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+	m.syncedMu.Lock()
+	m.synced = true
+	m.syncedMu.Unlock()
+	klog.InfoS("caches synced; starting controllers", "workers", m.opts.Workers)
+
+	var wg sync.WaitGroup
+	for _, c := range m.Controllers() {
+		wg.Add(1)
+		go func(c *Controller) {
+			defer wg.Done()
+			c.Run(ctx, m.opts.Workers)
+		}(c)
+	}
+	wg.Wait()
+	m.events.shutdown()
+	return nil
+}
+
+// route turns a watch event into queue keys. It runs on informer goroutines
+// and must not block.
+func (m *Manager) route(ev tracking.Event) {
+	gvr := ev.Key.GVR
+	if ev.Key.Selector == StampedSelector {
+		m.routeStamped(ev)
+		return
+	}
+	switch {
+	case gvr == WorkloadGVR || gvr == DeliverableGVR:
+		if ev.Type == tracking.Updated && !ownerChanged(ev.Old, ev.Obj) {
+			return // our own status write, or nothing we read
+		}
+		kind := WorkloadFlavor.OwnerKind
+		if gvr == DeliverableGVR {
+			kind = DeliverableFlavor.OwnerKind
+		}
+		m.owners[kind].ctrl.Enqueue(namespacedKey(ev.Obj))
+	case gvr == SupplyChainGVR || gvr == DeliveryGVR:
+		if ev.Type == tracking.Updated && !specOrLabelsChanged(ev.Old, ev.Obj) {
+			return
+		}
+		m.chains.ctrl.Enqueue(chainKey(gvr, ev.Obj.GetName()))
+		for _, o := range m.owners {
+			if o.flavor.ChainGVR == gvr {
+				o.chainChanged(ev.Obj)
+			}
+		}
+	case templateKindByGVR[gvr] != "":
+		kind := templateKindByGVR[gvr]
+		for _, o := range m.owners {
+			o.templateChanged(kind, ev.Obj.GetName())
+		}
+		m.chains.enqueueAll()
+	case gvr == CRDGVR:
+		m.crdChanged(ev)
+	case gvr.Group == rbacGroupVersion.Group:
+		m.unblock(blockedRBAC)
+	}
+}
+
+// routeStamped sends an event about a stamped object to its owner.
+func (m *Manager) routeStamped(ev tracking.Event) {
+	l := ev.Obj.GetLabels()
+	for _, o := range m.owners {
+		if name := l[o.flavor.LabelOwnerName]; name != "" {
+			o.ctrl.Enqueue(l[o.flavor.LabelOwnerNS] + "/" + name)
+		}
+	}
+}
+
+func (m *Manager) crdChanged(ev tracking.Event) {
+	m.mapper.Reset(true)
+	if ev.Type == tracking.Deleted {
+		group, _, _ := unstructured.NestedString(ev.Obj.Object, "spec", "group")
+		plural, _, _ := unstructured.NestedString(ev.Obj.Object, "spec", "names", "plural")
+		for _, user := range m.tracker.StopResource(schema.GroupResource{Group: group, Resource: plural}) {
+			m.enqueueUser(user)
+		}
+	}
+	m.unblock(blockedDiscovery)
+}
+
+// block remembers that owner (a tracker user key) waits for cause.
+func (m *Manager) block(user string, cause blockCause) {
+	m.blockedMu.Lock()
+	defer m.blockedMu.Unlock()
+	m.blocked[user] = cause
+}
+
+func (m *Manager) unblockOne(user string) {
+	m.blockedMu.Lock()
+	defer m.blockedMu.Unlock()
+	delete(m.blocked, user)
+}
+
+func (m *Manager) unblock(cause blockCause) {
+	m.blockedMu.Lock()
+	var users []string
+	for u, c := range m.blocked {
+		if c == cause {
+			users = append(users, u)
+			delete(m.blocked, u)
+		}
+	}
+	m.blockedMu.Unlock()
+	for _, u := range users {
+		m.enqueueUser(u)
+	}
+}
+
+// enqueueUser enqueues a tracker user key "Kind/namespace/name".
+func (m *Manager) enqueueUser(user string) {
+	kind, key, ok := splitUser(user)
+	if !ok {
+		return
+	}
+	if o := m.owners[kind]; o != nil {
+		o.ctrl.Enqueue(key)
+	}
+}
+
+func userKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+func splitUser(user string) (kind, key string, ok bool) {
+	for i := 0; i < len(user); i++ {
+		if user[i] == '/' {
+			return user[:i], user[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+func namespacedKey(obj *unstructured.Unstructured) string {
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+func chainKey(gvr schema.GroupVersionResource, name string) string {
+	return gvr.Resource + "/" + name
+}
+
+// ownerChanged reports whether anything an owner's reconcile reads changed:
+// anything but its status and bookkeeping metadata.
+func ownerChanged(old, cur *unstructured.Unstructured) bool {
+	if old == nil {
+		return true
+	}
+	if old.GetGeneration() != cur.GetGeneration() ||
+		!reflect.DeepEqual(old.GetLabels(), cur.GetLabels()) ||
+		!reflect.DeepEqual(old.GetAnnotations(), cur.GetAnnotations()) ||
+		(old.GetDeletionTimestamp() == nil) != (cur.GetDeletionTimestamp() == nil) {
+		return true
+	}
+	return !reflect.DeepEqual(old.Object["spec"], cur.Object["spec"])
+}
+
+func specOrLabelsChanged(old, cur *unstructured.Unstructured) bool {
+	return old == nil || old.GetGeneration() != cur.GetGeneration() ||
+		!reflect.DeepEqual(old.GetLabels(), cur.GetLabels()) ||
+		!reflect.DeepEqual(old.Object["spec"], cur.Object["spec"])
+}

@@ -1,0 +1,504 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/selector"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// ownerReconciler walks Workloads through supply chains, or Deliverables
+// through deliveries: the same machine, two flavors.
+type ownerReconciler struct {
+	m      *Manager
+	flavor *Flavor
+	ctrl   *Controller
+	idx    *index
+	specs  *specCache
+}
+
+func newOwnerReconciler(m *Manager, f *Flavor, idx *index) *ownerReconciler {
+	r := &ownerReconciler{m: m, flavor: f, idx: idx, specs: newSpecCache()}
+	r.ctrl = NewController(f.OwnerKind, ReconcileFunc(r.Reconcile))
+	return r
+}
+
+func (r *ownerReconciler) user(namespace, name string) string {
+	return userKey(r.flavor.OwnerKind, namespace, name)
+}
+
+// chainChanged enqueues the owners that used the chain and those its
+// selector matches now: never the whole cluster.
+func (r *ownerReconciler) chainChanged(chain *unstructured.Unstructured) {
+	seen := map[string]bool{}
+	for _, u := range r.idx.ownersOfChain(chain.GetName()) {
+		if _, key, ok := splitUser(u); ok {
+			seen[key] = true
+			r.ctrl.Enqueue(key)
+		}
+	}
+	c, err := r.specs.chain(chain)
+	if err != nil || c.selector == nil {
+		return
+	}
+	owners, _ := r.m.tracker.List(tracking.Key{GVR: r.flavor.OwnerGVR}, "")
+	for _, o := range owners {
+		key := namespacedKey(o)
+		if seen[key] {
+			continue
+		}
+		doc, err := json.Marshal(o.Object)
+		if err != nil {
+			continue
+		}
+		if ok, err := c.selector.Matches(selector.Owner{Kind: r.flavor.OwnerKind, Labels: o.GetLabels(), Doc: doc}); ok || err != nil {
+			r.ctrl.Enqueue(key)
+		}
+	}
+}
+
+func (r *ownerReconciler) templateChanged(kind, name string) {
+	for _, u := range r.idx.ownersOfTemplate(kind, name) {
+		if k, key, ok := splitUser(u); ok && k == r.flavor.OwnerKind {
+			r.ctrl.Enqueue(key)
+		}
+	}
+}
+
+// Reconcile realizes one owner.
+func (r *ownerReconciler) Reconcile(ctx context.Context, key string) (Result, error) {
+	ns, name, err := splitNamespaced(key)
+	if err != nil {
+		return Result{}, Terminal(err)
+	}
+	user := r.user(ns, name)
+	obj, synced := r.m.tracker.Get(tracking.Key{GVR: r.flavor.OwnerGVR}, ns, name)
+	if !synced {
+		return Result{RequeueAfter: time.Second}, nil
+	}
+	if obj == nil || obj.GetDeletionTimestamp() != nil {
+		// Stamped objects carry our ownerReference: the garbage collector
+		// removes them. Drop what this owner held.
+		r.m.tracker.ReleaseAll(user)
+		r.idx.forget(user)
+		r.m.unblockOne(user)
+		return Result{}, nil
+	}
+	obj = obj.DeepCopy()
+	run := newRun(ctx, r, obj)
+	res, runErr := run.realize()
+
+	// Orphans first: a step that moved to another object must not leave the
+	// old one behind. Failures keep the old ref in status so it is retried.
+	orphanErr := run.removeOrphans()
+
+	if err := r.writeStatus(ctx, obj, run); err != nil {
+		return Result{}, err
+	}
+	r.m.tracker.Commit(user, run.watches())
+	r.idx.set(user, ownerRefs{chain: run.chainName, templates: run.templatesUsed})
+	switch {
+	case run.blocked != 0:
+		r.m.block(user, run.blocked)
+	default:
+		r.m.unblockOne(user)
+	}
+	if runErr != nil {
+		return Result{}, runErr
+	}
+	if orphanErr != nil {
+		return Result{}, orphanErr
+	}
+	return res, nil
+}
+
+func splitNamespaced(key string) (string, string, error) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("bad key %q", key)
+}
+
+// writeStatus writes the owner's status only when it changed.
+func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, run *run) error {
+	newStatus, err := toMap(run.status)
+	if err != nil {
+		return err
+	}
+	oldStatus, _ := obj.Object["status"].(map[string]any)
+	if reflect.DeepEqual(normalize(oldStatus), normalize(newStatus)) {
+		return nil
+	}
+	obj.Object["status"] = newStatus
+	_, err = r.m.dyn.Resource(r.flavor.OwnerGVR).Namespace(obj.GetNamespace()).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		// The cache is behind; the watch event that follows re-queues us.
+		klog.V(2).InfoS("status write raced; will retry", "owner", r.user(obj.GetNamespace(), obj.GetName()), "err", err.Error())
+		return err
+	}
+	return err
+}
+
+func toMap(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
+}
+
+// normalize makes numbers comparable between the cache (int64) and a JSON
+// round trip (float64).
+func normalize(m map[string]any) any {
+	if m == nil {
+		return map[string]any{}
+	}
+	b, _ := json.Marshal(m)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// run is the state of one reconcile of one owner.
+type run struct {
+	ctx    context.Context
+	r      *ownerReconciler
+	owner  *unstructured.Unstructured
+	doc    []byte
+	spec   api.OwnerSpec
+	now    metav1.Time
+	prev   st.OwnerStatus
+	status st.OwnerStatus
+
+	chainName     string
+	chain         *chainSpec
+	templatesUsed []templateKey
+	keys          map[tracking.Key]struct{}
+	keep          map[refKey]bool // stamped objects that must stay
+	blocked       blockCause
+}
+
+type refKey struct {
+	gvr             schema.GroupVersionResource
+	namespace, name string
+}
+
+func newRun(ctx context.Context, r *ownerReconciler, owner *unstructured.Unstructured) *run {
+	ru := &run{ctx: ctx, r: r, owner: owner, now: metav1.NewTime(time.Now().Truncate(time.Second)),
+		keys: map[tracking.Key]struct{}{}, keep: map[refKey]bool{}}
+	if s, ok := owner.Object["status"].(map[string]any); ok {
+		_ = api.Decode(s, &ru.prev)
+	}
+	return ru
+}
+
+func (ru *run) watches() []tracking.Key {
+	out := make([]tracking.Key, 0, len(ru.keys))
+	for k := range ru.keys {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// realize selects the chain and walks its steps, filling ru.status.
+func (ru *run) realize() (Result, error) {
+	f := ru.r.flavor
+	ru.status = st.OwnerStatus{ObservedGeneration: ru.owner.GetGeneration()}
+	// Keep what the owner had until a step says otherwise: a bad input must
+	// never make Kontinue forget (and so delete) a stamped object.
+	ru.status.Resources = ru.prev.Resources
+	for _, res := range ru.prev.Resources {
+		ru.keepRefs(res)
+	}
+	doc, err := json.Marshal(ru.owner.Object)
+	if err != nil {
+		return Result{}, Terminal(err)
+	}
+	ru.doc = doc
+	if spec, ok := ru.owner.Object["spec"]; ok {
+		if err := api.Decode(spec, &ru.spec); err != nil {
+			ru.fail(f.ChainReadyCondition, "InvalidSpec", fmt.Sprintf("cannot read the %s spec: %v", f.OwnerKind, err))
+			return Result{}, nil
+		}
+	}
+
+	choice, chain := ru.chooseChain()
+	if chain == nil {
+		ru.fail(f.ChainReadyCondition, choice.Reason, choice.Message)
+		return Result{}, nil
+	}
+	ru.chainName = chain.name
+	ru.chain = chain
+	ref := &st.ObjectRef{Kind: f.ChainKind, Name: chain.name}
+	if f == DeliverableFlavor {
+		ru.status.DeliveryRef = ref
+	} else {
+		ru.status.SupplyChainRef = ref
+	}
+	if chain.err != nil {
+		ru.fail(f.ChainReadyCondition, "InvalidChain", chain.err.Error())
+		return Result{}, nil
+	}
+	if missing := ru.missingTemplates(chain); missing != "" {
+		ru.fail(f.ChainReadyCondition, "TemplatesNotFound", missing)
+		return Result{}, nil
+	}
+	chainReady := st.Cond(f.ChainReadyCondition, st.True, "Ready", "")
+	return ru.walk(chainReady)
+}
+
+// fail records that the owner cannot be realized at all: the chain condition
+// and Ready say why; stamped objects and step statuses stay as they were.
+func (ru *run) fail(condType, reason, msg string) {
+	conds := []metav1.Condition{st.Cond(condType, st.False, reason, msg)}
+	conds = append(conds, st.Cond(st.Ready, st.False, reason, msg))
+	ru.status.Conditions = st.Merge(conds, ru.prev.Conditions, ru.owner.GetGeneration(), ru.now)
+	ru.status.SupplyChainRef = ru.prev.SupplyChainRef
+	ru.status.DeliveryRef = ru.prev.DeliveryRef
+}
+
+func (ru *run) chooseChain() (selector.ChainChoice, *chainSpec) {
+	f := ru.r.flavor
+	objs, _ := ru.r.m.tracker.List(tracking.Key{GVR: f.ChainGVR}, "")
+	cands := make([]selector.Candidate, 0, len(objs))
+	byName := map[string]*chainSpec{}
+	for _, o := range objs {
+		c, err := ru.r.specs.chain(o)
+		if err != nil {
+			continue // reported on the chain's own status
+		}
+		if c.selector == nil {
+			continue
+		}
+		byName[c.name] = c
+		cands = append(cands, selector.Candidate{Name: c.name, Selector: c.selector})
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].Name < cands[j].Name })
+	owner := selector.Owner{Kind: f.OwnerKind, Labels: ru.owner.GetLabels(), Doc: ru.doc}
+	choice := selector.ChooseChain(owner, ru.owner.GetName(), cands)
+	if choice.Reason != "" {
+		return choice, nil
+	}
+	return choice, byName[choice.Name]
+}
+
+// missingTemplates lists, by step, the templates the chain names that do
+// not exist.
+func (ru *run) missingTemplates(c *chainSpec) string {
+	var missing []string
+	for _, s := range c.spec.Resources {
+		for _, n := range templateNames(s.TemplateRef) {
+			if ru.r.m.template(s.TemplateRef.Kind, n) == nil {
+				missing = append(missing, fmt.Sprintf("step [%s]: %s [%s]", s.Name, s.TemplateRef.Kind, n))
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s [%s] references templates that do not exist: %s", ru.r.flavor.ChainKind, c.name, join(missing))
+}
+
+func templateNames(ref api.StepTemplateRef) []string {
+	if ref.Name != "" {
+		return []string{ref.Name}
+	}
+	var out []string
+	for _, o := range ref.Options {
+		if o.Name != "" {
+			out = append(out, o.Name)
+		}
+	}
+	return out
+}
+
+func join(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
+
+// template returns a template from the cache, or nil.
+func (m *Manager) template(kind, name string) *unstructured.Unstructured {
+	gvr, ok := templateGVRByKind[kind]
+	if !ok {
+		return nil
+	}
+	obj, _ := m.tracker.Get(tracking.Key{GVR: gvr}, "", name)
+	return obj
+}
+
+// keepRefs marks a step's stamped objects as still wanted.
+func (ru *run) keepRefs(res st.Resource) {
+	for _, ref := range refsOf(res) {
+		ru.keep[refKeyOf(ref)] = true
+	}
+}
+
+func refsOf(res st.Resource) []st.StampedRef {
+	var out []st.StampedRef
+	if res.StampedRef != nil {
+		out = append(out, *res.StampedRef)
+	}
+	for _, r := range res.StampedObjects {
+		if res.StampedRef == nil || r != *res.StampedRef {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func refKeyOf(ref st.StampedRef) refKey {
+	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+	return refKey{gvr: gvrFromResource(gv, ref.Resource), namespace: ref.Namespace, name: ref.Name}
+}
+
+// gvrFromResource rebuilds a GVR from an apiVersion and the status'
+// "plural.group" resource string.
+func gvrFromResource(gv schema.GroupVersion, resource string) schema.GroupVersionResource {
+	plural := resource
+	if gv.Group != "" && len(resource) > len(gv.Group)+1 && resource[len(resource)-len(gv.Group)-1:] == "."+gv.Group {
+		plural = resource[:len(resource)-len(gv.Group)-1]
+	}
+	return gv.WithResource(plural)
+}
+
+func resourceString(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return gvr.Resource
+	}
+	return gvr.Resource + "." + gvr.Group
+}
+
+// removeOrphans deletes objects the previous status listed that no step
+// stamps any more, when they still carry this owner's labels.
+func (ru *run) removeOrphans() error {
+	f := ru.r.flavor
+	var firstErr error
+	for _, res := range ru.prev.Resources {
+		for _, ref := range refsOf(res) {
+			k := refKeyOf(ref)
+			if ru.keep[k] {
+				continue
+			}
+			err := ru.deleteOrphan(k, ref, res.Name)
+			if err == nil {
+				continue
+			}
+			klog.InfoS("could not remove orphaned object; will retry", "owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()),
+				"object", ref.Kind+"/"+ref.Name, "err", err.Error())
+			if firstErr == nil {
+				firstErr = err
+			}
+			// Keep it listed so it is retried, not leaked.
+			ru.status.Resources = append(ru.status.Resources, st.Resource{Name: res.Name + "-orphan-" + ref.Name, StampedRef: &ref,
+				Conditions: []metav1.Condition{st.Cond(st.Ready, st.Unknown, "OrphanNotRemoved", err.Error())}})
+		}
+	}
+	_ = f
+	return firstErr
+}
+
+func (ru *run) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
+	f := ru.r.flavor
+	ctx := ru.ctx
+	var live *unstructured.Unstructured
+	cached, synced := ru.r.m.tracker.Get(tracking.Key{GVR: k.gvr, Selector: StampedSelector}, k.namespace, k.name)
+	if synced {
+		live = cached
+	} else {
+		ri := ru.r.m.dyn.Resource(k.gvr)
+		var rc = ri.Namespace(k.namespace)
+		got, err := rc.Get(ctx, k.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		live = got
+	}
+	if live == nil {
+		return nil
+	}
+	l := live.GetLabels()
+	if l[f.LabelOwnerName] != ru.owner.GetName() || l[f.LabelOwnerNS] != ru.owner.GetNamespace() {
+		return nil // not ours (any more): never delete it
+	}
+	cl, err := ru.stampClient()
+	if err != nil {
+		return err
+	}
+	err = apply.Delete(ctx, cl, k.gvr, k.namespace, k.name, live.GetUID())
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectRemoved, "Removed %s %s/%s no longer stamped by step [%s]", ref.Kind, k.namespace, k.name, step)
+	return nil
+}
+
+// specCache decodes chains once per resourceVersion.
+type specCache struct {
+	mu     sync.Mutex
+	chains map[string]*chainSpec
+}
+
+func newSpecCache() *specCache { return &specCache{chains: map[string]*chainSpec{}} }
+
+// chainSpec is a decoded chain with its compiled selector.
+type chainSpec struct {
+	name, rv string
+	spec     api.ChainSpec
+	selector *selector.Selector
+	err      error // the chain is invalid (reported on its status)
+}
+
+func (c *specCache) chain(o *unstructured.Unstructured) (*chainSpec, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cs, ok := c.chains[o.GetName()]; ok && cs.rv == o.GetResourceVersion() {
+		return cs, nil
+	}
+	cs := &chainSpec{name: o.GetName(), rv: o.GetResourceVersion()}
+	if err := api.Decode(o.Object["spec"], &cs.spec); err != nil {
+		cs.err = fmt.Errorf("cannot read spec of %s [%s]: %w", o.GetKind(), o.GetName(), err)
+	} else {
+		sel, err := selector.Compile(cs.spec.Selector, cs.spec.SelectorMatchExpressions, cs.spec.SelectorMatchFields)
+		if err != nil {
+			cs.err = fmt.Errorf("invalid selector on %s [%s]: %w", o.GetKind(), o.GetName(), err)
+		} else if !sel.Empty() {
+			cs.selector = sel
+		}
+	}
+	c.chains[o.GetName()] = cs
+	return cs, nil
+}

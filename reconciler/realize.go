@@ -1,0 +1,689 @@
+package reconciler
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"kontinue.dev/kontinue/paths"
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/health"
+	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/selector"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// Step reasons (ResourceSubmitted), the contract's.
+const (
+	ReasonSubmitted            = "ResourceSubmissionComplete"
+	ReasonMissingValueAtPath   = "MissingValueAtPath"
+	ReasonStampFailure         = "TemplateStampFailure"
+	ReasonRejected             = "TemplateRejectedByAPIServer"
+	ReasonRetrievalFailure     = "TemplateObjectRetrievalFailure"
+	ReasonOptionsMatchError    = "TemplateOptionsMatchError"
+	ReasonResolveOptionsError  = "ResolveTemplateOptionsError"
+	ReasonServiceAccountError  = "ServiceAccountError"
+	ReasonUnknownError         = "UnknownError"
+	ReasonPassThrough          = "PassThrough"
+	ReasonConditionNotMet      = "ConditionNotMet"
+	ReasonFailedConditionMet   = "FailedConditionMet"
+	ReasonHealthyConditionRule = "HealthyConditionRule"
+)
+
+// outputs of a step: "url"/"revision", "image", "config", or none.
+type outputs map[string]any
+
+type stepResult struct {
+	status  st.Resource
+	outputs outputs // nil: not available (downstream steps wait)
+	err     error   // transient: retry with backoff
+	requeue time.Duration
+}
+
+// walk realizes the chain's steps in order, then sums up the conditions.
+func (ru *run) walk(chainReady metav1.Condition) (Result, error) {
+	outs := map[string]outputs{}
+	var resources []st.Resource
+	var res Result
+	var transient error
+	for _, step := range ru.chain.spec.Resources {
+		sr := ru.realizeStep(step, outs)
+		resources = append(resources, sr.status)
+		if sr.outputs != nil {
+			outs[step.Name] = sr.outputs
+		}
+		if sr.err != nil && transient == nil {
+			transient = sr.err
+		}
+		if sr.requeue > 0 && (res.RequeueAfter == 0 || sr.requeue < res.RequeueAfter) {
+			res.RequeueAfter = sr.requeue
+		}
+	}
+	ru.status.Resources = resources
+	ru.keep = map[refKey]bool{}
+	for _, r := range resources {
+		ru.keepRefs(r)
+	}
+	var submitted, healthy []metav1.Condition
+	for _, r := range resources {
+		if c := st.Find(r.Conditions, st.ResourceSubmitted); c != nil {
+			submitted = append(submitted, *c)
+		}
+		if c := st.Find(r.Conditions, st.Healthy); c != nil {
+			healthy = append(healthy, *c)
+		}
+	}
+	sub := st.Summarize(st.ResourcesSubmitted, ReasonSubmitted, submitted...)
+	hl := st.Summarize(st.ResourcesHealthy, ReasonHealthyConditionRule, healthy...)
+	ready := st.Summarize(st.Ready, "Ready", chainReady, sub, hl)
+	ru.status.Conditions = st.Merge([]metav1.Condition{chainReady, sub, hl, ready}, ru.prev.Conditions, ru.owner.GetGeneration(), ru.now)
+	return res, transient
+}
+
+func (ru *run) prevStep(name string) *st.Resource {
+	for i := range ru.prev.Resources {
+		if ru.prev.Resources[i].Name == name {
+			return &ru.prev.Resources[i]
+		}
+	}
+	return nil
+}
+
+// stepCtx carries what one step's realize needs.
+type stepCtx struct {
+	step     api.Step
+	kind     string // template kind
+	tmplName string
+	spec     *api.TemplateSpec
+	prev     *st.Resource
+	res      st.Resource
+}
+
+func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
+	sc := &stepCtx{step: step, kind: step.TemplateRef.Kind, prev: ru.prevStep(step.Name)}
+	sc.res = st.Resource{Name: step.Name, Inputs: stepInputs(step)}
+	if sc.prev != nil {
+		// Until this step stamps again, it keeps pointing at what it stamped.
+		sc.res.StampedRef, sc.res.StampedObjects = sc.prev.StampedRef, sc.prev.StampedObjects
+		sc.res.TemplateRef, sc.res.Outputs, sc.res.InputDigest = sc.prev.TemplateRef, sc.prev.Outputs, sc.prev.InputDigest
+	}
+
+	name, passThrough, err := ru.chooseTemplate(step)
+	if err != nil {
+		var oe *selector.OptionsMatchError
+		reason := ReasonResolveOptionsError
+		if errors.As(err, &oe) {
+			reason = ReasonOptionsMatchError
+		}
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, reason, err.Error()), nil)
+	}
+	if passThrough != "" {
+		return ru.passThrough(sc, passThrough, outs)
+	}
+	sc.tmplName = name
+	sc.res.TemplateRef = &st.TemplateRef{APIVersion: api.Group + "/" + api.Version, Kind: sc.kind, Name: name}
+	ru.templatesUsed = append(ru.templatesUsed, templateKey{sc.kind, name})
+	tobj := ru.r.m.template(sc.kind, name)
+	if tobj == nil {
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonRetrievalFailure,
+			fmt.Sprintf("unable to get template [%s/%s] for step [%s]: not found", sc.kind, name, step.Name)), nil)
+	}
+	spec, err := ru.r.m.templateSpec(tobj)
+	if err != nil {
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
+			fmt.Sprintf("template [%s/%s] for step [%s] is invalid: %v", sc.kind, name, step.Name, err)), nil)
+	}
+	sc.spec = spec
+
+	in, waiting, err := ru.inputs(sc, outs)
+	if err != nil {
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure, err.Error()), nil)
+	}
+	if waiting != "" {
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath, waiting), nil)
+	}
+
+	objs, err := ru.render(sc, in)
+	if err != nil {
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
+			fmt.Sprintf("unable to stamp object for step [%s] from template [%s/%s] in %s [%s]: %v", step.Name, sc.kind, name, ru.r.flavor.ChainNoun, ru.chainName, err)), nil)
+	}
+	return ru.stampAndObserve(sc, objs, in)
+}
+
+// chooseTemplate returns the template name, or the input a passThrough
+// option forwards.
+func (ru *run) chooseTemplate(step api.Step) (name, passThrough string, err error) {
+	ref := step.TemplateRef
+	if len(ref.Options) == 0 {
+		return ref.Name, "", nil
+	}
+	cands, err := ru.r.m.optionCandidates(ru.chainName, ru.chain.rv, step)
+	if err != nil {
+		return "", "", &selector.ResolveOptionsError{Step: step.Name, ChainKind: ru.r.flavor.ChainKind, Chain: ru.chainName, Err: err}
+	}
+	owner := selector.Owner{Kind: ru.r.flavor.OwnerKind, Labels: ru.owner.GetLabels(), Doc: ru.doc}
+	chosen, err := selector.ChooseOption(owner, ru.r.flavor.ChainKind, ru.chainName, step.Name, cands)
+	if err != nil {
+		return "", "", err
+	}
+	if strings.HasPrefix(chosen, passThroughPrefix) {
+		return "", strings.TrimPrefix(chosen, passThroughPrefix), nil
+	}
+	return chosen, "", nil
+}
+
+const passThroughPrefix = "passThrough:"
+
+// passThrough forwards an input as the step's output, stamping nothing.
+func (ru *run) passThrough(sc *stepCtx, input string, outs map[string]outputs) stepResult {
+	sc.res.StampedRef, sc.res.StampedObjects, sc.res.TemplateRef = nil, nil, nil
+	from := ""
+	for _, list := range [][]api.StepInput{sc.step.Sources, sc.step.Images, sc.step.Configs} {
+		for _, i := range list {
+			if i.Name == input {
+				from = i.Resource
+			}
+		}
+	}
+	if from == "" && sc.step.Deployment != nil && input == "deployment" {
+		from = sc.step.Deployment.Resource
+	}
+	if from == "" {
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
+			fmt.Sprintf("step [%s] passes through input [%s], which the step does not declare", sc.step.Name, input)), nil)
+	}
+	o, ok := outs[from]
+	if !ok {
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
+			fmt.Sprintf("step [%s] waits for the outputs of step [%s]", sc.step.Name, from)), nil)
+	}
+	healthy := st.Cond(st.Healthy, st.True, ReasonPassThrough, "")
+	return ru.stepDone(sc, o, st.Cond(st.ResourceSubmitted, st.True, ReasonPassThrough, fmt.Sprintf("input [%s] passed through", input)), &healthy)
+}
+
+// stepDone finishes a step: outputs (nil when not available), its
+// ResourceSubmitted condition, its Healthy condition (nil: Unknown), Ready.
+func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, healthy *metav1.Condition) stepResult {
+	h := st.Cond(st.Healthy, st.Unknown, "NoStampedObject", "no object has been stamped")
+	if healthy != nil {
+		h = *healthy
+	} else if submitted.Status == st.True {
+		h = st.Cond(st.Healthy, st.Unknown, "OutputNotAvailable", "")
+	}
+	if out != nil {
+		var changed []string
+		sc.res.Outputs, changed = st.Outputs(out, prevOutputs(sc.prev), ru.now)
+		if len(changed) > 0 && sc.prev != nil {
+			ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventResourceOutputChanged, "[%s] found a new output in step [%s]: %s", ru.owner.GetName(), sc.step.Name, strings.Join(changed, ", "))
+		}
+	}
+	ready := st.Summarize(st.Ready, "Ready", submitted, h)
+	var prevConds []metav1.Condition
+	if sc.prev != nil {
+		prevConds = sc.prev.Conditions
+		if old := st.Find(prevConds, st.Healthy); old != nil && old.Status != h.Status {
+			ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", ru.owner.GetName(), sc.step.Name, h.Status, h.Reason)
+		}
+	}
+	sc.res.Conditions = st.Merge([]metav1.Condition{submitted, h, ready}, prevConds, ru.owner.GetGeneration(), ru.now)
+	return stepResult{status: sc.res, outputs: out}
+}
+
+func prevOutputs(p *st.Resource) []st.Output {
+	if p == nil {
+		return nil
+	}
+	return p.Outputs
+}
+
+func stepInputs(step api.Step) []st.Input {
+	var out []st.Input
+	seen := map[string]bool{}
+	add := func(r string) {
+		if r != "" && !seen[r] {
+			seen[r] = true
+			out = append(out, st.Input{Name: r})
+		}
+	}
+	for _, list := range [][]api.StepInput{step.Sources, step.Images, step.Configs} {
+		for _, i := range list {
+			add(i.Resource)
+		}
+	}
+	if step.Deployment != nil {
+		add(step.Deployment.Resource)
+	}
+	return out
+}
+
+// inputs collects a step's inputs from earlier steps' outputs. waiting names
+// the first missing one.
+func (ru *run) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, waiting string, err error) {
+	step := sc.step
+	earlier := map[string]bool{}
+	for _, s := range ru.chain.spec.Resources {
+		if s.Name == step.Name {
+			break
+		}
+		earlier[s.Name] = true
+	}
+	get := func(typ string, i api.StepInput) (outputs, bool, error) {
+		if !earlier[i.Resource] {
+			return nil, false, fmt.Errorf("step [%s] reads %s [%s] from step [%s], which is not an earlier step of %s [%s]", step.Name, typ, i.Name, i.Resource, ru.r.flavor.ChainNoun, ru.chainName)
+		}
+		o, ok := outs[i.Resource]
+		if !ok && waiting == "" {
+			waiting = fmt.Sprintf("step [%s] waits for the outputs of step [%s]", step.Name, i.Resource)
+		}
+		return o, ok, nil
+	}
+	in = render.Inputs{Sources: map[string]render.Source{}, Images: map[string]any{}, Configs: map[string]any{}}
+	for _, i := range step.Sources {
+		o, ok, err := get("source", i)
+		if err != nil {
+			return in, "", err
+		}
+		if ok {
+			in.Sources[i.Name] = render.Source{URL: o["url"], Revision: o["revision"]}
+		}
+	}
+	for _, i := range step.Images {
+		o, ok, err := get("image", i)
+		if err != nil {
+			return in, "", err
+		}
+		if ok {
+			in.Images[i.Name] = o["image"]
+		}
+	}
+	for _, i := range step.Configs {
+		o, ok, err := get("config", i)
+		if err != nil {
+			return in, "", err
+		}
+		if ok {
+			in.Configs[i.Name] = o["config"]
+		}
+	}
+	if step.Deployment != nil {
+		if sc.kind != api.KindClusterDeploymentTemplate {
+			return in, "", fmt.Errorf("step [%s] receives deployment, but only a %s step can take it (the step uses a %s)", step.Name, api.KindClusterDeploymentTemplate, sc.kind)
+		}
+		o, ok, err := get("deployment", api.StepInput{Name: "deployment", Resource: step.Deployment.Resource})
+		if err != nil {
+			return in, "", err
+		}
+		if ok {
+			in.Deployment = &render.Source{URL: o["url"], Revision: o["revision"]}
+		}
+	} else if sc.kind == api.KindClusterDeploymentTemplate {
+		return in, "", fmt.Errorf("step [%s] uses a %s but has no deployment input", step.Name, api.KindClusterDeploymentTemplate)
+	}
+	return in, waiting, nil
+}
+
+// stepLabels are the labels every object of the step carries.
+func (ru *run) stepLabels(sc *stepCtx) map[string]string {
+	f := ru.r.flavor
+	lifecycle := sc.spec.Lifecycle
+	if lifecycle == "" {
+		lifecycle = api.LifecycleMutable
+	}
+	return map[string]string{
+		StampedLabel:           "true",
+		f.LabelOwnerName:       ru.owner.GetName(),
+		f.LabelOwnerNS:         ru.owner.GetNamespace(),
+		f.LabelChainName:       ru.chainName,
+		LabelResourceName:      sc.step.Name,
+		LabelTemplateKind:      sc.kind,
+		LabelTemplateName:      sc.tmplName,
+		LabelTemplateLifecycle: lifecycle,
+	}
+}
+
+// render stamps the template into objects ready to apply: in the owner's
+// namespace, with our labels and a controller reference to the owner.
+func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructured, error) {
+	params := render.MergeParams(sc.spec.Params, ru.chain.spec.Params, sc.step.Params, ru.spec.Params)
+	labels := ru.stepLabels(sc)
+	tc := render.NewContext(ru.r.flavor.OwnerKind, ru.owner.Object, params, in, labels)
+	eng, err := render.EngineFor(sc.spec)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := eng.Render(ru.ctx, sc.spec, tc)
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("the template rendered no object")
+	}
+	ns := ru.owner.GetNamespace()
+	for _, o := range objs {
+		if o.GetName() == "" {
+			return nil, fmt.Errorf("stamped %s has no metadata.name", o.GetKind())
+		}
+		if got := o.GetNamespace(); got != "" && got != ns {
+			return nil, fmt.Errorf("stamped %s [%s] names namespace [%s], but objects are stamped only in the %s's namespace [%s]", o.GetKind(), o.GetName(), got, ru.r.flavor.OwnerKind, ns)
+		}
+		o.SetNamespace(ns)
+		l := o.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		for k, v := range labels {
+			l[k] = v
+		}
+		o.SetLabels(l)
+		o.SetOwnerReferences([]metav1.OwnerReference{{
+			APIVersion: api.Group + "/" + api.Version, Kind: ru.r.flavor.OwnerKind,
+			Name: ru.owner.GetName(), UID: ru.owner.GetUID(), Controller: ptr(true),
+		}})
+		unstructured.RemoveNestedField(o.Object, "status")
+		unstructured.RemoveNestedField(o.Object, "metadata", "resourceVersion")
+		unstructured.RemoveNestedField(o.Object, "metadata", "managedFields")
+		ann := o.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		delete(ann, AnnotationDigest)
+		o.SetAnnotations(ann)
+		d := apply.Digest(o.Object)
+		ann[AnnotationDigest] = d
+		o.SetAnnotations(ann)
+	}
+	return objs, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// stampAndObserve applies the step's objects and reads outputs and health
+// from its primary object.
+func (ru *run) stampAndObserve(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
+	var refs []st.StampedRef
+	var primary *unstructured.Unstructured
+	primaryIdx := primaryIndex(sc.spec, objs)
+	for i, desired := range objs {
+		live, ref, cond, err := ru.stampOne(sc, desired)
+		if cond != nil {
+			r := ru.stepDone(sc, nil, *cond, nil)
+			r.err = err
+			return r
+		}
+		refs = append(refs, ref)
+		if i == primaryIdx {
+			primary = live
+		}
+	}
+	sc.res.StampedRef = &refs[primaryIdx]
+	sc.res.StampedObjects = nil
+	if len(refs) > 1 {
+		sc.res.StampedObjects = refs
+	}
+	return ru.observe(sc, primary, in)
+}
+
+func primaryIndex(spec *api.TemplateSpec, objs []*unstructured.Unstructured) int {
+	if spec.Primary == nil {
+		return 0
+	}
+	for i, o := range objs {
+		if o.GetKind() == spec.Primary.Kind && (spec.Primary.Name == "" || o.GetName() == spec.Primary.Name) &&
+			(spec.Primary.APIVersion == "" || o.GetAPIVersion() == spec.Primary.APIVersion) {
+			return i
+		}
+	}
+	return 0
+}
+
+// stampOne applies one object unless the cached live object already has
+// it. On failure it returns the step's condition (and a transient error to
+// retry, if retrying can help).
+func (ru *run) stampOne(sc *stepCtx, desired *unstructured.Unstructured) (*unstructured.Unstructured, st.StampedRef, *metav1.Condition, error) {
+	gvk := desired.GroupVersionKind()
+	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", gvk.Kind, desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
+	mapping, err := ru.r.m.mapper.Mapping(gvk)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			ru.blocked = blockedDiscovery
+			c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: the API server does not serve kind [%s] in [%s]", what, gvk.Kind, gvk.GroupVersion()))
+			return nil, st.StampedRef{}, &c, nil
+		}
+		c := st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, fmt.Sprintf("unable to look up kind [%s]: %v", gvk.Kind, err))
+		return nil, st.StampedRef{}, &c, err
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		c := st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind))
+		return nil, st.StampedRef{}, &c, nil
+	}
+	gvr := mapping.Resource
+	ref := st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(gvr)}
+	key := tracking.Key{GVR: gvr, Selector: StampedSelector}
+	ru.keys[key] = struct{}{}
+	ru.keep[refKeyOf(ref)] = true
+	var cached *unstructured.Unstructured
+	if ru.r.m.tracker.Ensure(key, ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())) {
+		cached, _ = ru.r.m.tracker.Get(key, desired.GetNamespace(), desired.GetName())
+		if apply.UpToDate(desired, cached) {
+			ru.r.m.noteApply(false)
+			return cached, ref, nil, nil
+		}
+	}
+	cl, err := ru.stampClient()
+	if err != nil {
+		c := st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error())
+		return nil, ref, &c, nil
+	}
+	live, err := apply.Apply(ru.ctx, cl, gvr, desired, FieldManager)
+	ru.r.m.noteApply(true)
+	if err != nil {
+		c, transient := ru.applyFailure(what, err)
+		return nil, ref, &c, transient
+	}
+	if cached == nil || cached.GetResourceVersion() != live.GetResourceVersion() {
+		ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
+	}
+	return live, ref, nil, nil
+}
+
+// applyFailure turns an API error into the step's condition. Errors that
+// retrying cannot fix end as a False condition and no retry; they come back
+// when RBAC, discovery, the template or the owner change.
+func (ru *run) applyFailure(what string, err error) (metav1.Condition, error) {
+	sa := ru.serviceAccount()
+	switch {
+	case apierrors.IsForbidden(err):
+		ru.blocked = blockedRBAC
+		return st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err),
+		apierrors.IsNotFound(err), apierrors.IsRequestEntityTooLargeError(err), apierrors.IsUnsupportedMediaType(err), apierrors.IsNotAcceptable(err):
+		return st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil
+	case apierrors.IsUnauthorized(err):
+		return st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, fmt.Sprintf("unable to apply %s as service account [%s/%s]: %v", what, sa.Namespace, sa.Name, err)), err
+	default:
+		return st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, fmt.Sprintf("unable to apply %s: %v", what, err)), err
+	}
+}
+
+// serviceAccount is the account whose permissions stamp objects:
+// the owner's, else the chain's, else "default" in the owner's namespace.
+func (ru *run) serviceAccount() api.ServiceAccountRef {
+	ns := ru.owner.GetNamespace()
+	if ru.spec.ServiceAccountName != "" {
+		return api.ServiceAccountRef{Namespace: ns, Name: ru.spec.ServiceAccountName}
+	}
+	if ru.chain != nil && ru.chain.spec.ServiceAccountRef != nil && ru.chain.spec.ServiceAccountRef.Name != "" {
+		ref := *ru.chain.spec.ServiceAccountRef
+		if ref.Namespace == "" {
+			ref.Namespace = ns
+		}
+		return ref
+	}
+	return api.ServiceAccountRef{Namespace: ns, Name: "default"}
+}
+
+func (ru *run) stampClient() (dynamic.Interface, error) {
+	sa := ru.serviceAccount()
+	return ru.r.m.clients.For(sa.Namespace, sa.Name)
+}
+
+// observe reads the step's outputs and health from the primary object.
+func (ru *run) observe(sc *stepCtx, live *unstructured.Unstructured, in render.Inputs) stepResult {
+	doc, err := live.MarshalJSON()
+	if err != nil {
+		c := st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, err.Error())
+		return ru.stepDone(sc, nil, c, nil)
+	}
+	what := fmt.Sprintf("%s [%s/%s]", live.GetKind(), live.GetNamespace(), live.GetName())
+	out, outErr := readOutputs(sc.kind, sc.spec, doc, in)
+	h := health.Evaluate(sc.spec, sc.kind, doc, outErr)
+	healthy := st.Cond(st.Healthy, metav1.ConditionStatus(h.Status), h.Reason, h.Message)
+
+	if sc.kind == api.KindClusterDeploymentTemplate {
+		switch h.Outcome {
+		case health.Succeeded:
+			return ru.stepDone(sc, out, st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, ""), &healthy)
+		case health.Failed:
+			return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, what, h.Message)), &healthy)
+		default:
+			return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, what, h.Message)), &healthy)
+		}
+	}
+	if outErr != nil {
+		if paths.IsNotFound(outErr) {
+			return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
+				fmt.Sprintf("waiting to read value from %s for step [%s] (template [%s/%s]): %v", what, sc.step.Name, sc.kind, sc.tmplName, outErr)), &healthy)
+		}
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
+			fmt.Sprintf("unable to read outputs from %s for step [%s] (template [%s/%s]): %v", what, sc.step.Name, sc.kind, sc.tmplName, outErr)), &healthy)
+	}
+	submitted := st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
+	if h.HasRule && h.Outcome != health.Succeeded {
+		// A template that says what success is releases outputs only then.
+		return ru.stepDone(sc, nil, submitted, &healthy)
+	}
+	return ru.stepDone(sc, out, submitted, &healthy)
+}
+
+// readOutputs evaluates the template's output paths on the object.
+func readOutputs(kind string, spec *api.TemplateSpec, doc []byte, in render.Inputs) (outputs, error) {
+	read := func(expr string) (any, error) {
+		p, err := paths.Compile(trimTag(expr))
+		if err != nil {
+			return nil, err
+		}
+		return p.Value(doc)
+	}
+	out := outputs{}
+	var err error
+	switch kind {
+	case api.KindClusterSourceTemplate:
+		if out["url"], err = read(spec.URLPath); err != nil {
+			return nil, err
+		}
+		if out["revision"], err = read(spec.RevisionPath); err != nil {
+			return nil, err
+		}
+	case api.KindClusterImageTemplate:
+		if out["image"], err = read(spec.ImagePath); err != nil {
+			return nil, err
+		}
+	case api.KindClusterConfigTemplate:
+		if out["config"], err = read(spec.ConfigPath); err != nil {
+			return nil, err
+		}
+	case api.KindClusterDeploymentTemplate:
+		if in.Deployment != nil {
+			out["url"], out["revision"] = in.Deployment.URL, in.Deployment.Revision
+		}
+	}
+	return out, nil
+}
+
+// trimTag accepts output paths written as a tag, "$(status.latestImage)$".
+func trimTag(expr string) string {
+	e := strings.TrimSpace(expr)
+	if strings.HasPrefix(e, "$(") && strings.HasSuffix(e, ")$") {
+		return e[2 : len(e)-2]
+	}
+	return e
+}
+
+// templateSpec decodes a template once per resourceVersion and validates
+// its rules.
+func (m *Manager) templateSpec(obj *unstructured.Unstructured) (*api.TemplateSpec, error) {
+	key := obj.GetKind() + "/" + obj.GetName()
+	m.tmplMu.Lock()
+	defer m.tmplMu.Unlock()
+	if m.tmplCache == nil {
+		m.tmplCache = map[string]*cachedTemplate{}
+	}
+	if c, ok := m.tmplCache[key]; ok && c.rv == obj.GetResourceVersion() {
+		return c.spec, c.err
+	}
+	c := &cachedTemplate{rv: obj.GetResourceVersion(), spec: &api.TemplateSpec{}}
+	if err := api.Decode(obj.Object["spec"], c.spec); err != nil {
+		c.err = err
+	} else if err := health.Validate(c.spec, obj.GetKind()); err != nil {
+		c.err = err
+	}
+	m.tmplCache[key] = c
+	return c.spec, c.err
+}
+
+type cachedTemplate struct {
+	rv   string
+	spec *api.TemplateSpec
+	err  error
+}
+
+// optionCandidates compiles a step's options once per chain version.
+func (m *Manager) optionCandidates(chain, rv string, step api.Step) ([]selector.Candidate, error) {
+	key := chain + "/" + step.Name
+	m.optMu.Lock()
+	defer m.optMu.Unlock()
+	if m.optCache == nil {
+		m.optCache = map[string]cachedOptions{}
+	}
+	if c, ok := m.optCache[key]; ok && c.rv == rv {
+		return c.cands, nil
+	}
+	var cands []selector.Candidate
+	for i, o := range step.TemplateRef.Options {
+		s, err := selector.Compile(o.Selector.MatchLabels, o.Selector.MatchExpressions, o.Selector.MatchFields)
+		if err != nil {
+			return nil, fmt.Errorf("option %d of step [%s]: %w", i, step.Name, err)
+		}
+		name := o.Name
+		if o.PassThrough != "" {
+			name = passThroughPrefix + o.PassThrough
+		}
+		cands = append(cands, selector.Candidate{Name: name, Selector: s})
+	}
+	m.optCache[key] = cachedOptions{rv: rv, cands: cands}
+	return cands, nil
+}
+
+type cachedOptions struct {
+	rv    string
+	cands []selector.Candidate
+}
+
+// noteApply counts applies and skipped no-op applies (metrics).
+func (m *Manager) noteApply(applied bool) {
+	if m.OnApply != nil {
+		m.OnApply(applied)
+	}
+}
+

@@ -1,0 +1,186 @@
+// Package status builds the status Kontinue writes on owners: the
+// Cartographer-compatible resources[] entries, their outputs, and the
+// conditions in the contract's order. Everything here is pure.
+package status
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Condition statuses.
+const (
+	True    = metav1.ConditionTrue
+	False   = metav1.ConditionFalse
+	Unknown = metav1.ConditionUnknown
+)
+
+// Condition types.
+const (
+	Ready              = "Ready"
+	ResourcesSubmitted = "ResourcesSubmitted"
+	ResourcesHealthy   = "ResourcesHealthy"
+	ResourceSubmitted  = "ResourceSubmitted"
+	Healthy            = "Healthy"
+	TemplatesReady     = "TemplatesReady"
+)
+
+// OwnerStatus is the status of a Workload or Deliverable.
+type OwnerStatus struct {
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	SupplyChainRef     *ObjectRef         `json:"supplyChainRef,omitempty"`
+	DeliveryRef        *ObjectRef         `json:"deliveryRef,omitempty"`
+	Resources          []Resource         `json:"resources,omitempty"`
+}
+
+// ObjectRef names a cluster-scoped object.
+type ObjectRef struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// Resource is the status of one step.
+type Resource struct {
+	Name           string             `json:"name"`
+	StampedRef     *StampedRef        `json:"stampedRef,omitempty"`
+	StampedObjects []StampedRef       `json:"stampedObjects,omitempty"`
+	TemplateRef    *TemplateRef       `json:"templateRef,omitempty"`
+	Inputs         []Input            `json:"inputs,omitempty"`
+	Outputs        []Output           `json:"outputs,omitempty"`
+	Conditions     []metav1.Condition `json:"conditions,omitempty"`
+	// InputDigest identifies the input set that produced the outputs.
+	InputDigest string `json:"inputDigest,omitempty"`
+}
+
+// StampedRef points at a stamped object.
+type StampedRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+	// Resource is the plural with its group, e.g. "configmaps", "tests.test.run".
+	Resource string `json:"resource,omitempty"`
+}
+
+// TemplateRef points at the template a step used.
+type TemplateRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+}
+
+// Input names an upstream step.
+type Input struct {
+	Name string `json:"name"`
+}
+
+// Output is one output of a step as shown to people: a YAML preview cut to
+// 1024 characters and the digest of the whole YAML.
+type Output struct {
+	Name               string      `json:"name"`
+	Preview            string      `json:"preview"`
+	Digest             string      `json:"digest"`
+	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
+}
+
+// PreviewLimit is where previews are cut.
+const PreviewLimit = 1024
+
+// Preview renders a value as its preview and digest.
+func Preview(v any) (preview, digest string) {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		b = []byte("<unprintable>")
+	}
+	sum := sha256.Sum256(b)
+	preview = string(b)
+	if len(preview) > PreviewLimit {
+		preview = preview[:PreviewLimit]
+	}
+	return preview, "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Outputs renders output values sorted by name, keeping the previous
+// lastTransitionTime of each output whose digest did not change.
+func Outputs(values map[string]any, prev []Output, now metav1.Time) (out []Output, changed []string) {
+	names := make([]string, 0, len(values))
+	for n := range values {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p, d := Preview(values[n])
+		o := Output{Name: n, Preview: p, Digest: d, LastTransitionTime: now}
+		if old := findOutput(prev, n); old != nil && old.Digest == d {
+			o.LastTransitionTime = old.LastTransitionTime
+		} else {
+			changed = append(changed, n)
+		}
+		out = append(out, o)
+	}
+	return out, changed
+}
+
+func findOutput(outs []Output, name string) *Output {
+	for i := range outs {
+		if outs[i].Name == name {
+			return &outs[i]
+		}
+	}
+	return nil
+}
+
+// Cond returns a condition; LastTransitionTime is filled by Merge.
+func Cond(typ string, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg}
+}
+
+// Merge returns conds (in their order) with the previous lastTransitionTime
+// kept for every condition whose status did not change, and
+// observedGeneration set.
+func Merge(conds []metav1.Condition, prev []metav1.Condition, generation int64, now metav1.Time) []metav1.Condition {
+	out := make([]metav1.Condition, len(conds))
+	for i, c := range conds {
+		c.LastTransitionTime = now
+		c.ObservedGeneration = generation
+		for _, p := range prev {
+			if p.Type == c.Type && p.Status == c.Status {
+				c.LastTransitionTime = p.LastTransitionTime
+			}
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// Summarize computes a Ready-like condition from others: True when all are
+// True, else the reason and message of the first False one, else of the first
+// Unknown one. trueReason is the reason when all are True.
+func Summarize(typ, trueReason string, conds ...metav1.Condition) metav1.Condition {
+	for _, c := range conds {
+		if c.Status == False {
+			return Cond(typ, False, c.Reason, c.Message)
+		}
+	}
+	for _, c := range conds {
+		if c.Status != True {
+			return Cond(typ, Unknown, c.Reason, c.Message)
+		}
+	}
+	return Cond(typ, True, trueReason, "")
+}
+
+// Find returns the condition of type typ, or nil.
+func Find(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,326 @@
+// Package tracking owns Kontinue's watches. It starts one dynamic informer per
+// (resource, label filter) when someone needs it, and stops it when its last
+// user lets go. Users are named (an owner key such as "Workload/ns/name"), so
+// releasing twice is harmless and never stops someone else's watch.
+package tracking
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// Key identifies one watch: a resource and an optional label selector.
+type Key struct {
+	GVR      schema.GroupVersionResource
+	Selector string
+}
+
+func (k Key) String() string {
+	if k.Selector == "" {
+		return k.GVR.String()
+	}
+	return k.GVR.String() + "{" + k.Selector + "}"
+}
+
+// EventType says what happened to an object.
+type EventType int
+
+// Event types.
+const (
+	Added EventType = iota
+	Updated
+	Deleted
+)
+
+// Event is delivered for every add, real update (resourceVersion changed) and
+// delete seen by any tracked informer.
+type Event struct {
+	Key  Key
+	Type EventType
+	Obj  *unstructured.Unstructured
+	Old  *unstructured.Unstructured // Updated only
+}
+
+// Handler receives events. It must not block: enqueue and return.
+type Handler func(Event)
+
+// Permanent is the user name for watches that live as long as the tracker.
+const Permanent = "<permanent>"
+
+type entry struct {
+	informer cache.SharedIndexInformer
+	cancel   context.CancelFunc
+	users    map[string]struct{}
+}
+
+// Tracker manages informers on demand.
+type Tracker struct {
+	client  dynamic.Interface
+	resync  time.Duration
+	handler Handler
+
+	mu      sync.Mutex
+	ctx     context.Context
+	entries map[Key]*entry
+	byUser  map[string]map[Key]struct{}
+}
+
+// New returns a tracker; call Start before Ensure.
+func New(client dynamic.Interface, resync time.Duration, h Handler) *Tracker {
+	return &Tracker{
+		client:  client,
+		resync:  resync,
+		handler: h,
+		entries: map[Key]*entry{},
+		byUser:  map[string]map[Key]struct{}{},
+	}
+}
+
+// Start records the context that bounds every informer's life.
+func (t *Tracker) Start(ctx context.Context) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ctx = ctx
+}
+
+// Ensure adds user to the users of k, starting its informer if needed, and
+// reports whether the informer's cache has synced. It never waits.
+func (t *Tracker) Ensure(k Key, user string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.ensureLocked(k)
+	e.users[user] = struct{}{}
+	if t.byUser[user] == nil {
+		t.byUser[user] = map[Key]struct{}{}
+	}
+	t.byUser[user][k] = struct{}{}
+	return e.informer.HasSynced()
+}
+
+// Commit sets the complete set of watches user needs: keys it used before
+// but not now are released. Call it at the end of every reconcile.
+func (t *Tracker) Commit(user string, keys []Key) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	want := make(map[Key]struct{}, len(keys))
+	for _, k := range keys {
+		want[k] = struct{}{}
+		t.ensureLocked(k).users[user] = struct{}{}
+	}
+	for k := range t.byUser[user] {
+		if _, ok := want[k]; !ok {
+			t.releaseLocked(k, user)
+		}
+	}
+	if len(want) == 0 {
+		delete(t.byUser, user)
+		return
+	}
+	t.byUser[user] = want
+}
+
+// ReleaseAll drops every watch of user (the owner is gone).
+func (t *Tracker) ReleaseAll(user string) { t.Commit(user, nil) }
+
+// Release drops one watch of user.
+func (t *Tracker) Release(k Key, user string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.releaseLocked(k, user)
+	if u := t.byUser[user]; u != nil {
+		delete(u, k)
+		if len(u) == 0 {
+			delete(t.byUser, user)
+		}
+	}
+}
+
+// StopResource stops every informer of a group/resource, whatever its users
+// (its CRD was deleted: a live informer would relist a 404 forever), and
+// returns the users that depended on it so that they can be re-reconciled.
+func (t *Tracker) StopResource(gr schema.GroupResource) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var users []string
+	for k, e := range t.entries {
+		if k.GVR.GroupResource() != gr {
+			continue
+		}
+		for u := range e.users {
+			if u != Permanent {
+				users = append(users, u)
+			}
+			delete(t.byUser[u], k)
+		}
+		e.cancel()
+		delete(t.entries, k)
+		klog.V(2).InfoS("stopped watch: resource removed", "watch", k.String())
+	}
+	sort.Strings(users)
+	return users
+}
+
+// Get reads one object from the cache of k. synced is false while the
+// informer is still listing (the caller must not conclude "absent" then);
+// a key that is not tracked reports synced false.
+func (t *Tracker) Get(k Key, namespace, name string) (obj *unstructured.Unstructured, synced bool) {
+	t.mu.Lock()
+	e := t.entries[k]
+	t.mu.Unlock()
+	if e == nil || !e.informer.HasSynced() {
+		return nil, false
+	}
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	item, exists, err := e.informer.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return nil, true
+	}
+	u, _ := item.(*unstructured.Unstructured)
+	return u, true
+}
+
+// List returns the cached objects of k (all namespaces when namespace is "").
+func (t *Tracker) List(k Key, namespace string) (objs []*unstructured.Unstructured, synced bool) {
+	t.mu.Lock()
+	e := t.entries[k]
+	t.mu.Unlock()
+	if e == nil || !e.informer.HasSynced() {
+		return nil, false
+	}
+	var items []any
+	if namespace == "" {
+		items = e.informer.GetStore().List()
+	} else {
+		items, _ = e.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	}
+	objs = make([]*unstructured.Unstructured, 0, len(items))
+	for _, it := range items {
+		if u, ok := it.(*unstructured.Unstructured); ok {
+			objs = append(objs, u)
+		}
+	}
+	return objs, true
+}
+
+// Synced reports whether the informer of k has synced.
+func (t *Tracker) Synced(k Key) bool {
+	t.mu.Lock()
+	e := t.entries[k]
+	t.mu.Unlock()
+	return e != nil && e.informer.HasSynced()
+}
+
+// Active returns the keys of the running informers and their user counts.
+func (t *Tracker) Active() map[Key]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[Key]int, len(t.entries))
+	for k, e := range t.entries {
+		out[k] = len(e.users)
+	}
+	return out
+}
+
+// CachedObjects counts the objects held by all informers.
+func (t *Tracker) CachedObjects() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, e := range t.entries {
+		n += len(e.informer.GetStore().ListKeys())
+	}
+	return n
+}
+
+func (t *Tracker) ensureLocked(k Key) *entry {
+	if e, ok := t.entries[k]; ok {
+		return e
+	}
+	if t.ctx == nil {
+		panic("tracking: Ensure before Start") // programming error, not input
+	}
+	sel := k.Selector
+	inf := dynamicinformer.NewFilteredDynamicInformer(t.client, k.GVR, "", t.resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
+	_ = inf.SetTransform(stripManagedFields)
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		klog.V(1).InfoS("watch error", "watch", k.String(), "err", err.Error())
+	})
+	_, _ = inf.AddEventHandler(t.handlerFor(k))
+	ctx, cancel := context.WithCancel(t.ctx)
+	e := &entry{informer: inf, cancel: cancel, users: map[string]struct{}{}}
+	t.entries[k] = e
+	go inf.RunWithContext(ctx)
+	klog.V(2).InfoS("started watch", "watch", k.String())
+	return e
+}
+
+func (t *Tracker) releaseLocked(k Key, user string) {
+	e, ok := t.entries[k]
+	if !ok {
+		return
+	}
+	delete(e.users, user)
+	if len(e.users) == 0 {
+		e.cancel()
+		delete(t.entries, k)
+		klog.V(2).InfoS("stopped watch: no users left", "watch", k.String())
+	}
+}
+
+func (t *Tracker) handlerFor(k Key) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				t.handler(Event{Key: k, Type: Added, Obj: u})
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*unstructured.Unstructured)
+			n, ok2 := newObj.(*unstructured.Unstructured)
+			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
+				return // a resync: nothing changed
+			}
+			t.handler(Event{Key: k, Type: Updated, Obj: n, Old: o})
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				t.handler(Event{Key: k, Type: Deleted, Obj: u})
+			}
+		},
+	}
+}
+
+// stripManagedFields keeps managedFields out of the cache: they are large and
+// Kontinue never reads them.
+func stripManagedFields(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if md, ok := u.Object["metadata"].(map[string]any); ok {
+			delete(md, "managedFields")
+		}
+		return u, nil
+	}
+	if _, ok := obj.(runtime.Object); !ok {
+		return nil, fmt.Errorf("unexpected object %T", obj)
+	}
+	return obj, nil
+}
