@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"golang.org/x/time/rate"
 )
 
 // Result tells the loop what to do after a reconcile that returned no error.
@@ -69,9 +69,10 @@ func NewController(name string, r Reconciler) *Controller {
 // Enqueue adds a key.
 func (c *Controller) Enqueue(key string) { c.Queue.Add(key) }
 
-// Run starts workers and blocks until ctx is done, then drains the queue:
-// in-flight reconciles finish, nothing new starts.
-func (c *Controller) Run(ctx context.Context, workers int) {
+// Run starts workers and blocks until stop is done, then drains the queue:
+// in-flight reconciles finish, nothing new starts. Reconciles run with ctx,
+// which may outlive stop by a grace period.
+func (c *Controller) Run(stop, ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
@@ -82,7 +83,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			}
 		}()
 	}
-	<-ctx.Done()
+	<-stop.Done()
 	c.Queue.ShutDownWithDrain()
 	wg.Wait()
 }

@@ -22,6 +22,8 @@ import (
 type Options struct {
 	Workers int
 	Resync  time.Duration
+	// ShutdownGrace bounds how long in-flight reconciles may run after stop.
+	ShutdownGrace time.Duration
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the
@@ -157,12 +159,23 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.syncedMu.Unlock()
 	klog.InfoS("caches synced; starting controllers", "workers", m.opts.Workers)
 
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		grace := m.opts.ShutdownGrace
+		if grace <= 0 {
+			grace = 30 * time.Second
+		}
+		klog.InfoS("stopping: no new work; in-flight reconciles may finish", "grace", grace)
+		time.AfterFunc(grace, cancel)
+	}()
 	var wg sync.WaitGroup
 	for _, c := range m.Controllers() {
 		wg.Add(1)
 		go func(c *Controller) {
 			defer wg.Done()
-			c.Run(ctx, m.opts.Workers)
+			c.Run(ctx, work, m.opts.Workers)
 		}(c)
 	}
 	wg.Wait()

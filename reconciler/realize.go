@@ -506,7 +506,7 @@ func (ru *run) applyFailure(what string, err error) (metav1.Condition, error) {
 	case apierrors.IsForbidden(err):
 		ru.blocked = blockedRBAC
 		return st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err),
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), isSchemaMismatch(err),
 		apierrors.IsNotFound(err), apierrors.IsRequestEntityTooLargeError(err), apierrors.IsUnsupportedMediaType(err), apierrors.IsNotAcceptable(err):
 		return st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil
 	case apierrors.IsUnauthorized(err):
@@ -514,6 +514,13 @@ func (ru *run) applyFailure(what string, err error) (metav1.Condition, error) {
 	default:
 		return st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, fmt.Sprintf("unable to apply %s: %v", what, err)), err
 	}
+}
+
+// isSchemaMismatch recognises a server-side apply of a value whose type the
+// kind's schema does not allow (a map where a string goes): the API server
+// reports it without a 4xx code, but retrying cannot fix it.
+func isSchemaMismatch(err error) bool {
+	return strings.Contains(err.Error(), "failed to create typed patch object")
 }
 
 // serviceAccount is the account whose permissions stamp objects:
@@ -686,4 +693,3 @@ func (m *Manager) noteApply(applied bool) {
 		m.OnApply(applied)
 	}
 }
-

@@ -1,0 +1,59 @@
+# Kontinue. `make run-local` runs it on a local control plane with an
+# example chain; `make test` runs every test. Both work on a fresh clone with
+# only Go installed: they build what they need (the control plane from the Go
+# module proxy, cached in ~/.cache/kontinue).
+
+GO       ?= go
+BIN      := _output/bin
+STATICCHECK_VERSION := v0.8.2
+E2E_TIMEOUT ?= 40m
+
+.PHONY: all build test unit e2e lint fmt vet staticcheck run-local e2e-kind crds controlplane bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/kontinue .
+
+## test: lint, unit tests, then the e2e suite on the local control plane (or $KUBECONFIG).
+test: lint unit e2e
+
+unit:
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
+
+e2e: controlplane
+	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+
+## controlplane: build kube-apiserver, kube-controller-manager and etcd once.
+controlplane:
+	@hack/install-controlplane.sh >/dev/null
+
+lint: fmt vet staticcheck
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/controlplane/')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck: $(BIN)/staticcheck
+	$(BIN)/staticcheck ./...
+
+$(BIN)/staticcheck:
+	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+## run-local: local control plane + CRDs + Kontinue + the example; Ctrl-C stops it all.
+run-local: controlplane build
+	$(GO) run ./hack/runlocal
+
+## crds: print the CRDs Kontinue serves.
+crds: build
+	@$(BIN)/kontinue crds
+
+## e2e-kind: for machines with Docker: the same suite against a kind cluster.
+e2e-kind:
+	hack/e2e-kind.sh
+
+clean:
+	rm -rf _output

@@ -1,0 +1,694 @@
+package crds
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+
+	"kontinue.dev/kontinue/reconciler/api"
+)
+
+// kindInfo is the contract of COMPATIBILITY.md for one kind.
+type kindInfo struct {
+	plural     string
+	short      string
+	namespaced bool
+	status     bool
+	categories []string
+}
+
+var contract = map[string]kindInfo{
+	api.KindWorkload:                  {"workloads", "wld", true, true, []string{"all", "carto"}},
+	api.KindDeliverable:               {"deliverables", "dlv", true, true, []string{"all", "carto"}},
+	api.KindRunnable:                  {"runnables", "run", true, true, []string{"carto"}},
+	api.KindClusterSupplyChain:        {"clustersupplychains", "csc", false, true, []string{"carto"}},
+	api.KindClusterDelivery:           {"clusterdeliveries", "cd", false, true, []string{"carto"}},
+	api.KindClusterSourceTemplate:     {"clustersourcetemplates", "cst", false, false, []string{"carto"}},
+	api.KindClusterImageTemplate:      {"clusterimagetemplates", "cit", false, false, []string{"carto"}},
+	api.KindClusterConfigTemplate:     {"clusterconfigtemplates", "cct", false, false, []string{"carto"}},
+	api.KindClusterTemplate:           {"clustertemplates", "ct", false, false, []string{"carto"}},
+	api.KindClusterDeploymentTemplate: {"clusterdeploymenttemplates", "cdt", false, false, []string{"carto"}},
+	api.KindClusterRunTemplate:        {"clusterruntemplates", "crt", false, false, []string{"carto"}},
+}
+
+// loadFiles parses every embedded file into a plain map, keyed by kind.
+func loadFiles(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	names := fileNames()
+	require.Len(t, names, len(contract), "one file per kind")
+	for _, name := range names {
+		b, err := files.ReadFile(name)
+		require.NoError(t, err)
+		var doc map[string]any
+		require.NoError(t, yaml.Unmarshal(b, &doc), name)
+		kind := str(t, doc, "spec", "names", "kind")
+		_, dup := out[kind]
+		require.False(t, dup, "kind %s defined twice", kind)
+		assert.Equal(t, "carto.run_"+contract[kind].plural+".yaml", name, "file name of %s", kind)
+		out[kind] = doc
+	}
+	return out
+}
+
+func get(t *testing.T, doc any, path ...string) any {
+	t.Helper()
+	cur := doc
+	for i, p := range path {
+		m, ok := cur.(map[string]any)
+		require.True(t, ok, "%s is not an object", strings.Join(path[:i], "."))
+		cur, ok = m[p]
+		require.True(t, ok, "%s is missing", strings.Join(path[:i+1], "."))
+	}
+	return cur
+}
+
+func str(t *testing.T, doc any, path ...string) string {
+	t.Helper()
+	s, ok := get(t, doc, path...).(string)
+	require.True(t, ok, "%s is not a string", strings.Join(path, "."))
+	return s
+}
+
+func version(t *testing.T, doc map[string]any) map[string]any {
+	t.Helper()
+	versions, ok := get(t, doc, "spec", "versions").([]any)
+	require.True(t, ok)
+	require.Len(t, versions, 1)
+	return versions[0].(map[string]any)
+}
+
+func rootSchema(t *testing.T, doc map[string]any) map[string]any {
+	t.Helper()
+	return get(t, version(t, doc), "schema", "openAPIV3Schema").(map[string]any)
+}
+
+// prop walks properties (and items, written "[]") of a schema.
+func prop(t *testing.T, schema map[string]any, path string) map[string]any {
+	t.Helper()
+	cur := schema
+	for _, p := range strings.Split(path, ".") {
+		if p == "[]" {
+			cur = get(t, cur, "items").(map[string]any)
+			continue
+		}
+		cur = get(t, cur, "properties", p).(map[string]any)
+	}
+	return cur
+}
+
+func TestEveryFileIsACRDOfTheContract(t *testing.T) {
+	docs := loadFiles(t)
+	require.Len(t, docs, len(contract))
+	for kind, want := range contract {
+		t.Run(kind, func(t *testing.T) {
+			doc, ok := docs[kind]
+			require.True(t, ok, "no CRD for %s", kind)
+			assert.Equal(t, "apiextensions.k8s.io/v1", str(t, doc, "apiVersion"))
+			assert.Equal(t, "CustomResourceDefinition", str(t, doc, "kind"))
+			assert.Equal(t, want.plural+".carto.run", str(t, doc, "metadata", "name"))
+			assert.Equal(t, api.Group, str(t, doc, "spec", "group"))
+			assert.Equal(t, want.plural, str(t, doc, "spec", "names", "plural"))
+			assert.Equal(t, strings.ToLower(kind), str(t, doc, "spec", "names", "singular"))
+			assert.Equal(t, kind+"List", str(t, doc, "spec", "names", "listKind"))
+			assert.Equal(t, []any{want.short}, get(t, doc, "spec", "names", "shortNames"))
+			var cats []string
+			for _, c := range get(t, doc, "spec", "names", "categories").([]any) {
+				cats = append(cats, c.(string))
+			}
+			assert.Equal(t, want.categories, cats)
+			scope := "Cluster"
+			if want.namespaced {
+				scope = "Namespaced"
+			}
+			assert.Equal(t, scope, str(t, doc, "spec", "scope"))
+
+			v := version(t, doc)
+			assert.Equal(t, api.Version, v["name"])
+			assert.Equal(t, true, v["served"])
+			assert.Equal(t, true, v["storage"])
+
+			sub, hasSub := v["subresources"].(map[string]any)
+			_, hasStatus := sub["status"]
+			assert.Equal(t, want.status, hasSub && hasStatus, "status subresource")
+			_, statusSchema := rootSchema(t, doc)["properties"].(map[string]any)["status"]
+			assert.Equal(t, want.status, statusSchema, "status schema only with the subresource")
+			assert.Equal(t, []any{"spec"}, rootSchema(t, doc)["required"])
+		})
+	}
+}
+
+func TestPrinterColumns(t *testing.T) {
+	ready := `.status.conditions[?(@.type=="Ready")].status`
+	reason := `.status.conditions[?(@.type=="Ready")].reason`
+	age := ".metadata.creationTimestamp"
+	chain := [][2]string{{"Ready", ready}, {"Reason", reason}, {"Age", age}}
+	want := map[string][][2]string{
+		api.KindWorkload: {
+			{"Source", ".spec.source.git.url"}, {"Source Image", ".spec.source.image"},
+			{"SupplyChain", ".status.supplyChainRef.name"}, {"Ready", ready}, {"Reason", reason}, {"Age", age},
+		},
+		api.KindDeliverable: {
+			{"Delivery", ".status.deliveryRef.name"}, {"Ready", ready}, {"Reason", reason}, {"Age", age},
+		},
+		api.KindRunnable: {
+			{"RunTemplate", ".spec.runTemplateRef.name"}, {"Ready", ready}, {"Reason", reason}, {"Age", age},
+		},
+		api.KindClusterSupplyChain: chain,
+		api.KindClusterDelivery:    chain,
+	}
+	for kind, doc := range loadFiles(t) {
+		var got [][2]string
+		cols, _ := version(t, doc)["additionalPrinterColumns"].([]any)
+		for _, c := range cols {
+			col := c.(map[string]any)
+			got = append(got, [2]string{col["name"].(string), col["jsonPath"].(string)})
+			assert.NotEmpty(t, col["description"], "%s column %s", kind, col["name"])
+			wantType := "string"
+			if col["name"] == "Age" {
+				wantType = "date"
+			}
+			assert.Equal(t, wantType, col["type"], "%s column %s", kind, col["name"])
+		}
+		assert.Equal(t, want[kind], got, kind)
+	}
+}
+
+// node is one schema in a walk, with its path for messages.
+type node struct {
+	path   string
+	schema map[string]any
+}
+
+// walk visits every schema reachable through properties, items and
+// additionalProperties (not through anyOf/oneOf, which hold only constraints).
+func walk(path string, s map[string]any, visit func(node)) {
+	visit(node{path, s})
+	if props, ok := s["properties"].(map[string]any); ok {
+		keys := make([]string, 0, len(props))
+		for k := range props {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			walk(path+"."+k, props[k].(map[string]any), visit)
+		}
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		walk(path+"[]", items, visit)
+	}
+	if ap, ok := s["additionalProperties"].(map[string]any); ok {
+		walk(path+"{}", ap, visit)
+	}
+}
+
+func TestEveryFieldHasADescription(t *testing.T) {
+	for kind, doc := range loadFiles(t) {
+		walk(kind, rootSchema(t, doc), func(n node) {
+			// The API server owns metadata's schema; map values are described by their map.
+			if n.path == kind+".metadata" || strings.HasSuffix(n.path, "{}") {
+				return
+			}
+			d, _ := n.schema["description"].(string)
+			assert.NotEmpty(t, strings.TrimSpace(d), "%s has no description", n.path)
+			assert.NotContains(t, strings.ToLower(d), "seed ", "%s: descriptions are for users, not design notes", n.path)
+		})
+	}
+}
+
+func TestSchemasAreStructural(t *testing.T) {
+	for kind, doc := range loadFiles(t) {
+		walk(kind, rootSchema(t, doc), func(n node) {
+			typ, _ := n.schema["type"].(string)
+			preserve, _ := n.schema["x-kubernetes-preserve-unknown-fields"].(bool)
+			if typ == "" {
+				assert.True(t, preserve, "%s has no type and does not preserve unknown fields", n.path)
+			}
+			if typ == "array" {
+				assert.Contains(t, n.schema, "items", "%s: an array needs items", n.path)
+			}
+			_, hasProps := n.schema["properties"]
+			_, hasAP := n.schema["additionalProperties"]
+			assert.False(t, hasProps && hasAP, "%s: properties and additionalProperties together", n.path)
+			for _, j := range []string{"anyOf", "oneOf", "allOf", "not"} {
+				junctors, ok := n.schema[j].([]any)
+				if !ok {
+					continue
+				}
+				for _, js := range junctors {
+					for _, forbidden := range []string{"type", "description", "default", "nullable",
+						"additionalProperties", "x-kubernetes-preserve-unknown-fields"} {
+						assert.NotContains(t, js, forbidden, "%s.%s may hold only constraints", n.path, j)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestEveryCELRuleHasAMessage(t *testing.T) {
+	count := 0
+	for kind, doc := range loadFiles(t) {
+		walk(kind, rootSchema(t, doc), func(n node) {
+			rules, ok := n.schema["x-kubernetes-validations"]
+			if !ok {
+				return
+			}
+			list, ok := rules.([]any)
+			require.True(t, ok, "%s: x-kubernetes-validations is not a list", n.path)
+			for i, r := range list {
+				rule := r.(map[string]any)
+				count++
+				assert.NotEmpty(t, rule["rule"], "%s rule %d", n.path, i)
+				msg, _ := rule["message"].(string)
+				assert.NotEmpty(t, strings.TrimSpace(msg), "%s rule %d (%v) has no message", n.path, i, rule["rule"])
+				for k := range rule {
+					assert.Contains(t, []string{"rule", "message", "messageExpression", "reason", "fieldPath"}, k,
+						"%s rule %d has an unknown key", n.path, i)
+				}
+			}
+		})
+	}
+	assert.Greater(t, count, 30, "the webhook rules are expected as CEL")
+}
+
+// CEL cost is estimated from list sizes and string lengths; the lists that rules
+// iterate over (and the strings they compare) must stay bounded or the API
+// server rejects the CRD.
+func TestBoundsForCEL(t *testing.T) {
+	docs := loadFiles(t)
+	for _, kind := range []string{api.KindClusterSupplyChain, api.KindClusterDelivery} {
+		spec := prop(t, rootSchema(t, docs[kind]), "spec")
+		for path, max := range map[string]float64{
+			"resources":                        100,
+			"params":                           50,
+			"resources.[].params":              50,
+			"resources.[].sources":             10,
+			"resources.[].configs":             10,
+			"resources.[].images":              10,
+			"resources.[].templateRef.options": 20,
+		} {
+			assert.Equal(t, max, prop(t, spec, path)["maxItems"], "%s %s", kind, path)
+		}
+		for _, path := range []string{
+			"resources.[].name", "resources.[].templateRef.name",
+			"resources.[].templateRef.options.[].name", "resources.[].templateRef.options.[].passThrough",
+			"resources.[].sources.[].resource", "resources.[].configs.[].resource",
+		} {
+			assert.Contains(t, prop(t, spec, path), "maxLength", "%s %s", kind, path)
+		}
+	}
+}
+
+// rules returns the CEL rules of a schema.
+func rules(s map[string]any) []string {
+	var out []string
+	list, _ := s["x-kubernetes-validations"].([]any)
+	for _, r := range list {
+		out = append(out, r.(map[string]any)["rule"].(string))
+	}
+	return out
+}
+
+func TestWebhookRulesArePresent(t *testing.T) {
+	docs := loadFiles(t)
+	for _, kind := range []string{api.KindClusterSupplyChain, api.KindClusterDelivery} {
+		spec := prop(t, rootSchema(t, docs[kind]), "spec")
+		assert.Len(t, rules(spec), 1, "%s: a selector is required", kind)
+		assert.Contains(t, rules(prop(t, spec, "resources")), "self.all(a, self.exists_one(b, b.name == a.name))", kind)
+		ref := prop(t, spec, "resources.[].templateRef")
+		assert.Equal(t, []string{"has(self.name) != has(self.options)"}, rules(ref), kind)
+		options := prop(t, ref, "options")
+		assert.Equal(t, float64(2), options["minItems"], kind)
+		assert.Len(t, rules(options), 2, "%s: one passThrough, unique names", kind)
+		assert.Equal(t, []string{"has(self.name) != has(self.passThrough)"}, rules(prop(t, options, "[]")), kind)
+		for _, path := range []string{"params.[]", "resources.[].params.[]"} {
+			// value and default hold any JSON, which CEL cannot see: oneOf says "exactly one".
+			assert.Equal(t, []any{
+				map[string]any{"required": []any{"value"}},
+				map[string]any{"required": []any{"default"}},
+			}, prop(t, spec, path)["oneOf"], "%s %s", kind, path)
+		}
+		for _, path := range []string{"selectorMatchFields.[]", "resources.[].templateRef.options.[].selector.matchFields.[]"} {
+			assert.Len(t, prop(t, spec, path)["anyOf"], 2, "%s %s: values only with In/NotIn", kind, path)
+		}
+	}
+	delivery := prop(t, rootSchema(t, docs[api.KindClusterDelivery]), "spec.resources.[]")
+	assert.Contains(t, rules(delivery), "!has(self.deployment) || self.templateRef.kind == 'ClusterDeploymentTemplate'")
+	assert.Contains(t, rules(delivery), "!has(self.images)")
+	chain := prop(t, rootSchema(t, docs[api.KindClusterSupplyChain]), "spec.resources.[]")
+	assert.Equal(t, []string{"!has(self.deployment)"}, rules(chain))
+
+	for _, kind := range api.TemplateKinds {
+		spec := prop(t, rootSchema(t, docs[kind]), "spec")
+		r := strings.Join(rules(spec), "\n")
+		assert.Contains(t, r, "[has(self.template), has(self.goTemplate), has(self.helm), has(self.ytt)].filter(x, x).size() == 1", kind)
+		if kind == api.KindClusterDeploymentTemplate {
+			assert.Contains(t, r, "(has(self.observedMatches) && size(self.observedMatches) > 0) != has(self.observedCompletion)")
+		} else {
+			assert.Contains(t, r, "[has(self.healthRule), has(self.observedCompletion)", kind)
+			assert.Contains(t, r, "self.lifecycle == 'mutable'", kind)
+		}
+		assert.Len(t, rules(prop(t, spec, "healthRule")), 1, kind)
+		assert.Len(t, rules(prop(t, spec, "helm")), 1, kind)
+	}
+}
+
+func enum(t *testing.T, s map[string]any) []string {
+	t.Helper()
+	var out []string
+	for _, v := range get(t, s, "enum").([]any) {
+		out = append(out, v.(string))
+	}
+	return out
+}
+
+func TestEnumsMatchTheAPI(t *testing.T) {
+	docs := loadFiles(t)
+	ops := []string{api.OpIn, api.OpNotIn, api.OpExists, api.OpDoesNotExist}
+	chain := prop(t, rootSchema(t, docs[api.KindClusterSupplyChain]), "spec")
+	assert.Equal(t, ops, enum(t, prop(t, chain, "selectorMatchFields.[].operator")))
+	assert.Equal(t, ops, enum(t, prop(t, chain, "selectorMatchExpressions.[].operator")))
+	// Cartographer's enums: a supply chain has no deployment step, a delivery no image step.
+	assert.ElementsMatch(t, []string{api.KindClusterSourceTemplate, api.KindClusterImageTemplate,
+		api.KindClusterConfigTemplate, api.KindClusterTemplate},
+		enum(t, prop(t, chain, "resources.[].templateRef.kind")))
+	delivery := prop(t, rootSchema(t, docs[api.KindClusterDelivery]), "spec")
+	assert.ElementsMatch(t, []string{api.KindClusterSourceTemplate, api.KindClusterDeploymentTemplate,
+		api.KindClusterConfigTemplate, api.KindClusterTemplate},
+		enum(t, prop(t, delivery, "resources.[].templateRef.kind")))
+	for _, kind := range api.TemplateKinds {
+		spec := prop(t, rootSchema(t, docs[kind]), "spec")
+		assert.Equal(t, []string{api.LifecycleMutable, api.LifecycleImmutable, api.LifecycleTekton},
+			enum(t, prop(t, spec, "lifecycle")), kind)
+		assert.Equal(t, ops, enum(t, prop(t, spec, "healthRule.multiMatch.healthy.matchFields.[].operator")), kind)
+	}
+	runnable := prop(t, rootSchema(t, docs[api.KindRunnable]), "spec.runTemplateRef.kind")
+	assert.Equal(t, []string{api.KindClusterRunTemplate}, enum(t, runnable))
+	assert.Equal(t, api.KindClusterRunTemplate, runnable["default"])
+}
+
+// jsonFields lists the JSON names of a struct's fields.
+func jsonFields(v any) []string {
+	var out []string
+	typ := reflect.TypeOf(v)
+	for i := 0; i < typ.NumField(); i++ {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func propNames(s map[string]any) []string {
+	var out []string
+	for k := range s["properties"].(map[string]any) {
+		out = append(out, k)
+	}
+	return out
+}
+
+// The spec schemas must hold exactly the fields of the shared Go types, so
+// that what the API server keeps is what the controller decodes.
+func TestSpecsMatchTheAPITypes(t *testing.T) {
+	docs := loadFiles(t)
+	spec := func(kind, path string) map[string]any {
+		return prop(t, rootSchema(t, docs[kind]), "spec"+path)
+	}
+	outputs := map[string][]string{
+		api.KindClusterSourceTemplate: {"urlPath", "revisionPath"},
+		api.KindClusterImageTemplate:  {"imagePath"},
+		api.KindClusterConfigTemplate: {"configPath"},
+	}
+	allOutputs := []string{"urlPath", "revisionPath", "imagePath", "configPath"}
+	for _, kind := range api.TemplateKinds {
+		var want []string
+		for _, f := range jsonFields(api.TemplateSpec{}) {
+			isOutput := false
+			for _, o := range allOutputs {
+				isOutput = isOutput || f == o
+			}
+			if isOutput || (f == "runnable" && kind == api.KindClusterDeploymentTemplate) {
+				continue
+			}
+			want = append(want, f)
+		}
+		want = append(want, outputs[kind]...)
+		s := spec(kind, "")
+		assert.ElementsMatch(t, want, propNames(s), kind)
+		if len(outputs[kind]) > 0 {
+			assert.ElementsMatch(t, outputs[kind], s["required"], "%s: output paths are required", kind)
+		}
+		assert.ElementsMatch(t, jsonFields(api.HelmSource{}), propNames(spec(kind, ".helm")), kind)
+		assert.ElementsMatch(t, jsonFields(api.ChartRef{}), propNames(spec(kind, ".helm.chart")), kind)
+		assert.ElementsMatch(t, jsonFields(api.ConfigMapRef{}), propNames(spec(kind, ".helm.configMapRef")), kind)
+		assert.ElementsMatch(t, jsonFields(api.ObjectSelector{}), propNames(spec(kind, ".primary")), kind)
+		assert.ElementsMatch(t, jsonFields(api.TemplateParam{}), propNames(spec(kind, ".params.[]")), kind)
+		assert.ElementsMatch(t, jsonFields(api.HealthRule{}), propNames(spec(kind, ".healthRule")), kind)
+		assert.ElementsMatch(t, jsonFields(api.MultiMatch{}), propNames(spec(kind, ".healthRule.multiMatch")), kind)
+		assert.ElementsMatch(t, jsonFields(api.MatchSet{}), propNames(spec(kind, ".healthRule.multiMatch.unhealthy")), kind)
+		assert.ElementsMatch(t, jsonFields(api.ConditionMatch{}), propNames(spec(kind, ".healthRule.multiMatch.healthy.matchConditions.[]")), kind)
+		assert.ElementsMatch(t, jsonFields(api.FieldRequirement{}), propNames(spec(kind, ".healthRule.multiMatch.healthy.matchFields.[]")), kind)
+		assert.ElementsMatch(t, jsonFields(api.ObservedCompletion{}), propNames(spec(kind, ".observedCompletion")), kind)
+		assert.ElementsMatch(t, jsonFields(api.ObservedMatch{}), propNames(spec(kind, ".observedMatches.[]")), kind)
+		assert.ElementsMatch(t, jsonFields(api.RetentionPolicy{}), propNames(spec(kind, ".retentionPolicy")), kind)
+	}
+
+	for _, kind := range []string{api.KindClusterSupplyChain, api.KindClusterDelivery} {
+		assert.ElementsMatch(t, jsonFields(api.ChainSpec{}), propNames(spec(kind, "")), kind)
+		assert.ElementsMatch(t, jsonFields(api.ServiceAccountRef{}), propNames(spec(kind, ".serviceAccountRef")), kind)
+		assert.ElementsMatch(t, jsonFields(api.Param{}), propNames(spec(kind, ".params.[]")), kind)
+		assert.ElementsMatch(t, jsonFields(api.Step{}), propNames(spec(kind, ".resources.[]")), kind)
+		assert.ElementsMatch(t, jsonFields(api.StepTemplateRef{}), propNames(spec(kind, ".resources.[].templateRef")), kind)
+		assert.ElementsMatch(t, jsonFields(api.TemplateOption{}), propNames(spec(kind, ".resources.[].templateRef.options.[]")), kind)
+		assert.ElementsMatch(t, jsonFields(api.OptionSelector{}), propNames(spec(kind, ".resources.[].templateRef.options.[].selector")), kind)
+		assert.ElementsMatch(t, jsonFields(api.StepInput{}), propNames(spec(kind, ".resources.[].sources.[]")), kind)
+		// Chain selectors carry no messagePath (that is for health rules only).
+		assert.ElementsMatch(t, []string{"key", "operator", "values"}, propNames(spec(kind, ".selectorMatchFields.[]")), kind)
+	}
+	assert.ElementsMatch(t, jsonFields(api.DeploymentRef{}),
+		propNames(spec(api.KindClusterDelivery, ".resources.[].deployment")))
+
+	for _, kind := range []string{api.KindWorkload, api.KindDeliverable} {
+		s := spec(kind, "")
+		for _, f := range jsonFields(api.OwnerSpec{}) {
+			assert.Contains(t, propNames(s), f, kind)
+		}
+		assert.ElementsMatch(t, jsonFields(api.OwnerParam{}), propNames(spec(kind, ".params.[]")), kind)
+	}
+	assert.ElementsMatch(t, []string{"params", "source", "build", "env", "image", "resources",
+		"serviceAccountName", "serviceClaims"}, propNames(spec(api.KindWorkload, "")))
+	assert.ElementsMatch(t, []string{"params", "source", "serviceAccountName"}, propNames(spec(api.KindDeliverable, "")))
+
+	assert.ElementsMatch(t, jsonFields(api.RunnableSpec{}), propNames(spec(api.KindRunnable, "")))
+	assert.ElementsMatch(t, jsonFields(api.RunTemplateRef{}), propNames(spec(api.KindRunnable, ".runTemplateRef")))
+	assert.ElementsMatch(t, jsonFields(api.RunnableSelector{}), propNames(spec(api.KindRunnable, ".selector")))
+	assert.ElementsMatch(t, jsonFields(api.ResourceType{}), propNames(spec(api.KindRunnable, ".selector.resource")))
+	assert.ElementsMatch(t, jsonFields(api.RunTemplateSpec{}), propNames(spec(api.KindClusterRunTemplate, "")))
+}
+
+// Fields that hold arbitrary values must keep them: the API server prunes
+// anything a schema does not declare.
+func TestArbitraryValuesArePreserved(t *testing.T) {
+	docs := loadFiles(t)
+	type want struct {
+		kind, path string
+		typed      bool // an object, rather than any JSON value
+	}
+	cases := []want{
+		{api.KindWorkload, "spec.params.[].value", false},
+		{api.KindDeliverable, "spec.params.[].value", false},
+		{api.KindWorkload, "spec.resources", true},
+		{api.KindWorkload, "status.resources.[]", true},
+		{api.KindDeliverable, "status.resources.[]", true},
+		{api.KindClusterSupplyChain, "spec.params.[].value", false},
+		{api.KindClusterSupplyChain, "spec.params.[].default", false},
+		{api.KindClusterDelivery, "spec.resources.[].params.[].value", false},
+		{api.KindClusterDelivery, "spec.selectorMatchFields.[].values.[]", false},
+		{api.KindClusterSupplyChain, "spec.resources.[].templateRef.options.[].selector.matchFields.[].values.[]", false},
+		{api.KindRunnable, "spec.inputs", true},
+		{api.KindRunnable, "status.outputs", true},
+		{api.KindClusterRunTemplate, "spec.template", true},
+	}
+	for _, kind := range api.TemplateKinds {
+		cases = append(cases,
+			want{kind, "spec.template", true},
+			want{kind, "spec.params.[].default", false},
+			want{kind, "spec.helm.values", true},
+			want{kind, "spec.observedCompletion.succeeded", false},
+			want{kind, "spec.observedCompletion.failed", false},
+			want{kind, "spec.healthRule.multiMatch.healthy.matchFields.[].values.[]", false},
+		)
+	}
+	for _, c := range cases {
+		s := prop(t, rootSchema(t, docs[c.kind]), c.path)
+		assert.Equal(t, true, s["x-kubernetes-preserve-unknown-fields"], "%s %s", c.kind, c.path)
+		if c.typed {
+			assert.Equal(t, "object", s["type"], "%s %s", c.kind, c.path)
+		} else {
+			assert.NotContains(t, s, "type", "%s %s holds any JSON value", c.kind, c.path)
+		}
+	}
+}
+
+func TestOwnerStatus(t *testing.T) {
+	docs := loadFiles(t)
+	for kind, ref := range map[string]string{api.KindWorkload: "supplyChainRef", api.KindDeliverable: "deliveryRef"} {
+		status := prop(t, rootSchema(t, docs[kind]), "status")
+		assert.ElementsMatch(t, []string{"observedGeneration", "conditions", ref, "resources"}, propNames(status), kind)
+		assert.ElementsMatch(t, []string{"kind", "name"}, propNames(prop(t, status, ref)), kind)
+		res := prop(t, status, "resources.[]")
+		assert.ElementsMatch(t, []string{"name", "stampedRef", "stampedObjects", "templateRef", "inputs",
+			"outputs", "conditions", "inputDigest", "servedBy"}, propNames(res), kind)
+		refFields := []string{"apiVersion", "kind", "namespace", "name", "resource"}
+		assert.ElementsMatch(t, refFields, propNames(prop(t, res, "stampedRef")), kind)
+		assert.ElementsMatch(t, refFields, propNames(prop(t, res, "stampedObjects.[]")), kind)
+		assert.ElementsMatch(t, []string{"apiVersion", "kind", "name"}, propNames(prop(t, res, "templateRef")), kind)
+		assert.ElementsMatch(t, []string{"name"}, propNames(prop(t, res, "inputs.[]")), kind)
+		assert.ElementsMatch(t, []string{"name", "preview", "digest", "lastTransitionTime"}, propNames(prop(t, res, "outputs.[]")), kind)
+		assert.Equal(t, []string{"primary", "shadow"}, enum(t, prop(t, res, "servedBy")), kind)
+		assertConditions(t, kind+" status", prop(t, status, "conditions"))
+		assertConditions(t, kind+" step", prop(t, res, "conditions"))
+	}
+	runnable := prop(t, rootSchema(t, docs[api.KindRunnable]), "status")
+	assert.ElementsMatch(t, []string{"observedGeneration", "conditions", "outputs", "latestRunRef",
+		"latestSuccessfulRunRef"}, propNames(runnable))
+	assertConditions(t, "Runnable", prop(t, runnable, "conditions"))
+	for _, kind := range []string{api.KindClusterSupplyChain, api.KindClusterDelivery} {
+		status := prop(t, rootSchema(t, docs[kind]), "status")
+		assert.ElementsMatch(t, []string{"observedGeneration", "conditions"}, propNames(status), kind)
+		assertConditions(t, kind, prop(t, status, "conditions"))
+	}
+}
+
+func assertConditions(t *testing.T, what string, s map[string]any) {
+	t.Helper()
+	assert.Equal(t, "map", s["x-kubernetes-list-type"], what)
+	assert.Equal(t, []any{"type"}, s["x-kubernetes-list-map-keys"], what)
+	item := s["items"].(map[string]any)
+	assert.ElementsMatch(t, []string{"type", "status", "reason", "message", "lastTransitionTime",
+		"observedGeneration"}, propNames(item), what)
+	assert.Equal(t, []any{"type", "status"}, item["required"], what)
+}
+
+// normalize turns a deliverable/delivery schema's words into the workload /
+// supply chain ones, so that shared parts can be compared.
+func normalize(t *testing.T, s any) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	return strings.NewReplacer(
+		"ClusterDelivery", "ClusterSupplyChain", "deliveryRef", "supplyChainRef",
+		"DeliveryReady", "SupplyChainReady", "Deliverable", "Workload", "deliverable", "workload",
+	).Replace(string(b))
+}
+
+// The kinds that Cartographer defines alike must stay alike when one is edited.
+func TestSharedPartsDoNotDrift(t *testing.T) {
+	docs := loadFiles(t)
+	root := func(kind string) map[string]any { return rootSchema(t, docs[kind]) }
+
+	for _, path := range []string{"spec.params", "spec.source", "status.observedGeneration", "status.supplyChainRef"} {
+		dpath := strings.Replace(path, "supplyChainRef", "deliveryRef", 1)
+		assert.Equal(t, normalize(t, prop(t, root(api.KindWorkload), path)),
+			normalize(t, prop(t, root(api.KindDeliverable), dpath)), path)
+	}
+	assert.Equal(t, normalize(t, prop(t, root(api.KindWorkload), "status.resources.[]")),
+		normalize(t, prop(t, root(api.KindDeliverable), "status.resources.[]")))
+
+	for _, path := range []string{"spec.selector", "spec.selectorMatchExpressions", "spec.selectorMatchFields",
+		"spec.params", "spec.serviceAccountRef", "spec.resources.[].name", "spec.resources.[].params",
+		"spec.resources.[].sources", "spec.resources.[].configs", "spec.resources.[].templateRef.options",
+		"spec.resources.[].templateRef.name", "status"} {
+		assert.Equal(t, normalize(t, prop(t, root(api.KindClusterSupplyChain), path)),
+			normalize(t, prop(t, root(api.KindClusterDelivery), path)), path)
+	}
+
+	shared := []string{"template", "goTemplate", "helm", "ytt", "primary", "params", "healthRule",
+		"alwaysSuccessful", "lifecycle", "retentionPolicy", "shadow"}
+	base := prop(t, root(api.KindClusterTemplate), "spec")
+	for _, kind := range api.TemplateKinds {
+		spec := prop(t, root(kind), "spec")
+		for _, f := range shared {
+			assert.Equal(t, normalize(t, prop(t, base, f)), normalize(t, prop(t, spec, f)), "%s spec.%s", kind, f)
+		}
+		if kind != api.KindClusterDeploymentTemplate {
+			for _, f := range []string{"runnable", "observedCompletion", "observedMatches"} {
+				assert.Equal(t, normalize(t, prop(t, base, f)), normalize(t, prop(t, spec, f)), "%s spec.%s", kind, f)
+			}
+			assert.Equal(t, rules(base), rules(spec), kind)
+		}
+	}
+	assert.Equal(t, normalize(t, prop(t, root(api.KindRunnable), "spec.retentionPolicy")["properties"]),
+		normalize(t, prop(t, base, "retentionPolicy")["properties"]))
+}
+
+func TestAll(t *testing.T) {
+	objs, err := All()
+	require.NoError(t, err)
+	require.Len(t, objs, len(contract))
+	var names, kinds []string
+	for _, o := range objs {
+		names = append(names, o.GetName())
+		kind, _, _ := unstructuredString(o.Object, "spec", "names", "kind")
+		kinds = append(kinds, kind)
+		assert.Equal(t, "CustomResourceDefinition", o.GetKind())
+		assert.Equal(t, "apiextensions.k8s.io/v1", o.GetAPIVersion())
+		assert.Equal(t, "kontinue", o.GetLabels()["app.kubernetes.io/part-of"])
+	}
+	assert.True(t, sort.StringsAreSorted(names), "sorted by name: %v", names)
+	for kind := range contract {
+		assert.Contains(t, kinds, kind)
+	}
+	// Integers stay int64 (like objects read from the API server), so that
+	// unstructured helpers and deep copies work on them.
+	for _, o := range objs {
+		if o.GetName() != "clustersupplychains.carto.run" {
+			continue
+		}
+		v := o.Object["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)
+		max := v["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)["properties"].(map[string]any)["spec"].(map[string]any)["properties"].(map[string]any)["resources"].(map[string]any)["maxItems"]
+		assert.Equal(t, int64(100), max)
+		assert.NotPanics(t, func() { o.DeepCopy() })
+	}
+}
+
+func unstructuredString(obj map[string]any, path ...string) (string, bool, error) {
+	cur := any(obj)
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return "", false, fmt.Errorf("%s is not an object", p)
+		}
+		cur = m[p]
+	}
+	s, ok := cur.(string)
+	return s, ok, nil
+}
+
+func TestYAMLIsAllCRDsInOrder(t *testing.T) {
+	stream := string(YAML())
+	require.True(t, strings.HasPrefix(stream, "---\n"))
+	docs := strings.Split(strings.TrimPrefix(stream, "---\n"), "\n---\n")
+	objs, err := All()
+	require.NoError(t, err)
+	require.Len(t, docs, len(objs))
+	for i, doc := range docs {
+		var got map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &got), "document %d", i)
+		assert.Equal(t, objs[i].GetName(), get(t, got, "metadata", "name"), "document %d", i)
+		want, err := objs[i].MarshalJSON()
+		require.NoError(t, err)
+		gotJSON, err := json.Marshal(got)
+		require.NoError(t, err)
+		assert.JSONEq(t, string(want), string(gotJSON), "document %d is the same object as All()[%d]", i, i)
+	}
+}

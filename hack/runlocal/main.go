@@ -1,0 +1,166 @@
+// Command runlocal is `make run-local`: it starts the local control plane,
+// runs the kontinue binary against it (installing the CRDs), applies the
+// example chain and prints the example workload's status as it changes.
+// Ctrl-C stops Kontinue and the control plane.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"kontinue.dev/kontinue/hack/localcluster"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "run-local:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root, err := localcluster.RepoRoot(".")
+	if err != nil {
+		return err
+	}
+	out, err := exec.Command(filepath.Join(root, "hack", "install-controlplane.sh")).Output()
+	if err != nil {
+		return fmt.Errorf("building the control plane: %w", err)
+	}
+	dir := filepath.Join(root, "_output", "run-local")
+	_ = os.RemoveAll(dir)
+	cluster, err := localcluster.Start(ctx, localcluster.Options{BinDir: strings.TrimSpace(string(out)), Dir: dir, Log: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("stopping the control plane")
+		_ = cluster.Stop()
+	}()
+	fmt.Printf("control plane up; use it with:\n  export KUBECONFIG=%s\n", cluster.Kubeconfig)
+
+	logPath := filepath.Join(dir, "kontinue.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	k := exec.Command(filepath.Join(root, "_output", "bin", "kontinue"), "--kubeconfig", cluster.Kubeconfig, "--install-crds",
+		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
+	k.Stdout, k.Stderr = logf, logf
+	if err := k.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = k.Process.Signal(syscall.SIGTERM)
+		_, _ = k.Process.Wait()
+	}()
+	fmt.Printf("kontinue running (logs: %s)\n", logPath)
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
+	if err := applyExample(ctx, dyn, mapper, filepath.Join(root, "examples", "supply-chain.yaml")); err != nil {
+		return err
+	}
+	fmt.Println("applied examples/supply-chain.yaml; watching workload default/hello (Ctrl-C to stop)")
+	wl := schema.GroupVersionResource{Group: "carto.run", Version: "v1alpha1", Resource: "workloads"}
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+		w, err := dyn.Resource(wl).Namespace("default").Get(ctx, "hello", metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		s := summary(w)
+		if s != last {
+			fmt.Println(s)
+			last = s
+		}
+	}
+}
+
+// applyExample applies the example, retrying while the CRDs are being
+// installed by Kontinue.
+func applyExample(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, doc := range strings.Split(string(data), "\n---") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || len(u.Object) == 0 {
+			continue
+		}
+		for {
+			err := applyOne(ctx, dyn, mapper, u)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+			mapper.Reset()
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func applyOne(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, u *unstructured.Unstructured) error {
+	gvk := u.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return err
+	}
+	var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+	if u.GetNamespace() != "" {
+		r = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+	}
+	_, err = r.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "run-local", Force: true})
+	return err
+}
+
+func summary(w *unstructured.Unstructured) string {
+	conds, _, _ := unstructured.NestedSlice(w.Object, "status", "conditions")
+	var parts []string
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		parts = append(parts, fmt.Sprintf("%v=%v(%v)", m["type"], m["status"], m["reason"]))
+	}
+	res, _, _ := unstructured.NestedSlice(w.Object, "status", "resources")
+	steps := []string{}
+	for _, r := range res {
+		m, _ := r.(map[string]any)
+		name, _, _ := unstructured.NestedString(m, "stampedRef", "name")
+		steps = append(steps, fmt.Sprintf("%v→%s", m["name"], name))
+	}
+	return fmt.Sprintf("%s workload hello: %s\n    steps: %s", time.Now().Format("15:04:05"), strings.Join(parts, " "), strings.Join(steps, ", "))
+}

@@ -1,0 +1,165 @@
+// Command kontinue runs Kontinue, a Kubernetes supply-chain choreographer
+// that speaks Cartographer's carto.run/v1alpha1 API.
+//
+//	kontinue [flags]     run the controller (in-cluster, or with --kubeconfig)
+//	kontinue crds        print the CustomResourceDefinitions
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/crds"
+	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/metrics"
+)
+
+type options struct {
+	kubeconfig    string
+	metricsAddr   string
+	probeAddr     string
+	workers       int
+	qps           float64
+	burst         int
+	resync        time.Duration
+	installCRDs   bool
+	shutdownGrace time.Duration
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "crds" {
+		os.Stdout.Write(crds.YAML())
+		return
+	}
+	var o options
+	fs := flag.NewFlagSet("kontinue", flag.ExitOnError)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty means in-cluster configuration")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint; \"0\" disables it")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; \"0\" disables them")
+	fs.IntVar(&o.workers, "workers", 4, "reconcile workers per controller")
+	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client-side queries per second to the API server")
+	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst of queries to the API server")
+	fs.DurationVar(&o.resync, "resync-period", 10*time.Hour, "informer resync period")
+	fs.BoolVar(&o.installCRDs, "install-crds", false, "apply Kontinue's CRDs at start")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 30*time.Second, "time in-flight reconciles get to finish on SIGTERM")
+	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(klogFlags)
+	klogFlags.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	_ = fs.Parse(os.Args[1:])
+
+	if err := run(o); err != nil {
+		klog.ErrorS(err, "kontinue stopped")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func restConfig(o options) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("no usable cluster configuration (set --kubeconfig or run in a cluster): %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	cfg.UserAgent = "kontinue"
+	return cfg, nil
+}
+
+func run(o options) error {
+	cfg, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	if o.installCRDs {
+		if err := installCRDs(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, Resync: o.resync, ShutdownGrace: o.shutdownGrace})
+	if err != nil {
+		return err
+	}
+	m.OnApply = metrics.Applied
+	for _, c := range m.Controllers() {
+		c.Observer = metrics.Observer{}
+	}
+	if err := serve(ctx, o, m); err != nil {
+		return err
+	}
+	return m.Run(ctx)
+}
+
+// serve starts the metrics and probe endpoints.
+func serve(ctx context.Context, o options, m *reconciler.Manager) error {
+	start := func(addr string, h http.Handler) error {
+		if addr == "0" || addr == "" {
+			return nil
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+		go func() { <-ctx.Done(); _ = srv.Close() }()
+		klog.InfoS("serving", "address", l.Addr().String())
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		metrics.SetInformers(len(m.Tracker().Active()), m.Tracker().CachedObjects())
+		promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	}))
+	if err := start(o.metricsAddr, mux); err != nil {
+		return err
+	}
+	probes := http.NewServeMux()
+	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	probes.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !m.Synced() {
+			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	return start(o.probeAddr, probes)
+}
+
+// installCRDs applies the embedded CRDs and waits until they are served.
+func installCRDs(ctx context.Context, cfg *rest.Config) error {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, dyn, reconciler.FieldManager, all, time.Minute); err != nil {
+		return err
+	}
+	klog.InfoS("CRDs installed", "count", len(all))
+	return nil
+}

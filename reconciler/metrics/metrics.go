@@ -1,0 +1,119 @@
+// Package metrics exposes Kontinue's Prometheus metrics: workqueues,
+// reconciles, API requests, informers and applies.
+package metrics
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Registry holds every Kontinue metric.
+var Registry = prometheus.NewRegistry()
+
+var (
+	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kontinue_reconcile_duration_seconds", Help: "Time to reconcile one key, by controller and result.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	}, []string{"controller", "result"})
+	applies = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kontinue_stamped_applies_total", Help: "Stamped objects applied (result=applied) or left alone because the live object was up to date (result=skipped).",
+	}, []string{"result"})
+	apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kontinue_api_requests_total", Help: "Requests Kontinue made to the API server, by verb and status code.",
+	}, []string{"verb", "code"})
+	apiLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kontinue_api_request_duration_seconds", Help: "API request latency by verb.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+	}, []string{"verb"})
+	informers = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_active_informers", Help: "Informers currently running."})
+	cached    = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_cached_objects", Help: "Objects held in informer caches."})
+)
+
+func init() {
+	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	registerWorkqueue()
+	clientmetrics.Register(clientmetrics.RegisterOpts{
+		RequestResult:  requestResult{},
+		RequestLatency: requestLatency{},
+	})
+}
+
+// Observer records reconcile outcomes (reconciler.Observer).
+type Observer struct{}
+
+// Reconciled records one reconcile.
+func (Observer) Reconciled(controller string, d time.Duration, result string) {
+	reconcileDuration.WithLabelValues(controller, result).Observe(d.Seconds())
+}
+
+// Applied counts an apply or a skipped no-op apply.
+func Applied(applied bool) {
+	if applied {
+		applies.WithLabelValues("applied").Inc()
+	} else {
+		applies.WithLabelValues("skipped").Inc()
+	}
+}
+
+// SetInformers records the tracker's state.
+func SetInformers(active, objects int) {
+	informers.Set(float64(active))
+	cached.Set(float64(objects))
+}
+
+type requestResult struct{}
+
+func (requestResult) Increment(_ context.Context, code, method, _ string) {
+	apiRequests.WithLabelValues(method, code).Inc()
+}
+
+type requestLatency struct{}
+
+func (requestLatency) Observe(_ context.Context, verb string, _ url.URL, d time.Duration) {
+	apiLatency.WithLabelValues(verb).Observe(d.Seconds())
+}
+
+// Workqueue metrics, per queue name.
+var (
+	wqDepth   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kontinue_workqueue_depth", Help: "Current depth of the workqueue."}, []string{"name"})
+	wqAdds    = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kontinue_workqueue_adds_total", Help: "Items added to the workqueue."}, []string{"name"})
+	wqLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kontinue_workqueue_queue_duration_seconds", Help: "Time an item waits in the queue.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12)}, []string{"name"})
+	wqWork    = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kontinue_workqueue_work_duration_seconds", Help: "Time processing an item.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12)}, []string{"name"})
+	wqRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kontinue_workqueue_retries_total", Help: "Retries (rate-limited re-adds)."}, []string{"name"})
+	wqUnfin   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kontinue_workqueue_unfinished_work_seconds", Help: "Seconds of work in progress."}, []string{"name"})
+	wqLongest = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "kontinue_workqueue_longest_running_processor_seconds", Help: "Longest running processor."}, []string{"name"})
+)
+
+func registerWorkqueue() {
+	Registry.MustRegister(wqDepth, wqAdds, wqLatency, wqWork, wqRetries, wqUnfin, wqLongest)
+	workqueue.SetProvider(provider{})
+}
+
+type provider struct{}
+
+func (provider) NewDepthMetric(n string) workqueue.GaugeMetric  { return wqDepth.WithLabelValues(n) }
+func (provider) NewAddsMetric(n string) workqueue.CounterMetric { return wqAdds.WithLabelValues(n) }
+func (provider) NewLatencyMetric(n string) workqueue.HistogramMetric {
+	return wqLatency.WithLabelValues(n)
+}
+func (provider) NewWorkDurationMetric(n string) workqueue.HistogramMetric {
+	return wqWork.WithLabelValues(n)
+}
+func (provider) NewUnfinishedWorkSecondsMetric(n string) workqueue.SettableGaugeMetric {
+	return wqUnfin.WithLabelValues(n)
+}
+func (provider) NewLongestRunningProcessorSecondsMetric(n string) workqueue.SettableGaugeMetric {
+	return wqLongest.WithLabelValues(n)
+}
+func (provider) NewRetriesMetric(n string) workqueue.CounterMetric {
+	return wqRetries.WithLabelValues(n)
+}
+
+var _ = strconv.Itoa
