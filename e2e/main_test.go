@@ -116,14 +116,20 @@ func installCRDs(ctx context.Context) error {
 	return crds.Install(ctx, env.dyn, "e2e", append(ours, test...), 2*time.Minute)
 }
 
-// klogToFile sends Kontinue's logs to _output/e2e-kontinue.log so that test
-// output stays readable; the file is what to read when a test fails.
+// klogToFile sends Kontinue's logs to a file ($KONTINUE_E2E_LOG, else
+// _output/e2e-kontinue-<pid>.log) so that test output stays readable; the
+// file is what to read when a test fails.
 func klogToFile(root string) {
-	_ = os.MkdirAll(filepath.Join(root, "_output"), 0o755)
-	f, err := os.Create(filepath.Join(root, "_output", "e2e-kontinue.log"))
+	path := os.Getenv("KONTINUE_E2E_LOG")
+	if path == "" {
+		_ = os.MkdirAll(filepath.Join(root, "_output"), 0o755)
+		path = filepath.Join(root, "_output", fmt.Sprintf("e2e-kontinue-%d.log", os.Getpid()))
+	}
+	f, err := os.Create(path)
 	if err != nil {
 		return
 	}
+	fmt.Fprintln(os.Stderr, "e2e: Kontinue logs in", path)
 	klog.LogToStderr(false)
 	klog.SetOutput(f)
 }
