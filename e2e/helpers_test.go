@@ -34,9 +34,7 @@ var (
 	configMapGVR   = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	testGVR        = schema.GroupVersionResource{Group: "test.run", Version: "v1alpha1", Resource: "tests"}
 	nsGVR          = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	saGVR          = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 	crGVR          = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
-	rbGVR          = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}
 )
 
 const stamperRole = "kontinue-e2e-stamper"

@@ -140,7 +140,7 @@ func TestFourStepChainWiredByOutputs(t *testing.T) {
 	assert.Equal(t, "registry.example.com/app", nested(img.Object, "spec", "tag"), "template param default")
 
 	setStatus(t, testGVR, ns, "app-image", map[string]any{"latestImage": "registry.example.com/app@sha256:1111"})
-	w = waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+	waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
 	cfg := get(t, configMapGVR, ns, "app-config")
 	assert.Equal(t, "registry.example.com/app@sha256:1111", nested(cfg.Object, "data", "image"))
 	appCM := get(t, configMapGVR, ns, "app-app")

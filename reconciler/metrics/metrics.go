@@ -5,10 +5,10 @@ package metrics
 import (
 	"context"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -37,7 +37,7 @@ var (
 
 func init() {
 	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue()
 	clientmetrics.Register(clientmetrics.RegisterOpts{
 		RequestResult:  requestResult{},
@@ -116,4 +116,3 @@ func (provider) NewRetriesMetric(n string) workqueue.CounterMetric {
 	return wqRetries.WithLabelValues(n)
 }
 
-var _ = strconv.Itoa
