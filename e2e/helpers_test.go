@@ -297,3 +297,7 @@ func sha256hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+func unstructuredSet(obj map[string]any, value any, path ...string) error {
+	return unstructured.SetNestedField(obj, value, path...)
+}

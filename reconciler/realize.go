@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/paths"
@@ -107,6 +108,11 @@ type stepCtx struct {
 	spec     *api.TemplateSpec
 	prev     *st.Resource
 	res      st.Resource
+	digest   string // digest of the primary object rendered now: its input set
+	// good and goodDigest are the last outputs produced by a success, and
+	// the input set that produced them (gated steps).
+	good       outputs
+	goodDigest string
 }
 
 func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
@@ -115,7 +121,9 @@ func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
 	if sc.prev != nil {
 		// Until this step stamps again, it keeps pointing at what it stamped.
 		sc.res.StampedRef, sc.res.StampedObjects = sc.prev.StampedRef, sc.prev.StampedObjects
-		sc.res.TemplateRef, sc.res.Outputs, sc.res.InputDigest = sc.prev.TemplateRef, sc.prev.Outputs, sc.prev.InputDigest
+		sc.res.TemplateRef, sc.res.Outputs = sc.prev.TemplateRef, sc.prev.Outputs
+		sc.res.InputDigest, sc.res.OutputValues = sc.prev.InputDigest, sc.prev.OutputValues
+		sc.good, sc.goodDigest = lastGood(sc.prev), sc.prev.InputDigest
 	}
 
 	name, passThrough, err := ru.chooseTemplate(step)
@@ -409,21 +417,40 @@ func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructur
 func ptr[T any](v T) *T { return &v }
 
 // stampAndObserve applies the step's objects and reads outputs and health
-// from its primary object.
+// from its primary object. A step whose template says what success is
+// (gated) does not take new inputs while its object is still working on the
+// previous ones.
 func (ru *run) stampAndObserve(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
-	var refs []st.StampedRef
-	var primary *unstructured.Unstructured
 	primaryIdx := primaryIndex(sc.spec, objs)
+	targets := make([]target, len(objs))
 	for i, desired := range objs {
-		live, ref, cond, err := ru.stampOne(sc, desired)
+		t, cond, err := ru.resolve(sc, desired)
 		if cond != nil {
 			r := ru.stepDone(sc, nil, *cond, nil)
 			r.err = err
 			return r
 		}
-		refs = append(refs, ref)
+		targets[i] = t
+	}
+	sc.digest = objs[primaryIdx].GetAnnotations()[AnnotationDigest]
+	if gated(sc.spec) {
+		if res, held := ru.holdIfBusy(sc, targets[primaryIdx], objs[primaryIdx], in); held {
+			return res
+		}
+	}
+	var refs []st.StampedRef
+	var primary *unstructured.Unstructured
+	changed := false
+	for i, desired := range objs {
+		live, wrote, cond, err := ru.stampOne(sc, targets[i], desired)
+		if cond != nil {
+			r := ru.stepDone(sc, nil, *cond, nil)
+			r.err = err
+			return r
+		}
+		refs = append(refs, targets[i].ref)
 		if i == primaryIdx {
-			primary = live
+			primary, changed = live, wrote
 		}
 	}
 	sc.res.StampedRef = &refs[primaryIdx]
@@ -431,7 +458,7 @@ func (ru *run) stampAndObserve(sc *stepCtx, objs []*unstructured.Unstructured, i
 	if len(refs) > 1 {
 		sc.res.StampedObjects = refs
 	}
-	return ru.observe(sc, primary, in)
+	return ru.observe(sc, primary, in, changed)
 }
 
 func primaryIndex(spec *api.TemplateSpec, objs []*unstructured.Unstructured) int {
@@ -447,10 +474,18 @@ func primaryIndex(spec *api.TemplateSpec, objs []*unstructured.Unstructured) int
 	return 0
 }
 
-// stampOne applies one object unless the cached live object already has
-// it. On failure it returns the step's condition (and a transient error to
-// retry, if retrying can help).
-func (ru *run) stampOne(sc *stepCtx, desired *unstructured.Unstructured) (*unstructured.Unstructured, st.StampedRef, *metav1.Condition, error) {
+// target is where one desired object goes.
+type target struct {
+	gvr  schema.GroupVersionResource
+	key  tracking.Key
+	ref  st.StampedRef
+	what string // for messages
+}
+
+// resolve maps a desired object to its resource, refuses cluster-scoped
+// kinds, and registers the watch and the ref (so that a step that holds or
+// fails never loses track of its object).
+func (ru *run) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target, *metav1.Condition, error) {
 	gvk := desired.GroupVersionKind()
 	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", gvk.Kind, desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
 	mapping, err := ru.r.m.mapper.Mapping(gvk)
@@ -458,43 +493,50 @@ func (ru *run) stampOne(sc *stepCtx, desired *unstructured.Unstructured) (*unstr
 		if meta.IsNoMatchError(err) {
 			ru.blocked = blockedDiscovery
 			c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: the API server does not serve kind [%s] in [%s]", what, gvk.Kind, gvk.GroupVersion()))
-			return nil, st.StampedRef{}, &c, nil
+			return target{}, &c, nil
 		}
 		c := st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, fmt.Sprintf("unable to look up kind [%s]: %v", gvk.Kind, err))
-		return nil, st.StampedRef{}, &c, err
+		return target{}, &c, err
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 		c := st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind))
-		return nil, st.StampedRef{}, &c, nil
+		return target{}, &c, nil
 	}
-	gvr := mapping.Resource
-	ref := st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(gvr)}
-	key := tracking.Key{GVR: gvr, Selector: StampedSelector}
-	ru.keys[key] = struct{}{}
-	ru.keep[refKeyOf(ref)] = true
+	t := target{gvr: mapping.Resource, key: tracking.Key{GVR: mapping.Resource, Selector: StampedSelector}, what: what}
+	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
+	ru.keys[t.key] = struct{}{}
+	ru.keep[refKeyOf(t.ref)] = true
+	return t, nil, nil
+}
+
+// stampOne applies one object unless the cached live object already has
+// it, and reports whether the object was written. On failure it returns the
+// step's condition (and a transient error to retry, if retrying can help).
+func (ru *run) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
 	var cached *unstructured.Unstructured
-	if ru.r.m.tracker.Ensure(key, ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())) {
-		cached, _ = ru.r.m.tracker.Get(key, desired.GetNamespace(), desired.GetName())
+	if ru.r.m.tracker.Ensure(t.key, ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())) {
+		cached, _ = ru.r.m.tracker.Get(t.key, desired.GetNamespace(), desired.GetName())
 		if apply.UpToDate(desired, cached) {
 			ru.r.m.noteApply(false)
-			return cached, ref, nil, nil
+			return cached, false, nil, nil
 		}
 	}
 	cl, err := ru.stampClient()
 	if err != nil {
 		c := st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error())
-		return nil, ref, &c, nil
+		return nil, false, &c, nil
 	}
-	live, err := apply.Apply(ru.ctx, cl, gvr, desired, FieldManager)
+	live, err := apply.Apply(ru.ctx, cl, t.gvr, desired, FieldManager)
 	ru.r.m.noteApply(true)
 	if err != nil {
-		c, transient := ru.applyFailure(what, err)
-		return nil, ref, &c, transient
+		c, transient := ru.applyFailure(t.what, err)
+		return nil, false, &c, transient
 	}
-	if cached == nil || cached.GetResourceVersion() != live.GetResourceVersion() {
+	wrote := cached == nil || cached.GetResourceVersion() != live.GetResourceVersion()
+	if wrote {
 		ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
 	}
-	return live, ref, nil, nil
+	return live, wrote, nil, nil
 }
 
 // applyFailure turns an API error into the step's condition. Errors that
@@ -546,7 +588,9 @@ func (ru *run) stampClient() (dynamic.Interface, error) {
 }
 
 // observe reads the step's outputs and health from the primary object.
-func (ru *run) observe(sc *stepCtx, live *unstructured.Unstructured, in render.Inputs) stepResult {
+// changed says the object was written in this reconcile: a gated step does
+// not trust what the object reports until it has reported on the new spec.
+func (ru *run) observe(sc *stepCtx, live *unstructured.Unstructured, in render.Inputs, changed bool) stepResult {
 	doc, err := live.MarshalJSON()
 	if err != nil {
 		c := st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, err.Error())
@@ -555,32 +599,45 @@ func (ru *run) observe(sc *stepCtx, live *unstructured.Unstructured, in render.I
 	what := fmt.Sprintf("%s [%s/%s]", live.GetKind(), live.GetNamespace(), live.GetName())
 	out, outErr := readOutputs(sc.kind, sc.spec, doc, in)
 	h := health.Evaluate(sc.spec, sc.kind, doc, outErr)
+	g := gated(sc.spec)
+	if g && changed && h.Outcome != health.Processing && !sc.spec.AlwaysSuccessful {
+		// What the object reports now is about the inputs it had before.
+		h = health.Result{Outcome: health.Processing, Status: health.StatusUnknown, Reason: ReasonConditionNotMet, HasRule: true, CanFail: h.CanFail,
+			Message: fmt.Sprintf("new inputs applied to %s; waiting for it to report on them", what)}
+	}
 	healthy := st.Cond(st.Healthy, metav1.ConditionStatus(h.Status), h.Reason, h.Message)
-
-	if sc.kind == api.KindClusterDeploymentTemplate {
-		switch h.Outcome {
-		case health.Succeeded:
-			return ru.stepDone(sc, out, st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, ""), &healthy)
-		case health.Failed:
-			return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, what, h.Message)), &healthy)
-		default:
-			return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, what, h.Message)), &healthy)
+	if g {
+		// Outputs only from success on the inputs Kontinue applied; until
+		// then (and after a failure) downstream keeps the last good ones.
+		if h.Outcome == health.Succeeded && outErr == nil && live.GetAnnotations()[AnnotationDigest] == sc.digest {
+			sc.good, sc.goodDigest = out, sc.digest
 		}
+		good := sc.good
+		sc.res.InputDigest, sc.res.OutputValues = sc.goodDigest, sc.good
+		switch {
+		case sc.kind == api.KindClusterDeploymentTemplate && h.Outcome == health.Failed:
+			return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, what, h.Message)), &healthy)
+		case sc.kind == api.KindClusterDeploymentTemplate && h.Outcome == health.Processing:
+			return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, what, h.Message)), &healthy)
+		case h.Outcome == health.Succeeded && outErr != nil:
+			return ru.stepDone(sc, good, ru.outputsCondition(sc, what, outErr), &healthy)
+		}
+		return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, ""), &healthy)
 	}
 	if outErr != nil {
-		if paths.IsNotFound(outErr) {
-			return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
-				fmt.Sprintf("waiting to read value from %s for step [%s] (template [%s/%s]): %v", what, sc.step.Name, sc.kind, sc.tmplName, outErr)), &healthy)
-		}
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
-			fmt.Sprintf("unable to read outputs from %s for step [%s] (template [%s/%s]): %v", what, sc.step.Name, sc.kind, sc.tmplName, outErr)), &healthy)
+		return ru.stepDone(sc, nil, ru.outputsCondition(sc, what, outErr), &healthy)
 	}
-	submitted := st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
-	if h.HasRule && h.Outcome != health.Succeeded {
-		// A template that says what success is releases outputs only then.
-		return ru.stepDone(sc, nil, submitted, &healthy)
+	return ru.stepDone(sc, out, st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, ""), &healthy)
+}
+
+// outputsCondition says why outputs could not be read.
+func (ru *run) outputsCondition(sc *stepCtx, what string, outErr error) metav1.Condition {
+	if paths.IsNotFound(outErr) {
+		return st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
+			fmt.Sprintf("waiting to read value from %s for step [%s] (template [%s/%s]): %v", what, sc.step.Name, sc.kind, sc.tmplName, outErr))
 	}
-	return ru.stepDone(sc, out, submitted, &healthy)
+	return st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
+		fmt.Sprintf("unable to read outputs from %s for step [%s] (template [%s/%s]): %v", what, sc.step.Name, sc.kind, sc.tmplName, outErr))
 }
 
 // readOutputs evaluates the template's output paths on the object.

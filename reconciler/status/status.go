@@ -53,8 +53,16 @@ type Resource struct {
 	Inputs         []Input            `json:"inputs,omitempty"`
 	Outputs        []Output           `json:"outputs,omitempty"`
 	Conditions     []metav1.Condition `json:"conditions,omitempty"`
-	// InputDigest identifies the input set that produced the outputs.
+	// InputDigest identifies the input set that produced the outputs: the
+	// digest Kontinue records on the stamped object it applied.
 	InputDigest string `json:"inputDigest,omitempty"`
+	// OutputValues are the outputs of the last success, kept for steps with
+	// success rules: downstream steps receive them while this step works on
+	// newer inputs or has failed on them.
+	OutputValues map[string]any `json:"outputValues,omitempty"`
+	// HeldInputDigest is the newest input set waiting for the object to
+	// finish with the one it has.
+	HeldInputDigest string `json:"heldInputDigest,omitempty"`
 }
 
 // StampedRef points at a stamped object.
