@@ -57,6 +57,9 @@ func (ru *run) holdIfBusy(sc *stepCtx, t target, desired *unstructured.Unstructu
 		// it. Record them before the new inputs go in.
 		if out, err := readOutputs(sc.kind, sc.spec, doc, in); err == nil {
 			sc.good, sc.goodDigest = out, liveDigest
+			if shadowCapable(sc.kind, sc.spec) {
+				sc.res.LastGoodObject = objectFromLive(live)
+			}
 		}
 	}
 	if h.Outcome != health.Processing {
@@ -68,6 +71,7 @@ func (ru *run) holdIfBusy(sc *stepCtx, t target, desired *unstructured.Unstructu
 	msg := fmt.Sprintf("step [%s] holds new inputs (input set %s) until %s has succeeded or failed on input set %s: %s",
 		sc.step.Name, sc.digest, what, liveDigest, h.Message)
 	healthy := st.Cond(st.Healthy, metav1.ConditionStatus(h.Status), h.Reason, h.Message)
+	healthy = ru.shadow(sc, live, h, false, healthy)
 	sc.res.InputDigest, sc.res.OutputValues = sc.goodDigest, sc.good
 	return ru.stepDone(sc, sc.good, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonInputsHeld, msg), &healthy), true
 }

@@ -311,6 +311,8 @@ func (ru *run) missingTemplates(c *chainSpec) string {
 		for _, n := range templateNames(s.TemplateRef) {
 			if ru.r.m.template(s.TemplateRef.Kind, n) == nil {
 				missing = append(missing, fmt.Sprintf("step [%s]: %s [%s]", s.Name, s.TemplateRef.Kind, n))
+				// Indexed so that creating the template re-triggers this owner.
+				ru.templatesUsed = append(ru.templatesUsed, templateKey{s.TemplateRef.Kind, n})
 			}
 		}
 	}
@@ -370,6 +372,9 @@ func refsOf(res st.Resource) []st.StampedRef {
 		if res.StampedRef == nil || r != *res.StampedRef {
 			out = append(out, r)
 		}
+	}
+	if res.ShadowRef != nil {
+		out = append(out, *res.ShadowRef)
 	}
 	return out
 }

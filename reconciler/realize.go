@@ -113,6 +113,7 @@ type stepCtx struct {
 	// the input set that produced them (gated steps).
 	good       outputs
 	goodDigest string
+	desired    *unstructured.Unstructured // the primary object rendered now
 }
 
 func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
@@ -123,6 +124,7 @@ func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
 		sc.res.StampedRef, sc.res.StampedObjects = sc.prev.StampedRef, sc.prev.StampedObjects
 		sc.res.TemplateRef, sc.res.Outputs = sc.prev.TemplateRef, sc.prev.Outputs
 		sc.res.InputDigest, sc.res.OutputValues = sc.prev.InputDigest, sc.prev.OutputValues
+		sc.res.ShadowRef, sc.res.ServedBy, sc.res.LastGoodObject = sc.prev.ShadowRef, sc.prev.ServedBy, sc.prev.LastGoodObject
 		sc.good, sc.goodDigest = lastGood(sc.prev), sc.prev.InputDigest
 	}
 
@@ -176,9 +178,13 @@ func (ru *run) chooseTemplate(step api.Step) (name, passThrough string, err erro
 	if len(ref.Options) == 0 {
 		return ref.Name, "", nil
 	}
-	cands, err := ru.r.m.optionCandidates(ru.chainName, ru.chain.rv, step)
+	// Keyed by kind too: a supply chain and a delivery may share a name.
+	cands, err := ru.r.m.optionCandidates(ru.r.flavor.ChainKind+"/"+ru.chainName, ru.chain.rv, step)
 	if err != nil {
-		return "", "", &selector.ResolveOptionsError{Step: step.Name, ChainKind: ru.r.flavor.ChainKind, Chain: ru.chainName, Err: err}
+		re := &selector.ResolveOptionsError{Err: err}
+		errors.As(err, &re) // names the option that does not compile
+		re.Step, re.ChainKind, re.Chain = step.Name, ru.r.flavor.ChainKind, ru.chainName
+		return "", "", re
 	}
 	owner := selector.Owner{Kind: ru.r.flavor.OwnerKind, Labels: ru.owner.GetLabels(), Doc: ru.doc}
 	chosen, err := selector.ChooseOption(owner, ru.r.flavor.ChainKind, ru.chainName, step.Name, cands)
@@ -433,6 +439,7 @@ func (ru *run) stampAndObserve(sc *stepCtx, objs []*unstructured.Unstructured, i
 		targets[i] = t
 	}
 	sc.digest = objs[primaryIdx].GetAnnotations()[AnnotationDigest]
+	sc.desired = objs[primaryIdx]
 	if gated(sc.spec) {
 		if res, held := ru.holdIfBusy(sc, targets[primaryIdx], objs[primaryIdx], in); held {
 			return res
@@ -609,9 +616,14 @@ func (ru *run) observe(sc *stepCtx, live *unstructured.Unstructured, in render.I
 	if g {
 		// Outputs only from success on the inputs Kontinue applied; until
 		// then (and after a failure) downstream keeps the last good ones.
-		if h.Outcome == health.Succeeded && outErr == nil && live.GetAnnotations()[AnnotationDigest] == sc.digest {
+		succeeded := h.Outcome == health.Succeeded && outErr == nil && live.GetAnnotations()[AnnotationDigest] == sc.digest
+		if succeeded {
 			sc.good, sc.goodDigest = out, sc.digest
+			if shadowCapable(sc.kind, sc.spec) {
+				sc.res.LastGoodObject = sc.desired.Object
+			}
 		}
+		healthy = ru.shadow(sc, live, h, succeeded, healthy)
 		good := sc.good
 		sc.res.InputDigest, sc.res.OutputValues = sc.goodDigest, sc.good
 		switch {
@@ -725,13 +737,13 @@ func (m *Manager) optionCandidates(chain, rv string, step api.Step) ([]selector.
 	}
 	var cands []selector.Candidate
 	for i, o := range step.TemplateRef.Options {
-		s, err := selector.Compile(o.Selector.MatchLabels, o.Selector.MatchExpressions, o.Selector.MatchFields)
-		if err != nil {
-			return nil, fmt.Errorf("option %d of step [%s]: %w", i, step.Name, err)
-		}
 		name := o.Name
 		if o.PassThrough != "" {
 			name = passThroughPrefix + o.PassThrough
+		}
+		s, err := selector.Compile(o.Selector.MatchLabels, o.Selector.MatchExpressions, o.Selector.MatchFields)
+		if err != nil {
+			return nil, &selector.ResolveOptionsError{Option: name, Err: fmt.Errorf("option [%d]: %w", i, err)}
 		}
 		cands = append(cands, selector.Candidate{Name: name, Selector: s})
 	}

@@ -63,6 +63,15 @@ type Resource struct {
 	// HeldInputDigest is the newest input set waiting for the object to
 	// finish with the one it has.
 	HeldInputDigest string `json:"heldInputDigest,omitempty"`
+	// ShadowRef points at the "last good" copy stamped from the last input
+	// set that succeeded, while the primary object fails (seed 004).
+	ShadowRef *StampedRef `json:"shadowRef,omitempty"`
+	// ServedBy says which object the step's outputs come from: "primary" or
+	// "shadow" (set for steps that can have a shadow).
+	ServedBy string `json:"servedBy,omitempty"`
+	// LastGoodObject is the object rendered from the last input set that
+	// succeeded: what a shadow is stamped from.
+	LastGoodObject map[string]any `json:"lastGoodObject,omitempty"`
 }
 
 // StampedRef points at a stamped object.

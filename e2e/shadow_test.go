@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The tests below reuse gatedChain: a Test object plays a kpack Image whose
+// Ready condition says whether the build of the current commit succeeded.
+
+func shadowName(ns string) string { return "app-build-last-good" }
+
+// buildObj reports on a named build object (primary or shadow).
+func buildObj(t *testing.T, ns, name, ready, image string) {
+	t.Helper()
+	b := get(t, testGVR, ns, name)
+	setStatus(t, testGVR, ns, name, map[string]any{
+		"observedGeneration": b.GetGeneration(),
+		"latestImage":        image,
+		"conditions":         []any{map[string]any{"type": "Ready", "status": ready}},
+	})
+}
+
+func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
+	ns := newNamespace(t)
+	apply(t, ns, gatedChain(ns, readyRule))
+	apply(t, ns, gatedWorkload(ns, "good-1"))
+	eventually(t, 30*time.Second, func() string {
+		if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	buildObj(t, ns, "app-build", "True", "img-good-1")
+	waitDeployed(t, ns, "img-good-1")
+	goodDigest := stepStatus(get(t, workloadGVR, ns, "app"), "build")["inputDigest"]
+
+	// A bad commit: the primary fails; a shadow appears with the good inputs.
+	apply(t, ns, gatedWorkload(ns, "bad-2"))
+	eventually(t, 30*time.Second, func() string {
+		if c := specCommit(t, ns); c != "bad-2" {
+			return fmt.Sprintf("commit %v", c)
+		}
+		return ""
+	})
+	buildObj(t, ns, "app-build", "False", "img-good-1")
+	sh := shadowName(ns)
+	eventually(t, 30*time.Second, func() string {
+		if _, err := tryGet(testGVR, ns, sh); err != nil {
+			return "no shadow yet: " + err.Error()
+		}
+		return ""
+	})
+	shadow := get(t, testGVR, ns, sh)
+	assert.Equal(t, "good-1", nested(shadow.Object, "spec", "commit"), "the shadow is stamped from the last good inputs")
+	assert.Equal(t, "true", shadow.GetLabels()["kontinue.dev/shadow"])
+	assert.Equal(t, "build", shadow.GetLabels()["carto.run/resource-name"])
+	assert.Equal(t, "app", shadow.GetOwnerReferences()[0].Name)
+	assert.Equal(t, goodDigest, shadow.GetAnnotations()["kontinue.dev/applied-digest"], "the shadow carries the input set it came from")
+	assert.Equal(t, "img-good-1", nested(get(t, configMapGVR, ns, "app-deploy").Object, "data", "image"), "downstream still fed")
+
+	// A base-image update reaches the shadow: it flows downstream while the primary still fails.
+	buildObj(t, ns, sh, "True", "img-good-1-rebased")
+	waitDeployed(t, ns, "img-good-1-rebased")
+	w := get(t, workloadGVR, ns, "app")
+	step := stepStatus(w, "build")
+	assert.Equal(t, "shadow", step["servedBy"])
+	assert.Equal(t, sh, nested(step, "shadowRef", "name"))
+	healthy := condition(step, "Healthy")
+	assert.Equal(t, "False", healthy["status"], "the step still reports the primary's failure")
+	assert.Contains(t, healthy["message"], "served by shadow")
+
+	// A good commit: the primary succeeds, the shadow goes, downstream follows the primary.
+	apply(t, ns, gatedWorkload(ns, "good-3"))
+	eventually(t, 30*time.Second, func() string {
+		if c := specCommit(t, ns); c != "good-3" {
+			return fmt.Sprintf("commit %v", c)
+		}
+		return ""
+	})
+	buildObj(t, ns, "app-build", "True", "img-good-3")
+	waitDeployed(t, ns, "img-good-3")
+	eventually(t, 30*time.Second, func() string {
+		if !gone(testGVR, ns, sh) {
+			return "shadow still exists"
+		}
+		return ""
+	})
+	w = waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+	assert.Equal(t, "primary", stepStatus(w, "build")["servedBy"])
+	assert.Nil(t, stepStatus(w, "build")["shadowRef"])
+}
+
+func TestNoShadowForExternalFailureOptOutOrNoGoodInputs(t *testing.T) {
+	t.Run("failure on the inputs that last succeeded", func(t *testing.T) {
+		ns := newNamespace(t)
+		apply(t, ns, gatedChain(ns, readyRule))
+		apply(t, ns, gatedWorkload(ns, "good-1"))
+		eventually(t, 30*time.Second, func() string {
+			if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		buildObj(t, ns, "app-build", "True", "img-1")
+		waitDeployed(t, ns, "img-1")
+		buildObj(t, ns, "app-build", "False", "img-1") // external state broke it
+		waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "False", "")
+		time.Sleep(2 * time.Second)
+		assert.True(t, gone(testGVR, ns, shadowName(ns)), "a copy with the same inputs would fail the same way")
+	})
+	t.Run("shadow: false", func(t *testing.T) {
+		ns := newNamespace(t)
+		apply(t, ns, gatedChain(ns, readyRule+"\n  shadow: false"))
+		apply(t, ns, gatedWorkload(ns, "good-1"))
+		eventually(t, 30*time.Second, func() string {
+			if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		buildObj(t, ns, "app-build", "True", "img-1")
+		waitDeployed(t, ns, "img-1")
+		apply(t, ns, gatedWorkload(ns, "bad-2"))
+		eventually(t, 30*time.Second, func() string {
+			if c := specCommit(t, ns); c != "bad-2" {
+				return fmt.Sprintf("commit %v", c)
+			}
+			return ""
+		})
+		buildObj(t, ns, "app-build", "False", "img-1")
+		waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "False", "")
+		time.Sleep(2 * time.Second)
+		assert.True(t, gone(testGVR, ns, shadowName(ns)))
+	})
+	t.Run("no input set ever succeeded", func(t *testing.T) {
+		ns := newNamespace(t)
+		apply(t, ns, gatedChain(ns, readyRule))
+		apply(t, ns, gatedWorkload(ns, "bad-1"))
+		eventually(t, 30*time.Second, func() string {
+			if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		buildObj(t, ns, "app-build", "False", "")
+		waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "False", "")
+		time.Sleep(2 * time.Second)
+		assert.True(t, gone(testGVR, ns, shadowName(ns)))
+	})
+}
+
+func TestDeletingWorkloadRemovesShadow(t *testing.T) {
+	ns := newNamespace(t)
+	apply(t, ns, gatedChain(ns, readyRule))
+	apply(t, ns, gatedWorkload(ns, "good-1"))
+	eventually(t, 30*time.Second, func() string {
+		if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	buildObj(t, ns, "app-build", "True", "img-1")
+	waitDeployed(t, ns, "img-1")
+	apply(t, ns, gatedWorkload(ns, "bad-2"))
+	eventually(t, 30*time.Second, func() string {
+		if c := specCommit(t, ns); c != "bad-2" {
+			return fmt.Sprintf("commit %v", c)
+		}
+		return ""
+	})
+	buildObj(t, ns, "app-build", "False", "img-1")
+	eventually(t, 30*time.Second, func() string {
+		if _, err := tryGet(testGVR, ns, shadowName(ns)); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	require.NoError(t, env.dyn.Resource(workloadGVR).Namespace(ns).Delete(context.Background(), "app", metav1.DeleteOptions{}))
+	eventually(t, 60*time.Second, func() string {
+		var left []string
+		for _, n := range []string{"app-build", shadowName(ns)} {
+			if !gone(testGVR, ns, n) {
+				left = append(left, n)
+			}
+		}
+		if !gone(configMapGVR, ns, "app-deploy") {
+			left = append(left, "app-deploy")
+		}
+		if len(left) > 0 {
+			return "left behind: " + strings.Join(left, ", ")
+		}
+		return ""
+	})
+}
