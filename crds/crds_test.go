@@ -543,11 +543,12 @@ func TestOwnerStatus(t *testing.T) {
 	docs := loadFiles(t)
 	for kind, ref := range map[string]string{api.KindWorkload: "supplyChainRef", api.KindDeliverable: "deliveryRef"} {
 		status := prop(t, rootSchema(t, docs[kind]), "status")
-		assert.ElementsMatch(t, []string{"observedGeneration", "conditions", ref, "resources"}, propNames(status), kind)
+		assert.ElementsMatch(t, []string{"observedGeneration", "conditions", ref, "resources", "orphans"}, propNames(status), kind)
 		assert.ElementsMatch(t, []string{"kind", "name"}, propNames(prop(t, status, ref)), kind)
 		res := prop(t, status, "resources.[]")
 		assert.ElementsMatch(t, []string{"name", "stampedRef", "stampedObjects", "templateRef", "inputs",
-			"outputs", "conditions", "inputDigest", "servedBy"}, propNames(res), kind)
+			"outputs", "conditions", "inputDigest", "servedBy", "outputValues", "heldInputDigest", "shadowRef", "lastGoodObject"}, propNames(res), kind)
+		assert.ElementsMatch(t, []string{"apiVersion", "kind", "namespace", "name", "resource"}, propNames(prop(t, status, "orphans.[]")), kind)
 		refFields := []string{"apiVersion", "kind", "namespace", "name", "resource"}
 		assert.ElementsMatch(t, refFields, propNames(prop(t, res, "stampedRef")), kind)
 		assert.ElementsMatch(t, refFields, propNames(prop(t, res, "stampedObjects.[]")), kind)

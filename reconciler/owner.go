@@ -196,6 +196,10 @@ type run struct {
 	keys          map[tracking.Key]struct{}
 	keep          map[refKey]bool // stamped objects that must stay
 	blocked       blockCause
+	// Runs of immutable steps that retention keeps, and those steps
+	// (immutable.go): orphan removal must leave them alone.
+	runsKept       map[refKey]bool
+	immutableSteps map[string]bool
 }
 
 type refKey struct {
@@ -401,32 +405,46 @@ func resourceString(gvr schema.GroupVersionResource) string {
 	return gvr.Resource + "." + gvr.Group
 }
 
-// removeOrphans deletes objects the previous status listed that no step
-// stamps any more, when they still carry this owner's labels.
+// removeOrphans deletes objects the previous status listed (in its steps or
+// as orphans) that no step stamps any more, when they still carry this
+// owner's labels. What cannot be deleted stays in status.orphans.
 func (ru *run) removeOrphans() error {
-	f := ru.r.flavor
 	var firstErr error
+	type candidate struct {
+		ref  st.StampedRef
+		step string
+	}
+	var cands []candidate
 	for _, res := range ru.prev.Resources {
 		for _, ref := range refsOf(res) {
-			k := refKeyOf(ref)
-			if ru.keep[k] {
-				continue
-			}
-			err := ru.deleteOrphan(k, ref, res.Name)
-			if err == nil {
-				continue
-			}
+			cands = append(cands, candidate{ref, res.Name})
+		}
+	}
+	for _, ref := range ru.prev.Orphans {
+		cands = append(cands, candidate{ref, ""})
+	}
+	seen := map[refKey]bool{}
+	ru.status.Orphans = nil
+	for _, c := range cands {
+		k := refKeyOf(c.ref)
+		if ru.keep[k] || seen[k] {
+			continue
+		}
+		seen[k] = true
+		if err := ru.deleteOrphan(k, c.ref, c.step); err != nil {
 			klog.InfoS("could not remove orphaned object; will retry", "owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()),
-				"object", ref.Kind+"/"+ref.Name, "err", err.Error())
+				"object", c.ref.Kind+"/"+c.ref.Name, "err", err.Error())
+			ru.status.Orphans = append(ru.status.Orphans, c.ref)
+			if apierrors.IsForbidden(err) {
+				// Retried when RBAC changes, not on a timer.
+				ru.blocked = blockedRBAC
+				continue
+			}
 			if firstErr == nil {
 				firstErr = err
 			}
-			// Keep it listed so it is retried, not leaked.
-			ru.status.Resources = append(ru.status.Resources, st.Resource{Name: res.Name + "-orphan-" + ref.Name, StampedRef: &ref,
-				Conditions: []metav1.Condition{st.Cond(st.Ready, st.Unknown, "OrphanNotRemoved", err.Error())}})
 		}
 	}
-	_ = f
 	return firstErr
 }
 
@@ -466,6 +484,9 @@ func (ru *run) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if step == "" {
+		step = "(removed earlier)"
 	}
 	ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectRemoved, "Removed %s %s/%s no longer stamped by step [%s]", ref.Kind, k.namespace, k.name, step)
 	return nil

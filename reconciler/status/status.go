@@ -36,6 +36,9 @@ type OwnerStatus struct {
 	SupplyChainRef     *ObjectRef         `json:"supplyChainRef,omitempty"`
 	DeliveryRef        *ObjectRef         `json:"deliveryRef,omitempty"`
 	Resources          []Resource         `json:"resources,omitempty"`
+	// Orphans are objects no step stamps any more that could not be
+	// deleted yet: kept so that the deletion is retried, not leaked.
+	Orphans []StampedRef `json:"orphans,omitempty"`
 }
 
 // ObjectRef names a cluster-scoped object.
