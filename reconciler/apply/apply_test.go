@@ -1,0 +1,74 @@
+package apply
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func u(t *testing.T, js string) *unstructured.Unstructured {
+	t.Helper()
+	o := &unstructured.Unstructured{}
+	if err := o.UnmarshalJSON([]byte(js)); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestUpToDate(t *testing.T) {
+	live := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","resourceVersion":"7","labels":{"x":"1","other":"y"}},
+	  "data":{"k":"v"},"spec":{"replicas":3,"ports":[{"port":80,"name":"http"}],"empty":{}}}`
+	cases := []struct {
+		name    string
+		desired string
+		want    bool
+	}{
+		{"same fields", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","labels":{"x":"1"}},"data":{"k":"v"}}`, true},
+		{"fields others added are ignored", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, true},
+		{"changed value", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"w"}}`, false},
+		{"missing field", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"new":"v"}}`, false},
+		{"missing label", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"z":"1"}}}`, false},
+		{"float desired equals int live", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"spec":{"replicas":3.0}}`, true},
+		{"list element differs", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"spec":{"ports":[{"port":81}]}}`, false},
+		{"list subset of element fields", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"spec":{"ports":[{"port":80}]}}`, true},
+		{"list length differs", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"spec":{"ports":[{"port":80},{"port":81}]}}`, false},
+		{"empty map absent in live is fine", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"spec":{"gone":{}}}`, true},
+		{"null absent in live is fine", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"spec":{"gone":null}}`, true},
+		{"type changed", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"spec":{"replicas":"3"}}`, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, UpToDate(u(t, c.desired), u(t, live)))
+		})
+	}
+	assert.False(t, UpToDate(u(t, `{"kind":"ConfigMap"}`), nil), "no live object")
+}
+
+func TestDigestIsStableAndContentSensitive(t *testing.T) {
+	a := map[string]any{"b": 1, "a": map[string]any{"y": "1", "x": "2"}}
+	b := map[string]any{"a": map[string]any{"x": "2", "y": "1"}, "b": 1}
+	assert.Equal(t, Digest(a), Digest(b), "key order does not matter")
+	assert.Len(t, Digest(a), 32)
+	c := map[string]any{"a": map[string]any{"x": "2", "y": "2"}, "b": 1}
+	assert.NotEqual(t, Digest(a), Digest(c))
+}
+
+func FuzzUpToDate(f *testing.F) {
+	f.Add(`{"a":{"b":[1,2,{"c":"d"}]}}`, `{"a":{"b":[1,2,{"c":"d","e":1}]}}`)
+	f.Add(`{"a":null}`, `{}`)
+	f.Add(`[1]`, `{"a":1}`)
+	f.Fuzz(func(t *testing.T, desired, live string) {
+		var d, l map[string]any
+		if json.Unmarshal([]byte(desired), &d) != nil || json.Unmarshal([]byte(live), &l) != nil {
+			return
+		}
+		dd := &unstructured.Unstructured{Object: d}
+		ll := &unstructured.Unstructured{Object: l}
+		_ = UpToDate(dd, ll)
+		if d != nil {
+			assert.True(t, UpToDate(dd, &unstructured.Unstructured{Object: d}), "an object is up to date with itself")
+		}
+	})
+}

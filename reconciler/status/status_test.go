@@ -1,0 +1,71 @@
+package status
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestPreview(t *testing.T) {
+	p, d := Preview("https://example.com/repo.git")
+	assert.Equal(t, "https://example.com/repo.git\n", p)
+	assert.True(t, strings.HasPrefix(d, "sha256:"))
+	assert.Len(t, d, len("sha256:")+64)
+
+	p, _ = Preview(map[string]any{"b": 1, "a": []any{"x"}})
+	assert.Equal(t, "a:\n- x\nb: 1\n", p)
+
+	long := strings.Repeat("x", 3000)
+	p, d1 := Preview(long)
+	assert.Len(t, p, PreviewLimit, "cut at 1024 characters")
+	_, d2 := Preview(long + "y")
+	assert.NotEqual(t, d1, d2, "the digest covers the whole value, not the preview")
+}
+
+func TestOutputsKeepTransitionTimeUntilTheValueChanges(t *testing.T) {
+	t0 := metav1.NewTime(time.Unix(1000, 0))
+	t1 := metav1.NewTime(time.Unix(2000, 0))
+	first, changed := Outputs(map[string]any{"url": "u", "revision": "r1"}, nil, t0)
+	assert.Equal(t, []string{"revision", "url"}, changed)
+	assert.Equal(t, "revision", first[0].Name, "sorted by name")
+
+	second, changed := Outputs(map[string]any{"url": "u", "revision": "r2"}, first, t1)
+	assert.Equal(t, []string{"revision"}, changed)
+	assert.Equal(t, t1, second[0].LastTransitionTime, "changed value: new time")
+	assert.Equal(t, t0, second[1].LastTransitionTime, "same value: time kept")
+}
+
+func TestMergeKeepsTransitionTimeOfUnchangedStatus(t *testing.T) {
+	t0 := metav1.NewTime(time.Unix(1000, 0))
+	t1 := metav1.NewTime(time.Unix(2000, 0))
+	prev := Merge([]metav1.Condition{Cond("A", True, "R", ""), Cond("B", False, "R", "")}, nil, 1, t0)
+	got := Merge([]metav1.Condition{Cond("A", True, "R2", "m"), Cond("B", True, "R", "")}, prev, 2, t1)
+	assert.Equal(t, t0, got[0].LastTransitionTime, "status unchanged (reason changed): time kept")
+	assert.Equal(t, "R2", got[0].Reason)
+	assert.Equal(t, t1, got[1].LastTransitionTime, "status changed: new time")
+	assert.Equal(t, int64(2), got[1].ObservedGeneration)
+}
+
+func TestSummarize(t *testing.T) {
+	cases := []struct {
+		name string
+		in   []metav1.Condition
+		want metav1.ConditionStatus
+		why  string
+	}{
+		{"all true", []metav1.Condition{Cond("A", True, "a", ""), Cond("B", True, "b", "")}, True, "Ready"},
+		{"first false wins over earlier unknown", []metav1.Condition{Cond("A", Unknown, "u", ""), Cond("B", False, "f", "")}, False, "f"},
+		{"first unknown", []metav1.Condition{Cond("A", True, "a", ""), Cond("B", Unknown, "u1", ""), Cond("C", Unknown, "u2", "")}, Unknown, "u1"},
+		{"none", nil, True, "Ready"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Summarize("Ready", "Ready", c.in...)
+			assert.Equal(t, c.want, got.Status)
+			assert.Equal(t, c.why, got.Reason)
+		})
+	}
+}
