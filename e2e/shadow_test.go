@@ -40,7 +40,15 @@ func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
 	})
 	buildObj(t, ns, "app-build", "True", "img-good-1")
 	waitDeployed(t, ns, "img-good-1")
-	goodDigest := stepStatus(get(t, workloadGVR, ns, "app"), "build")["inputDigest"]
+	// The ConfigMap is applied before the owner's status is written: wait for both.
+	var goodDigest any
+	eventually(t, 30*time.Second, func() string {
+		goodDigest = stepStatus(get(t, workloadGVR, ns, "app"), "build")["inputDigest"]
+		if goodDigest == nil || goodDigest == "" {
+			return "no inputDigest yet"
+		}
+		return ""
+	})
 
 	// A bad commit: the primary fails; a shadow appears with the good inputs.
 	apply(t, ns, gatedWorkload(ns, "bad-2"))
@@ -69,9 +77,14 @@ func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
 	// A base-image update reaches the shadow: it flows downstream while the primary still fails.
 	buildObj(t, ns, sh, "True", "img-good-1-rebased")
 	waitDeployed(t, ns, "img-good-1-rebased")
-	w := get(t, workloadGVR, ns, "app")
-	step := stepStatus(w, "build")
-	assert.Equal(t, "shadow", step["servedBy"])
+	var step map[string]any
+	eventually(t, 30*time.Second, func() string {
+		step = stepStatus(get(t, workloadGVR, ns, "app"), "build")
+		if step["servedBy"] != "shadow" {
+			return fmt.Sprintf("servedBy = %v", step["servedBy"])
+		}
+		return ""
+	})
 	assert.Equal(t, sh, nested(step, "shadowRef", "name"))
 	healthy := condition(step, "Healthy")
 	assert.Equal(t, "False", healthy["status"], "the step still reports the primary's failure")
@@ -93,7 +106,7 @@ func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
 		}
 		return ""
 	})
-	w = waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+	w := waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
 	assert.Equal(t, "primary", stepStatus(w, "build")["servedBy"])
 	assert.Nil(t, stepStatus(w, "build")["shadowRef"])
 }

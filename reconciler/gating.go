@@ -55,7 +55,10 @@ func (ru *run) holdIfBusy(sc *stepCtx, t target, desired *unstructured.Unstructu
 	if h.Outcome == health.Succeeded {
 		// The previous input set succeeded: its outputs are good and tied to
 		// it. Record them before the new inputs go in.
-		if out, err := readOutputs(sc.kind, sc.spec, doc, in); err == nil {
+		if sc.kind == api.KindClusterDeploymentTemplate {
+			// Its outputs are its inputs, and the new ones are not what
+			// succeeded: the last good ones are already in sc.good.
+		} else if out, err := readOutputs(sc.kind, sc.spec, doc, in); err == nil {
 			sc.good, sc.goodDigest = out, liveDigest
 			if shadowCapable(sc.kind, sc.spec) {
 				sc.res.LastGoodObject = objectFromLive(live)

@@ -163,6 +163,15 @@ func TestChooseOption(t *testing.T) {
 			{"image", mustCompile(t, nil, image)},
 			{"b", mustCompile(t, nil, gitURL)},
 		}, "", "expected exactly 1 option to match, found [2] matching options [a, b] for resource [source-provider] in supply chain [responsible-ops]", []string{"a", "b"}},
+		{"pass through in a tie is named with its input", api.KindClusterSupplyChain, []Candidate{
+			{"passThrough:source", mustCompile(t, nil, git)},
+			{"b", mustCompile(t, nil, gitURL)},
+			{"fallback", nil},
+		}, "", "expected exactly 1 option to match, found [2] matching options [passThrough:source, b] for resource [source-provider] in supply chain [responsible-ops]", []string{"passThrough:source", "b"}},
+		{"deliverable key prefix", api.KindClusterDelivery, []Candidate{
+			{"git", mustCompile(t, nil, field("deliverable.spec.source.git", api.OpExists))},
+			{"image", mustCompile(t, nil, field("deliverable.spec.source.image", api.OpExists))},
+		}, "git", "", nil},
 		{"two matches in a delivery", api.KindClusterDelivery, []Candidate{
 			{"a", mustCompile(t, nil, git)},
 			{"b", mustCompile(t, nil, gitURL)},
