@@ -177,7 +177,7 @@ func decide(spec *api.TemplateSpec, r rule, templateKind string, obj []byte, out
 	case ruleAlwaysSuccessful:
 		return succeeded(ReasonAlwaysHealthy, "the template sets alwaysSuccessful")
 	case ruleObservedCompletion:
-		return observedCompletion(spec.ObservedCompletion, doc)
+		return observedCompletion(spec.ObservedCompletion, doc, templateKind == api.KindClusterDeploymentTemplate)
 	case ruleObservedMatches:
 		return observedMatches(spec.ObservedMatches, doc)
 	case ruleHealthRule:
@@ -223,10 +223,14 @@ var (
 
 // generationObserved reports whether the object's controller has seen its
 // latest spec. An object that does not report status.observedGeneration (or
-// has no metadata.generation) cannot tell, so the check is skipped.
-func generationObserved(doc []byte) (bool, string) {
+// has no metadata.generation) cannot tell, so the check is skipped — unless
+// strict: a ClusterDeploymentTemplate requires it, as in Cartographer.
+func generationObserved(doc []byte, strict bool) (bool, string) {
 	observed, err := observedGenerationPath.Value(doc)
 	if err != nil {
+		if strict {
+			return false, "waiting for the object to report status.observedGeneration"
+		}
 		return true, ""
 	}
 	gen, err := generationPath.Value(doc)
@@ -242,8 +246,11 @@ func generationObserved(doc []byte) (bool, string) {
 
 // observedCompletion: once the object has observed its generation, failed is
 // checked first, then succeeded.
-func observedCompletion(oc *api.ObservedCompletion, doc []byte) Result {
-	if ok, msg := generationObserved(doc); !ok {
+func observedCompletion(oc *api.ObservedCompletion, doc []byte, strict bool) Result {
+	if ok, msg := generationObserved(doc, strict); !ok {
+		if held, err := evalRules(oc.Succeeded, doc, 0); err == nil && !held {
+			msg += "; succeeded condition not met: " + explainUnmet(oc.Succeeded, doc)
+		}
 		return unknown(ReasonConditionNotMet, msg)
 	}
 	if len(oc.Failed) > 0 {

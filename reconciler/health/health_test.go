@@ -551,3 +551,20 @@ func TestUndecidedPaths(t *testing.T) {
 			msg: []string{"cannot evaluate the succeeded condition"}},
 	})
 }
+
+// A ClusterDeploymentTemplate's observedCompletion needs the object to report
+// status.observedGeneration (Cartographer's rule); other kinds skip the check
+// when the object does not report it.
+func TestObservedGenerationRequiredForDeployments(t *testing.T) {
+	spec := &api.TemplateSpec{ObservedCompletion: &api.ObservedCompletion{
+		Succeeded: api.Rules{{Key: "status.phase", Value: "Done"}},
+	}}
+	noObserved := []byte(`{"metadata":{"generation":2},"status":{"phase":"Done"}}`)
+	observed := []byte(`{"metadata":{"generation":2},"status":{"phase":"Done","observedGeneration":2}}`)
+
+	r := Evaluate(spec, api.KindClusterDeploymentTemplate, noObserved, nil)
+	assert.Equal(t, Processing, r.Outcome)
+	assert.Contains(t, r.Message, "status.observedGeneration")
+	assert.Equal(t, Succeeded, Evaluate(spec, api.KindClusterDeploymentTemplate, observed, nil).Outcome)
+	assert.Equal(t, Succeeded, Evaluate(spec, api.KindClusterImageTemplate, noObserved, nil).Outcome)
+}
