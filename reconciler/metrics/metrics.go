@@ -115,4 +115,3 @@ func (provider) NewLongestRunningProcessorSecondsMetric(n string) workqueue.Sett
 func (provider) NewRetriesMetric(n string) workqueue.CounterMetric {
 	return wqRetries.WithLabelValues(n)
 }
-
