@@ -51,9 +51,30 @@ run-local: controlplane build
 crds: build
 	@$(BIN)/kontinue crds
 
-## e2e-kind: for machines with Docker: the same suite against a kind cluster.
+## bench: convergence, floor, API calls, idle writes, change latency and memory
+## at 1,000 workloads on the local control plane (bench/README.md). Change the
+## run with BENCH_ARGS, e.g. make bench BENCH_ARGS="-n 200 -idle 30s".
+bench: controlplane build
+	$(GO) run ./bench -kontinue $(BIN)/kontinue $(BENCH_ARGS)
+
+## e2e-kind: for machines with Docker: build the image, install it in a kind cluster, run the suite there.
 e2e-kind:
-	hack/e2e-kind.sh
+	IMAGE=$(IMAGE) hack/e2e-kind.sh
+
+.PHONY: install-yaml image e2e-rbac
+IMAGE ?= kontinue:latest
+
+## install-yaml: regenerate deploy/install.yaml (CRDs + deploy/*.yaml) for $(IMAGE).
+install-yaml:
+	$(GO) run ./hack/installyaml -image $(IMAGE)
+
+## image: build the container image $(IMAGE) (needs Docker).
+image:
+	docker build -t $(IMAGE) .
+
+## e2e-rbac: the e2e suite with Kontinue running as the kontinue service account of deploy/ (not part of `test`).
+e2e-rbac: controlplane build
+	hack/e2e-rbac.sh
 
 clean:
 	rm -rf _output

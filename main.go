@@ -3,7 +3,16 @@
 //
 //	kontinue [flags]     run the controller (in-cluster, or with --kubeconfig)
 //	kontinue crds        print the CustomResourceDefinitions
+//
+// With --leader-elect, replicas share a Lease and only its holder runs the
+// controllers (leader.go, leaselock.go); logs are JSON in a cluster and text
+// locally (logging.go).
 package main
+
+// Generated files: deploy/install.yaml (CRDs + deploy/*.yaml) and
+// docs/crds.md (from the CRDs' descriptions). Unit tests fail when stale.
+//go:generate go run ./hack/installyaml
+//go:generate go run ./hack/crddocs
 
 import (
 	"context"
@@ -37,6 +46,12 @@ type options struct {
 	resync        time.Duration
 	installCRDs   bool
 	shutdownGrace time.Duration
+
+	leaderElect bool
+	election    electionOptions
+
+	logFormat string
+	logLevel  string
 }
 
 func main() {
@@ -55,10 +70,35 @@ func main() {
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Hour, "informer resync period")
 	fs.BoolVar(&o.installCRDs, "install-crds", false, "apply Kontinue's CRDs at start")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 30*time.Second, "time in-flight reconciles get to finish on SIGTERM")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run the controllers only while holding a Lease, so that replicas can wait as standbys (the Deployment sets it)")
+	fs.StringVar(&o.election.namespace, "leader-election-namespace", "", "namespace of the Lease; default: the pod's namespace")
+	fs.StringVar(&o.election.id, "leader-election-id", "kontinue-leader", "name of the Lease")
+	fs.DurationVar(&o.election.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the last renewal before taking the Lease")
+	fs.DurationVar(&o.election.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up (and exits)")
+	fs.DurationVar(&o.election.retryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between attempts to acquire or renew the Lease")
+	fs.StringVar(&o.logFormat, "log-format", "", "json or text; default: json in a cluster (no kubeconfig), text otherwise")
+	fs.StringVar(&o.logLevel, "log-level", "", "error, info, debug, trace, or a klog verbosity number (sets -v)")
+	// Of klog's flags only -v applies: its output flags (files, headers) do
+	// not, since logs go through setupLogging's handler.
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
-	klogFlags.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	v := klogFlags.Lookup("v")
+	fs.Var(v.Value, "v", "klog verbosity of the logs (--log-level sets it too)")
 	_ = fs.Parse(os.Args[1:])
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "kontinue: unexpected arguments %q\n", fs.Args())
+		os.Exit(2)
+	}
+	if o.logFormat == "" {
+		o.logFormat = "text"
+		if o.kubeconfig == "" {
+			o.logFormat = "json"
+		}
+	}
+	if err := setupLogging(o.logFormat, o.logLevel, v.Value, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "kontinue:", err)
+		os.Exit(2)
+	}
 
 	if err := run(o); err != nil {
 		klog.ErrorS(err, "kontinue stopped")
@@ -105,14 +145,31 @@ func run(o options) error {
 	for _, c := range m.Controllers() {
 		c.Observer = metrics.Observer{}
 	}
-	if err := serve(ctx, o, m); err != nil {
+	lead := &leadership{}
+	if err := serve(ctx, o, m, lead); err != nil {
 		return err
 	}
-	return m.Run(ctx)
+	work := func(ctx context.Context) error {
+		err := m.Run(ctx)
+		if err != nil && ctx.Err() != nil {
+			// Stopped (signal, lost lease) before the caches synced: a clean stop.
+			klog.InfoS("stopped before the caches synced", "reason", err.Error())
+			return nil
+		}
+		return err
+	}
+	if !o.leaderElect {
+		lead.set(true)
+		return work(ctx)
+	}
+	if o.election.namespace, err = electionNamespace(o.election.namespace); err != nil {
+		return err
+	}
+	return runElected(ctx, cfg, o.election, lead, work)
 }
 
 // serve starts the metrics and probe endpoints.
-func serve(ctx context.Context, o options, m *reconciler.Manager) error {
+func serve(ctx context.Context, o options, m *reconciler.Manager, lead *leadership) error {
 	start := func(addr string, h http.Handler) error {
 		if addr == "0" || addr == "" {
 			return nil
@@ -138,6 +195,13 @@ func serve(ctx context.Context, o options, m *reconciler.Manager) error {
 	probes := http.NewServeMux()
 	probes.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	probes.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		// A standby is ready: it is doing its job (waiting), and a rolling
+		// update must be able to replace it. The leader is ready once its
+		// caches have synced.
+		if !lead.get() {
+			_, _ = w.Write([]byte("ok: standby"))
+			return
+		}
 		if !m.Synced() {
 			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
 			return

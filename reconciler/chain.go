@@ -83,7 +83,9 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key string) (Result, er
 	obj = obj.DeepCopy()
 	obj.Object["status"] = status
 	_, err = r.m.dyn.Resource(gvr).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone, or the cache is behind: the watch event that follows
+		// re-queues the chain if it still exists.
 		return Result{}, nil
 	}
 	return Result{}, err

@@ -30,7 +30,9 @@ type eventRecorder struct {
 }
 
 func newEventRecorder(dyn dynamic.Interface) *eventRecorder {
-	b := record.NewBroadcaster()
+	// client-go's spam filter allows 25 events per object, then one per 5
+	// minutes: an owner whose steps change often would lose its events.
+	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 100, QPS: 1.0 / 60}))
 	b.StartRecordingToSink(&dynamicSink{dyn: dyn})
 	return &eventRecorder{b: b, rec: b.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "kontinue"})}
 }

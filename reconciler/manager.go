@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -36,13 +37,18 @@ type Manager struct {
 	events  *eventRecorder
 	opts    Options
 
-	owners map[string]*ownerReconciler // by owner kind
-	chains *chainReconciler
+	owners    map[string]*ownerReconciler // by owner kind
+	chains    *chainReconciler
+	runnables *runnableReconciler
 
 	// blocked owners are re-reconciled when RBAC or discovery changes; they
 	// are not retried on a timer, which would only repeat the failure.
 	blockedMu sync.Mutex
 	blocked   map[string]blockCause
+	// lastNews is when RBAC or discovery last changed, by cause; recheck is
+	// set while a delayed second look for that cause is pending.
+	lastNews map[blockCause]time.Time
+	recheck  map[blockCause]bool
 
 	synced   bool
 	syncedMu sync.RWMutex
@@ -92,6 +98,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
 	}
 	m.chains = newChainReconciler(m)
+	m.runnables = newRunnableReconciler(m)
 	return m, nil
 }
 
@@ -100,7 +107,7 @@ func (m *Manager) Tracker() *tracking.Tracker { return m.tracker }
 
 // Controllers returns every controller (metrics).
 func (m *Manager) Controllers() []*Controller {
-	out := []*Controller{m.chains.ctrl}
+	out := []*Controller{m.chains.ctrl, m.runnables.ctrl}
 	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
 		out = append(out, m.owners[f.OwnerKind].ctrl)
 	}
@@ -111,7 +118,7 @@ func (m *Manager) Controllers() []*Controller {
 func permanentWatches() []tracking.Key {
 	keys := []tracking.Key{
 		{GVR: WorkloadGVR}, {GVR: DeliverableGVR}, {GVR: SupplyChainGVR}, {GVR: DeliveryGVR},
-		{GVR: RunTemplateGVR}, {GVR: CRDGVR},
+		{GVR: RunTemplateGVR}, {GVR: CRDGVR}, {GVR: RunnableGVR},
 	}
 	for _, gvr := range templateGVRByKind {
 		keys = append(keys, tracking.Key{GVR: gvr})
@@ -187,6 +194,7 @@ func (m *Manager) Run(ctx context.Context) error {
 // and must not block.
 func (m *Manager) route(ev tracking.Event) {
 	gvr := ev.Key.GVR
+	m.runnables.route(ev) // Runnables, run templates, runs, selected objects
 	if ev.Key.Selector == StampedSelector {
 		m.routeStamped(ev)
 		return
@@ -225,11 +233,18 @@ func (m *Manager) route(ev tracking.Event) {
 }
 
 // routeStamped sends an event about a stamped object to its owner.
+// The owner its labels named before an update is told too: a hand edit of
+// those labels must reach the owner that stamped the object, to be undone.
 func (m *Manager) routeStamped(ev tracking.Event) {
-	l := ev.Obj.GetLabels()
-	for _, o := range m.owners {
-		if name := l[o.flavor.LabelOwnerName]; name != "" {
-			o.ctrl.Enqueue(l[o.flavor.LabelOwnerNS] + "/" + name)
+	for _, obj := range []*unstructured.Unstructured{ev.Obj, ev.Old} {
+		if obj == nil {
+			continue
+		}
+		l := obj.GetLabels()
+		for _, o := range m.owners {
+			if name := l[o.flavor.LabelOwnerName]; name != "" {
+				o.ctrl.Enqueue(l[o.flavor.LabelOwnerNS] + "/" + name)
+			}
 		}
 	}
 }
@@ -246,11 +261,34 @@ func (m *Manager) crdChanged(ev tracking.Event) {
 	m.unblock(blockedDiscovery)
 }
 
+// An owner that blocks soon after news of its cause may have raced the
+// news: it came while the owner was being reconciled (the unblock found
+// nothing to release), or the API server had not acted on it yet (its RBAC
+// cache and discovery lag the watch). Such owners get a second look after
+// recheckDelay. Only real news opens the window, so this is bounded: at most
+// a few extra reconciles per burst of news, never a timer loop.
+const (
+	newsWindow   = 5 * time.Second
+	recheckDelay = 2 * time.Second // the mapper refreshes discovery at most this often
+)
+
 // block remembers that owner (a tracker user key) waits for cause.
 func (m *Manager) block(user string, cause blockCause) {
 	m.blockedMu.Lock()
 	defer m.blockedMu.Unlock()
 	m.blocked[user] = cause
+	if m.recheck == nil {
+		m.recheck = map[blockCause]bool{}
+	}
+	if time.Since(m.lastNews[cause]) < newsWindow && !m.recheck[cause] {
+		m.recheck[cause] = true
+		time.AfterFunc(recheckDelay, func() {
+			m.blockedMu.Lock()
+			m.recheck[cause] = false
+			m.blockedMu.Unlock()
+			m.release(cause)
+		})
+	}
 }
 
 func (m *Manager) unblockOne(user string) {
@@ -259,7 +297,19 @@ func (m *Manager) unblockOne(user string) {
 	delete(m.blocked, user)
 }
 
+// unblock is news of cause: the owners waiting for it are reconciled.
 func (m *Manager) unblock(cause blockCause) {
+	m.blockedMu.Lock()
+	if m.lastNews == nil {
+		m.lastNews = map[blockCause]time.Time{}
+	}
+	m.lastNews[cause] = time.Now()
+	m.blockedMu.Unlock()
+	m.release(cause)
+}
+
+// release enqueues the owners blocked on cause.
+func (m *Manager) release(cause blockCause) {
 	m.blockedMu.Lock()
 	var users []string
 	for u, c := range m.blocked {
@@ -282,6 +332,9 @@ func (m *Manager) enqueueUser(user string) {
 	}
 	if o := m.owners[kind]; o != nil {
 		o.ctrl.Enqueue(key)
+	}
+	if kind == api.KindRunnable {
+		m.runnables.ctrl.Enqueue(key)
 	}
 }
 

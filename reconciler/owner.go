@@ -264,6 +264,15 @@ func (ru *run) realize() (Result, error) {
 		ru.fail(f.ChainReadyCondition, "InvalidChain", chain.err.Error())
 		return Result{}, nil
 	}
+	// Index the owner under every template its chain names before reading
+	// any of them: a template created or changed while this reconcile runs
+	// then always finds the owner to wake (a no-op reconcile at worst).
+	for _, step := range chain.spec.Resources {
+		for _, n := range templateNames(step.TemplateRef) {
+			ru.templatesUsed = append(ru.templatesUsed, templateKey{step.TemplateRef.Kind, n})
+		}
+	}
+	ru.r.idx.set(ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), ownerRefs{chain: chain.name, templates: ru.templatesUsed})
 	if missing := ru.missingTemplates(chain); missing != "" {
 		ru.fail(f.ChainReadyCondition, "TemplatesNotFound", missing)
 		return Result{}, nil
@@ -315,8 +324,6 @@ func (ru *run) missingTemplates(c *chainSpec) string {
 		for _, n := range templateNames(s.TemplateRef) {
 			if ru.r.m.template(s.TemplateRef.Kind, n) == nil {
 				missing = append(missing, fmt.Sprintf("step [%s]: %s [%s]", s.Name, s.TemplateRef.Kind, n))
-				// Indexed so that creating the template re-triggers this owner.
-				ru.templatesUsed = append(ru.templatesUsed, templateKey{s.TemplateRef.Kind, n})
 			}
 		}
 	}
@@ -427,7 +434,7 @@ func (ru *run) removeOrphans() error {
 	ru.status.Orphans = nil
 	for _, c := range cands {
 		k := refKeyOf(c.ref)
-		if ru.keep[k] || seen[k] {
+		if ru.keep[k] || ru.runsKept[k] || seen[k] { // runsKept: immutable.go
 			continue
 		}
 		seen[k] = true
@@ -444,6 +451,9 @@ func (ru *run) removeOrphans() error {
 				firstErr = err
 			}
 		}
+	}
+	if err := ru.removeStaleRuns(); err != nil && firstErr == nil {
+		firstErr = err // runs are found by label again on retry
 	}
 	return firstErr
 }

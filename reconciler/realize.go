@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
@@ -81,7 +82,10 @@ func (ru *run) walk(chainReady metav1.Condition) (Result, error) {
 			submitted = append(submitted, *c)
 		}
 		if c := st.Find(r.Conditions, st.Healthy); c != nil {
-			healthy = append(healthy, *c)
+			// The owner's summary repeats one step's message: say which step.
+			h := *c
+			h.Message = strings.TrimSuffix(fmt.Sprintf("step [%s]: %s", r.Name, h.Message), ": ")
+			healthy = append(healthy, h)
 		}
 	}
 	sub := st.Summarize(st.ResourcesSubmitted, ReasonSubmitted, submitted...)
@@ -142,7 +146,6 @@ func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
 	}
 	sc.tmplName = name
 	sc.res.TemplateRef = &st.TemplateRef{APIVersion: api.Group + "/" + api.Version, Kind: sc.kind, Name: name}
-	ru.templatesUsed = append(ru.templatesUsed, templateKey{sc.kind, name})
 	tobj := ru.r.m.template(sc.kind, name)
 	if tobj == nil {
 		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonRetrievalFailure,
@@ -165,8 +168,18 @@ func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
 
 	objs, err := ru.render(sc, in)
 	if err != nil {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
+		r := ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
 			fmt.Sprintf("unable to stamp object for step [%s] from template [%s/%s] in %s [%s]: %v", step.Name, sc.kind, name, ru.r.flavor.ChainNoun, ru.chainName, err)), nil)
+		if render.IsTransient(err) {
+			r.err = err // a chart repository that did not answer: retry with backoff
+		}
+		return r
+	}
+	if sc.spec.Runnable {
+		return ru.stampRunnable(sc, objs, in) // runnablestep.go: a generated Runnable
+	}
+	if immutableLifecycle(sc.spec) {
+		return ru.stampImmutable(sc, objs, in) // immutable.go: a new object per input set
 	}
 	return ru.stampAndObserve(sc, objs, in)
 }
@@ -251,7 +264,27 @@ func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, he
 		}
 	}
 	sc.res.Conditions = st.Merge([]metav1.Condition{submitted, h, ready}, prevConds, ru.owner.GetGeneration(), ru.now)
+	ru.logStep(sc, ready, prevConds)
 	return stepResult{status: sc.res, outputs: out}
+}
+
+// logStep logs a step whose readiness changed (and every step at -v=4),
+// with the owner, step and template on the line.
+func (ru *run) logStep(sc *stepCtx, ready metav1.Condition, prev []metav1.Condition) {
+	tmpl := ""
+	if sc.tmplName != "" {
+		tmpl = sc.kind + "/" + sc.tmplName
+	}
+	kv := []any{"owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), "chain", ru.chainName, "step", sc.step.Name,
+		"template", tmpl, "ready", ready.Status, "reason", ready.Reason}
+	if old := st.Find(prev, st.Ready); old == nil || old.Status != ready.Status || old.Reason != ready.Reason {
+		if ready.Message != "" {
+			kv = append(kv, "message", ready.Message)
+		}
+		klog.InfoS("step changed", kv...)
+		return
+	}
+	klog.V(4).InfoS("step realized", kv...)
 }
 
 func prevOutputs(p *st.Resource) []st.Output {
@@ -376,7 +409,7 @@ func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructur
 	if err != nil {
 		return nil, err
 	}
-	objs, err := eng.Render(ru.ctx, sc.spec, tc)
+	objs, err := eng.Render(render.WithObjectGetter(ru.ctx, render.DynamicGetter(ru.r.m.dyn)), sc.spec, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +418,7 @@ func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructur
 	}
 	ns := ru.owner.GetNamespace()
 	for _, o := range objs {
-		if o.GetName() == "" {
+		if o.GetName() == "" && (o.GetGenerateName() == "" || !(immutableLifecycle(sc.spec) || sc.spec.Runnable)) {
 			return nil, fmt.Errorf("stamped %s has no metadata.name", o.GetKind())
 		}
 		if got := o.GetNamespace(); got != "" && got != ns {

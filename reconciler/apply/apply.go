@@ -39,9 +39,11 @@ func ServiceAccountUser(namespace, name string) string {
 	return "system:serviceaccount:" + namespace + ":" + name
 }
 
-// For returns a client acting as the service account namespace/name, with
-// the groups the API server gives service accounts (RBAC bindings to those
-// groups keep working).
+// For returns a client acting as the service account namespace/name. It
+// sends no groups: the API server then gives the account its own groups
+// (system:serviceaccounts, system:serviceaccounts:<ns>, system:authenticated),
+// so RBAC bindings to them keep working, and Kontinue needs `impersonate` on
+// serviceaccounts only, not on groups (which would reach system:masters).
 func (c *Clients) For(namespace, name string) (dynamic.Interface, error) {
 	key := namespace + "/" + name
 	c.mu.Lock()
@@ -50,10 +52,7 @@ func (c *Clients) For(namespace, name string) (dynamic.Interface, error) {
 		return cl, nil
 	}
 	cfg := rest.CopyConfig(c.base)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: ServiceAccountUser(namespace, name),
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccountUser(namespace, name)}
 	cl, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -31,9 +31,10 @@ func TestEngineFor(t *testing.T) {
 		{"nothing set", &api.TemplateSpec{}, "", "template sets no render engine: exactly one of template, goTemplate, helm, ytt is required"},
 		{"template", &api.TemplateSpec{Template: tmpl}, SimpleName, ""},
 		{"empty template still selects simple", &api.TemplateSpec{Template: map[string]any{}}, SimpleName, ""},
-		{"goTemplate unavailable", &api.TemplateSpec{GoTemplate: "kind: x"}, "", "goTemplate engine is not available in this build"},
-		{"helm unavailable", &api.TemplateSpec{Helm: &api.HelmSource{}}, "", "helm engine is not available in this build"},
-		{"ytt unavailable", &api.TemplateSpec{Ytt: "#@ load"}, "", "ytt is not supported: no ytt binary on PATH"},
+		{"goTemplate", &api.TemplateSpec{GoTemplate: "kind: x"}, GoTemplateName, ""},
+		{"helm", &api.TemplateSpec{Helm: &api.HelmSource{}}, HelmName, ""},
+		// Whether ytt is on PATH is known at render time (ytt_test.go).
+		{"ytt", &api.TemplateSpec{Ytt: "#@ load"}, YttName, ""},
 		{"two set", &api.TemplateSpec{Template: tmpl, Ytt: "x"}, "", "template sets several render engines (template, ytt): exactly one"},
 		{"all set", &api.TemplateSpec{Template: tmpl, GoTemplate: "x", Helm: &api.HelmSource{}, Ytt: "x"}, "", "(template, goTemplate, helm, ytt)"},
 	}
@@ -55,9 +56,12 @@ func TestEngineFor(t *testing.T) {
 }
 
 func TestRegister(t *testing.T) {
+	enginesMu.RLock()
+	prev := engines[FieldGoTemplate]
+	enginesMu.RUnlock()
 	defer func() {
 		enginesMu.Lock()
-		delete(engines, FieldGoTemplate)
+		engines[FieldGoTemplate] = prev
 		enginesMu.Unlock()
 	}()
 	Register(FieldGoTemplate, fakeEngine{name: "go"})

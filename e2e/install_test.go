@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	stamp "kontinue.dev/kontinue/reconciler/apply"
+)
+
+const (
+	installNS = "kontinue-system"
+	installSA = "kontinue"
+)
+
+var installSAGVR = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+
+func installObjects(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := readObjects(filepath.Join(env.root, "deploy", "install.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, objs)
+	return objs
+}
+
+// warnings collects the API server's warnings (Pod Security among them).
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.list
+	w.list = nil
+	return out
+}
+
+// ensureInstallNamespace creates kontinue-system from install.yaml when it
+// does not exist (deleted when the test ends): server-side dry-run cannot
+// create objects inside a namespace that is itself only dry-run.
+func ensureInstallNamespace(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	// A namespace an earlier test created may still be terminating.
+	installed := false
+	eventually(t, 60*time.Second, func() string {
+		u, err := tryGet(nsGVR, "", installNS)
+		switch {
+		case apierrors.IsNotFound(err):
+			return ""
+		case err != nil:
+			return err.Error()
+		case u.GetDeletionTimestamp() != nil:
+			return installNS + " is terminating"
+		}
+		installed = true
+		return ""
+	})
+	if installed {
+		return // installed for real (kind, e2e-rbac): leave it
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" && o.GetName() == installNS {
+			apply(t, "", toYAML(t, o))
+			return
+		}
+	}
+	t.Fatalf("install.yaml has no Namespace %s", installNS)
+}
+
+func toYAML(t *testing.T, u *unstructured.Unstructured) string {
+	t.Helper()
+	b, err := u.MarshalJSON()
+	require.NoError(t, err)
+	return string(b) // JSON is YAML
+}
+
+// TestInstallYAMLServerDryRun is `kubectl apply --server-side
+// --dry-run=server -f deploy/install.yaml`: every object is valid for the
+// API server, and the Deployment meets the namespace's Pod Security level
+// ("restricted"), which the server reports as a warning otherwise.
+func TestInstallYAMLServerDryRun(t *testing.T) {
+	objs := installObjects(t)
+	ensureInstallNamespace(t, objs)
+	w := &warnings{}
+	cfg := rest.CopyConfig(env.cfg)
+	cfg.WarningHandler = w
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	kinds := map[string]int{}
+	for _, o := range objs {
+		m := mapping(t, o.GroupVersionKind())
+		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if o.GetNamespace() != "" {
+			r = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+		}
+		_, err := r.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "kontinue-install", Force: true, DryRun: []string{metav1.DryRunAll}})
+		require.NoError(t, err, "dry-run apply %s %s", o.GetKind(), o.GetName())
+		kinds[o.GetKind()]++
+		require.Empty(t, w.take(), "warnings for %s %s", o.GetKind(), o.GetName())
+	}
+	require.Equal(t, 11, kinds["CustomResourceDefinition"])
+	require.Equal(t, 1, kinds["Deployment"])
+	require.Equal(t, 4, kinds["ClusterRole"]+kinds["Role"])
+
+	// The check above can fail: a Deployment without the restricted
+	// security context draws a Pod Security warning in this namespace.
+	bare := obj(`
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kontinue-insecure, namespace: ` + installNS + `}
+spec:
+  selector: {matchLabels: {app: x}}
+  template:
+    metadata: {labels: {app: x}}
+    spec:
+      containers: [{name: x, image: kontinue:latest}]
+`)
+	_, err := dyn.Resource(mapping(t, bare.GroupVersionKind()).Resource).Namespace(installNS).Apply(ctx, bare.GetName(), bare,
+		metav1.ApplyOptions{FieldManager: "kontinue-install", DryRun: []string{metav1.DryRunAll}})
+	require.NoError(t, err)
+	require.NotEmpty(t, w.take(), "a Deployment that is not restricted draws a Pod Security warning")
+}
+
+// TestInstallRBACImpersonation acts as the Deployment's service account (a
+// real token, so that its own `impersonate` rights are what the server
+// checks) and checks the impersonation design: it stamps as the owner's
+// service account with that account's rights, never with its own, and
+// cannot add groups (such as system:masters) to whom it impersonates.
+func TestInstallRBACImpersonation(t *testing.T) {
+	objs := installObjects(t)
+	ensureInstallNamespace(t, objs)
+	if _, err := tryGet(installSAGVR, installNS, installSA); apierrors.IsNotFound(err) {
+		// Not installed: apply the service account and its RBAC (removed
+		// at the end; cluster-scoped ones by apply, namespaced ones with
+		// the namespace ensureInstallNamespace created).
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+				apply(t, "", toYAML(t, o))
+			}
+		}
+	}
+	sa := kontinueSAConfig(t)
+
+	ns := newNamespace(t) // its default service account may stamp ConfigMaps
+	other := newNamespace(t)
+	apply(t, other, `{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder"}}`) // no rights
+	ctx := context.Background()
+	cm := func(name string) *unstructured.Unstructured {
+		return obj(`{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "` + name + `"}, "data": {"k": "v"}}`)
+	}
+
+	// Kontinue's own identity may not write what it stamps.
+	own := dynamic.NewForConfigOrDie(sa)
+	_, err := stamp.Apply(ctx, own, configMapGVR, withNS(cm("own"), ns), "kontinue")
+	require.True(t, apierrors.IsForbidden(err), "Kontinue itself created a ConfigMap: %v", err)
+
+	clients := stamp.NewClients(sa)
+	cl, err := clients.For(ns, "default")
+	require.NoError(t, err)
+	_, err = stamp.Apply(ctx, cl, configMapGVR, withNS(cm("stamped"), ns), "kontinue")
+	require.NoError(t, err, "stamping as %s/default", ns)
+
+	cl, err = clients.For(other, "builder")
+	require.NoError(t, err)
+	_, err = stamp.Apply(ctx, cl, configMapGVR, withNS(cm("stamped"), other), "kontinue")
+	require.True(t, apierrors.IsForbidden(err), "the impersonated account has no rights in %s: %v", other, err)
+	require.Contains(t, err.Error(), "system:serviceaccount:"+other+":builder")
+
+	masters := rest.CopyConfig(sa)
+	masters.Impersonate = rest.ImpersonationConfig{UserName: stamp.ServiceAccountUser(ns, "default"), Groups: []string{"system:masters"}}
+	_, err = dynamic.NewForConfigOrDie(masters).Resource(nsGVR).List(ctx, metav1.ListOptions{Limit: 1})
+	require.True(t, apierrors.IsForbidden(err), "impersonating a group must be refused: %v", err)
+	require.True(t, strings.Contains(err.Error(), "groups") || strings.Contains(err.Error(), "impersonate"), err.Error())
+}
+
+func withNS(u *unstructured.Unstructured, ns string) *unstructured.Unstructured {
+	u.SetNamespace(ns)
+	return u
+}
+
+// kontinueSAConfig is a client config with a token of the Deployment's
+// service account (TokenRequest), as the pod would have.
+func kontinueSAConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	req := obj(`{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "metadata": {"name": "` + installSA + `"},
+		"spec": {"expirationSeconds": 3600}}`)
+	got, err := env.dyn.Resource(installSAGVR).Namespace(installNS).Create(context.Background(), req, metav1.CreateOptions{}, "token")
+	require.NoError(t, err, "TokenRequest for %s/%s", installNS, installSA)
+	token, _ := nested(got.Object, "status", "token").(string)
+	require.NotEmpty(t, token)
+	cfg := rest.AnonymousClientConfig(env.cfg)
+	cfg.BearerToken = token
+	return cfg
+}

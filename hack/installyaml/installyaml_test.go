@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"kontinue.dev/kontinue/hack/localcluster"
+)
+
+func repo(t *testing.T) string {
+	t.Helper()
+	root, err := localcluster.RepoRoot(".")
+	require.NoError(t, err)
+	return root
+}
+
+func TestInstallYAMLUpToDate(t *testing.T) {
+	root := repo(t)
+	want, err := Generate(root, DefaultImage)
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(root, "deploy", "install.yaml"))
+	require.NoError(t, err)
+	if !bytes.Equal(got, want) {
+		t.Fatal("deploy/install.yaml is stale: run `make install-yaml` and commit the result")
+	}
+}
+
+func TestGenerateSetsImage(t *testing.T) {
+	b, err := Generate(repo(t), "registry.example/kontinue:v1")
+	require.NoError(t, err)
+	require.Contains(t, string(b), "image: registry.example/kontinue:v1\n")
+	require.NotContains(t, string(b), "image: "+DefaultImage)
+}
+
+// installObjects parses the committed install.yaml.
+func installObjects(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo(t), "deploy", "install.yaml"))
+	require.NoError(t, err)
+	var out []*unstructured.Unstructured
+	for _, doc := range bytes.Split(b, []byte("\n---")) {
+		j, err := yaml.YAMLToJSON(doc)
+		require.NoError(t, err)
+		if string(j) == "null" {
+			continue // the header comment
+		}
+		u := &unstructured.Unstructured{}
+		require.NoError(t, u.UnmarshalJSON(j), "%s", doc) // integers stay int64
+		require.NotEmpty(t, u.GetAPIVersion(), "document without apiVersion: %s", doc)
+		require.NotEmpty(t, u.GetKind())
+		require.NotEmpty(t, u.GetName())
+		out = append(out, u)
+	}
+	return out
+}
+
+func byKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func TestInstallYAMLContents(t *testing.T) {
+	objs := installObjects(t)
+	require.Len(t, byKind(objs, "CustomResourceDefinition"), 11)
+	require.Equal(t, "CustomResourceDefinition", objs[0].GetKind(), "CRDs come first")
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding":
+			require.Empty(t, o.GetNamespace(), "%s %s is cluster-scoped", o.GetKind(), o.GetName())
+		default:
+			require.Equal(t, "kontinue-system", o.GetNamespace(), "%s %s", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+type rule struct {
+	APIGroups     []string `json:"apiGroups"`
+	Resources     []string `json:"resources"`
+	ResourceNames []string `json:"resourceNames"`
+	Verbs         []string `json:"verbs"`
+}
+
+func rules(t *testing.T, o *unstructured.Unstructured) []rule {
+	t.Helper()
+	b, err := yaml.Marshal(o.Object["rules"])
+	require.NoError(t, err)
+	var rs []rule
+	require.NoError(t, yaml.Unmarshal(b, &rs))
+	return rs
+}
+
+// TestRBACLeastPrivilege pins the shape of Kontinue's permissions: what
+// would be a privilege escalation fails here, not in a security review.
+func TestRBACLeastPrivilege(t *testing.T) {
+	objs := installObjects(t)
+	roles := append(byKind(objs, "ClusterRole"), byKind(objs, "Role")...)
+	require.Len(t, roles, 4)
+	readOnly := []string{"get", "list", "watch"}
+	impersonated := 0
+	for _, role := range roles {
+		for _, r := range rules(t, role) {
+			where := role.GetName() + ": " + strings.Join(r.Resources, ",") + " " + strings.Join(r.Verbs, ",")
+			require.NotContains(t, r.Verbs, "*", where)
+			for _, v := range []string{"escalate", "bind", "deletecollection"} {
+				require.NotContains(t, r.Verbs, v, where)
+			}
+			if slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") {
+				for _, v := range r.Verbs {
+					require.Contains(t, readOnly, v, "wildcard resources are read-only: %s", where)
+				}
+			}
+			if slices.Contains(r.Verbs, "impersonate") {
+				impersonated++
+				require.Equal(t, []string{""}, r.APIGroups, where)
+				require.Equal(t, []string{"serviceaccounts"}, r.Resources, "impersonating users or groups could reach system:masters: %s", where)
+				require.Equal(t, []string{"impersonate"}, r.Verbs, where)
+			}
+			for _, res := range r.Resources {
+				// Generated ClusterRunTemplates (runnable: true) are the one
+				// kind of its own that Kontinue writes.
+				if slices.Contains(r.APIGroups, "carto.run") && !strings.HasSuffix(res, "/status") && res != "clusterruntemplates" {
+					for _, v := range r.Verbs {
+						require.Contains(t, readOnly, v, "Kontinue writes only the status of its own kinds: %s", where)
+					}
+				}
+				if res == "secrets" || res == "configmaps" {
+					t.Fatalf("Kontinue stamps with the owner's service account, never its own: %s", where)
+				}
+			}
+			if slices.Contains(r.Resources, "leases") {
+				require.Equal(t, "Role", role.GetKind(), "leases only in Kontinue's namespace: %s", where)
+				if !slices.Equal(r.Verbs, []string{"create"}) {
+					require.Equal(t, []string{"kontinue-leader"}, r.ResourceNames, where)
+				}
+			}
+		}
+	}
+	require.Equal(t, 1, impersonated, "one impersonation rule")
+
+	// Every role is bound to the ServiceAccount the Deployment uses.
+	bound := map[string]bool{}
+	for _, b := range append(byKind(objs, "ClusterRoleBinding"), byKind(objs, "RoleBinding")...) {
+		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+		require.Len(t, subjects, 1)
+		s := subjects[0].(map[string]any)
+		require.Equal(t, map[string]any{"kind": "ServiceAccount", "name": "kontinue", "namespace": "kontinue-system"}, s)
+		name, _, _ := unstructured.NestedString(b.Object, "roleRef", "name")
+		bound[name] = true
+	}
+	for _, role := range roles {
+		require.True(t, bound[role.GetName()], "%s is bound", role.GetName())
+	}
+}
+
+func TestDeploymentHardened(t *testing.T) {
+	deps := byKind(installObjects(t), "Deployment")
+	require.Len(t, deps, 1)
+	d := deps[0].Object
+	replicas, _, _ := unstructured.NestedInt64(d, "spec", "replicas")
+	require.EqualValues(t, 2, replicas)
+	sa, _, _ := unstructured.NestedString(d, "spec", "template", "spec", "serviceAccountName")
+	require.Equal(t, "kontinue", sa)
+	pod, _, _ := unstructured.NestedMap(d, "spec", "template", "spec", "securityContext")
+	require.Equal(t, true, pod["runAsNonRoot"])
+	require.Equal(t, "RuntimeDefault", nested(pod, "seccompProfile", "type"))
+
+	containers, _, _ := unstructured.NestedSlice(d, "spec", "template", "spec", "containers")
+	require.Len(t, containers, 1)
+	c := containers[0].(map[string]any)
+	sc := c["securityContext"].(map[string]any)
+	require.Equal(t, false, sc["allowPrivilegeEscalation"])
+	require.Equal(t, true, sc["readOnlyRootFilesystem"])
+	require.Equal(t, true, sc["runAsNonRoot"])
+	require.Equal(t, []any{"ALL"}, nested(sc, "capabilities", "drop"))
+	require.Equal(t, "RuntimeDefault", nested(sc, "seccompProfile", "type"))
+	mounts, _ := c["volumeMounts"].([]any)
+	require.Len(t, mounts, 1)
+	require.Equal(t, "/tmp", nested(mounts[0].(map[string]any), "mountPath"), "a writable /tmp next to the read-only root")
+	for _, k := range []string{"requests", "limits"} {
+		for _, r := range []string{"cpu", "memory"} {
+			require.NotNil(t, nested(c, "resources", k, r), "resources.%s.%s", k, r)
+		}
+	}
+
+	args := []string{}
+	for _, a := range c["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	require.Contains(t, args, "--leader-elect")
+	require.Contains(t, args, "--leader-election-id=kontinue-leader", "the Lease the Role allows")
+	require.Contains(t, args, "--health-probe-bind-address=:8081")
+	require.NotContains(t, args, "--install-crds", "CRDs ship in install.yaml; the binary has no right to write them")
+	var probePort any
+	for _, p := range c["ports"].([]any) {
+		if p.(map[string]any)["name"] == "probes" {
+			probePort = p.(map[string]any)["containerPort"]
+		}
+	}
+	require.EqualValues(t, 8081, probePort)
+	require.Equal(t, "/healthz", nested(c, "livenessProbe", "httpGet", "path"))
+	require.Equal(t, "probes", nested(c, "livenessProbe", "httpGet", "port"))
+	require.Equal(t, "/readyz", nested(c, "readinessProbe", "httpGet", "path"))
+	require.Equal(t, "probes", nested(c, "readinessProbe", "httpGet", "port"))
+}
+
+func nested(m map[string]any, path ...string) any {
+	v, _, _ := unstructured.NestedFieldNoCopy(m, path...)
+	return v
+}

@@ -1,0 +1,452 @@
+package reconciler
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/paths"
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/health"
+	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/runs"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// immutableLifecycle reports whether a template's objects cannot be
+// updated (Tekton runs, Jobs): each new input set creates a new object.
+func immutableLifecycle(spec *api.TemplateSpec) bool {
+	return spec != nil && (spec.Lifecycle == api.LifecycleImmutable || spec.Lifecycle == api.LifecycleTekton)
+}
+
+// stepRun is one run of an immutable step with what was read from it.
+type stepRun struct {
+	out    outputs
+	outErr error
+	h      health.Result
+}
+
+// stampImmutable realizes a step of lifecycle immutable or tekton: it
+// creates a new object when the rendered one differs from the newest run
+// (never applies), reads outputs from the newest healthy run, and prunes old
+// runs per the template's retentionPolicy. The step's stampedRef is the
+// newest run.
+func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
+	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) stepResult {
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
+	}
+	lc := sc.spec.Lifecycle
+	if len(objs) != 1 {
+		return fail(st.False, ReasonStampFailure, "step [%s]: a template with lifecycle %s stamps exactly one object per input set; template [%s/%s] rendered %d", sc.step.Name, lc, sc.kind, sc.tmplName, len(objs))
+	}
+	desired := objs[0].DeepCopy()
+	ann := desired.GetAnnotations()
+	delete(ann, AnnotationDigest) // runs are never applied: the input digest label identifies them
+	desired.SetAnnotations(ann)
+	digest := runs.Digest(desired.Object)
+	ns := ru.owner.GetNamespace()
+	gvk := desired.GroupVersionKind()
+	what := fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)
+
+	mapping, err := ru.r.m.mapper.Mapping(gvk)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			ru.blocked = blockedDiscovery
+			return fail(st.False, ReasonRejected, "unable to create %s: the API server does not serve kind [%s] in [%s]", what, gvk.Kind, gvk.GroupVersion())
+		}
+		r := fail(st.Unknown, ReasonUnknownError, "unable to look up kind [%s]: %v", gvk.Kind, err)
+		r.err = err
+		return r
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		return fail(st.False, ReasonStampFailure, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind)
+	}
+	gvr := mapping.Resource
+	key := tracking.Key{GVR: gvr, Selector: StampedSelector}
+	ru.keys[key] = struct{}{}
+	list, err := ru.listStepRuns(sc, key)
+	if err != nil {
+		r := fail(st.Unknown, ReasonUnknownError, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
+		r.err = err
+		return r
+	}
+
+	var requeue time.Duration
+	memo := ru.r.user(ns, ru.owner.GetName()) + "/" + sc.step.Name
+	if runs.NeedsCreate(list, digest) {
+		if ru.r.m.runnables.recent.Pending(memo, digest, list) {
+			requeue = 300 * time.Millisecond // created a moment ago; the cache lags
+		} else {
+			created, r, ok := ru.createRun(sc, desired, gvr, digest, what)
+			if !ok {
+				return r
+			}
+			ru.r.m.runnables.recent.Remember(memo, digest, string(created.GetUID()))
+			list = append([]runs.Run{runs.FromObject(created, runs.Running)}, list...)
+		}
+	}
+
+	// Read every run once: outputs, health, outcome.
+	read := make([]stepRun, len(list))
+	for i := range list {
+		read[i] = evalRun(sc, list[i].Obj, in)
+		list[i].Outcome = outcomeOf(read[i].h)
+	}
+	ru.keepRuns(sc.step.Name, gvr, list)
+	pruneErr := ru.pruneStepRuns(sc, gvr, list)
+
+	r := ru.observeRuns(sc, list, read, gvr)
+	if r.err == nil {
+		r.err = pruneErr
+	}
+	if requeue > 0 && (r.requeue == 0 || requeue < r.requeue) {
+		r.requeue = requeue
+	}
+	return r
+}
+
+func outcomeOf(h health.Result) runs.Outcome {
+	switch h.Outcome {
+	case health.Succeeded:
+		return runs.Succeeded
+	case health.Failed:
+		return runs.Failed
+	}
+	return runs.Running
+}
+
+func evalRun(sc *stepCtx, obj *unstructured.Unstructured, in render.Inputs) stepRun {
+	doc, err := obj.MarshalJSON()
+	if err != nil {
+		return stepRun{outErr: err, h: health.Result{Outcome: health.Processing, Status: health.StatusUnknown, Reason: health.ReasonInvalidObject, Message: err.Error()}}
+	}
+	out, outErr := readOutputs(sc.kind, sc.spec, doc, in)
+	return stepRun{out: out, outErr: outErr, h: health.Evaluate(sc.spec, sc.kind, doc, outErr)}
+}
+
+// listStepRuns returns the step's runs, newest first: objects of the
+// template's kind carrying this owner's and step's labels and an input
+// digest, whose controller is this very owner. Before the cache has synced
+// (the first reconcile after a start) it asks the API server, because
+// deciding on an empty cache would create a duplicate.
+func (ru *run) listStepRuns(sc *stepCtx, key tracking.Key) ([]runs.Run, error) {
+	f := ru.r.flavor
+	ns := ru.owner.GetNamespace()
+	sel := labels.Set{StampedLabel: "true", f.LabelOwnerName: ru.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}
+	var objs []*unstructured.Unstructured
+	if ru.r.m.tracker.Ensure(key, ru.r.user(ns, ru.owner.GetName())) {
+		all, _ := ru.r.m.tracker.List(key, ns)
+		matches := labels.SelectorFromSet(sel)
+		for _, o := range all {
+			if matches.Matches(labels.Set(o.GetLabels())) {
+				objs = append(objs, o)
+			}
+		}
+	} else {
+		l, err := ru.r.m.dyn.Resource(key.GVR).Namespace(ns).List(ru.ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
+	}
+	var out []runs.Run
+	for _, o := range objs {
+		if o.GetLabels()[runs.LabelInputDigest] == "" || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != ru.owner.GetUID() {
+			continue
+		}
+		out = append(out, runs.FromObject(o, runs.Running))
+	}
+	runs.SortNewestFirst(out)
+	return out, nil
+}
+
+// createRun creates a run as the stamping service account.
+func (ru *run) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what string) (*unstructured.Unstructured, stepResult, bool) {
+	obj := desired.DeepCopy()
+	l := obj.GetLabels()
+	l[runs.LabelInputDigest] = digest
+	obj.SetLabels(l)
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[runs.AnnotationCreatedAt] = time.Now().UTC().Format(time.RFC3339Nano)
+	obj.SetAnnotations(ann)
+	cl, err := ru.stampClient()
+	if err != nil {
+		return nil, ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error()), nil), false
+	}
+	created, err := cl.Resource(gvr).Namespace(obj.GetNamespace()).Create(ru.ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	ru.r.m.noteApply(true)
+	if apierrors.IsAlreadyExists(err) {
+		c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, obj.GetName()))
+		return nil, ru.stepDone(sc, nil, c, nil), false
+	}
+	if err != nil {
+		c, transient := ru.applyFailure(what, err)
+		r := ru.stepDone(sc, nil, c, nil)
+		r.err = transient
+		return nil, r, false
+	}
+	ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
+	klog.V(2).InfoS("created run", "owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), "step", sc.step.Name, "run", created.GetName(), "digest", digest)
+	return created, stepResult{}, true
+}
+
+// keepRuns marks the step's runs as wanted, so that orphan removal leaves
+// them to retention.
+func (ru *run) keepRuns(step string, gvr schema.GroupVersionResource, list []runs.Run) {
+	ru.markReached(step)
+	for _, r := range list {
+		ru.runsKept[refKey{gvr: gvr, namespace: r.Obj.GetNamespace(), name: r.Name}] = true
+	}
+}
+
+// markReached records that a step reached its runs (or its Runnable) in
+// this reconcile, so stale-object removal judges it by what it did now.
+func (ru *run) markReached(step string) {
+	if ru.runsKept == nil {
+		ru.runsKept = map[refKey]bool{}
+		ru.immutableSteps = map[string]bool{}
+	}
+	ru.immutableSteps[step] = true
+}
+
+// pruneStepRuns deletes the finished runs retention does not keep.
+func (ru *run) pruneStepRuns(sc *stepCtx, gvr schema.GroupVersionResource, list []runs.Run) error {
+	doomed := runs.Prune(list, runs.PolicyOf(sc.spec.RetentionPolicy))
+	if len(doomed) == 0 {
+		return nil
+	}
+	var firstErr error
+	for _, d := range doomed {
+		delete(ru.runsKept, refKey{gvr: gvr, namespace: d.Obj.GetNamespace(), name: d.Name})
+		// Runs are listed again on every reconcile: nothing to remember.
+		if err := ru.deleteRun(gvr, d.Obj, fmt.Sprintf("retention policy of step [%s]", sc.step.Name)); err != nil && !apierrors.IsForbidden(err) && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// deleteRun deletes a run as the stamping service account, only if it is
+// still the object we saw (UID precondition).
+func (ru *run) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, why string) error {
+	cl, err := ru.stampClient()
+	if err != nil {
+		return err
+	}
+	err = apply.Delete(ru.ctx, cl, gvr, obj.GetNamespace(), obj.GetName(), obj.GetUID())
+	switch {
+	case err == nil:
+		ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectRemoved, "Removed %s %s/%s (%s)", obj.GetKind(), obj.GetNamespace(), obj.GetName(), why)
+		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil
+	case apierrors.IsForbidden(err):
+		// Retrying cannot help until RBAC changes (the owner is re-queued then).
+		ru.blocked = blockedRBAC
+		sa := ru.serviceAccount()
+		ru.r.m.events.event(ru.owner, corev1.EventTypeWarning, "RunNotRemoved", "Cannot remove %s %s/%s as service account [%s/%s]: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), sa.Namespace, sa.Name, err)
+	}
+	return err
+}
+
+// observeRuns sets the step's status from its runs (newest first): the
+// stampedRef is the newest run, outputs come from the newest healthy one
+// (downstream steps wait until there is one), Healthy is the newest run's
+// health unless it is still running and an older run is healthy.
+func (ru *run) observeRuns(sc *stepCtx, list []runs.Run, read []stepRun, gvr schema.GroupVersionResource) stepResult {
+	if len(list) == 0 {
+		// Only while the cache catches up with a run just created.
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonSubmitted, fmt.Sprintf("step [%s]: waiting for the new run to appear", sc.step.Name)), nil)
+	}
+	newest := list[0].Obj
+	ref := st.StampedRef{APIVersion: newest.GetAPIVersion(), Kind: newest.GetKind(), Namespace: newest.GetNamespace(), Name: newest.GetName(), Resource: resourceString(gvr)}
+	sc.res.StampedRef, sc.res.StampedObjects = &ref, nil
+	nameOf := func(u *unstructured.Unstructured) string {
+		return fmt.Sprintf("%s [%s/%s]", u.GetKind(), u.GetNamespace(), u.GetName())
+	}
+
+	hi := runs.NewestSucceeded(list)
+	h := read[0].h
+	healthy := st.Cond(st.Healthy, metav1.ConditionStatus(h.Status), h.Reason, nameOf(newest)+": "+h.Message)
+	if hi > 0 && list[0].Outcome == runs.Running {
+		hh := read[hi].h
+		healthy = st.Cond(st.Healthy, metav1.ConditionStatus(hh.Status), hh.Reason,
+			fmt.Sprintf("outputs from %s; newest run %s is still running: %s", nameOf(list[hi].Obj), nameOf(newest), h.Message))
+	}
+	submitted := st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
+	if hi < 0 {
+		if sc.kind == api.KindClusterDeploymentTemplate {
+			if list[0].Outcome == runs.Failed {
+				submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, nameOf(newest), h.Message))
+			} else {
+				submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, nameOf(newest), h.Message))
+			}
+		}
+		return ru.stepDone(sc, nil, submitted, &healthy)
+	}
+	good := read[hi]
+	if good.outErr != nil {
+		ok := list[hi].Obj
+		if paths.IsNotFound(good.outErr) {
+			submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
+				fmt.Sprintf("waiting to read value from healthy run %s for step [%s] (template [%s/%s]): %v", nameOf(ok), sc.step.Name, sc.kind, sc.tmplName, good.outErr))
+		} else {
+			submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
+				fmt.Sprintf("unable to read outputs from run %s for step [%s] (template [%s/%s]): %v", nameOf(ok), sc.step.Name, sc.kind, sc.tmplName, good.outErr))
+		}
+		return ru.stepDone(sc, nil, submitted, &healthy)
+	}
+	sc.res.InputDigest = list[hi].Digest
+	return ru.stepDone(sc, good.out, submitted, &healthy)
+}
+
+// removeStaleRuns deletes the runs of immutable steps that no longer need
+// them: the step left the chain, was renamed, or its template became
+// mutable or stamps another kind. Runs are found by label, not by status
+// refs (retention keeps runs that status no longer names). Nothing is
+// deleted when the steps were not realized in this reconcile (bad input must
+// never delete objects), nor the runs of a step that failed before reaching
+// its runs and still points at one.
+func (ru *run) removeStaleRuns() error {
+	if st.Find(ru.status.Conditions, st.ResourcesSubmitted) == nil {
+		return nil
+	}
+	err := ru.removeStaleRunTemplates()
+	if err2 := ru.removeStaleRunObjects(); err == nil {
+		err = err2
+	}
+	return err
+}
+
+func (ru *run) removeStaleRunObjects() error {
+	user := ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())
+	current := map[string]*st.StampedRef{}
+	for i := range ru.status.Resources {
+		current[ru.status.Resources[i].Name] = ru.status.Resources[i].StampedRef
+	}
+	// Kinds worth a look: those of a referenced object that is a run, is
+	// gone (orphan removal may just have deleted the newest run), or is not
+	// known yet. Kinds of live mutable objects cost nothing.
+	refs := append([]st.StampedRef(nil), ru.prev.Orphans...)
+	for _, list := range [][]st.Resource{ru.prev.Resources, ru.status.Resources} {
+		for _, res := range list {
+			refs = append(refs, refsOf(res)...)
+		}
+	}
+	gvrs := map[schema.GroupVersionResource]bool{}
+	for _, ref := range refs {
+		k := refKeyOf(ref)
+		if gvrs[k.gvr] {
+			continue
+		}
+		o, synced := ru.r.m.tracker.Get(tracking.Key{GVR: k.gvr, Selector: StampedSelector}, k.namespace, k.name)
+		gvrs[k.gvr] = !synced || o == nil || o.GetLabels()[runs.LabelInputDigest] != ""
+	}
+	var firstErr error
+	for gvr, look := range gvrs {
+		if !look {
+			continue
+		}
+		key := tracking.Key{GVR: gvr, Selector: StampedSelector}
+		objs, err := ru.ownerRuns(key, user)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		for _, o := range objs {
+			k := refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}
+			if ru.runsKept[k] || ru.keep[k] {
+				continue
+			}
+			step := o.GetLabels()[LabelResourceName]
+			ru.keys[key] = struct{}{} // watch until they are gone
+			if !ru.immutableSteps[step] && pointsAtRun(current[step], gvr, objs) {
+				continue // the step failed early this time: keep its history
+			}
+			if err := ru.deleteRun(gvr, o, fmt.Sprintf("step [%s] no longer creates runs", step)); err != nil {
+				// Listed in status.orphans, so the next reconcile looks again
+				// even when no step names this kind any more.
+				ru.status.Orphans = append(ru.status.Orphans, st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(),
+					Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)})
+				if !apierrors.IsForbidden(err) && firstErr == nil {
+					firstErr = err
+				}
+			}
+		}
+	}
+	return firstErr
+}
+
+// ownerRuns lists the owner's runs of a kind: from the cache, or from the
+// API server while the cache is not synced (a kind no step stamps any more
+// may have no watch left after a restart).
+func (ru *run) ownerRuns(key tracking.Key, user string) ([]*unstructured.Unstructured, error) {
+	f := ru.r.flavor
+	ns := ru.owner.GetNamespace()
+	sel := labels.SelectorFromSet(labels.Set{StampedLabel: "true", f.LabelOwnerName: ru.owner.GetName(), f.LabelOwnerNS: ns})
+	var objs []*unstructured.Unstructured
+	if ru.r.m.tracker.Ensure(key, user) {
+		all, _ := ru.r.m.tracker.List(key, ns)
+		for _, o := range all {
+			if sel.Matches(labels.Set(o.GetLabels())) {
+				objs = append(objs, o)
+			}
+		}
+	} else {
+		l, err := ru.r.m.dyn.Resource(key.GVR).Namespace(ns).List(ru.ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetLabels()[runs.LabelInputDigest] == "" || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != ru.owner.GetUID() {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// pointsAtRun reports whether a step's current stampedRef is one of the
+// owner's runs of gvr (objs).
+func pointsAtRun(ref *st.StampedRef, gvr schema.GroupVersionResource, objs []*unstructured.Unstructured) bool {
+	if ref == nil || refKeyOf(*ref).gvr != gvr {
+		return false
+	}
+	for _, o := range objs {
+		if o.GetName() == ref.Name && o.GetNamespace() == ref.Namespace {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,231 @@
+package render
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"text/template"
+
+	"github.com/Masterminds/sprig/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"sigs.k8s.io/yaml"
+
+	"kontinue.dev/kontinue/reconciler/api"
+)
+
+// GoTemplateName is the name of the goTemplate engine.
+const GoTemplateName = "goTemplate"
+
+func init() { Register(FieldGoTemplate, GoTemplate()) }
+
+// GoTemplate returns the engine that renders spec.goTemplate, a Go
+// text/template with the Sprig functions, into one or more YAML objects.
+// Its data is the same context the $(…)$ engine reads: {{ .workload.metadata.name }},
+// {{ .params.greeting }}, {{ .sources.src.url }}, ... A key that does not
+// exist is an error (missingkey=error), as a $(…)$ tag resolving to nothing
+// is; `dig`, `hasKey` and `index` read optional values.
+func GoTemplate() Engine { return goTemplateEngine{} }
+
+type goTemplateEngine struct{}
+
+func (goTemplateEngine) Name() string { return GoTemplateName }
+
+func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context) ([]*unstructured.Unstructured, error) {
+	if spec == nil || strings.TrimSpace(spec.GoTemplate) == "" {
+		return nil, &StampError{Engine: GoTemplateName, Message: "goTemplate is empty"}
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	t, err := parseGoTemplate(spec.GoTemplate)
+	if err != nil {
+		return nil, &StampError{Engine: GoTemplateName, Message: "goTemplate does not parse", Err: err}
+	}
+	// The template gets its own copy of the context: Sprig's set, unset
+	// and merge modify the maps they are given, and the owner is shared.
+	doc, err := appendJSON(make([]byte, 0, 4096), map[string]any(tc), 0)
+	if err != nil {
+		return nil, &StampError{Engine: GoTemplateName, Message: "template context is not JSON", Err: err}
+	}
+	var data map[string]any
+	if err := utiljson.Unmarshal(doc, &data); err != nil {
+		return nil, &StampError{Engine: GoTemplateName, Message: "template context is not JSON", Err: err}
+	}
+	key := GoTemplateName + "/" + digest([]byte(spec.GoTemplate)) + "/" + digest(doc)
+	v, err := bounded(ctx, key, func(runCtx context.Context) (any, error) {
+		w := &limitWriter{ctx: runCtx, max: limits.bytes}
+		if err := t.Execute(w, data); err != nil {
+			return nil, err
+		}
+		return w.buf.Bytes(), nil
+	})
+	if err != nil {
+		return nil, boundedError(GoTemplateName, ctx, err, "goTemplate failed to render")
+	}
+	d := &objectDecoder{engine: GoTemplateName}
+	if err := d.decode("goTemplate output", v.([]byte)); err != nil {
+		return nil, err
+	}
+	if len(d.objs) == 0 {
+		return nil, &StampError{Engine: GoTemplateName, Message: "goTemplate rendered no object"}
+	}
+	return d.objs, nil
+}
+
+// boundedError turns an error of bounded() into the engine's StampError.
+func boundedError(engine string, ctx context.Context, err error, what string) error {
+	var se *StampError
+	switch {
+	case errors.As(err, &se):
+		return se
+	case errors.Is(err, errBusy):
+		return &StampError{Engine: engine, Message: fmt.Sprintf("%s: all %d render slots are held by renders that have not finished (templates or charts that take too long)", what, cap(renderSlots))}
+	case errors.Is(err, errTooLarge):
+		return tooLarge(engine)
+	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
+		return timeoutError(engine, ctx)
+	}
+	return &StampError{Engine: engine, Message: what, Err: err}
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// Parsed templates by their text: templates are shared, so the same text
+// comes back on every reconcile. A parsed template is safe for concurrent
+// Execute.
+var goTemplates = newLRU(512, 16<<20)
+
+type parsedTemplate struct {
+	t   *template.Template
+	err error
+}
+
+func parseGoTemplate(text string) (*template.Template, error) {
+	if v, ok := goTemplates.get(text); ok {
+		p := v.(parsedTemplate)
+		return p.t, p.err
+	}
+	t, err := template.New("goTemplate").Option("missingkey=error").Funcs(goTemplateFuncs).Parse(text)
+	goTemplates.add(text, parsedTemplate{t, err}, int64(len(text)), 0)
+	return t, err
+}
+
+// maxListLen bounds the lists and strings that Sprig functions build from a
+// number alone (until, seq, repeat, indent), which could otherwise exhaust
+// memory before any bound on the output is reached.
+const maxListLen = 1 << 16
+
+// goTemplateFuncs are Sprig's functions less what must not run in a
+// controller, plus toYaml, fromYaml and required as in Helm.
+var goTemplateFuncs = func() template.FuncMap {
+	f := sprig.TxtFuncMap()
+	// The controller's environment (credentials, tokens) must not leak.
+	delete(f, "env")
+	delete(f, "expandenv")
+	// A result that changes on every render would re-apply the object on
+	// every reconcile, and the update would trigger the next reconcile.
+	for _, name := range []string{"now", "ago", "randAlphaNum", "randAlpha", "randAscii", "randNumeric", "randBytes", "randInt",
+		"uuidv4", "shuffle", "bcrypt", "htpasswd", "encryptAES", "genPrivateKey", "genCA", "genCAWithKey",
+		"genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey"} {
+		f[name] = refused(name, "its result changes on every render, so the object would be re-applied on every reconcile")
+	}
+	f["getHostByName"] = refused("getHostByName", "rendering must not depend on the network")
+
+	until := f["until"].(func(int) []int)
+	f["until"] = func(n int) ([]int, error) {
+		if err := checkCount("until", absf(n)); err != nil {
+			return nil, err
+		}
+		return until(n), nil
+	}
+	untilStep := f["untilStep"].(func(int, int, int) []int)
+	f["untilStep"] = func(start, stop, step int) ([]int, error) {
+		if step != 0 {
+			if err := checkCount("untilStep", math.Abs(float64(stop)-float64(start))/absf(step)); err != nil {
+				return nil, err
+			}
+		}
+		return untilStep(start, stop, step), nil
+	}
+	seq := f["seq"].(func(...int) string)
+	f["seq"] = func(p ...int) (string, error) {
+		n := 0.0
+		switch len(p) {
+		case 1:
+			n = absf(p[0])
+		case 2:
+			n = math.Abs(float64(p[1]) - float64(p[0]))
+		case 3:
+			if p[1] != 0 {
+				n = math.Abs(float64(p[2])-float64(p[0])) / absf(p[1])
+			}
+		}
+		if err := checkCount("seq", n); err != nil {
+			return "", err
+		}
+		return seq(p...), nil
+	}
+	f["repeat"] = func(count int, s string) (string, error) {
+		if count > 0 && len(s) > 0 && count > limits.bytes/len(s) {
+			return "", fmt.Errorf("repeat: %d copies of a %d-byte string exceed %d bytes", count, len(s), limits.bytes)
+		}
+		return strings.Repeat(s, max(count, 0)), nil
+	}
+	indent := f["indent"].(func(int, string) string)
+	nindent := f["nindent"].(func(int, string) string)
+	f["indent"] = func(n int, s string) (string, error) {
+		if err := checkCount("indent", float64(n)); err != nil {
+			return "", err
+		}
+		return indent(n, s), nil
+	}
+	f["nindent"] = func(n int, s string) (string, error) {
+		if err := checkCount("nindent", float64(n)); err != nil {
+			return "", err
+		}
+		return nindent(n, s), nil
+	}
+
+	f["toYaml"] = func(v any) (string, error) {
+		b, err := yaml.Marshal(v)
+		return strings.TrimSuffix(string(b), "\n"), err
+	}
+	f["fromYaml"] = func(s string) (map[string]any, error) {
+		var m map[string]any
+		err := yaml.Unmarshal([]byte(s), &m)
+		return m, err
+	}
+	f["required"] = func(msg string, v any) (any, error) {
+		if v == nil {
+			return nil, errors.New(msg)
+		}
+		if s, ok := v.(string); ok && s == "" {
+			return nil, errors.New(msg)
+		}
+		return v, nil
+	}
+	return f
+}()
+
+func refused(name, why string) func(...any) (any, error) {
+	return func(...any) (any, error) {
+		return nil, fmt.Errorf("function %s is not available in goTemplate: %s", name, why)
+	}
+}
+
+// checkCount takes a float64 so that extreme ints cannot overflow the check.
+func checkCount(fn string, n float64) error {
+	if n > maxListLen {
+		return fmt.Errorf("%s: %.0f is more than the %d allowed", fn, n, maxListLen)
+	}
+	return nil
+}
+
+func absf(n int) float64 { return math.Abs(float64(n)) }

@@ -1,0 +1,645 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/paths"
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/runs"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// Runnable condition types and reasons (the contract's; Cartographer's
+// names where it has them).
+const (
+	CondRunTemplateReady   = "RunTemplateReady"
+	CondStampedObject      = "StampedObjectCondition"
+	ReasonRunTemplateFound = "Ready"
+
+	ReasonRunnableInvalidSpec     = "InvalidSpec"
+	ReasonRunTemplateNotFound     = "RunTemplateNotFound"
+	ReasonSelectorMatchError      = "SelectorMatchError"
+	ReasonStampedObjectRejected   = "StampedObjectRejectedByAPIServer"
+	ReasonOutputPathNotSatisfied  = "OutputPathNotSatisfied"
+	ReasonSucceededCondition      = "SucceededCondition"
+	ReasonSucceededNotReported    = "SucceededConditionNotReported"
+	ReasonNoStampedObjectRunnable = "NoStampedObject"
+)
+
+// recentRunTTL bounds how long a just-created run is remembered while the
+// cache catches up (normally milliseconds).
+const recentRunTTL = 30 * time.Second
+
+// runnableStatus is the status of a Runnable.
+type runnableStatus struct {
+	ObservedGeneration     int64              `json:"observedGeneration,omitempty"`
+	Conditions             []metav1.Condition `json:"conditions,omitempty"`
+	Outputs                map[string]any     `json:"outputs,omitempty"`
+	LatestRunRef           *runRef            `json:"latestRunRef,omitempty"`
+	LatestSuccessfulRunRef *runRef            `json:"latestSuccessfulRunRef,omitempty"`
+}
+
+type runRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace,omitempty"`
+	Name       string `json:"name"`
+}
+
+func refOfRun(u *unstructured.Unstructured) *runRef {
+	return &runRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+// runnableReconciler stamps a new object from a ClusterRunTemplate for each
+// new set of inputs of a Runnable and reports the outputs of the newest one
+// that succeeded.
+type runnableReconciler struct {
+	m    *Manager
+	ctrl *Controller
+	// recent covers the moment between a create and its arrival in the
+	// cache, for Runnables and for immutable steps of owners alike.
+	recent *runs.Recent
+
+	selMu sync.Mutex
+	bySel map[tracking.Key]map[string]struct{} // selector watch → Runnable keys
+	selOf map[string]tracking.Key              // Runnable key → its selector watch
+	// Generated ClusterRunTemplates (runnablestep.go) by owner user key.
+	genByOwner map[string]map[string]struct{}
+	genOwnerOf map[string]string
+}
+
+func newRunnableReconciler(m *Manager) *runnableReconciler {
+	r := &runnableReconciler{m: m, recent: runs.NewRecent(recentRunTTL),
+		bySel: map[tracking.Key]map[string]struct{}{}, selOf: map[string]tracking.Key{},
+		genByOwner: map[string]map[string]struct{}{}, genOwnerOf: map[string]string{}}
+	r.ctrl = NewController(api.KindRunnable, ReconcileFunc(r.Reconcile))
+	return r
+}
+
+// route turns watch events into Runnable keys: the Runnable itself, its run
+// template, its runs (stamped objects labelled with its name, in its
+// namespace) and the objects its selector watches. It never blocks.
+func (r *runnableReconciler) route(ev tracking.Event) {
+	k := ev.Key
+	switch {
+	case k == tracking.Key{GVR: RunnableGVR}:
+		if ev.Type != tracking.Updated || ownerChanged(ev.Old, ev.Obj) {
+			r.ctrl.Enqueue(namespacedKey(ev.Obj))
+		}
+	case k == tracking.Key{GVR: RunTemplateGVR}:
+		if ev.Type != tracking.Updated || specOrLabelsChanged(ev.Old, ev.Obj) {
+			r.runTemplateChanged(ev.Obj.GetName())
+		}
+		if owner := r.indexGenerated(ev); owner != "" && ev.Type != tracking.Deleted {
+			r.ctrl.Enqueue(sweepPrefix + ev.Obj.GetName()) // its owner may be gone
+		}
+	case (k == tracking.Key{GVR: WorkloadGVR} || k == tracking.Key{GVR: DeliverableGVR}) && ev.Type == tracking.Deleted:
+		f := WorkloadFlavor
+		if k.GVR == DeliverableGVR {
+			f = DeliverableFlavor
+		}
+		for _, name := range r.generatedFor(f, ev.Obj.GetNamespace(), ev.Obj.GetName()) {
+			r.ctrl.Enqueue(sweepPrefix + name)
+		}
+	case k.Selector == StampedSelector:
+		if name := ev.Obj.GetLabels()[LabelRunnableName]; name != "" {
+			r.ctrl.Enqueue(ev.Obj.GetNamespace() + "/" + name)
+		}
+	}
+	r.selMu.Lock()
+	var keys []string
+	for key := range r.bySel[k] {
+		if ns := ev.Obj.GetNamespace(); ns == "" || strings.HasPrefix(key, ns+"/") {
+			keys = append(keys, key)
+		}
+	}
+	r.selMu.Unlock()
+	for _, key := range keys {
+		r.ctrl.Enqueue(key)
+	}
+}
+
+// runTemplateChanged enqueues the Runnables that name the run template.
+func (r *runnableReconciler) runTemplateChanged(name string) {
+	objs, _ := r.m.tracker.List(tracking.Key{GVR: RunnableGVR}, "")
+	for _, o := range objs {
+		if n, _, _ := unstructured.NestedString(o.Object, "spec", "runTemplateRef", "name"); n == name {
+			r.ctrl.Enqueue(namespacedKey(o))
+		}
+	}
+}
+
+// setSelector records which selector watch a Runnable uses (nil: none).
+func (r *runnableReconciler) setSelector(key string, sel *tracking.Key) {
+	r.selMu.Lock()
+	defer r.selMu.Unlock()
+	if old, ok := r.selOf[key]; ok {
+		removeFrom(r.bySel, old, key)
+		delete(r.selOf, key)
+	}
+	if sel != nil {
+		addTo(r.bySel, *sel, key)
+		r.selOf[key] = *sel
+	}
+}
+
+// Reconcile realizes one Runnable; key is "namespace/name".
+func (r *runnableReconciler) Reconcile(ctx context.Context, key string) (Result, error) {
+	if strings.HasPrefix(key, sweepPrefix) {
+		return r.sweep(ctx, key)
+	}
+	ns, name, err := splitNamespaced(key)
+	if err != nil {
+		return Result{}, Terminal(err)
+	}
+	user := userKey(api.KindRunnable, ns, name)
+	obj, synced := r.m.tracker.Get(tracking.Key{GVR: RunnableGVR}, ns, name)
+	if !synced {
+		return Result{RequeueAfter: time.Second}, nil
+	}
+	if obj == nil || obj.GetDeletionTimestamp() != nil {
+		// Runs carry a controller reference to the Runnable: the garbage
+		// collector removes them.
+		r.m.tracker.ReleaseAll(user)
+		r.setSelector(key, nil)
+		r.recent.Forget(user)
+		r.m.unblockOne(user)
+		return Result{}, nil
+	}
+	rr := &runnableRun{ctx: ctx, r: r, obj: obj.DeepCopy(), key: key, user: user,
+		now: metav1.NewTime(time.Now().Truncate(time.Second))}
+	if s, ok := obj.Object["status"].(map[string]any); ok {
+		_ = api.Decode(s, &rr.prev)
+	}
+	runErr := rr.realize()
+	if !rr.keepStatus {
+		if err := r.writeStatus(ctx, rr); err != nil {
+			return Result{}, err
+		}
+	}
+	r.m.tracker.Commit(user, rr.keys)
+	r.setSelector(key, rr.selKey)
+	if rr.blocked != 0 {
+		r.m.block(user, rr.blocked)
+	} else {
+		r.m.unblockOne(user)
+	}
+	if runErr != nil {
+		return Result{}, runErr
+	}
+	return Result{RequeueAfter: rr.requeue}, nil
+}
+
+func (r *runnableReconciler) writeStatus(ctx context.Context, rr *runnableRun) error {
+	newStatus, err := toMap(rr.status)
+	if err != nil {
+		return err
+	}
+	oldStatus, _ := rr.obj.Object["status"].(map[string]any)
+	if reflect.DeepEqual(normalize(oldStatus), normalize(newStatus)) {
+		return nil
+	}
+	rr.obj.Object["status"] = newStatus
+	_, err = r.m.dyn.Resource(RunnableGVR).Namespace(rr.obj.GetNamespace()).UpdateStatus(ctx, rr.obj, metav1.UpdateOptions{FieldManager: FieldManager})
+	if apierrors.IsNotFound(err) {
+		return nil // deleted meanwhile; its delete event cleans up
+	}
+	return err
+}
+
+// runnableRun is the state of one reconcile of one Runnable.
+type runnableRun struct {
+	ctx       context.Context
+	r         *runnableReconciler
+	obj       *unstructured.Unstructured
+	key, user string
+	spec      api.RunnableSpec
+	now       metav1.Time
+	prev      runnableStatus
+	status    runnableStatus
+
+	keys       []tracking.Key
+	selKey     *tracking.Key
+	blocked    blockCause
+	requeue    time.Duration
+	keepStatus bool // a cache is still syncing: decide nothing, write nothing
+}
+
+// setStatus fills the status from the RunTemplateReady condition and the
+// StampedObjectCondition (nil: the previous one, or NoStampedObject).
+func (rr *runnableRun) setStatus(rtReady metav1.Condition, stamped *metav1.Condition) {
+	if stamped == nil {
+		if p := st.Find(rr.prev.Conditions, CondStampedObject); p != nil {
+			c := st.Cond(CondStampedObject, p.Status, p.Reason, p.Message)
+			stamped = &c
+		} else {
+			c := st.Cond(CondStampedObject, st.Unknown, ReasonNoStampedObjectRunnable, "no object has been stamped yet")
+			stamped = &c
+		}
+	}
+	ready := st.Summarize(st.Ready, "Ready", rtReady, *stamped)
+	rr.status.ObservedGeneration = rr.obj.GetGeneration()
+	rr.status.Conditions = st.Merge([]metav1.Condition{rtReady, *stamped, ready}, rr.prev.Conditions, rr.obj.GetGeneration(), rr.now)
+}
+
+// fail records why the Runnable cannot stamp: outputs and run references
+// stay as they were, so consumers keep the last good values.
+func (rr *runnableRun) fail(reason, format string, args ...any) {
+	rr.status.Outputs = rr.prev.Outputs
+	rr.status.LatestRunRef = rr.prev.LatestRunRef
+	rr.status.LatestSuccessfulRunRef = rr.prev.LatestSuccessfulRunRef
+	rr.setStatus(st.Cond(CondRunTemplateReady, st.False, reason, fmt.Sprintf(format, args...)), nil)
+}
+
+func (rr *runnableRun) what() string {
+	return fmt.Sprintf("Runnable [%s/%s]", rr.obj.GetNamespace(), rr.obj.GetName())
+}
+
+// realize stamps a run if the inputs changed, then reads the runs. The
+// error is transient (retry with backoff); everything else ends as a
+// condition and waits for an event.
+func (rr *runnableRun) realize() error {
+	ns := rr.obj.GetNamespace()
+	if s, ok := rr.obj.Object["spec"]; ok {
+		if err := api.Decode(s, &rr.spec); err != nil {
+			rr.fail(ReasonRunnableInvalidSpec, "cannot read the spec of %s: %v", rr.what(), err)
+			return nil
+		}
+	}
+	tmplName := rr.spec.RunTemplateRef.Name
+	if k := rr.spec.RunTemplateRef.Kind; k != "" && k != api.KindClusterRunTemplate {
+		rr.fail(ReasonRunnableInvalidSpec, "%s: spec.runTemplateRef.kind must be %s, not [%s]", rr.what(), api.KindClusterRunTemplate, k)
+		return nil
+	}
+	tobj, _ := rr.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", tmplName)
+	if tobj == nil {
+		rr.fail(ReasonRunTemplateNotFound, "ClusterRunTemplate [%s] named by %s not found", tmplName, rr.what())
+		return nil
+	}
+	var rt api.RunTemplateSpec
+	if err := api.Decode(tobj.Object["spec"], &rt); err != nil || rt.Template == nil {
+		if err == nil {
+			err = fmt.Errorf("spec.template is empty")
+		}
+		rr.fail(ReasonStampFailure, "ClusterRunTemplate [%s] is invalid: %v", tmplName, err)
+		return nil
+	}
+
+	tc := render.NewContext(api.KindRunnable, runnableForContext(rr.obj), nil, render.Inputs{}, nil)
+	if rr.spec.Selector != nil {
+		sel := rr.selected()
+		if sel == nil {
+			return nil
+		}
+		tc["selected"] = sel.Object
+	}
+	objs, err := render.Simple().Render(rr.ctx, &api.TemplateSpec{Template: rt.Template}, tc)
+	if err == nil && len(objs) != 1 {
+		err = fmt.Errorf("the template rendered %d objects, want 1", len(objs))
+	}
+	if err != nil {
+		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rr.what(), tmplName, err)
+		return nil
+	}
+	desired := objs[0]
+	if desired.GetName() == "" && desired.GetGenerateName() == "" {
+		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: the object has neither metadata.name nor metadata.generateName (use generateName: every input set creates a new object)", rr.what(), tmplName)
+		return nil
+	}
+	if got := desired.GetNamespace(); got != "" && got != ns {
+		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: it names namespace [%s]; runs are created only in the Runnable's namespace", rr.what(), tmplName, got)
+		return nil
+	}
+	digest := runs.Digest(desired.Object)
+
+	gvk := desired.GroupVersionKind()
+	mapping, err := rr.r.m.mapper.Mapping(gvk)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			rr.blocked = blockedDiscovery
+			rr.fail(ReasonStampedObjectRejected, "unable to stamp object for %s from ClusterRunTemplate [%s]: the API server does not serve kind [%s] in [%s]", rr.what(), tmplName, gvk.Kind, gvk.GroupVersion())
+			return nil
+		}
+		rr.fail(ReasonUnknownError, "unable to look up kind [%s]: %v", gvk.Kind, err)
+		return err
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: kind [%s] is cluster-scoped; runs are created in the Runnable's namespace", rr.what(), tmplName, gvk.Kind)
+		return nil
+	}
+	key := tracking.Key{GVR: mapping.Resource, Selector: StampedSelector}
+	rr.keys = append(rr.keys, key)
+	if !rr.r.m.tracker.Ensure(key, rr.user) {
+		rr.keepStatus, rr.requeue = true, 200*time.Millisecond
+		return nil
+	}
+	list := rr.listRuns(key)
+
+	if runs.NeedsCreate(list, digest) {
+		if rr.r.recent.Pending(rr.user, digest, list) {
+			// Created a moment ago; the cache has not shown it yet.
+			rr.keepStatus, rr.requeue = true, 300*time.Millisecond
+			return nil
+		}
+		created, err := rr.create(desired, mapping.Resource, digest, tmplName)
+		if created == nil {
+			return err
+		}
+		list = append([]runs.Run{runs.FromObject(created, runs.TektonOutcome(created))}, list...)
+	}
+	rr.observe(list, rt, tmplName)
+	return rr.prune(list, mapping.Resource)
+}
+
+// runnableForContext is the Runnable as templates see it: without status
+// and write bookkeeping, so that Kontinue's own status writes can never
+// change a rendered run and start a run storm.
+func runnableForContext(obj *unstructured.Unstructured) map[string]any {
+	out := make(map[string]any, len(obj.Object))
+	for k, v := range obj.Object {
+		if k != "status" {
+			out[k] = v
+		}
+	}
+	if md, ok := obj.Object["metadata"].(map[string]any); ok {
+		m := make(map[string]any, len(md))
+		for k, v := range md {
+			if k != "managedFields" && k != "resourceVersion" {
+				m[k] = v
+			}
+		}
+		out["metadata"] = m
+	}
+	return out
+}
+
+// selected returns the one object the Runnable's selector matches, or nil
+// (the status says why, or a cache is still syncing).
+func (rr *runnableRun) selected() *unstructured.Unstructured {
+	s := rr.spec.Selector
+	ns := rr.obj.GetNamespace()
+	gv, err := schema.ParseGroupVersion(s.Resource.APIVersion)
+	if err != nil || s.Resource.Kind == "" {
+		rr.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.resource [%s %s] is not a valid apiVersion and kind", rr.what(), s.Resource.APIVersion, s.Resource.Kind)
+		return nil
+	}
+	gvk := gv.WithKind(s.Resource.Kind)
+	mapping, err := rr.r.m.mapper.Mapping(gvk)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			rr.blocked = blockedDiscovery
+			rr.fail(ReasonSelectorMatchError, "%s: spec.selector names kind [%s] in [%s], which the API server does not serve", rr.what(), gvk.Kind, gv)
+			return nil
+		}
+		rr.fail(ReasonUnknownError, "unable to look up kind [%s]: %v", gvk.Kind, err)
+		return nil
+	}
+	ls, err := labels.ValidatedSelectorFromSet(s.MatchingLabels)
+	if err != nil {
+		rr.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.matchingLabels: %v", rr.what(), err)
+		return nil
+	}
+	key := tracking.Key{GVR: mapping.Resource, Selector: ls.String()}
+	rr.keys = append(rr.keys, key)
+	rr.selKey = &key
+	if !rr.r.m.tracker.Ensure(key, rr.user) {
+		rr.keepStatus, rr.requeue = true, 200*time.Millisecond
+		return nil
+	}
+	listNS := ns
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		listNS = ""
+	}
+	objs, _ := rr.r.m.tracker.List(key, listNS)
+	var live []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetDeletionTimestamp() == nil {
+			live = append(live, o)
+		}
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].GetName() < live[j].GetName() })
+	switch len(live) {
+	case 1:
+		return live[0]
+	case 0:
+		rr.fail(ReasonSelectorMatchError, "%s: no %s in namespace [%s] matches spec.selector labels [%s]; exactly one must", rr.what(), gvk.Kind, ns, ls)
+	default:
+		var names []string
+		for _, o := range live {
+			names = append(names, o.GetName())
+		}
+		rr.fail(ReasonSelectorMatchError, "%s: %d objects of kind %s in namespace [%s] match spec.selector labels [%s]: [%s]; exactly one must", rr.what(), len(live), gvk.Kind, ns, ls, strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// listRuns returns this Runnable's runs from the cache, newest first: those
+// labelled with its name whose controller is this very Runnable (by UID), so
+// that a Runnable deleted and created again does not adopt old runs.
+func (rr *runnableRun) listRuns(key tracking.Key) []runs.Run {
+	objs, _ := rr.r.m.tracker.List(key, rr.obj.GetNamespace())
+	var out []runs.Run
+	for _, o := range objs {
+		if o.GetLabels()[LabelRunnableName] != rr.obj.GetName() || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != rr.obj.GetUID() {
+			continue
+		}
+		out = append(out, runs.FromObject(o, runs.TektonOutcome(o)))
+	}
+	runs.SortNewestFirst(out)
+	return out
+}
+
+func (rr *runnableRun) serviceAccount() string {
+	if rr.spec.ServiceAccountName != "" {
+		return rr.spec.ServiceAccountName
+	}
+	return "default"
+}
+
+// create creates a run as the Runnable's service account. On failure it
+// records the condition and returns nil (and an error when retrying helps).
+func (rr *runnableRun) create(desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, tmplName string) (*unstructured.Unstructured, error) {
+	ns := rr.obj.GetNamespace()
+	run := desired.DeepCopy()
+	run.SetNamespace(ns)
+	l := run.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[StampedLabel] = "true"
+	l[LabelRunnableName] = rr.obj.GetName()
+	l[LabelRunTemplateName] = tmplName
+	l[runs.LabelInputDigest] = digest
+	run.SetLabels(l)
+	ann := run.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[runs.AnnotationCreatedAt] = time.Now().UTC().Format(time.RFC3339Nano)
+	run.SetAnnotations(ann)
+	run.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: api.Group + "/" + api.Version, Kind: api.KindRunnable,
+		Name: rr.obj.GetName(), UID: rr.obj.GetUID(), Controller: ptr(true),
+	}})
+	sa := rr.serviceAccount()
+	what := fmt.Sprintf("%s for %s from ClusterRunTemplate [%s]", run.GetKind(), rr.what(), tmplName)
+	cl, err := rr.r.m.clients.For(ns, sa)
+	if err != nil {
+		rr.fail(ReasonServiceAccountError, "unable to create %s: service account [%s/%s]: %v", what, ns, sa, err)
+		return nil, nil
+	}
+	created, err := cl.Resource(gvr).Namespace(ns).Create(rr.ctx, run, metav1.CreateOptions{FieldManager: FieldManager})
+	switch {
+	case err == nil:
+	case apierrors.IsForbidden(err):
+		rr.blocked = blockedRBAC
+		rr.fail(ReasonStampedObjectRejected, "unable to create %s: service account [%s/%s] is not allowed: %v", what, ns, sa, err)
+		return nil, nil
+	case apierrors.IsAlreadyExists(err):
+		rr.fail(ReasonStampedObjectRejected, "unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, run.GetName())
+		return nil, nil
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), apierrors.IsNotFound(err),
+		apierrors.IsRequestEntityTooLargeError(err), apierrors.IsUnsupportedMediaType(err), apierrors.IsNotAcceptable(err):
+		rr.fail(ReasonStampedObjectRejected, "unable to create %s: %v", what, err)
+		return nil, nil
+	case apierrors.IsUnauthorized(err):
+		rr.fail(ReasonServiceAccountError, "unable to create %s as service account [%s/%s]: %v", what, ns, sa, err)
+		return nil, err
+	default:
+		rr.fail(ReasonUnknownError, "unable to create %s: %v", what, err)
+		return nil, err
+	}
+	rr.r.recent.Remember(rr.user, digest, string(created.GetUID()))
+	rr.r.m.events.event(rr.obj, corev1.EventTypeNormal, EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
+	klog.V(2).InfoS("created run", "runnable", rr.key, "run", created.GetName(), "digest", digest)
+	return created, nil
+}
+
+// observe fills the status from the runs (newest first): the newest run's
+// Succeeded condition and the outputs of the newest succeeded run.
+func (rr *runnableRun) observe(list []runs.Run, rt api.RunTemplateSpec, tmplName string) {
+	rtReady := st.Cond(CondRunTemplateReady, st.True, ReasonRunTemplateFound, "")
+	rr.status.Outputs = rr.prev.Outputs
+	rr.status.LatestRunRef = rr.prev.LatestRunRef
+	rr.status.LatestSuccessfulRunRef = rr.prev.LatestSuccessfulRunRef
+	var stamped *metav1.Condition
+	if len(list) > 0 {
+		newest := list[0].Obj
+		rr.status.LatestRunRef = refOfRun(newest)
+		c := mirrorSucceeded(newest)
+		stamped = &c
+	}
+	if i := runs.NewestSucceeded(list); i >= 0 {
+		ok := list[i].Obj
+		rr.status.LatestSuccessfulRunRef = refOfRun(ok)
+		out, err := runOutputs(rt.Outputs, ok)
+		if err != nil {
+			rtReady = st.Cond(CondRunTemplateReady, st.False, ReasonOutputPathNotSatisfied,
+				fmt.Sprintf("unable to read outputs of ClusterRunTemplate [%s] from succeeded %s [%s/%s]: %v", tmplName, ok.GetKind(), ok.GetNamespace(), ok.GetName(), err))
+		} else {
+			rr.status.Outputs = out
+		}
+	}
+	rr.setStatus(rtReady, stamped)
+}
+
+// mirrorSucceeded is the StampedObjectCondition: the run's Succeeded
+// condition, its message prefixed with the run so a person can find it.
+func mirrorSucceeded(run *unstructured.Unstructured) metav1.Condition {
+	what := fmt.Sprintf("%s [%s/%s]", run.GetKind(), run.GetNamespace(), run.GetName())
+	status, reason, msg, found := runs.SucceededCondition(run)
+	if !found {
+		return st.Cond(CondStampedObject, st.Unknown, ReasonSucceededNotReported, what+" has not reported a Succeeded condition yet")
+	}
+	s := metav1.ConditionStatus(status)
+	if s != st.True && s != st.False {
+		s = st.Unknown
+	}
+	if reason == "" {
+		reason = ReasonSucceededCondition
+	}
+	m := what + ": Succeeded is " + status
+	if msg != "" {
+		m += ": " + msg
+	}
+	return st.Cond(CondStampedObject, s, reason, m)
+}
+
+// runOutputs evaluates the run template's output paths on a run.
+func runOutputs(outs map[string]string, run *unstructured.Unstructured) (map[string]any, error) {
+	doc, err := json.Marshal(run.Object)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(outs))
+	for n := range outs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make(map[string]any, len(outs))
+	for _, n := range names {
+		p, err := paths.Compile(trimTag(outs[n]))
+		if err != nil {
+			return nil, fmt.Errorf("output [%s]: %w", n, err)
+		}
+		v, err := p.Value(doc)
+		if err != nil {
+			return nil, fmt.Errorf("output [%s] at path [%s]: %w", n, outs[n], err)
+		}
+		out[n] = v
+	}
+	return out, nil
+}
+
+// prune deletes the finished runs retention does not keep.
+func (rr *runnableRun) prune(list []runs.Run, gvr schema.GroupVersionResource) error {
+	doomed := runs.Prune(list, runs.PolicyOf(rr.spec.RetentionPolicy))
+	if len(doomed) == 0 {
+		return nil
+	}
+	ns, sa := rr.obj.GetNamespace(), rr.serviceAccount()
+	cl, err := rr.r.m.clients.For(ns, sa)
+	if err != nil {
+		return err
+	}
+	var firstErr error
+	for _, d := range doomed {
+		err := apply.Delete(rr.ctx, cl, gvr, ns, d.Name, d.Obj.GetUID())
+		switch {
+		case err == nil:
+			rr.r.m.events.event(rr.obj, corev1.EventTypeNormal, EventStampedObjectRemoved, "Removed %s %s/%s (retention policy)", d.Obj.GetKind(), ns, d.Name)
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		case apierrors.IsForbidden(err):
+			// Retrying cannot help until RBAC changes.
+			rr.blocked = blockedRBAC
+			rr.r.m.events.event(rr.obj, corev1.EventTypeWarning, "RetentionFailed", "Cannot remove %s %s/%s as service account [%s/%s]: %v", d.Obj.GetKind(), ns, d.Name, ns, sa, err)
+		default:
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
+}

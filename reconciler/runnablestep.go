@@ -1,0 +1,480 @@
+package reconciler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/render"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// `runnable: true` (seed 000): instead of stamping the template's object,
+// Kontinue generates a ClusterRunTemplate holding the template with every
+// tag turned into a read of the Runnable's inputs, and a Runnable (owned by
+// the owner, in its namespace) whose inputs are the tags' current values.
+// The Runnable controller then creates a new object per input set, and the
+// step reads its outputs from the Runnable's status.outputs.
+//
+// The ClusterRunTemplate is cluster-scoped, so it cannot have a namespaced
+// owner reference: its name embeds a hash of owner kind, namespace, name and
+// step (unique across namespaces), its labels name the owner and step, and
+// Kontinue deletes it when the step stops generating it (owner reconcile) or
+// the owner is gone (a sweep on owner deletion and at start). It is written
+// with Kontinue's own identity: it is Kontinue's bookkeeping, derived from a
+// template the platform wrote, and a namespaced service account could not
+// be granted a cluster-scoped kind through a RoleBinding anyway. The
+// Runnable, and every run it creates, use the stamping service account.
+
+// AnnotationGeneratedFor names, on a generated ClusterRunTemplate, the owner
+// and step it serves (for people; decisions use the labels).
+const AnnotationGeneratedFor = "kontinue.dev/generated-for"
+
+// runnableOutputs maps a template kind's outputs to the paths the template
+// declares: the generated ClusterRunTemplate reports them under these names.
+func runnableOutputs(kind string, spec *api.TemplateSpec) map[string]string {
+	switch kind {
+	case api.KindClusterSourceTemplate:
+		return map[string]string{"url": spec.URLPath, "revision": spec.RevisionPath}
+	case api.KindClusterImageTemplate:
+		return map[string]string{"image": spec.ImagePath}
+	case api.KindClusterConfigTemplate:
+		return map[string]string{"config": spec.ConfigPath}
+	}
+	return nil
+}
+
+// generatedRunTemplateName is unique per owner kind, namespace, owner and
+// step: readable parts, then a hash of all of them (so that "a-b"/"c" and
+// "a"/"b-c" cannot collide), within the 253 characters of a name.
+func generatedRunTemplateName(ownerKind, ns, owner, step string) string {
+	sum := sha256.Sum256([]byte(ownerKind + "/" + ns + "/" + owner + "/" + step))
+	h := hex.EncodeToString(sum[:])[:10]
+	var b strings.Builder
+	for _, c := range strings.ToLower(ns + "-" + owner + "-" + step) {
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	base := b.String()
+	if limit := 253 - len(h) - 1; len(base) > limit {
+		base = base[:limit]
+	}
+	base = strings.Trim(base, "-.")
+	if base == "" {
+		return "run-" + h
+	}
+	return base + "-" + h
+}
+
+// quoteKey makes an input name usable inside a path's ['…'].
+var quoteKey = strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+
+// translateTemplate returns a deep copy of tmpl in which every tag $(e)$ of
+// a string leaf reads $(runnable.spec.inputs['e'])$, and the tag
+// expressions found (trimmed, sorted, unique). metadata.name becomes
+// metadata.generateName (name + "-"): each input set is a new object.
+func translateTemplate(tmpl map[string]any) (map[string]any, []string) {
+	seen := map[string]bool{}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch t := v.(type) {
+		case string:
+			return translateLeaf(t, seen)
+		case map[string]any:
+			out := make(map[string]any, len(t))
+			for k, e := range t {
+				out[k] = walk(e)
+			}
+			return out
+		case []any:
+			out := make([]any, len(t))
+			for i, e := range t {
+				out[i] = walk(e)
+			}
+			return out
+		}
+		return v
+	}
+	out := walk(tmpl).(map[string]any)
+	if md, ok := out["metadata"].(map[string]any); ok {
+		if name, ok := md["name"].(string); ok && name != "" {
+			if _, has := md["generateName"]; !has {
+				md["generateName"] = name + "-"
+			}
+			delete(md, "name")
+		}
+	}
+	exprs := make([]string, 0, len(seen))
+	for e := range seen {
+		exprs = append(exprs, e)
+	}
+	sort.Strings(exprs)
+	return out, exprs
+}
+
+// translateLeaf rewrites the tags of one string. Tags run from "$(" to the
+// first ")$", as in the engine; the template already rendered, so the
+// syntax is known to be good.
+func translateLeaf(s string, seen map[string]bool) string {
+	if !strings.Contains(s, "$(") {
+		return s
+	}
+	var b strings.Builder
+	i := 0
+	for {
+		j := strings.Index(s[i:], "$(")
+		if j < 0 {
+			break
+		}
+		start := i + j
+		rel := strings.Index(s[start+2:], ")$")
+		if rel < 0 {
+			break
+		}
+		end := start + 2 + rel
+		expr := strings.TrimSpace(s[start+2 : end])
+		seen[expr] = true
+		b.WriteString(s[i:start])
+		b.WriteString("$(runnable.spec.inputs['" + quoteKey.Replace(expr) + "'])$")
+		i = end + 2
+	}
+	b.WriteString(s[i:])
+	return b.String()
+}
+
+// stampRunnable realizes a step whose template sets runnable: true.
+func (ru *run) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
+	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) stepResult {
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
+	}
+	if sc.spec.Template == nil {
+		return fail(st.False, ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true, which needs spec.template (the $(…)$ engine)", sc.step.Name, sc.kind, sc.tmplName)
+	}
+	if len(objs) != 1 {
+		return fail(st.False, ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true and must stamp exactly one object, not %d", sc.step.Name, sc.kind, sc.tmplName, len(objs))
+	}
+	ns, owner := ru.owner.GetNamespace(), ru.owner.GetName()
+	translated, exprs := translateTemplate(sc.spec.Template)
+
+	// The inputs are the tags' values now, rendered in the step's context.
+	inputsTmpl := map[string]any{}
+	for _, e := range exprs {
+		inputsTmpl[e] = "$(" + e + ")$"
+	}
+	params := render.MergeParams(sc.spec.Params, ru.chain.spec.Params, sc.step.Params, ru.spec.Params)
+	tc := render.NewContext(ru.r.flavor.OwnerKind, ru.owner.Object, params, in, ru.stepLabels(sc))
+	rendered, err := render.Simple().Render(ru.ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
+	if err != nil {
+		return fail(st.False, ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
+	}
+	inputs, _ := rendered[0].Object["inputs"].(map[string]any)
+
+	sa := ru.serviceAccount()
+	if sa.Namespace != ns {
+		return fail(st.False, ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, ru.r.flavor.OwnerKind)
+	}
+	labels := ru.stepLabels(sc)
+	crtName := generatedRunTemplateName(ru.r.flavor.OwnerKind, ns, owner, sc.step.Name)
+	crt := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindClusterRunTemplate,
+		"metadata": map[string]any{"name": crtName},
+		"spec":     map[string]any{"template": translated},
+	}}
+	if outs := runnableOutputs(sc.kind, sc.spec); outs != nil {
+		m := map[string]any{}
+		for k, v := range outs {
+			m[k] = v
+		}
+		_ = unstructured.SetNestedField(crt.Object, m, "spec", "outputs")
+	}
+	crt.SetLabels(labels)
+	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", ru.r.flavor.OwnerKind, ns, owner, sc.step.Name)})
+	ru.markReached(sc.step.Name)
+	if r, ok := ru.applyGenerated(sc, RunTemplateGVR, tracking.Key{GVR: RunTemplateGVR}, crt, false); !ok {
+		return r.stepResult
+	}
+
+	name := objs[0].GetName()
+	if name == "" {
+		name = owner + "-" + sc.step.Name
+	}
+	spec := map[string]any{
+		"runTemplateRef":     map[string]any{"kind": api.KindClusterRunTemplate, "name": crtName},
+		"inputs":             inputs,
+		"serviceAccountName": sa.Name,
+	}
+	if rp := sc.spec.RetentionPolicy; rp != nil {
+		spec["retentionPolicy"] = map[string]any{"maxFailedRuns": rp.MaxFailedRuns, "maxSuccessfulRuns": rp.MaxSuccessfulRuns}
+	}
+	rn := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindRunnable,
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     spec,
+	}}
+	rn.SetLabels(labels)
+	rn.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: api.Group + "/" + api.Version, Kind: ru.r.flavor.OwnerKind,
+		Name: owner, UID: ru.owner.GetUID(), Controller: ptr(true),
+	}})
+	key := tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}
+	ref := st.StampedRef{APIVersion: rn.GetAPIVersion(), Kind: api.KindRunnable, Namespace: ns, Name: name, Resource: resourceString(RunnableGVR)}
+	ru.keys[key] = struct{}{}
+	ru.keep[refKeyOf(ref)] = true
+	r, ok := ru.applyGenerated(sc, RunnableGVR, key, rn, true)
+	if !ok {
+		return r.stepResult
+	}
+	sc.res.StampedRef, sc.res.StampedObjects = &ref, nil
+	return ru.observeRunnable(sc, r.live)
+}
+
+type appliedGenerated struct {
+	stepResult
+	live *unstructured.Unstructured
+}
+
+// applyGenerated applies a generated object unless the cached one already
+// has it: the Runnable as the stamping service account, the
+// ClusterRunTemplate as Kontinue (see the package comment above).
+func (ru *run) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured, asServiceAccount bool) (appliedGenerated, bool) {
+	what := fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
+	user := ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())
+	var cached *unstructured.Unstructured
+	synced := true
+	if key.Selector != "" {
+		synced = ru.r.m.tracker.Ensure(key, user)
+	}
+	if synced {
+		cached, _ = ru.r.m.tracker.Get(key, desired.GetNamespace(), desired.GetName())
+		if cached != nil && desired.GetNamespace() == "" {
+			// Never take over a ClusterRunTemplate someone else wrote.
+			l := cached.GetLabels()
+			if l[ru.r.flavor.LabelOwnerName] != ru.owner.GetName() || l[ru.r.flavor.LabelOwnerNS] != ru.owner.GetNamespace() {
+				c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: a ClusterRunTemplate of that name exists and was not generated for this step", what))
+				return appliedGenerated{stepResult: ru.stepDone(sc, nil, c, nil)}, false
+			}
+		}
+		if apply.UpToDate(desired, cached) {
+			ru.r.m.noteApply(false)
+			return appliedGenerated{live: cached}, true
+		}
+	}
+	cl := ru.r.m.dyn
+	if asServiceAccount {
+		var err error
+		if cl, err = ru.stampClient(); err != nil {
+			c := st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error())
+			return appliedGenerated{stepResult: ru.stepDone(sc, nil, c, nil)}, false
+		}
+	}
+	live, err := apply.Apply(ru.ctx, cl, gvr, desired, FieldManager)
+	ru.r.m.noteApply(true)
+	if err != nil {
+		c, transient := ru.applyFailure(what, err)
+		r := ru.stepDone(sc, nil, c, nil)
+		r.err = transient
+		return appliedGenerated{stepResult: r}, false
+	}
+	if cached == nil || cached.GetResourceVersion() != live.GetResourceVersion() {
+		ru.r.m.events.event(ru.owner, "Normal", EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
+	}
+	return appliedGenerated{live: live}, true
+}
+
+// observeRunnable reads the step's outputs from the Runnable's
+// status.outputs (the newest successful run's) and its health from the
+// Runnable's Ready condition.
+func (ru *run) observeRunnable(sc *stepCtx, rn *unstructured.Unstructured) stepResult {
+	what := fmt.Sprintf("Runnable [%s/%s]", rn.GetNamespace(), rn.GetName())
+	var healthy metav1.Condition
+	gen, _, _ := unstructured.NestedInt64(rn.Object, "status", "observedGeneration")
+	ready := condition(rn, st.Ready)
+	switch {
+	case gen < rn.GetGeneration():
+		healthy = st.Cond(st.Healthy, st.Unknown, "ReadyCondition", fmt.Sprintf("%s has not yet reported on generation %d", what, rn.GetGeneration()))
+	case ready == nil:
+		healthy = st.Cond(st.Healthy, st.Unknown, "ReadyCondition", what+" has no Ready condition yet")
+	default:
+		s, _ := ready["status"].(string)
+		msg, _ := ready["message"].(string)
+		reason, _ := ready["reason"].(string)
+		cs := metav1.ConditionStatus(s)
+		if cs != st.True && cs != st.False {
+			cs = st.Unknown
+		}
+		m := fmt.Sprintf("%s is Ready=%s", what, s)
+		if reason != "" {
+			m += " (" + reason + ")"
+		}
+		if msg != "" {
+			m += ": " + msg
+		}
+		healthy = st.Cond(st.Healthy, cs, "ReadyCondition", m)
+	}
+	submitted := st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
+	want := runnableOutputs(sc.kind, sc.spec)
+	if want == nil {
+		return ru.stepDone(sc, outputs{}, submitted, &healthy)
+	}
+	got, _, _ := unstructured.NestedMap(rn.Object, "status", "outputs")
+	out := outputs{}
+	var missing []string
+	for name := range want {
+		v, ok := got[name]
+		if !ok {
+			missing = append(missing, name)
+			continue
+		}
+		out[name] = v
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
+			fmt.Sprintf("waiting for %s to report status.outputs [%s] for step [%s]: none of its runs has succeeded yet", what, strings.Join(missing, ", "), sc.step.Name)), &healthy)
+	}
+	return ru.stepDone(sc, out, submitted, &healthy)
+}
+
+// condition returns the status condition typ of an object, or nil.
+func condition(u *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+// removeStaleRunTemplates deletes the ClusterRunTemplates generated for this
+// owner whose step no longer generates one (removed, renamed, runnable
+// false), unless the step failed before reaching its Runnable and still
+// points at it. Called only when the steps were realized.
+func (ru *run) removeStaleRunTemplates() error {
+	current := map[string]*st.StampedRef{}
+	for i := range ru.status.Resources {
+		current[ru.status.Resources[i].Name] = ru.status.Resources[i].StampedRef
+	}
+	var firstErr error
+	for _, name := range ru.r.m.runnables.generatedFor(ru.r.flavor, ru.owner.GetNamespace(), ru.owner.GetName()) {
+		crt, _ := ru.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
+		if crt == nil {
+			continue
+		}
+		step := crt.GetLabels()[LabelResourceName]
+		if ru.immutableSteps[step] && name == generatedRunTemplateName(ru.r.flavor.OwnerKind, ru.owner.GetNamespace(), ru.owner.GetName(), step) {
+			continue // generated this time
+		}
+		if ref := current[step]; ref != nil && ref.Kind == api.KindRunnable && !ru.immutableSteps[step] {
+			continue // failed early this time: keep it
+		}
+		if err := ru.r.m.runnables.deleteRunTemplate(ru.ctx, crt, fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", step, ru.r.flavor.OwnerKind, ru.owner.GetNamespace(), ru.owner.GetName())); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// generatedFor lists the ClusterRunTemplates generated for an owner (from
+// the index the watch keeps).
+func (r *runnableReconciler) generatedFor(f *Flavor, ns, name string) []string {
+	r.selMu.Lock()
+	defer r.selMu.Unlock()
+	return keys(r.genByOwner[userKey(f.OwnerKind, ns, name)])
+}
+
+// indexGenerated keeps the owner → generated ClusterRunTemplates index and
+// returns the owner user key of a generated run template ("" if not one).
+func (r *runnableReconciler) indexGenerated(ev tracking.Event) string {
+	owner := generatedOwner(ev.Obj)
+	r.selMu.Lock()
+	defer r.selMu.Unlock()
+	name := ev.Obj.GetName()
+	if old, ok := r.genOwnerOf[name]; ok && (ev.Type == tracking.Deleted || old != owner) {
+		removeFrom(r.genByOwner, old, name)
+		delete(r.genOwnerOf, name)
+	}
+	if ev.Type != tracking.Deleted && owner != "" {
+		addTo(r.genByOwner, owner, name)
+		r.genOwnerOf[name] = owner
+	}
+	return owner
+}
+
+// generatedOwner is the owner user key a generated ClusterRunTemplate's
+// labels name, or "".
+func generatedOwner(crt *unstructured.Unstructured) string {
+	l := crt.GetLabels()
+	if l[StampedLabel] != "true" {
+		return ""
+	}
+	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
+		if n, ns := l[f.LabelOwnerName], l[f.LabelOwnerNS]; n != "" && ns != "" {
+			return userKey(f.OwnerKind, ns, n)
+		}
+	}
+	return ""
+}
+
+const sweepPrefix = "sweep:"
+
+// sweep deletes a generated ClusterRunTemplate whose owner is gone. Keys
+// "sweep:<name>" come from the run template's watch (every one is seen at
+// start) and from owner deletions.
+func (r *runnableReconciler) sweep(ctx context.Context, key string) (Result, error) {
+	name := strings.TrimPrefix(key, sweepPrefix)
+	crt, synced := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
+	if !synced {
+		return Result{RequeueAfter: time.Second}, nil
+	}
+	if crt == nil {
+		return Result{}, nil
+	}
+	owner := generatedOwner(crt)
+	kind, nsName, ok := splitUser(owner)
+	if !ok {
+		return Result{}, nil
+	}
+	ns, n, _ := splitNamespaced(nsName)
+	f := WorkloadFlavor
+	if kind == DeliverableFlavor.OwnerKind {
+		f = DeliverableFlavor
+	}
+	o, synced := r.m.tracker.Get(tracking.Key{GVR: f.OwnerGVR}, ns, n)
+	if !synced {
+		return Result{RequeueAfter: time.Second}, nil
+	}
+	if o != nil {
+		return Result{}, nil // the owner's reconcile decides
+	}
+	return Result{}, r.deleteRunTemplate(ctx, crt, fmt.Sprintf("%s %s/%s is gone", kind, ns, n))
+}
+
+// deleteRunTemplate deletes a generated ClusterRunTemplate (UID precondition).
+func (r *runnableReconciler) deleteRunTemplate(ctx context.Context, crt *unstructured.Unstructured, why string) error {
+	err := apply.Delete(ctx, r.m.dyn, RunTemplateGVR, "", crt.GetName(), crt.GetUID())
+	if err == nil {
+		klog.InfoS("removed generated ClusterRunTemplate", "name", crt.GetName(), "why", why)
+		return nil
+	}
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,272 @@
+// Package runs holds the pure decisions about immutable objects ("runs"):
+// the objects a Runnable or a step with lifecycle immutable/tekton creates
+// anew for each set of inputs. It decides when to create a run, which run is
+// the newest and the newest succeeded one, and which finished runs retention
+// removes. Nothing here talks to the API server.
+package runs
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/reconciler/api"
+)
+
+// Bookkeeping Kontinue writes on every run. The digest is recorded on the
+// object itself, not only in memory, so that a restart or a resync never
+// creates a second run for the same input set.
+const (
+	LabelInputDigest    = "kontinue.dev/input-digest"
+	AnnotationCreatedAt = "kontinue.dev/created-at"
+)
+
+// Outcome is where a run stands.
+type Outcome int
+
+// Outcomes.
+const (
+	Running Outcome = iota
+	Succeeded
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Succeeded:
+		return "Succeeded"
+	case Failed:
+		return "Failed"
+	}
+	return "Running"
+}
+
+// Run is what the decisions need to know about one run.
+type Run struct {
+	Name    string
+	UID     string
+	Digest  string
+	Created time.Time
+	Outcome Outcome
+	Obj     *unstructured.Unstructured
+}
+
+// FromObject reads a run's bookkeeping. Created is the creation time
+// Kontinue recorded (nanoseconds), else metadata.creationTimestamp (seconds).
+func FromObject(u *unstructured.Unstructured, outcome Outcome) Run {
+	r := Run{Name: u.GetName(), UID: string(u.GetUID()), Digest: u.GetLabels()[LabelInputDigest], Outcome: outcome, Obj: u}
+	if t, err := time.Parse(time.RFC3339Nano, u.GetAnnotations()[AnnotationCreatedAt]); err == nil {
+		r.Created = t
+	} else {
+		r.Created = u.GetCreationTimestamp().Time
+	}
+	return r
+}
+
+// Digest identifies a rendered object: the hex of the first 16 bytes of the
+// SHA-256 of its JSON (encoding/json sorts map keys), short enough for a
+// label value. Two renders of the same inputs give the same digest.
+func Digest(obj map[string]any) string {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// SortNewestFirst orders runs by creation, newest first; equal times (two
+// runs created in the same second by another tool) order by name, so the
+// choice is stable.
+func SortNewestFirst(rs []Run) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		if !rs[i].Created.Equal(rs[j].Created) {
+			return rs[i].Created.After(rs[j].Created)
+		}
+		return rs[i].Name > rs[j].Name
+	})
+}
+
+// NeedsCreate reports whether a run must be created for digest: only when
+// no run exists or the newest one was made from other inputs. Comparing with
+// the newest (not with any) run means going back to earlier inputs runs them
+// again, so the newest run always matches the current inputs. rs must be
+// sorted newest first.
+func NeedsCreate(rs []Run, digest string) bool {
+	return len(rs) == 0 || rs[0].Digest != digest
+}
+
+// NewestSucceeded returns the index of the newest succeeded run, or -1.
+// rs must be sorted newest first.
+func NewestSucceeded(rs []Run) int {
+	for i, r := range rs {
+		if r.Outcome == Succeeded {
+			return i
+		}
+	}
+	return -1
+}
+
+// Policy bounds how many finished runs are kept.
+type Policy struct {
+	MaxSucceeded, MaxFailed int64
+}
+
+// DefaultPolicy keeps 10 succeeded and 10 failed runs, as Cartographer does.
+var DefaultPolicy = Policy{MaxSucceeded: 10, MaxFailed: 10}
+
+// PolicyOf returns the policy of a spec, or the default.
+func PolicyOf(p *api.RetentionPolicy) Policy {
+	if p == nil {
+		return DefaultPolicy
+	}
+	return Policy{MaxSucceeded: max(p.MaxSuccessfulRuns, 0), MaxFailed: max(p.MaxFailedRuns, 0)}
+}
+
+// Prune returns the runs retention removes: succeeded runs beyond the newest
+// MaxSucceeded and failed runs beyond the newest MaxFailed. It never returns
+// a running run, the newest succeeded run (it holds the outputs) or the
+// newest run (it records the current input set: removing it would make the
+// next reconcile create the same run again). rs must be sorted newest first.
+func Prune(rs []Run, p Policy) []Run {
+	var out []Run
+	var succeeded, failed int64
+	newestOK := NewestSucceeded(rs)
+	for i, r := range rs {
+		switch r.Outcome {
+		case Succeeded:
+			succeeded++
+			if succeeded > p.MaxSucceeded && i != newestOK && i != 0 {
+				out = append(out, r)
+			}
+		case Failed:
+			failed++
+			if failed > p.MaxFailed && i != 0 {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// Recent remembers, for a short time, the run just created per key (a
+// Runnable, or an owner's step). The cache that lists runs can lag behind a
+// create by a few milliseconds; without this, a reconcile in that window
+// would not see the new run and create a duplicate. The digest on the
+// object itself covers restarts; this covers the window.
+type Recent struct {
+	mu  sync.Mutex
+	m   map[string]recentRun
+	ttl time.Duration
+	now func() time.Time
+}
+
+type recentRun struct {
+	digest, uid string
+	at          time.Time
+}
+
+// NewRecent returns a memory whose entries expire after ttl.
+func NewRecent(ttl time.Duration) *Recent {
+	return &Recent{m: map[string]recentRun{}, ttl: ttl, now: time.Now}
+}
+
+// Remember records that a run with digest and uid was just created for key.
+func (r *Recent) Remember(key, digest, uid string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if len(r.m) >= 256 {
+		// Keys of owners that went away are never asked again: drop what expired.
+		for k, e := range r.m {
+			if now.Sub(e.at) > r.ttl {
+				delete(r.m, k)
+			}
+		}
+	}
+	r.m[key] = recentRun{digest: digest, uid: uid, at: now}
+}
+
+// Pending reports whether a run for digest was created for key so recently
+// that the cache (whose runs are listed) does not show it yet: the caller
+// must not create another, only look again shortly. Once listed, or once
+// expired, the entry is dropped.
+func (r *Recent) Pending(key, digest string, listed []Run) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.m[key]
+	if !ok {
+		return false
+	}
+	for _, l := range listed {
+		if l.UID == e.uid {
+			delete(r.m, key)
+			return false
+		}
+	}
+	if r.now().Sub(e.at) > r.ttl {
+		delete(r.m, key)
+		return false
+	}
+	return e.digest == digest
+}
+
+// Forget drops key (its Runnable or owner is gone).
+func (r *Recent) Forget(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, key)
+}
+
+// ForgetPrefix drops every key starting with prefix (an owner's steps).
+func (r *Recent) ForgetPrefix(prefix string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.m {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			delete(r.m, k)
+		}
+	}
+}
+
+// Len is the number of remembered runs (tests, metrics).
+func (r *Recent) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
+
+// SucceededCondition reads the Succeeded condition of a run, as Tekton
+// writes it. found is false when the run has none (yet).
+func SucceededCondition(u *unstructured.Unstructured) (status, reason, message string, found bool) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != "Succeeded" {
+			continue
+		}
+		status, _ = m["status"].(string)
+		reason, _ = m["reason"].(string)
+		message, _ = m["message"].(string)
+		return status, reason, message, true
+	}
+	return "", "", "", false
+}
+
+// TektonOutcome is a run's outcome by its Succeeded condition: the rule of a
+// Runnable and of lifecycle tekton without a health rule.
+func TektonOutcome(u *unstructured.Unstructured) Outcome {
+	s, _, _, _ := SucceededCondition(u)
+	switch s {
+	case "True":
+		return Succeeded
+	case "False":
+		return Failed
+	}
+	return Running
+}

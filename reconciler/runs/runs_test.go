@@ -1,0 +1,166 @@
+package runs
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/reconciler/api"
+)
+
+var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// mk builds runs newest first from a compact spec: "name:outcome" where
+// outcome is s (succeeded), f (failed) or r (running); the first is newest.
+func mk(spec string) []Run {
+	var out []Run
+	parts := strings.Fields(spec)
+	for i, p := range parts {
+		name, o, _ := strings.Cut(p, ":")
+		r := Run{Name: name, UID: "uid-" + name, Digest: "d-" + name, Created: t0.Add(time.Duration(len(parts)-i) * time.Second)}
+		switch o {
+		case "s":
+			r.Outcome = Succeeded
+		case "f":
+			r.Outcome = Failed
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func names(rs []Run) string {
+	var n []string
+	for _, r := range rs {
+		n = append(n, r.Name)
+	}
+	return strings.Join(n, " ")
+}
+
+func TestPrune(t *testing.T) {
+	for _, tc := range []struct {
+		name, runs string
+		p          Policy
+		want       string
+	}{
+		{"nothing to prune", "a:s b:f c:s", Policy{10, 10}, ""},
+		{"old succeeded beyond the limit", "a:s b:s c:s d:s", Policy{2, 10}, "c d"},
+		{"old failed beyond the limit", "a:f b:f c:f d:s", Policy{10, 1}, "b c"},
+		{"running runs are never pruned", "a:r b:r c:s d:r", Policy{0, 0}, ""},
+		{"newest succeeded kept even with max 0", "a:f b:s c:s", Policy{0, 10}, "c"},
+		{"newest run kept even when failed and max 0", "a:f b:f c:s", Policy{10, 0}, "b"},
+		{"newest run and newest succeeded both kept", "a:f b:s c:f d:s", Policy{0, 0}, "c d"},
+		{"mixed, defaults", "a:r b:s c:f d:s e:f f:s g:f", DefaultPolicy, ""},
+		{"mixed, 1 and 1", "a:r b:s c:f d:s e:f f:s g:f", Policy{1, 1}, "d e f g"},
+		{"empty", "", Policy{0, 0}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, names(Prune(mk(tc.runs), tc.p)))
+		})
+	}
+}
+
+func TestNewestSucceededAndNeedsCreate(t *testing.T) {
+	rs := mk("a:r b:f c:s d:s")
+	assert.Equal(t, 2, NewestSucceeded(rs))
+	assert.Equal(t, -1, NewestSucceeded(mk("a:r b:f")))
+	assert.True(t, NeedsCreate(nil, "x"), "no run yet")
+	assert.False(t, NeedsCreate(rs, "d-a"), "newest run has the digest")
+	assert.True(t, NeedsCreate(rs, "d-c"), "an older run has the digest: inputs went back, run again")
+	assert.True(t, NeedsCreate(rs, "other"))
+}
+
+func TestSortNewestFirst(t *testing.T) {
+	rs := []Run{
+		{Name: "old", Created: t0},
+		{Name: "new", Created: t0.Add(time.Millisecond)},
+		{Name: "tie-a", Created: t0.Add(-time.Second)},
+		{Name: "tie-b", Created: t0.Add(-time.Second)},
+	}
+	SortNewestFirst(rs)
+	assert.Equal(t, "new old tie-b tie-a", names(rs))
+}
+
+func TestFromObjectPrefersRecordedNanoseconds(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetName("r1")
+	u.SetUID("u1")
+	u.SetLabels(map[string]string{LabelInputDigest: "abc"})
+	u.SetCreationTimestamp(metav1.NewTime(t0))
+	r := FromObject(u, Failed)
+	assert.True(t, r.Created.Equal(t0))
+	r.Created = t0
+	assert.Equal(t, Run{Name: "r1", UID: "u1", Digest: "abc", Created: t0, Outcome: Failed, Obj: u}, r)
+	u.SetAnnotations(map[string]string{AnnotationCreatedAt: t0.Add(5 * time.Millisecond).Format(time.RFC3339Nano)})
+	assert.True(t, t0.Add(5*time.Millisecond).Equal(FromObject(u, Running).Created))
+	u.SetAnnotations(map[string]string{AnnotationCreatedAt: "garbage"})
+	assert.True(t, t0.Equal(FromObject(u, Running).Created), "unparsable annotation falls back")
+}
+
+func TestDigest(t *testing.T) {
+	a := map[string]any{"kind": "PipelineRun", "spec": map[string]any{"x": int64(1), "y": "z"}}
+	b := map[string]any{"spec": map[string]any{"y": "z", "x": float64(1)}, "kind": "PipelineRun"}
+	assert.Equal(t, Digest(a), Digest(b), "key order and number type do not matter")
+	assert.Len(t, Digest(a), 32, "fits a label value")
+	c := map[string]any{"kind": "PipelineRun", "spec": map[string]any{"x": int64(2), "y": "z"}}
+	assert.NotEqual(t, Digest(a), Digest(c))
+}
+
+func TestRecent(t *testing.T) {
+	now := t0
+	r := NewRecent(10 * time.Second)
+	r.now = func() time.Time { return now }
+	assert.False(t, r.Pending("k", "d1", nil), "nothing remembered")
+	r.Remember("k", "d1", "uid-1")
+	assert.True(t, r.Pending("k", "d1", nil), "created, cache does not show it: wait")
+	assert.False(t, r.Pending("k", "d2", nil), "other inputs: may create")
+	assert.False(t, r.Pending("other", "d1", nil), "per key")
+	assert.True(t, r.Pending("k", "d1", []Run{{UID: "uid-0"}}))
+	assert.False(t, r.Pending("k", "d1", []Run{{UID: "uid-1"}}), "listed: the cache decides from now on")
+	assert.Equal(t, 0, r.Len(), "dropped once listed")
+
+	r.Remember("k", "d1", "uid-1")
+	now = now.Add(11 * time.Second)
+	assert.False(t, r.Pending("k", "d1", nil), "expired")
+	assert.Equal(t, 0, r.Len())
+
+	r.Remember("Workload/ns/a/step1", "d", "u")
+	r.Remember("Workload/ns/a/step2", "d", "u")
+	r.Remember("Workload/ns/ab/step1", "d", "u")
+	r.ForgetPrefix("Workload/ns/a/")
+	assert.Equal(t, 1, r.Len())
+
+	// Expired entries of keys never asked again do not pile up.
+	for i := 0; i < 300; i++ {
+		r.Remember(fmt.Sprint("gone-", i), "d", "u")
+	}
+	now = now.Add(time.Minute)
+	r.Remember("fresh", "d", "u")
+	assert.Equal(t, 1, r.Len())
+}
+
+func TestOutcomes(t *testing.T) {
+	withCond := func(status string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Other", "status": "True"},
+			map[string]any{"type": "Succeeded", "status": status, "reason": "R", "message": "M"},
+		}}}}
+	}
+	assert.Equal(t, Succeeded, TektonOutcome(withCond("True")))
+	assert.Equal(t, Failed, TektonOutcome(withCond("False")))
+	assert.Equal(t, Running, TektonOutcome(withCond("Unknown")))
+	assert.Equal(t, Running, TektonOutcome(&unstructured.Unstructured{Object: map[string]any{}}))
+	assert.Equal(t, Running, TektonOutcome(&unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": "bad"}}}))
+	s, reason, msg, found := SucceededCondition(withCond("False"))
+	assert.Equal(t, []any{"False", "R", "M", true}, []any{s, reason, msg, found})
+}
+
+func TestPolicyOf(t *testing.T) {
+	assert.Equal(t, DefaultPolicy, PolicyOf(nil))
+	assert.Equal(t, Policy{3, 0}, PolicyOf(&api.RetentionPolicy{MaxSuccessfulRuns: 3, MaxFailedRuns: -1}))
+}
