@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -40,6 +41,7 @@ type options struct {
 	kubeconfig    string
 	metricsAddr   string
 	probeAddr     string
+	pprofAddr     string
 	workers       int
 	qps           float64
 	burst         int
@@ -64,6 +66,7 @@ func main() {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty means in-cluster configuration")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; \"0\" disables them")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof endpoints (profiling); \"0\" disables them")
 	fs.IntVar(&o.workers, "workers", 4, "reconcile workers per controller")
 	fs.Float64Var(&o.qps, "kube-api-qps", 50, "client-side queries per second to the API server")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst of queries to the API server")
@@ -208,7 +211,16 @@ func serve(ctx context.Context, o options, m *reconciler.Manager, lead *leadersh
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	return start(o.probeAddr, probes)
+	if err := start(o.probeAddr, probes); err != nil {
+		return err
+	}
+	prof := http.NewServeMux()
+	prof.HandleFunc("/debug/pprof/", pprof.Index)
+	prof.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	prof.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	prof.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	prof.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	return start(o.pprofAddr, prof)
 }
 
 // installCRDs applies the embedded CRDs and waits until they are served.

@@ -36,11 +36,8 @@ func lastGood(prev *st.Resource) outputs {
 // object carries other inputs and has not yet succeeded or failed on them.
 // Sets in between are never queued: the next reconcile renders the newest.
 func (ru *run) holdIfBusy(sc *stepCtx, t target, desired *unstructured.Unstructured, in render.Inputs) (stepResult, bool) {
-	if !ru.r.m.tracker.Ensure(t.key, ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())) {
-		return stepResult{}, false // no cache yet: applying is idempotent
-	}
-	live, _ := ru.r.m.tracker.Get(t.key, desired.GetNamespace(), desired.GetName())
-	if live == nil {
+	live, err := ru.current(t.key, desired.GetNamespace(), desired.GetName())
+	if err != nil || live == nil {
 		return stepResult{}, false
 	}
 	liveDigest := live.GetAnnotations()[AnnotationDigest]

@@ -32,10 +32,13 @@ type ownerReconciler struct {
 	ctrl   *Controller
 	idx    *index
 	specs  *specCache
+
+	writesMu sync.Mutex
+	writes   map[string]ownWrite // status written, not yet seen in the cache
 }
 
 func newOwnerReconciler(m *Manager, f *Flavor, idx *index) *ownerReconciler {
-	r := &ownerReconciler{m: m, flavor: f, idx: idx, specs: newSpecCache()}
+	r := &ownerReconciler{m: m, flavor: f, idx: idx, specs: newSpecCache(), writes: map[string]ownWrite{}}
 	r.ctrl = NewController(f.OwnerKind, ReconcileFunc(r.Reconcile))
 	return r
 }
@@ -99,7 +102,13 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key string) (Result, er
 		r.m.tracker.ReleaseAll(user)
 		r.idx.forget(user)
 		r.m.unblockOne(user)
+		r.writesMu.Lock()
+		delete(r.writes, user)
+		r.writesMu.Unlock()
 		return Result{}, nil
+	}
+	if r.awaitOwnWrite(user, obj) {
+		return Result{RequeueAfter: 50 * time.Millisecond}, nil
 	}
 	obj = obj.DeepCopy()
 	run := newRun(ctx, r, obj)
@@ -129,6 +138,42 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key string) (Result, er
 	return res, nil
 }
 
+// ownWriteWait bounds how long a reconcile waits for the cache to show the
+// status this controller just wrote.
+const ownWriteWait = time.Second
+
+// recordWrite remembers the status just written for an owner.
+func (r *ownerReconciler) recordWrite(user string, status map[string]any) {
+	r.writesMu.Lock()
+	defer r.writesMu.Unlock()
+	r.writes[user] = ownWrite{status: normalize(status), at: time.Now()}
+}
+
+// awaitOwnWrite reports whether the cached owner does not show the status
+// this controller wrote moments ago. Its own stamped objects' events
+// re-queue an owner right after its status write; reconciling the stale
+// copy would only fail with a conflict and be retried. The wait is short
+// and bounded: after ownWriteWait the cache is used as it is.
+func (r *ownerReconciler) awaitOwnWrite(user string, obj *unstructured.Unstructured) bool {
+	r.writesMu.Lock()
+	defer r.writesMu.Unlock()
+	w, ok := r.writes[user]
+	if !ok {
+		return false
+	}
+	cached, _ := obj.Object["status"].(map[string]any)
+	if time.Since(w.at) > ownWriteWait || reflect.DeepEqual(normalize(cached), w.status) {
+		delete(r.writes, user)
+		return false
+	}
+	return true
+}
+
+type ownWrite struct {
+	status any
+	at     time.Time
+}
+
 func splitNamespaced(key string) (string, string, error) {
 	for i := 0; i < len(key); i++ {
 		if key[i] == '/' {
@@ -150,6 +195,9 @@ func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Uns
 	}
 	obj.Object["status"] = newStatus
 	_, err = r.m.dyn.Resource(r.flavor.OwnerGVR).Namespace(obj.GetNamespace()).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err == nil {
+		r.recordWrite(r.user(obj.GetNamespace(), obj.GetName()), newStatus)
+	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// The cache is behind; the watch event that follows re-queues us.
 		klog.V(2).InfoS("status write raced; will retry", "owner", r.user(obj.GetNamespace(), obj.GetName()), "err", err.Error())

@@ -553,13 +553,10 @@ func (ru *run) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target,
 // it, and reports whether the object was written. On failure it returns the
 // step's condition (and a transient error to retry, if retrying can help).
 func (ru *run) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-	var cached *unstructured.Unstructured
-	if ru.r.m.tracker.Ensure(t.key, ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())) {
-		cached, _ = ru.r.m.tracker.Get(t.key, desired.GetNamespace(), desired.GetName())
-		if apply.UpToDate(desired, cached) {
-			ru.r.m.noteApply(false)
-			return cached, false, nil, nil
-		}
+	cached, err := ru.current(t.key, desired.GetNamespace(), desired.GetName())
+	if err == nil && apply.UpToDate(desired, cached) {
+		ru.r.m.noteApply(false)
+		return cached, false, nil, nil
 	}
 	cl, err := ru.stampClient()
 	if err != nil {
@@ -577,6 +574,30 @@ func (ru *run) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructure
 		ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
 	}
 	return live, wrote, nil, nil
+}
+
+// current returns the live object: from the cache once its informer has
+// synced, else (right after a start) read from the API server, so that an
+// unchanged object is not written again just because the cache is cold.
+// A missing object is (nil, nil).
+func (ru *run) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
+	if ru.r.m.tracker.Ensure(key, ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())) {
+		obj, _ := ru.r.m.tracker.Get(key, namespace, name)
+		return obj, nil
+	}
+	var r dynamic.ResourceInterface = ru.r.m.dyn.Resource(key.GVR)
+	if namespace != "" {
+		r = ru.r.m.dyn.Resource(key.GVR).Namespace(namespace)
+	}
+	obj, err := r.Get(ru.ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	return obj, nil
 }
 
 // applyFailure turns an API error into the step's condition. Errors that

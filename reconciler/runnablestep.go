@@ -254,14 +254,14 @@ type appliedGenerated struct {
 // ClusterRunTemplate as Kontinue (see the package comment above).
 func (ru *run) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured, asServiceAccount bool) (appliedGenerated, bool) {
 	what := fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	user := ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())
 	var cached *unstructured.Unstructured
-	synced := true
+	var err error
 	if key.Selector != "" {
-		synced = ru.r.m.tracker.Ensure(key, user)
+		cached, err = ru.current(key, desired.GetNamespace(), desired.GetName())
+	} else {
+		cached, _ = ru.r.m.tracker.Get(key, desired.GetNamespace(), desired.GetName()) // a permanent watch
 	}
-	if synced {
-		cached, _ = ru.r.m.tracker.Get(key, desired.GetNamespace(), desired.GetName())
+	if err == nil {
 		if cached != nil && desired.GetNamespace() == "" {
 			// Never take over a ClusterRunTemplate someone else wrote.
 			l := cached.GetLabels()

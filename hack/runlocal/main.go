@@ -98,9 +98,8 @@ func run() error {
 		if err != nil {
 			continue
 		}
-		s := summary(w)
-		if s != last {
-			fmt.Println(s)
+		if s := summary(w); s != last {
+			fmt.Println(time.Now().Format("15:04:05"), s)
 			last = s
 		}
 	}
@@ -162,5 +161,5 @@ func summary(w *unstructured.Unstructured) string {
 		name, _, _ := unstructured.NestedString(m, "stampedRef", "name")
 		steps = append(steps, fmt.Sprintf("%v→%s", m["name"], name))
 	}
-	return fmt.Sprintf("%s workload hello: %s\n    steps: %s", time.Now().Format("15:04:05"), strings.Join(parts, " "), strings.Join(steps, ", "))
+	return fmt.Sprintf("workload hello: %s\n    steps: %s", strings.Join(parts, " "), strings.Join(steps, ", "))
 }
