@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -142,11 +143,22 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key string) (Result, er
 // status this controller just wrote.
 const ownWriteWait = time.Second
 
-// recordWrite remembers the status just written for an owner.
+// recordWrite remembers (as a digest: cheap to keep for every owner) the
+// status just written for an owner.
 func (r *ownerReconciler) recordWrite(user string, status map[string]any) {
+	now := time.Now()
+	d := statusDigest(status)
 	r.writesMu.Lock()
 	defer r.writesMu.Unlock()
-	r.writes[user] = ownWrite{status: normalize(status), at: time.Now()}
+	if len(r.writes) >= 1024 {
+		// Owners nobody reconciled since their write: the wait is over.
+		for u, w := range r.writes {
+			if now.Sub(w.at) > ownWriteWait {
+				delete(r.writes, u)
+			}
+		}
+	}
+	r.writes[user] = ownWrite{digest: d, at: now}
 }
 
 // awaitOwnWrite reports whether the cached owner does not show the status
@@ -156,21 +168,30 @@ func (r *ownerReconciler) recordWrite(user string, status map[string]any) {
 // and bounded: after ownWriteWait the cache is used as it is.
 func (r *ownerReconciler) awaitOwnWrite(user string, obj *unstructured.Unstructured) bool {
 	r.writesMu.Lock()
-	defer r.writesMu.Unlock()
 	w, ok := r.writes[user]
+	r.writesMu.Unlock()
 	if !ok {
 		return false
 	}
 	cached, _ := obj.Object["status"].(map[string]any)
-	if time.Since(w.at) > ownWriteWait || reflect.DeepEqual(normalize(cached), w.status) {
-		delete(r.writes, user)
-		return false
+	if time.Since(w.at) <= ownWriteWait && statusDigest(cached) != w.digest {
+		return true
 	}
-	return true
+	r.writesMu.Lock()
+	delete(r.writes, user)
+	r.writesMu.Unlock()
+	return false
+}
+
+// statusDigest identifies a status: encoding/json sorts map keys and prints
+// int64 3 and float64 3 alike, so the cache's copy and ours compare equal.
+func statusDigest(status map[string]any) [32]byte {
+	b, _ := json.Marshal(status)
+	return sha256.Sum256(b)
 }
 
 type ownWrite struct {
-	status any
+	digest [32]byte
 	at     time.Time
 }
 
