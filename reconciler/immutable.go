@@ -53,7 +53,7 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 	ann := desired.GetAnnotations()
 	delete(ann, AnnotationDigest) // runs are never applied: the input digest label identifies them
 	desired.SetAnnotations(ann)
-	digest := runs.Digest(desired.Object)
+	digest := apply.Digest(desired.Object)
 	ns := ru.owner.GetNamespace()
 	gvk := desired.GroupVersionKind()
 	what := fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)

@@ -329,7 +329,7 @@ func (rr *runnableRun) realize() error {
 		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: it names namespace [%s]; runs are created only in the Runnable's namespace", rr.what(), tmplName, got)
 		return nil
 	}
-	digest := runs.Digest(desired.Object)
+	digest := apply.Digest(desired.Object)
 
 	gvk := desired.GroupVersionKind()
 	mapping, err := rr.r.m.mapper.Mapping(gvk)

@@ -53,6 +53,8 @@ func TestDigestIsStableAndContentSensitive(t *testing.T) {
 	assert.Len(t, Digest(a), 32)
 	c := map[string]any{"a": map[string]any{"x": "2", "y": "2"}, "b": 1}
 	assert.NotEqual(t, Digest(a), Digest(c))
+	// Runs carry it as a label value: it must not depend on number types.
+	assert.Equal(t, Digest(map[string]any{"x": int64(1)}), Digest(map[string]any{"x": float64(1)}))
 }
 
 func FuzzUpToDate(f *testing.F) {

@@ -6,9 +6,6 @@
 package runs
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"sort"
 	"sync"
 	"time"
@@ -66,18 +63,6 @@ func FromObject(u *unstructured.Unstructured, outcome Outcome) Run {
 		r.Created = u.GetCreationTimestamp().Time
 	}
 	return r
-}
-
-// Digest identifies a rendered object: the hex of the first 16 bytes of the
-// SHA-256 of its JSON (encoding/json sorts map keys), short enough for a
-// label value. Two renders of the same inputs give the same digest.
-func Digest(obj map[string]any) string {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return ""
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
 }
 
 // SortNewestFirst orders runs by creation, newest first; equal times (two

@@ -102,15 +102,6 @@ func TestFromObjectPrefersRecordedNanoseconds(t *testing.T) {
 	assert.True(t, t0.Equal(FromObject(u, Running).Created), "unparsable annotation falls back")
 }
 
-func TestDigest(t *testing.T) {
-	a := map[string]any{"kind": "PipelineRun", "spec": map[string]any{"x": int64(1), "y": "z"}}
-	b := map[string]any{"spec": map[string]any{"y": "z", "x": float64(1)}, "kind": "PipelineRun"}
-	assert.Equal(t, Digest(a), Digest(b), "key order and number type do not matter")
-	assert.Len(t, Digest(a), 32, "fits a label value")
-	c := map[string]any{"kind": "PipelineRun", "spec": map[string]any{"x": int64(2), "y": "z"}}
-	assert.NotEqual(t, Digest(a), Digest(c))
-}
-
 func TestRecent(t *testing.T) {
 	now := t0
 	r := NewRecent(10 * time.Second)
