@@ -101,12 +101,7 @@ func TestGatingHoldsInputsUntilSuccessOrFailure(t *testing.T) {
 	ns := newNamespace(t)
 	apply(t, ns, gatedChain(ns, readyRule))
 	apply(t, ns, gatedWorkload(ns, "c1"))
-	eventually(t, 30*time.Second, func() string {
-		if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", nil)
 	// Not done yet: no output, downstream waits.
 	w := waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "Unknown", "")
 	assert.Nil(t, stepStatus(w, "deploy")["stampedRef"])
@@ -120,12 +115,7 @@ func TestGatingHoldsInputsUntilSuccessOrFailure(t *testing.T) {
 
 	// c2 goes in; while the object works on it, c3 and c4 are held.
 	apply(t, ns, gatedWorkload(ns, "c2"))
-	eventually(t, 30*time.Second, func() string {
-		if c := specCommit(t, ns); c != "c2" {
-			return fmt.Sprintf("commit %v", c)
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c2", "spec", "commit"))
 	apply(t, ns, gatedWorkload(ns, "c3"))
 	apply(t, ns, gatedWorkload(ns, "c4"))
 	w = waitOwner(t, workloadGVR, ns, "app", "ResourcesSubmitted", "Unknown", "InputsHeld")
@@ -137,12 +127,7 @@ func TestGatingHoldsInputsUntilSuccessOrFailure(t *testing.T) {
 	// c2 succeeds: its output flows, and only the newest set (c4) goes in.
 	build(t, ns, "True", "img-c2")
 	waitDeployed(t, ns, "img-c2")
-	eventually(t, 30*time.Second, func() string {
-		if c := specCommit(t, ns); c != "c4" {
-			return fmt.Sprintf("commit %v, want c4 (c3 skipped)", c)
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c4", "spec", "commit"))
 
 	// c4 fails: downstream keeps img-c2 and the step reports the failure.
 	build(t, ns, "False", "img-broken")
@@ -156,12 +141,7 @@ func TestGatingHoldsInputsUntilSuccessOrFailure(t *testing.T) {
 
 	// After a failure new inputs go in at once, and success releases them.
 	apply(t, ns, gatedWorkload(ns, "c5"))
-	eventually(t, 30*time.Second, func() string {
-		if c := specCommit(t, ns); c != "c5" {
-			return fmt.Sprintf("commit %v", c)
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c5", "spec", "commit"))
 	build(t, ns, "True", "img-c5")
 	waitDeployed(t, ns, "img-c5")
 	waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
@@ -173,12 +153,7 @@ func TestHandEditIsRevertedAndItsOutputsIgnored(t *testing.T) {
 	ns := newNamespace(t)
 	apply(t, ns, gatedChain(ns, readyRule))
 	apply(t, ns, gatedWorkload(ns, "c1"))
-	eventually(t, 30*time.Second, func() string {
-		if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", nil)
 	build(t, ns, "True", "img-c1")
 	waitDeployed(t, ns, "img-c1")
 
@@ -191,12 +166,7 @@ func TestHandEditIsRevertedAndItsOutputsIgnored(t *testing.T) {
 		"observedGeneration": edited.GetGeneration(), "latestImage": "img-evil",
 		"conditions": []any{map[string]any{"type": "Ready", "status": "True"}},
 	})
-	eventually(t, 30*time.Second, func() string {
-		if c := specCommit(t, ns); c != "c1" {
-			return fmt.Sprintf("commit %v, want the hand edit reverted", c)
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c1", "spec", "commit"))
 	time.Sleep(2 * time.Second)
 	assert.Equal(t, "img-c1", nested(get(t, configMapGVR, ns, "app-deploy").Object, "data", "image"), "outputs of a tampered object are not trusted")
 	build(t, ns, "True", "img-c1-rebuilt")
@@ -235,12 +205,7 @@ func TestSuccessRuleCombinations(t *testing.T) {
 			ns := newNamespace(t)
 			apply(t, ns, gatedChain(ns, c.rule))
 			apply(t, ns, gatedWorkload(ns, "c1"))
-			eventually(t, 30*time.Second, func() string {
-				if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
-					return err.Error()
-				}
-				return ""
-			})
+			waitFor(t, testGVR, ns, "app-build", nil)
 			setStatus(t, testGVR, ns, "app-build", c.status)
 			if c.wantDeployed {
 				waitDeployed(t, ns, "img")

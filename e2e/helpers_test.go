@@ -301,3 +301,42 @@ func sha256hex(s string) string {
 func unstructuredSet(obj map[string]any, value any, path ...string) error {
 	return unstructured.SetNestedField(obj, value, path...)
 }
+
+// waitFor waits until the object exists and check (if not nil) returns "".
+func waitFor(t testing.TB, gvr schema.GroupVersionResource, ns, name string, check func(u *unstructured.Unstructured) string) *unstructured.Unstructured {
+	t.Helper()
+	var u *unstructured.Unstructured
+	eventually(t, 30*time.Second, func() string {
+		got, err := tryGet(gvr, ns, name)
+		if err != nil {
+			return err.Error()
+		}
+		u = got
+		if check != nil {
+			return check(got)
+		}
+		return ""
+	})
+	return u
+}
+
+// waitGone waits until the object no longer exists.
+func waitGone(t testing.TB, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() string {
+		if !gone(gvr, ns, name) {
+			return fmt.Sprintf("%s %s/%s still exists", gvr.Resource, ns, name)
+		}
+		return ""
+	})
+}
+
+// fieldIs is a waitFor check: the field at path equals want.
+func fieldIs(want any, path ...string) func(*unstructured.Unstructured) string {
+	return func(u *unstructured.Unstructured) string {
+		if got := nested(u.Object, path...); fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Sprintf("%s %s: %s = %v, want %v", u.GetKind(), u.GetName(), strings.Join(path, "."), got, want)
+		}
+		return ""
+	}
+}

@@ -15,7 +15,8 @@ import (
 // The tests below reuse gatedChain: a Test object plays a kpack Image whose
 // Ready condition says whether the build of the current commit succeeded.
 
-func shadowName(ns string) string { return "app-build-last-good" }
+// shadowOfBuild is the shadow of the gated chain's "app-build" object.
+const shadowOfBuild = "app-build-last-good"
 
 // buildObj reports on a named build object (primary or shadow).
 func buildObj(t *testing.T, ns, name, ready, image string) {
@@ -32,12 +33,7 @@ func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
 	ns := newNamespace(t)
 	apply(t, ns, gatedChain(ns, readyRule))
 	apply(t, ns, gatedWorkload(ns, "good-1"))
-	eventually(t, 30*time.Second, func() string {
-		if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", nil)
 	buildObj(t, ns, "app-build", "True", "img-good-1")
 	waitDeployed(t, ns, "img-good-1")
 	// The ConfigMap is applied before the owner's status is written: wait for both.
@@ -52,20 +48,10 @@ func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
 
 	// A bad commit: the primary fails; a shadow appears with the good inputs.
 	apply(t, ns, gatedWorkload(ns, "bad-2"))
-	eventually(t, 30*time.Second, func() string {
-		if c := specCommit(t, ns); c != "bad-2" {
-			return fmt.Sprintf("commit %v", c)
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
 	buildObj(t, ns, "app-build", "False", "img-good-1")
-	sh := shadowName(ns)
-	eventually(t, 30*time.Second, func() string {
-		if _, err := tryGet(testGVR, ns, sh); err != nil {
-			return "no shadow yet: " + err.Error()
-		}
-		return ""
-	})
+	sh := shadowOfBuild
+	waitFor(t, testGVR, ns, sh, nil)
 	shadow := get(t, testGVR, ns, sh)
 	assert.Equal(t, "good-1", nested(shadow.Object, "spec", "commit"), "the shadow is stamped from the last good inputs")
 	assert.Equal(t, "true", shadow.GetLabels()["kontinue.dev/shadow"])
@@ -92,12 +78,7 @@ func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
 
 	// A good commit: the primary succeeds, the shadow goes, downstream follows the primary.
 	apply(t, ns, gatedWorkload(ns, "good-3"))
-	eventually(t, 30*time.Second, func() string {
-		if c := specCommit(t, ns); c != "good-3" {
-			return fmt.Sprintf("commit %v", c)
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", fieldIs("good-3", "spec", "commit"))
 	buildObj(t, ns, "app-build", "True", "img-good-3")
 	waitDeployed(t, ns, "img-good-3")
 	eventually(t, 30*time.Second, func() string {
@@ -116,57 +97,37 @@ func TestNoShadowForExternalFailureOptOutOrNoGoodInputs(t *testing.T) {
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule))
 		apply(t, ns, gatedWorkload(ns, "good-1"))
-		eventually(t, 30*time.Second, func() string {
-			if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
-				return err.Error()
-			}
-			return ""
-		})
+		waitFor(t, testGVR, ns, "app-build", nil)
 		buildObj(t, ns, "app-build", "True", "img-1")
 		waitDeployed(t, ns, "img-1")
 		buildObj(t, ns, "app-build", "False", "img-1") // external state broke it
 		waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "False", "")
 		time.Sleep(2 * time.Second)
-		assert.True(t, gone(testGVR, ns, shadowName(ns)), "a copy with the same inputs would fail the same way")
+		assert.True(t, gone(testGVR, ns, shadowOfBuild), "a copy with the same inputs would fail the same way")
 	})
 	t.Run("shadow: false", func(t *testing.T) {
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule+"\n  shadow: false"))
 		apply(t, ns, gatedWorkload(ns, "good-1"))
-		eventually(t, 30*time.Second, func() string {
-			if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
-				return err.Error()
-			}
-			return ""
-		})
+		waitFor(t, testGVR, ns, "app-build", nil)
 		buildObj(t, ns, "app-build", "True", "img-1")
 		waitDeployed(t, ns, "img-1")
 		apply(t, ns, gatedWorkload(ns, "bad-2"))
-		eventually(t, 30*time.Second, func() string {
-			if c := specCommit(t, ns); c != "bad-2" {
-				return fmt.Sprintf("commit %v", c)
-			}
-			return ""
-		})
+		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
 		buildObj(t, ns, "app-build", "False", "img-1")
 		waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "False", "")
 		time.Sleep(2 * time.Second)
-		assert.True(t, gone(testGVR, ns, shadowName(ns)))
+		assert.True(t, gone(testGVR, ns, shadowOfBuild))
 	})
 	t.Run("no input set ever succeeded", func(t *testing.T) {
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule))
 		apply(t, ns, gatedWorkload(ns, "bad-1"))
-		eventually(t, 30*time.Second, func() string {
-			if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
-				return err.Error()
-			}
-			return ""
-		})
+		waitFor(t, testGVR, ns, "app-build", nil)
 		buildObj(t, ns, "app-build", "False", "")
 		waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "False", "")
 		time.Sleep(2 * time.Second)
-		assert.True(t, gone(testGVR, ns, shadowName(ns)))
+		assert.True(t, gone(testGVR, ns, shadowOfBuild))
 	})
 }
 
@@ -174,32 +135,17 @@ func TestDeletingWorkloadRemovesShadow(t *testing.T) {
 	ns := newNamespace(t)
 	apply(t, ns, gatedChain(ns, readyRule))
 	apply(t, ns, gatedWorkload(ns, "good-1"))
-	eventually(t, 30*time.Second, func() string {
-		if _, err := tryGet(testGVR, ns, "app-build"); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", nil)
 	buildObj(t, ns, "app-build", "True", "img-1")
 	waitDeployed(t, ns, "img-1")
 	apply(t, ns, gatedWorkload(ns, "bad-2"))
-	eventually(t, 30*time.Second, func() string {
-		if c := specCommit(t, ns); c != "bad-2" {
-			return fmt.Sprintf("commit %v", c)
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
 	buildObj(t, ns, "app-build", "False", "img-1")
-	eventually(t, 30*time.Second, func() string {
-		if _, err := tryGet(testGVR, ns, shadowName(ns)); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, shadowOfBuild, nil)
 	require.NoError(t, env.dyn.Resource(workloadGVR).Namespace(ns).Delete(context.Background(), "app", metav1.DeleteOptions{}))
 	eventually(t, 60*time.Second, func() string {
 		var left []string
-		for _, n := range []string{"app-build", shadowName(ns)} {
+		for _, n := range []string{"app-build", shadowOfBuild} {
 			if !gone(testGVR, ns, n) {
 				left = append(left, n)
 			}

@@ -126,16 +126,7 @@ func TestFourStepChainWiredByOutputs(t *testing.T) {
 	assert.Nil(t, stepStatus(w, "image-builder")["stampedRef"], "image step not stamped before its input exists")
 
 	setStatus(t, testGVR, ns, "app-source", map[string]any{"artifact": map[string]any{"url": "https://artifacts/app.tgz", "revision": "abc123"}})
-	eventually(t, 30*time.Second, func() string {
-		img, err := tryGet(testGVR, ns, "app-image")
-		if err != nil {
-			return err.Error()
-		}
-		if got := nested(img.Object, "spec", "source"); got != "https://artifacts/app.tgz@abc123" {
-			return fmt.Sprintf("image spec.source = %v", got)
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-image", fieldIs("https://artifacts/app.tgz@abc123", "spec", "source"))
 	img := get(t, testGVR, ns, "app-image")
 	assert.Equal(t, "registry.example.com/app", nested(img.Object, "spec", "tag"), "template param default")
 
@@ -169,12 +160,7 @@ func TestWorkloadStatusContract(t *testing.T) {
 	apply(t, ns, workloadYAML(ns, "app", chain, ""))
 	waitOwner(t, workloadGVR, ns, "app", "ResourcesSubmitted", "Unknown", "MissingValueAtPath")
 	setStatus(t, testGVR, ns, "app-source", map[string]any{"artifact": map[string]any{"url": "u", "revision": "r"}})
-	eventually(t, 30*time.Second, func() string {
-		if _, err := tryGet(testGVR, ns, "app-image"); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-image", nil)
 	setStatus(t, testGVR, ns, "app-image", map[string]any{"latestImage": "img"})
 	w := waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
 
@@ -231,12 +217,7 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	apply(t, ns, workloadYAML(ns, "app", chain, ""))
 	waitOwner(t, workloadGVR, ns, "app", "ResourcesSubmitted", "Unknown", "MissingValueAtPath")
 	setStatus(t, testGVR, ns, "app-source", map[string]any{"artifact": map[string]any{"url": "u", "revision": "r"}})
-	eventually(t, 30*time.Second, func() string {
-		if _, err := tryGet(testGVR, ns, "app-image"); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-image", nil)
 	setStatus(t, testGVR, ns, "app-image", map[string]any{"latestImage": "img"})
 	waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
 	time.Sleep(2 * time.Second) // let every event settle
@@ -280,12 +261,7 @@ func TestDeletingWorkloadRemovesStampedObjects(t *testing.T) {
 	chain := uniq(ns, "chain")
 	apply(t, ns, fourStepChain(ns))
 	apply(t, ns, workloadYAML(ns, "app", chain, ""))
-	eventually(t, 30*time.Second, func() string {
-		if _, err := tryGet(testGVR, ns, "app-source"); err != nil {
-			return err.Error()
-		}
-		return ""
-	})
+	waitFor(t, testGVR, ns, "app-source", nil)
 	require.NoError(t, env.dyn.Resource(workloadGVR).Namespace(ns).Delete(context.Background(), "app", metav1.DeleteOptions{}))
 	// Test is a CRD made before the garbage collector started: collected at once.
 	eventually(t, 60*time.Second, func() string {
