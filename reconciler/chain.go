@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -77,7 +76,7 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key string) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	if reflect.DeepEqual(normalize(old), normalize(status)) {
+	if statusDigest(old) == statusDigest(status) {
 		return Result{}, nil
 	}
 	obj = obj.DeepCopy()

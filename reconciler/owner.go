@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -184,7 +183,8 @@ func (r *ownerReconciler) awaitOwnWrite(user string, obj *unstructured.Unstructu
 }
 
 // statusDigest identifies a status: encoding/json sorts map keys and prints
-// int64 3 and float64 3 alike, so the cache's copy and ours compare equal.
+// int64 3 and float64 3 alike, so the cache's copy (int64) and ours (from a
+// JSON round trip, float64) compare equal. One marshal each, no decoding.
 func statusDigest(status map[string]any) [32]byte {
 	b, _ := json.Marshal(status)
 	return sha256.Sum256(b)
@@ -211,7 +211,7 @@ func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Uns
 		return err
 	}
 	oldStatus, _ := obj.Object["status"].(map[string]any)
-	if reflect.DeepEqual(normalize(oldStatus), normalize(newStatus)) {
+	if statusDigest(oldStatus) == statusDigest(newStatus) {
 		return nil
 	}
 	obj.Object["status"] = newStatus
@@ -234,18 +234,6 @@ func toMap(v any) (map[string]any, error) {
 	}
 	var m map[string]any
 	return m, json.Unmarshal(b, &m)
-}
-
-// normalize makes numbers comparable between the cache (int64) and a JSON
-// round trip (float64).
-func normalize(m map[string]any) any {
-	if m == nil {
-		return map[string]any{}
-	}
-	b, _ := json.Marshal(m)
-	var out any
-	_ = json.Unmarshal(b, &out)
-	return out
 }
 
 // run is the state of one reconcile of one owner.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -215,7 +214,7 @@ func (r *runnableReconciler) writeStatus(ctx context.Context, rr *runnableRun) e
 		return err
 	}
 	oldStatus, _ := rr.obj.Object["status"].(map[string]any)
-	if reflect.DeepEqual(normalize(oldStatus), normalize(newStatus)) {
+	if statusDigest(oldStatus) == statusDigest(newStatus) {
 		return nil
 	}
 	rr.obj.Object["status"] = newStatus
