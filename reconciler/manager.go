@@ -91,7 +91,16 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		owners:  map[string]*ownerReconciler{},
 		blocked: map[string]blockCause{},
 	}
-	m.events = newEventRecorder(dyn)
+	// Events get their own client, with a rate limit of the same size but
+	// its own: they are the most frequent writes, and must not slow down
+	// stamping or status writes.
+	evCfg := rest.CopyConfig(cfg)
+	evCfg.RateLimiter = nil
+	evDyn, err := dynamic.NewForConfig(evCfg)
+	if err != nil {
+		return nil, err
+	}
+	m.events = newEventRecorder(evDyn)
 	m.tracker = tracking.New(dyn, opts.Resync, m.route)
 	idx := newIndex()
 	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
