@@ -135,8 +135,19 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key string) (Result, er
 	if orphanErr != nil {
 		return Result{}, orphanErr
 	}
+	if run.blocked != 0 && (res.RequeueAfter == 0 || res.RequeueAfter > blockedRecheck) {
+		// RBAC and CRD events wake blocked owners at once; this slow look
+		// covers what sends no such event (an admission policy's 403, a
+		// kind served by an aggregated API server). An unchanged status is
+		// not written, so it costs reads only.
+		res.RequeueAfter = blockedRecheck
+	}
 	return res, nil
 }
+
+// blockedRecheck is how often an owner blocked on RBAC or discovery is
+// looked at again without news.
+const blockedRecheck = 5 * time.Minute
 
 // ownWriteWait bounds how long a reconcile waits for the cache to show the
 // status this controller just wrote.
