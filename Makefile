@@ -18,7 +18,7 @@ build:
 ## test: lint, unit tests, then the e2e suite on the local control plane (or $KUBECONFIG).
 test: lint unit e2e
 
-unit:
+unit: controlplane
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 
 e2e: controlplane
