@@ -132,30 +132,11 @@ func translateTemplate(tmpl map[string]any) (map[string]any, []string) {
 // first ")$", as in the engine; the template already rendered, so the
 // syntax is known to be good.
 func translateLeaf(s string, seen map[string]bool) string {
-	if !strings.Contains(s, "$(") {
-		return s
-	}
-	var b strings.Builder
-	i := 0
-	for {
-		j := strings.Index(s[i:], "$(")
-		if j < 0 {
-			break
-		}
-		start := i + j
-		rel := strings.Index(s[start+2:], ")$")
-		if rel < 0 {
-			break
-		}
-		end := start + 2 + rel
-		expr := strings.TrimSpace(s[start+2 : end])
+	return render.RewriteTags(s, func(expr string) string {
+		expr = strings.TrimSpace(expr)
 		seen[expr] = true
-		b.WriteString(s[i:start])
-		b.WriteString("$(runnable.spec.inputs['" + quoteKey.Replace(expr) + "'])$")
-		i = end + 2
-	}
-	b.WriteString(s[i:])
-	return b.String()
+		return "runnable.spec.inputs['" + quoteKey.Replace(expr) + "']"
+	})
 }
 
 // stampRunnable realizes a step whose template sets runnable: true.

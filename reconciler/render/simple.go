@@ -409,6 +409,43 @@ type segment struct {
 	path *paths.Path // nil for literal text
 }
 
+// nextTag finds the first tag of s at or after i: start is the index of
+// its "$(" (-1: none), end the index of the ')' of its ")$" (-1: the tag is
+// not closed). A tag runs to the first ")$".
+func nextTag(s string, i int) (start, end int) {
+	j := strings.Index(s[i:], "$(")
+	if j < 0 {
+		return -1, -1
+	}
+	start = i + j
+	rel := strings.Index(s[start+2:], ")$")
+	if rel < 0 {
+		return start, -1
+	}
+	return start, start + 2 + rel
+}
+
+// RewriteTags replaces every closed tag $(expr)$ of s with $(f(expr))$ and
+// keeps everything else; it finds tags exactly as the $(…)$ engine does.
+func RewriteTags(s string, f func(expr string) string) string {
+	var b strings.Builder
+	i := 0
+	for {
+		start, end := nextTag(s, i)
+		if start < 0 || end < 0 {
+			break
+		}
+		b.WriteString(s[i:start])
+		b.WriteString("$(" + f(s[start+2:end]) + ")$")
+		i = end + 2
+	}
+	if i == 0 {
+		return s
+	}
+	b.WriteString(s[i:])
+	return b.String()
+}
+
 // compileLeaf splits s into literal text and tags. A tag runs from `$(` to
 // the first `)$`, as in Cartographer; `$(` without a closing `)$`, or with
 // another `$(` before it, is an error rather than silently kept text, so a
@@ -417,16 +454,13 @@ func compileLeaf(s string) *leaf {
 	var segs []segment
 	i, litStart := 0, 0
 	for {
-		j := strings.Index(s[i:], "$(")
-		if j < 0 {
+		start, end := nextTag(s, i)
+		if start < 0 {
 			break
 		}
-		start := i + j
-		rel := strings.Index(s[start+2:], ")$")
-		if rel < 0 {
+		if end < 0 {
 			return syntaxLeaf(fmt.Sprintf("unterminated tag at position %d", start), `"$(" has no closing ")$"`, nil)
 		}
-		end := start + 2 + rel // index of ')' in ")$"
 		expr := s[start+2 : end]
 		if k := strings.Index(expr, "$("); k >= 0 {
 			return syntaxLeaf(fmt.Sprintf("unterminated tag at position %d", start), fmt.Sprintf(`a new "$(" at position %d begins before it is closed`, start+2+k), nil)
