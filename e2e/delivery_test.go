@@ -433,14 +433,7 @@ spec:
   observedMatches: [{input: spec.a, output: status.a}]
   observedCompletion: {succeeded: {key: status.done, value: "true"}}
   template: {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}
-`, "exactly one of observedMatches or observedCompletion"},
-		{"NeitherObservedMatchesNorCompletion", `
-apiVersion: carto.run/v1alpha1
-kind: ClusterDeploymentTemplate
-metadata: {name: bad}
-spec:
-  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}
-`, "exactly one of observedMatches or observedCompletion"},
+`, "only one of observedMatches or observedCompletion"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -131,7 +131,8 @@ func TestGatingHoldsInputsUntilSuccessOrFailure(t *testing.T) {
 
 	// c4 fails: downstream keeps img-c2 and the step reports the failure.
 	build(t, ns, "False", "img-broken")
-	w = waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "False", "FailedConditionMet")
+	w = waitStep(t, workloadGVR, ns, "app", "build", "Healthy", "False", "FailedConditionMet")
+	assert.Equal(t, "HealthyConditionRule", ownerCondition(w, "ResourcesHealthy")["reason"])
 	msg := fmt.Sprint(ownerCondition(w, "ResourcesHealthy")["message"])
 	assert.Contains(t, msg, `status.conditions[?(@.type=="Ready")].status`)
 	assert.Contains(t, msg, "False")

@@ -187,8 +187,9 @@ func TestWorkloadStatusContract(t *testing.T) {
 	assert.Equal(t, map[string]any{"apiVersion": "carto.run/v1alpha1", "kind": "ClusterSourceTemplate", "name": uniq(ns, "source")}, src["templateRef"])
 	outs := src["outputs"].([]any)
 	require.Len(t, outs, 2)
-	o := outs[1].(map[string]any) // sorted: revision, url
+	o := outs[0].(map[string]any) // Cartographer's order: url, revision
 	assert.Equal(t, "url", o["name"])
+	assert.Equal(t, "revision", outs[1].(map[string]any)["name"])
 	assert.Equal(t, "u\n", o["preview"])
 	assert.Equal(t, "sha256:"+sha256hex("u\n"), o["digest"])
 	assert.NotEmpty(t, o["lastTransitionTime"])

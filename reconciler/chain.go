@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,11 +57,13 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key string) (Result, er
 	}
 	var spec api.ChainSpec
 	var conds []metav1.Condition
+	missing := ""
 	if err := api.Decode(obj.Object["spec"], &spec); err != nil {
 		c := st.Cond(st.TemplatesReady, st.False, "InvalidSpec", fmt.Sprintf("cannot read spec: %v", err))
 		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
 	} else {
-		c := templatesReady(spec, func(kind, n string) bool { return r.m.template(kind, n) != nil })
+		var c metav1.Condition
+		c, missing = templatesReady(spec, r.m.templateExists)
 		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
 	}
 	var prev struct {
@@ -79,6 +82,9 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key string) (Result, er
 	if statusDigest(old) == statusDigest(status) {
 		return Result{}, nil
 	}
+	if missing != "" {
+		r.m.events.event(obj, corev1.EventTypeWarning, EventTemplatesNotFound, "templates not found: %s", missing)
+	}
 	obj = obj.DeepCopy()
 	obj.Object["status"] = status
 	_, err = r.m.dyn.Resource(gvr).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
@@ -90,20 +96,28 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key string) (Result, er
 	return Result{}, err
 }
 
-// templatesReady lists, by step, the templates that do not exist.
-func templatesReady(spec api.ChainSpec, exists func(kind, name string) bool) metav1.Condition {
-	var missing []string
+// templatesReady is the chain's TemplatesReady condition: False, in
+// Cartographer's words, when a step names a template that does not exist.
+// detail names each missing template by kind and name, for an event.
+func templatesReady(spec api.ChainSpec, exists func(kind, name string) bool) (cond metav1.Condition, detail string) {
+	var steps, missing []string
 	for _, s := range spec.Resources {
+		stepMissing := false
 		for _, n := range templateNames(s.TemplateRef) {
 			if !exists(s.TemplateRef.Kind, n) {
 				missing = append(missing, fmt.Sprintf("step [%s]: %s [%s]", s.Name, s.TemplateRef.Kind, n))
+				stepMissing = true
 			}
 		}
+		if stepMissing {
+			steps = append(steps, s.Name)
+		}
 	}
-	if len(missing) > 0 {
-		return st.Cond(st.TemplatesReady, st.False, "TemplatesNotFound", "templates not found: "+strings.Join(missing, ", "))
+	if len(steps) > 0 {
+		return st.Cond(st.TemplatesReady, st.False, "TemplatesNotFound",
+			fmt.Sprintf("did not find the template of the resource(s) [%s]", strings.Join(steps, ", "))), strings.Join(missing, ", ")
 	}
-	return st.Cond(st.TemplatesReady, st.True, "Ready", "")
+	return st.Cond(st.TemplatesReady, st.True, "Ready", ""), ""
 }
 
 var _ = unstructured.Unstructured{}

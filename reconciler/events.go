@@ -18,6 +18,10 @@ const (
 	EventStampedObjectRemoved        = "StampedObjectRemoved"
 	EventResourceOutputChanged       = "ResourceOutputChanged"
 	EventResourceHealthyStatusChange = "ResourceHealthyStatusChanged"
+	// On a chain whose steps name templates that do not exist: the message
+	// names each one by kind and name (the condition, in Cartographer's
+	// words, names only the steps).
+	EventTemplatesNotFound = "TemplatesNotFound"
 )
 
 var eventsGVR = corev1.SchemeGroupVersion.WithResource("events")

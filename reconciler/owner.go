@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -317,6 +318,11 @@ func (ru *run) realize() (Result, error) {
 
 	choice, chain := ru.chooseChain()
 	if chain == nil {
+		if prev := st.Find(ru.prev.Conditions, f.ChainReadyCondition); len(choice.Candidates) > 0 && (prev == nil || prev.Reason != choice.Reason) {
+			ru.r.m.events.event(ru.owner, corev1.EventTypeWarning, choice.Reason,
+				"%s selected by %s whose selectors are equally specific: make one of them more specific",
+				f.OwnerKind, strings.Join(choice.Candidates, ", "))
+		}
 		ru.fail(f.ChainReadyCondition, choice.Reason, choice.Message)
 		return Result{}, nil
 	}
@@ -341,8 +347,8 @@ func (ru *run) realize() (Result, error) {
 		}
 	}
 	ru.r.idx.set(ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), ownerRefs{chain: chain.name, templates: ru.templatesUsed})
-	if missing := ru.missingTemplates(chain); missing != "" {
-		ru.fail(f.ChainReadyCondition, "TemplatesNotFound", missing)
+	if c, _ := templatesReady(chain.spec, ru.r.m.templateExists); c.Status != st.True {
+		ru.fail(f.ChainReadyCondition, c.Reason, c.Message)
 		return Result{}, nil
 	}
 	chainReady := st.Cond(f.ChainReadyCondition, st.True, "Ready", "")
@@ -355,8 +361,12 @@ func (ru *run) fail(condType, reason, msg string) {
 	conds := []metav1.Condition{st.Cond(condType, st.False, reason, msg)}
 	conds = append(conds, st.Cond(st.Ready, st.False, reason, msg))
 	ru.status.Conditions = st.Merge(conds, ru.prev.Conditions, ru.owner.GetGeneration(), ru.now)
-	ru.status.SupplyChainRef = ru.prev.SupplyChainRef
-	ru.status.DeliveryRef = ru.prev.DeliveryRef
+	// A chosen chain is named even when it is not ready; without one the
+	// owner keeps the chain it had (as Cartographer does).
+	if ru.status.SupplyChainRef == nil && ru.status.DeliveryRef == nil {
+		ru.status.SupplyChainRef = ru.prev.SupplyChainRef
+		ru.status.DeliveryRef = ru.prev.DeliveryRef
+	}
 }
 
 func (ru *run) chooseChain() (selector.ChainChoice, *chainSpec) {
@@ -384,23 +394,6 @@ func (ru *run) chooseChain() (selector.ChainChoice, *chainSpec) {
 	return choice, byName[choice.Name]
 }
 
-// missingTemplates lists, by step, the templates the chain names that do
-// not exist.
-func (ru *run) missingTemplates(c *chainSpec) string {
-	var missing []string
-	for _, s := range c.spec.Resources {
-		for _, n := range templateNames(s.TemplateRef) {
-			if ru.r.m.template(s.TemplateRef.Kind, n) == nil {
-				missing = append(missing, fmt.Sprintf("step [%s]: %s [%s]", s.Name, s.TemplateRef.Kind, n))
-			}
-		}
-	}
-	if len(missing) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%s [%s] references templates that do not exist: %s", ru.r.flavor.ChainKind, c.name, join(missing))
-}
-
 func templateNames(ref api.StepTemplateRef) []string {
 	if ref.Name != "" {
 		return []string{ref.Name}
@@ -424,6 +417,9 @@ func join(s []string) string {
 	}
 	return out
 }
+
+// templateExists reports whether the cache holds the template.
+func (m *Manager) templateExists(kind, name string) bool { return m.template(kind, name) != nil }
 
 // template returns a template from the cache, or nil.
 func (m *Manager) template(kind, name string) *unstructured.Unstructured {

@@ -89,7 +89,10 @@ func (ru *run) walk(chainReady metav1.Condition) (Result, error) {
 		}
 	}
 	sub := st.Summarize(st.ResourcesSubmitted, ReasonSubmitted, submitted...)
+	// Cartographer gives the owner's ResourcesHealthy one reason whatever
+	// the steps say; the steps keep their own.
 	hl := st.Summarize(st.ResourcesHealthy, ReasonHealthyConditionRule, healthy...)
+	hl.Reason = ReasonHealthyConditionRule
 	ready := st.Summarize(st.Ready, "Ready", chainReady, sub, hl)
 	ru.status.Conditions = st.Merge([]metav1.Condition{chainReady, sub, hl, ready}, ru.prev.Conditions, ru.owner.GetGeneration(), ru.now)
 	return res, transient
@@ -256,6 +259,14 @@ func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, he
 		}
 	}
 	ready := st.Summarize(st.Ready, "Ready", submitted, h)
+	conds := []metav1.Condition{submitted, h, ready}
+	if submitted.Reason == ReasonPassThrough {
+		// Nothing stamped, nothing to be healthy: Cartographer gives a
+		// pass-through step no Healthy condition, and the owner's
+		// ResourcesHealthy leaves it out.
+		ready = st.Summarize(st.Ready, "Ready", submitted)
+		conds = []metav1.Condition{submitted, ready}
+	}
 	var prevConds []metav1.Condition
 	if sc.prev != nil {
 		prevConds = sc.prev.Conditions
@@ -263,7 +274,7 @@ func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, he
 			ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", ru.owner.GetName(), sc.step.Name, h.Status, h.Reason)
 		}
 	}
-	sc.res.Conditions = st.Merge([]metav1.Condition{submitted, h, ready}, prevConds, ru.owner.GetGeneration(), ru.now)
+	sc.res.Conditions = st.Merge(conds, prevConds, ru.owner.GetGeneration(), ru.now)
 	ru.logStep(sc, ready, prevConds)
 	return stepResult{status: sc.res, outputs: out}
 }
@@ -682,9 +693,11 @@ func (ru *run) observe(sc *stepCtx, live *unstructured.Unstructured, in render.I
 		sc.res.InputDigest, sc.res.OutputValues = sc.goodDigest, sc.good
 		switch {
 		case sc.kind == api.KindClusterDeploymentTemplate && h.Outcome == health.Failed:
-			return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, what, h.Message)), &healthy)
+			return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet,
+				fmt.Sprintf("resource [%s] failed condition met: %s", sc.step.Name, deploymentMessage(sc.spec, doc, h))), &healthy)
 		case sc.kind == api.KindClusterDeploymentTemplate && h.Outcome == health.Processing:
-			return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, what, h.Message)), &healthy)
+			return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet,
+				fmt.Sprintf("resource [%s] condition not met: %s", sc.step.Name, deploymentMessage(sc.spec, doc, h))), &healthy)
 		case h.Outcome == health.Succeeded && outErr != nil:
 			return ru.stepDone(sc, good, ru.outputsCondition(sc, what, outErr), &healthy)
 		}
@@ -694,6 +707,16 @@ func (ru *run) observe(sc *stepCtx, live *unstructured.Unstructured, in render.I
 		return ru.stepDone(sc, nil, ru.outputsCondition(sc, what, outErr), &healthy)
 	}
 	return ru.stepDone(sc, out, st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, ""), &healthy)
+}
+
+// deploymentMessage is why a deployment step's condition is unmet, in
+// Cartographer's words where it has some (the owner's ResourcesSubmitted
+// repeats it); the step's Healthy condition keeps Kontinue's own detail.
+func deploymentMessage(spec *api.TemplateSpec, doc []byte, h health.Result) string {
+	if m := health.DeploymentConditionMessage(spec, doc); m != "" {
+		return m
+	}
+	return h.Message
 }
 
 // outputsCondition says why outputs could not be read.

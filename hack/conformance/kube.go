@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -46,4 +50,33 @@ func pollServed(ctx context.Context, kubeconfig, gv string, resources []string) 
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// grantServiceAccounts binds cluster-admin to every service account.
+// Cartographer's suite gives its workloads' service accounts no RBAC at
+// all: it was written for a test API server whose requests were not
+// authorized (envtest's old insecure port). Kontinue, like Cartographer,
+// stamps with the workload's service account, so the suite's assumption is
+// restored here, outside the suite, rather than by editing it.
+func grantServiceAccounts(ctx context.Context, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	crb := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1",
+		"kind":       "ClusterRoleBinding",
+		"metadata":   map[string]any{"name": "conformance-service-accounts"},
+		"roleRef":    map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+		"subjects": []any{map[string]any{
+			"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:serviceaccounts",
+		}},
+	}}
+	gvr := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}
+	_, err = dc.Resource(gvr).Create(ctx, crb, metav1.CreateOptions{})
+	return err
 }

@@ -105,6 +105,10 @@ func run(o options) error {
 	}
 	defer func() { _ = cluster.Stop() }()
 
+	if err := grantServiceAccounts(ctx, cluster.Kubeconfig); err != nil {
+		return fmt.Errorf("granting the suite's service accounts: %w", err)
+	}
+
 	logPath := filepath.Join(dir, "kontinue.log")
 	stopKontinue, err := startKontinue(ctx, root, cluster.Kubeconfig, logPath)
 	if err != nil {
@@ -277,7 +281,9 @@ func runKuttl(ctx context.Context, kuttl, cfg, kubeconfig, logPath string, folde
 	defer logf.Close()
 	// kuttl matches --test against each test's folder name (as go test's
 	// -run does against a subtest), so an anchored alternation selects
-	// exactly these folders.
+	// exactly these folders. go test makes a repeated subtest name unique
+	// with a "#01" suffix: folders of the same name in two suite folders
+	// (options, CRDs) need it.
 	names := map[string]bool{}
 	for _, f := range folders {
 		names[regexp.QuoteMeta(f.Name)] = true
@@ -287,7 +293,7 @@ func runKuttl(ctx context.Context, kuttl, cfg, kubeconfig, logPath string, folde
 		alts = append(alts, n)
 	}
 	sort.Strings(alts)
-	cmd := exec.CommandContext(ctx, kuttl, "test", "--config", cfg, "--test", "^("+strings.Join(alts, "|")+")$")
+	cmd := exec.CommandContext(ctx, kuttl, "test", "--config", cfg, "--test", "^("+strings.Join(alts, "|")+")(#[0-9]+)?$")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	return cmd.Run()

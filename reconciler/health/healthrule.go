@@ -95,7 +95,10 @@ type check struct {
 	err     error  // undecided (several values at a path) or a rule error
 	reason  string // ReasonMatchedCondition or ReasonMatchedField
 	what    string // what holds, or what was expected and found
-	message string // the value at messagePath, when the field held and it has one
+	// message is what the step's Healthy condition says when this matcher
+	// decides, in Cartographer's words: the condition's status and message,
+	// or the field's value and the value at messagePath.
+	message string
 }
 
 // checkSet runs a side's matchConditions, then its matchFields.
@@ -119,6 +122,7 @@ func checkCondition(m api.ConditionMatch, doc []byte) check {
 	case strings.EqualFold(c.Status, m.Status):
 		res.held = true
 		res.what = c.describe(m.Type)
+		res.message = fmt.Sprintf("condition status: %s, message: %s", c.Status, c.Message)
 	default:
 		res.what = fmt.Sprintf("expected condition [%s] to be [%s], found %s", m.Type, m.Status, c.describe(m.Type))
 	}
@@ -165,7 +169,7 @@ func checkField(f api.FieldRequirement, doc []byte) check {
 	}
 	if res.held {
 		res.what = fmt.Sprintf("field %s holds: %s", req, observe(f.Key, doc))
-		res.message = messageAt(f.MessagePath, doc)
+		res.message = fieldMessage(f, doc)
 	} else {
 		res.what = fmt.Sprintf("expected field %s, found %s", req, observe(f.Key, doc))
 	}
@@ -181,22 +185,29 @@ func fieldRequirement(f api.FieldRequirement) string {
 	return fmt.Sprintf("[%s] %s", f.Key, f.Operator)
 }
 
-// messageAt is the value at messagePath as a message, or "" when there is none.
-func messageAt(expr string, doc []byte) string {
-	if expr == "" {
-		return ""
+// fieldMessage is Cartographer's "field value: v, message: m", m being the
+// value at messagePath. Without a messagePath only the value is given
+// (Cartographer would print the whole object there).
+func fieldMessage(f api.FieldRequirement, doc []byte) string {
+	v, found, err := lookup(f.Key, doc)
+	value := "<error retrieving field value>"
+	if err == nil && found {
+		value = show(v)
 	}
-	v, found, err := lookup(expr, doc)
-	if err != nil || !found || v == nil {
-		return ""
+	if f.MessagePath == "" {
+		return "field value: " + value
 	}
-	return show(v)
+	msg := fmt.Sprintf("unknown, error retrieving message path [%s]", f.MessagePath)
+	if m, found, err := lookup(f.MessagePath, doc); err == nil && found {
+		msg = show(m)
+	}
+	return fmt.Sprintf("field value: %s, message: %s", value, msg)
 }
 
-// multiMatch: any unhealthy matcher that holds means Failed; otherwise all
-// healthy matchers holding means Succeeded, with the reason of the last
-// matcher checked (fields are checked after conditions, so MatchedField when
-// there are matchFields); otherwise Processing.
+// multiMatch: any unhealthy matcher that holds means Failed, said by that
+// matcher; otherwise all healthy matchers holding means Succeeded, said by
+// the first of them (conditions come before fields), as Cartographer does;
+// otherwise Processing.
 func multiMatch(mm *api.MultiMatch, doc []byte) Result {
 	var undecided []string
 	for _, c := range checkSet(mm.Unhealthy, doc) {
@@ -206,11 +217,7 @@ func multiMatch(mm *api.MultiMatch, doc []byte) Result {
 		case c.err != nil:
 			undecided = append(undecided, c.err.Error())
 		case c.held:
-			msg := c.message
-			if msg == "" {
-				msg = "unhealthy " + c.what
-			}
-			return failed(c.reason, msg)
+			return failed(c.reason, c.message)
 		}
 	}
 	healthy := checkSet(mm.Healthy, doc)
@@ -228,12 +235,7 @@ func multiMatch(mm *api.MultiMatch, doc []byte) Result {
 		}
 	}
 	if len(healthy) > 0 && len(met) == len(healthy) && len(undecided) == 0 {
-		last := healthy[len(healthy)-1]
-		msg := last.message
-		if msg == "" {
-			msg = "all healthy matchers hold: " + join(met)
-		}
-		return succeeded(last.reason, msg)
+		return succeeded(healthy[0].reason, healthy[0].message)
 	}
 	msg := "no unhealthy matcher holds and not all healthy matchers hold"
 	if len(unmet) > 0 {

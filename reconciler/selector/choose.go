@@ -79,6 +79,9 @@ type ChainChoice struct {
 	Name    string
 	Reason  string
 	Message string
+	// Candidates are the equally specific chains when more than one
+	// matched: the message (Cartographer's) does not name them.
+	Candidates []string
 }
 
 // words are the ways the messages name an owner kind and its chain kind.
@@ -107,8 +110,7 @@ func ChooseChain(o Owner, name string, chains []Candidate) ChainChoice {
 	w := wordsFor(o.Kind)
 	if len(o.Labels) == 0 {
 		return ChainChoice{Reason: w.labelsMissing, Message: fmt.Sprintf(
-			"%s has no labels to match to %s: add labels that the selector of a %s matches",
-			w.owner, w.chain, w.chainKind)}
+			"%s has no labels to match to %s", w.owner, w.chain)}
 	}
 	names, err := Best(o, chains, false)
 	if err != nil {
@@ -124,14 +126,12 @@ func ChooseChain(o Owner, name string, chains []Candidate) ChainChoice {
 	switch len(names) {
 	case 0:
 		return ChainChoice{Reason: w.notFound, Message: fmt.Sprintf(
-			"no %s [%s] found where full selector is satisfied by labels: %v",
-			w.chain, w.chainKind, o.Labels)}
+			"no %s found where full selector is satisfied by labels: %v", w.chain, o.Labels)}
 	case 1:
 		return ChainChoice{Name: names[0]}
 	default:
-		return ChainChoice{Reason: w.multiple, Message: fmt.Sprintf(
-			"more than one %s selected for %s [%s]: %v; their selectors are equally specific, make one of them more specific",
-			w.chainKind, w.owner, name, names)}
+		return ChainChoice{Reason: w.multiple, Candidates: names, Message: fmt.Sprintf(
+			"%s may only match a single %s's selector", w.owner, w.chain)}
 	}
 }
 

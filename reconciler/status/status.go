@@ -8,8 +8,8 @@ import (
 	"encoding/hex"
 	"sort"
 
+	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // Condition statuses.
@@ -111,7 +111,10 @@ type Output struct {
 // PreviewLimit is where previews are cut.
 const PreviewLimit = 1024
 
-// Preview renders a value as its preview and digest.
+// Preview renders a value as its preview and digest. The YAML is what
+// Cartographer writes (yaml.v3, whose default indent is four spaces), so
+// that digests stay the same across a migration and tools comparing them
+// keep working.
 func Preview(v any) (preview, digest string) {
 	b, err := yaml.Marshal(v)
 	if err != nil {
@@ -125,14 +128,27 @@ func Preview(v any) (preview, digest string) {
 	return preview, "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Outputs renders output values sorted by name, keeping the previous
-// lastTransitionTime of each output whose digest did not change.
+// outputRank orders the outputs Cartographer knows as it lists them (a
+// source's url before its revision); other names follow, sorted.
+var outputRank = map[string]int{"url": 1, "revision": 2, "image": 3, "config": 4}
+
+// Outputs renders output values in Cartographer's order, keeping the
+// previous lastTransitionTime of each output whose digest did not change.
 func Outputs(values map[string]any, prev []Output, now metav1.Time) (out []Output, changed []string) {
 	names := make([]string, 0, len(values))
 	for n := range values {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool {
+		ri, rj := outputRank[names[i]], outputRank[names[j]]
+		switch {
+		case ri != rj && ri != 0 && rj != 0:
+			return ri < rj
+		case ri != rj:
+			return ri != 0 // known names first
+		}
+		return names[i] < names[j]
+	})
 	for _, n := range names {
 		p, d := Preview(values[n])
 		o := Output{Name: n, Preview: p, Digest: d, LastTransitionTime: now}

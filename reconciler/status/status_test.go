@@ -16,7 +16,7 @@ func TestPreview(t *testing.T) {
 	assert.Len(t, d, len("sha256:")+64)
 
 	p, _ = Preview(map[string]any{"b": 1, "a": []any{"x"}})
-	assert.Equal(t, "a:\n- x\nb: 1\n", p)
+	assert.Equal(t, "a:\n    - x\nb: 1\n", p, "yaml.v3 layout, as Cartographer writes it")
 
 	long := strings.Repeat("x", 3000)
 	p, d1 := Preview(long)
@@ -29,13 +29,51 @@ func TestOutputsKeepTransitionTimeUntilTheValueChanges(t *testing.T) {
 	t0 := metav1.NewTime(time.Unix(1000, 0))
 	t1 := metav1.NewTime(time.Unix(2000, 0))
 	first, changed := Outputs(map[string]any{"url": "u", "revision": "r1"}, nil, t0)
-	assert.Equal(t, []string{"revision", "url"}, changed)
-	assert.Equal(t, "revision", first[0].Name, "sorted by name")
+	assert.Equal(t, []string{"url", "revision"}, changed)
+	assert.Equal(t, "url", first[0].Name, "Cartographer's order: url before revision")
 
 	second, changed := Outputs(map[string]any{"url": "u", "revision": "r2"}, first, t1)
 	assert.Equal(t, []string{"revision"}, changed)
-	assert.Equal(t, t1, second[0].LastTransitionTime, "changed value: new time")
-	assert.Equal(t, t0, second[1].LastTransitionTime, "same value: time kept")
+	assert.Equal(t, t0, second[0].LastTransitionTime, "same value: time kept")
+	assert.Equal(t, t1, second[1].LastTransitionTime, "changed value: new time")
+}
+
+func TestOutputsOrder(t *testing.T) {
+	now := metav1.NewTime(time.Unix(1000, 0))
+	out, _ := Outputs(map[string]any{"zeta": 1, "revision": "r", "alpha": 2, "url": "u", "image": "i"}, nil, now)
+	var names []string
+	for _, o := range out {
+		names = append(names, o.Name)
+	}
+	assert.Equal(t, []string{"url", "revision", "image", "alpha", "zeta"}, names)
+}
+
+// The digests Cartographer v0.8.11 itself publishes for these values (its
+// kuttl suite, supplychain/workload-status): a migration keeps them.
+func TestPreviewDigestsMatchCartographer(t *testing.T) {
+	_, d := Preview("three")
+	assert.Equal(t, "sha256:f6936912184481f5edd4c304ce27c5a1a827804fc7f329f43d273b8621870776", d)
+
+	dots := strings.Repeat(".", 100)
+	value := map[string]any{
+		"apiVersion": "example.com/v1alpha1",
+		"kind":       "SomeService",
+		"metadata":   map[string]any{"name": "service"},
+		"data":       map[string]any{"player_initial_lives": "three", "player_loves": "hockey"},
+		"spec": map[string]any{"template": map[string]any{
+			"apiVersion": "v1",
+			"kind":       "ConfigMap",
+			"metadata":   map[string]any{"name": "example-second-configmap"},
+			"data": map[string]any{
+				"aa": "bar" + dots, "bb": "bar" + dots, "cc": "bar" + dots, "dd": "bar" + dots,
+				"ee": "bar" + dots, "ff": "bar" + dots,
+				"gg": "bar........................................................................you can see me now you cant",
+			},
+		}},
+	}
+	p, d := Preview(value)
+	assert.Equal(t, "sha256:868a6f6b23762ce221f64bee95aacb0d431b6f0900bb2d23cce6f1f02224a56a", d)
+	assert.True(t, strings.HasSuffix(p, "you can see me"), "cut at 1024 characters, where Cartographer cuts")
 }
 
 func TestMergeKeepsTransitionTimeOfUnchangedStatus(t *testing.T) {
