@@ -91,10 +91,10 @@ func matchSetEmpty(m api.MatchSet) bool {
 
 // check is the result of one matchCondition or matchField.
 type check struct {
-	held    bool
-	err     error  // undecided (several values at a path) or a rule error
-	reason  string // ReasonMatchedCondition or ReasonMatchedField
-	what    string // what holds, or what was expected and found
+	held   bool
+	err    error  // undecided (several values at a path) or a rule error
+	reason string // ReasonMatchedCondition or ReasonMatchedField
+	what   string // what holds, or what was expected and found
 	// message is what the step's Healthy condition says when this matcher
 	// decides, in Cartographer's words: the condition's status and message,
 	// or the field's value and the value at messagePath.
