@@ -391,3 +391,54 @@ func TestDifferentialBracketKeys(t *testing.T) {
 	jp := jsonpath.New("dq")
 	assert.Error(t, jp.Parse(`{.data["config.yaml"]}`), "client-go rejects double-quoted keys")
 }
+
+// fallbackPaths are valid JSONPath beyond the compiled subset: client-go
+// evaluates them (as in Cartographer), with the same "exactly one value"
+// rule as the subset.
+var fallbackPaths = []string{
+	"..name",
+	".metadata..name",
+	"..conditions[0].type",
+	".status.conditions[0:2].type",
+	".status.conditions[:1].type",
+	".status.conditions[1:].status",
+	".status.conditions[0,1].type",
+	".metadata['name','namespace']",
+	".metadata.labels.*",
+	".spec.*",
+	`.status.conditions[?(@.type==@.type)].status`,
+	`.status.conditions[?(@.type=="Ready")]..status`,
+	".spec.template.spec.containers[*].ports[0:1].containerPort",
+	".status.traffic[0:1].percent",
+}
+
+func TestFallbackMatchesClientGo(t *testing.T) {
+	for _, expr := range fallbackPaths {
+		t.Run(expr, func(t *testing.T) {
+			_, err := compile(expr)
+			require.Error(t, err, "inside the compiled subset: not a fallback test")
+			p, err := Compile(expr)
+			require.NoError(t, err)
+			require.NotNil(t, p.fallback)
+			cg := newClientGo(t, expr, true)
+			for name, doc := range corpusDocs {
+				want := clientGoOutcome(t, cg, decodeUnstructured(t, doc))
+				got := ourOutcome(t, p, []byte(doc))
+				assert.Equal(t, want.kind, got.kind, "%s on %s", expr, name)
+				assert.Equal(t, want.count, got.count, "%s on %s", expr, name)
+				assert.Equal(t, want.value, got.value, "%s on %s", expr, name)
+				exists, err := p.Exists([]byte(doc))
+				require.NoError(t, err)
+				assert.Equal(t, want.kind != kindNotFound, exists, "%s on %s", expr, name)
+			}
+		})
+	}
+}
+
+func TestFallbackKeepsMalformedPathsErrors(t *testing.T) {
+	for _, expr := range []string{"a b", "a.", "a$", "{a}{b}", "", "{}", "a[0:2", "x..", "a[?(@.b=1)]"} {
+		_, err := Compile(expr)
+		var se *SyntaxError
+		assert.ErrorAs(t, err, &se, "%q must stay a syntax error", expr)
+	}
+}

@@ -25,11 +25,17 @@
 //	                (true/false only with == and !=).
 //	[?(@.p)]        every element of an array where p exists (a null counts).
 //
+// Valid JSONPath beyond this subset — recursive descent `..`, the `.*`
+// wildcard, slices and unions (`[0:2]`, `[0,1]`, `['a','b']`), comparisons
+// between two paths, wildcards and nested filters inside a filter — is
+// evaluated by client-go's jsonpath, as Cartographer evaluates every path, with
+// the same "exactly one value" rule: slower (the document is decoded), same
+// results (a differential test holds both to it).
+//
 // Everything else is a *SyntaxError with the byte offset (into the original
 // expression) of the problem: the empty expression, unbalanced brackets,
-// braces or quotes, recursive descent `..`, the `.*` wildcard (use `[*]`),
-// slices and unions (`[0:2]`, `[0,1]`), function calls, compound filters
-// (`&&`, `||`), comparisons between two paths, and trailing garbage.
+// braces or quotes, function calls, compound filters (`&&`, `||`), and
+// trailing garbage.
 //
 // # Semantics
 //

@@ -16,6 +16,9 @@ type Path struct {
 	steps    []step
 	multi    bool // some step can yield several values ([*] or a filter)
 	notFound *NotFoundError
+	// fallback evaluates expressions outside the compiled subset (see
+	// fallback.go); steps is then empty.
+	fallback *fallback
 }
 
 // maxCached bounds the compile cache; when it is full the cache is emptied
@@ -37,7 +40,11 @@ func Compile(expr string) (*Path, error) {
 	}
 	p, err := compile(expr)
 	if err != nil {
-		return nil, err
+		f := compileFallback(expr, err)
+		if f == nil {
+			return nil, err
+		}
+		p = &Path{expr: expr, fallback: f, notFound: &NotFoundError{Path: expr}}
 	}
 	if cacheSize.Add(1) > maxCached {
 		cache.Clear()
@@ -92,9 +99,12 @@ func (p *Path) Value(doc []byte) (any, error) {
 }
 
 // Exists reports whether p resolves to at least one value in doc. Several
-// values are not an error here. The error is always nil today; it is there
-// so that callers handle future failures (such as malformed documents).
+// values are not an error here. Only an expression outside the compiled
+// subset can fail (its document must be decoded).
 func (p *Path) Exists(doc []byte) (bool, error) {
+	if p.fallback != nil {
+		return p.existsFallback(doc)
+	}
 	root := rootOf(unsafe.String(unsafe.SliceData(doc), len(doc)))
 	if !p.multi {
 		_, ok := evalSingle(p.steps, root)
@@ -106,6 +116,9 @@ func (p *Path) Exists(doc []byte) (bool, error) {
 }
 
 func (p *Path) get(doc string) (gjson.Result, error) {
+	if p.fallback != nil {
+		return p.getFallback(doc)
+	}
 	root := rootOf(doc)
 	if !p.multi {
 		r, ok := evalSingle(p.steps, root)
