@@ -105,7 +105,7 @@ func (yttEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context)
 
 // yttExecutable is the program that runs the child: this very executable.
 // /proc/self/exe still works after the file on disk was replaced.
-var yttExecutable = func() (string, error) {
+func yttExecutable() (string, error) {
 	if runtime.GOOS == "linux" {
 		return "/proc/self/exe", nil
 	}

@@ -32,6 +32,8 @@ const yttFile = "template.yml"
 
 func init() {
 	if os.Getenv(yttChildEnv) == "1" {
+		limitMemory(yttMaxMemory)
+		debug.SetMaxStack(yttMaxStack)
 		os.Exit(yttChild(os.Stdin, os.Stdout, os.Stderr))
 	}
 }
@@ -40,8 +42,6 @@ func init() {
 // returns the exit code. A failure of the template is yttExitFailed with
 // ytt's message on errOut.
 func yttChild(in io.Reader, out, errOut io.Writer) int {
-	limitMemory(yttMaxMemory)
-	debug.SetMaxStack(yttMaxStack)
 	var req yttRequest
 	if err := json.NewDecoder(in).Decode(&req); err != nil {
 		fmt.Fprintln(errOut, "bad request:", err)
