@@ -153,7 +153,7 @@ func runYtt(ctx context.Context, req []byte) (any, error) {
 		return yttResult{err: &StampError{Engine: YttName, Message: "ytt failed: " + strings.TrimPrefix(msg, "- ")}}, nil
 	case strings.Contains(msg, "stack overflow"):
 		return yttResult{err: &StampError{Engine: YttName, Message: fmt.Sprintf("ytt failed: the template recursed too deeply (more than %d MiB of stack)", yttMaxStack>>20)}}, nil
-	case strings.Contains(msg, "out of memory"):
+	case strings.Contains(msg, "out of memory"), strings.Contains(msg, "cannot allocate memory"):
 		return yttResult{err: &StampError{Engine: YttName, Message: fmt.Sprintf("ytt failed: the template needs more than %d MiB of memory", yttMaxMemory>>20)}}, nil
 	}
 	first, _, _ := strings.Cut(msg, "\n")

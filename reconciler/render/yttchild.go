@@ -32,7 +32,9 @@ const yttFile = "template.yml"
 
 func init() {
 	if os.Getenv(yttChildEnv) == "1" {
-		limitMemory(yttMaxMemory)
+		if !raceEnabled {
+			limitMemory(yttMaxMemory)
+		}
 		debug.SetMaxStack(yttMaxStack)
 		os.Exit(yttChild(os.Stdin, os.Stdout, os.Stderr))
 	}
