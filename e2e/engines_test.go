@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -158,6 +157,19 @@ data:
       greeting: $(params.greeting)$
       replicas: n=$(params.replicas)$
       tier: $(params.tier)$`, repo.srv.URL),
+		"ytt": `
+  ytt: |
+    #@ load("@ytt:data", "data")
+    apiVersion: v1
+    kind: ConfigMap
+    metadata:
+      name: #@ data.values.workload.metadata.name + "-cfg"
+      labels:
+        tier: #@ data.values.params.tier
+    data:
+      owner: #@ data.values.workload.metadata.name
+      greeting: #@ data.values.params.greeting
+      replicas: #@ "n={}".format(data.values.params.replicas)`,
 	}
 	stamped := map[string]*unstructured.Unstructured{}
 	var mu sync.Mutex
@@ -179,7 +191,7 @@ data:
 			})
 		}
 	})
-	require.Len(t, stamped, 3)
+	require.Len(t, stamped, len(bodies))
 	norm := func(u *unstructured.Unstructured) map[string]any {
 		o := u.DeepCopy()
 		for _, f := range []string{"namespace", "uid", "resourceVersion", "creationTimestamp", "managedFields", "ownerReferences", "annotations"} {
@@ -200,6 +212,7 @@ data:
 	assert.Equal(t, "backend", stamped["simple"].GetLabels()["tier"])
 	assert.Equal(t, want, norm(stamped["goTemplate"]), "goTemplate")
 	assert.Equal(t, want, norm(stamped["helm"]), "helm")
+	assert.Equal(t, want, norm(stamped["ytt"]), "ytt")
 }
 
 // A chart from an HTTP chart repository deploys all its objects into the
@@ -308,9 +321,8 @@ func TestEngineFailuresAreStampFailures(t *testing.T) {
 		{"go template missing key", "\n  goTemplate: \"{apiVersion: v1, kind: ConfigMap, metadata: {name: {{ .params.nope }}}}\"", `map has no entry for key "nope"`},
 		{"chart fails to render", fmt.Sprintf("\n  helm: {chart: {repository: %q, name: broken, version: 1.0.0}}", repo.srv.URL), "values.must is required"},
 		{"chart version missing", fmt.Sprintf("\n  helm: {chart: {repository: %q, name: broken, version: 9.9.9}}", repo.srv.URL), "no version matches [9.9.9]"},
-	}
-	if _, err := exec.LookPath("ytt"); err != nil {
-		cases = append(cases, struct{ name, body, part string }{"ytt without a binary", "\n  ytt: \"#@ load('@ytt:data', 'data')\"", "ytt is not supported: no ytt binary on PATH"})
+		{"ytt missing param", "\n  ytt: |\n    #@ load('@ytt:data', 'data')\n    apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: #@ data.values.params['nope']", `ytt failed: key "nope" not in struct`},
+		{"ytt load of a file", "\n  ytt: |\n    #@ load('/etc/passwd', 'x')\n    a: 1", "ytt failed: cannot load /etc/passwd"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -35,7 +35,7 @@ var engineFields = []string{FieldTemplate, FieldGoTemplate, FieldHelm, FieldYtt}
 var unavailable = map[string]string{
 	FieldGoTemplate: "goTemplate engine is not available in this build",
 	FieldHelm:       "helm engine is not available in this build",
-	FieldYtt:        "ytt is not supported: no ytt binary on PATH",
+	FieldYtt:        "ytt engine (the built-in carvel.dev/ytt library) is not available in this build",
 }
 
 var (

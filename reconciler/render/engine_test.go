@@ -33,7 +33,6 @@ func TestEngineFor(t *testing.T) {
 		{"empty template still selects simple", &api.TemplateSpec{Template: map[string]any{}}, SimpleName, ""},
 		{"goTemplate", &api.TemplateSpec{GoTemplate: "kind: x"}, GoTemplateName, ""},
 		{"helm", &api.TemplateSpec{Helm: &api.HelmSource{}}, HelmName, ""},
-		// Whether ytt is on PATH is known at render time (ytt_test.go).
 		{"ytt", &api.TemplateSpec{Ytt: "#@ load"}, YttName, ""},
 		{"two set", &api.TemplateSpec{Template: tmpl, Ytt: "x"}, "", "template sets several render engines (template, ytt): exactly one"},
 		{"all set", &api.TemplateSpec{Template: tmpl, GoTemplate: "x", Helm: &api.HelmSource{}, Ytt: "x"}, "", "(template, goTemplate, helm, ytt)"},

@@ -3,15 +3,16 @@ package render
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/reconciler/api"
 )
@@ -21,83 +22,145 @@ const YttName = "ytt"
 
 func init() { Register(FieldYtt, Ytt()) }
 
-// Ytt returns the engine that renders spec.ytt with a `ytt` binary found on
-// PATH at render time; ytt has no Go module that can be built here, so
-// without the binary every ytt template fails with a clear StampError. The
-// template goes on stdin and the context is a data values file, so
+// Ytt returns the engine that renders spec.ytt with the ytt library built
+// into Kontinue (carvel.dev/ytt). Each key of the template context is a data
+// value, replaced whole as Cartographer's --data-value-yaml flags do, so
 // templates read data.values.workload, data.values.params, ... as in
 // Cartographer.
+//
+// The library runs in a child process of Kontinue's own executable (see
+// yttchild.go), not in the controller: a Starlark loop cannot be
+// interrupted, and unbounded recursion or a huge list ends the whole
+// process with a fatal error that recover cannot catch. The child is killed
+// at the deadline and limited in memory; the controller only pays a process
+// start, and results are cached by template and context.
 func Ytt() Engine { return yttEngine{} }
 
 type yttEngine struct{}
 
 func (yttEngine) Name() string { return YttName }
 
+// yttRequest is what the controller sends the child on stdin.
+type yttRequest struct {
+	Template string          `json:"template"`
+	Values   json.RawMessage `json:"values"` // the template context, a JSON object
+}
+
+// Exit codes of the child: yttExitFailed means ytt reported an error (its
+// message is on stderr); anything else is the child itself failing.
+const (
+	yttExitFailed = 3
+	yttExitUsage  = 4
+)
+
+// Rendered output (or the deterministic failure) by template and context:
+// a template's text and context rarely change between reconciles, and a
+// render costs a process start.
+var yttResults = newLRU(512, 16<<20)
+
+type yttResult struct {
+	out []byte
+	err *StampError
+}
+
 func (yttEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context) ([]*unstructured.Unstructured, error) {
 	if spec == nil || strings.TrimSpace(spec.Ytt) == "" {
 		return nil, &StampError{Engine: YttName, Message: "ytt is empty"}
 	}
-	bin, err := exec.LookPath("ytt")
-	if err != nil {
-		return nil, &StampError{Engine: YttName, Message: unavailable[FieldYtt]}
-	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 
-	doc, err := appendJSON(nil, map[string]any(tc), 0)
+	values, err := appendJSON(make([]byte, 0, 4096), map[string]any(tc), 0)
 	if err != nil {
 		return nil, &StampError{Engine: YttName, Message: "template context is not JSON", Err: err}
 	}
-	values, err := yaml.JSONToYAML(doc)
-	if err != nil {
-		return nil, &StampError{Engine: YttName, Message: "template context is not JSON", Err: err}
-	}
-	dir, err := os.MkdirTemp("", "kontinue-ytt-")
-	if err != nil {
-		return nil, &StampError{Engine: YttName, Message: "cannot write the data values for ytt", Err: err}
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	// The first data values document may add keys; match-child-defaults
-	// lets it add them also when the template declares data values too.
-	file := filepath.Join(dir, "values.yml")
-	content := append([]byte("#@data/values\n#@overlay/match-child-defaults missing_ok=True\n---\n"), values...)
-	if err := os.WriteFile(file, content, 0o600); err != nil {
-		return nil, &StampError{Engine: YttName, Message: "cannot write the data values for ytt", Err: err}
-	}
-
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	out := &limitWriter{ctx: runCtx, max: limits.bytes}
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(runCtx, bin, "-f", "-", "-f", file)
-	cmd.Stdin = strings.NewReader(spec.Ytt)
-	stdout := &cancelOnError{w: out, cancel: stop}
-	cmd.Stdout = stdout
-	cmd.Stderr = &cappedBuffer{b: &stderr, max: 8 << 10}
-	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + dir} // not the controller's environment
-	cmd.WaitDelay = time.Second
-	err = cmd.Run()
-	switch {
-	case ctx.Err() != nil:
-		return nil, timeoutError(YttName, ctx)
-	case errors.Is(stdout.err, errTooLarge):
-		return nil, tooLarge(YttName)
-	case err != nil:
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
+	key := YttName + "/" + digest([]byte(spec.Ytt)) + "/" + digest(values)
+	var res yttResult
+	if v, ok := yttResults.get(key); ok {
+		res = v.(yttResult)
+	} else {
+		req, err := json.Marshal(yttRequest{Template: spec.Ytt, Values: values})
+		if err != nil {
+			return nil, &StampError{Engine: YttName, Message: "template context is not JSON", Err: err}
 		}
-		return nil, &StampError{Engine: YttName, Message: "ytt failed: " + msg}
+		v, err := bounded(ctx, key, func(runCtx context.Context) (any, error) { return runYtt(runCtx, req) })
+		if err != nil {
+			return nil, boundedError(YttName, ctx, err, "ytt failed")
+		}
+		res = v.(yttResult)
+		yttResults.add(key, res, int64(len(res.out)+len(key)+256), 0)
+	}
+	if res.err != nil {
+		return nil, res.err
 	}
 	d := &objectDecoder{engine: YttName}
-	if err := d.decode("ytt output", out.buf.Bytes()); err != nil {
+	if err := d.decode("ytt output", res.out); err != nil {
 		return nil, err
 	}
 	if len(d.objs) == 0 {
 		return nil, &StampError{Engine: YttName, Message: "ytt rendered no object"}
 	}
 	return d.objs, nil
+}
+
+// yttExecutable is the program that runs the child: this very executable.
+// /proc/self/exe still works after the file on disk was replaced.
+func yttExecutable() (string, error) {
+	if runtime.GOOS == "linux" {
+		return "/proc/self/exe", nil
+	}
+	return os.Executable()
+}
+
+// runYtt runs one render in a child process. It returns a yttResult for
+// every outcome worth caching (output, an error of the template) and an
+// error otherwise (deadline, output too large, the child not starting).
+func runYtt(ctx context.Context, req []byte) (any, error) {
+	exe, err := yttExecutable()
+	if err != nil {
+		return nil, &StampError{Engine: YttName, Message: "cannot find Kontinue's executable to run ytt", Err: err}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	out := &limitWriter{ctx: runCtx, max: limits.bytes}
+	stdout := &cancelOnError{w: out, cancel: stop}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(runCtx, exe)
+	cmd.Stdin = bytes.NewReader(req)
+	cmd.Stdout = stdout
+	cmd.Stderr = &cappedBuffer{b: &stderr, max: 8 << 10}
+	cmd.Dir = "/"
+	// Only the switch to the child: not the controller's environment
+	// (credentials, tokens), which ytt could otherwise read.
+	cmd.Env = []string{yttChildEnv + "=1"}
+	cmd.WaitDelay = time.Second
+	err = cmd.Run()
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(stdout.err, errTooLarge):
+		return nil, errTooLarge
+	case err == nil:
+		return yttResult{out: out.buf.Bytes()}, nil
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return nil, &StampError{Engine: YttName, Message: "cannot run ytt", Err: err}
+	}
+	msg := strings.TrimSpace(stderr.String())
+	switch {
+	case exit.ExitCode() == yttExitFailed:
+		return yttResult{err: &StampError{Engine: YttName, Message: "ytt failed: " + strings.TrimPrefix(msg, "- ")}}, nil
+	case strings.Contains(msg, "stack overflow"):
+		return yttResult{err: &StampError{Engine: YttName, Message: fmt.Sprintf("ytt failed: the template recursed too deeply (more than %d MiB of stack)", yttMaxStack>>20)}}, nil
+	case strings.Contains(msg, "out of memory"), strings.Contains(msg, "cannot allocate memory"):
+		return yttResult{err: &StampError{Engine: YttName, Message: fmt.Sprintf("ytt failed: the template needs more than %d MiB of memory", yttMaxMemory>>20)}}, nil
+	}
+	first, _, _ := strings.Cut(msg, "\n")
+	if first == "" {
+		first = err.Error()
+	}
+	return nil, &StampError{Engine: YttName, Message: "ytt failed: " + first}
 }
 
 // cancelOnError kills the process as soon as its output is refused, rather
