@@ -28,9 +28,8 @@ e2e: controlplane
 ## conformance: Cartographer v0.8.11's own kuttl suite, unmodified, against
 ## Kontinue on a fresh local control plane (docs/conformance.md). Run one
 ## folder with CONFORMANCE_ARGS="-focus workload-status".
-CONFORMANCE_EXCLUDE ?= ^(templates-ytt|templates-ytt-bad-params|labels-in-context)$$
 conformance: controlplane build
-	$(GO) run ./hack/conformance -exclude '$(CONFORMANCE_EXCLUDE)' -exclude-reason 'templates written in ytt: no in-process ytt engine yet' $(CONFORMANCE_ARGS)
+	$(GO) run ./hack/conformance $(CONFORMANCE_ARGS)
 
 ## controlplane: build kube-apiserver, kube-controller-manager and etcd once.
 controlplane:
