@@ -295,6 +295,8 @@ func runKuttl(ctx context.Context, kuttl, cfg, kubeconfig, logPath string, folde
 	sort.Strings(alts)
 	cmd := exec.CommandContext(ctx, kuttl, "test", "--config", cfg, "--test", "^("+strings.Join(alts, "|")+")(#[0-9]+)?$")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	// kuttl writes a kubeconfig file into its working folder.
+	cmd.Dir = filepath.Dir(logPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	return cmd.Run()
 }
