@@ -45,7 +45,7 @@ func TestBadTemplatesEndInStampFailure(t *testing.T) {
 			k.workload("app", chain, "")
 
 			w := k.waitStep("app", "deploy", "ResourceSubmitted", "False", "TemplateStampFailure")
-			parts := append([]string{"step [deploy]", "ClusterTemplate/" + tmpl, "supply chain [" + chain + "]"}, c.parts...)
+			parts := append([]string{"resource [deploy]", "ClusterTemplate/" + tmpl, "supply chain [" + chain + "]"}, c.parts...)
 			k.assertCond(k.stepCond(w, "deploy", "ResourceSubmitted"), "False", "TemplateStampFailure", parts...)
 			k.assertCond(ownerCondition(w, "ResourcesSubmitted"), "False", "TemplateStampFailure", parts...)
 			k.assertCond(ownerCondition(w, "Ready"), "False", "TemplateStampFailure", parts...)
@@ -174,7 +174,7 @@ func TestMissingTemplateRecoversWhenCreated(t *testing.T) {
 	stamped := k.rvs(k.cm("app-app"))
 	require.NoError(t, env.dyn.Resource(k.tmplGVR("clustertemplates")).Delete(context.Background(), tmpl, metav1.DeleteOptions{}))
 	w = k.waitOwner("app", "SupplyChainReady", "False", "TemplatesNotFound")
-	k.assertCond(ownerCondition(w, "Ready"), "False", "TemplatesNotFound", "step [deploy]", tmpl)
+	k.assertCond(ownerCondition(w, "Ready"), "False", "TemplatesNotFound", "did not find the template of the resource(s) [deploy]")
 	k.waitChain(chain, "TemplatesReady", "False", "TemplatesNotFound")
 	k.assertQuiet(k.wl("app"))
 	assert.Equal(t, stamped, k.rvs(k.cm("app-app")))

@@ -266,7 +266,7 @@ spec:
 	// One of two matches holds: still waiting, and the message says which not.
 	setStatus(t, testGVR, ns, "app-prod", map[string]any{"appliedRevision": "r1"})
 	eventually(t, 30*time.Second, func() string {
-		c := stepCondition(get(t, deliverableGVR, ns, "app"), "prod", "ResourceSubmitted")
+		c := stepCondition(get(t, deliverableGVR, ns, "app"), "prod", "Healthy")
 		if c["reason"] != "ConditionNotMet" || !strings.Contains(fmt.Sprint(c["message"]), "output [status.appliedURL] is missing") {
 			return fmt.Sprintf("prod: %v/%v (%v)", c["status"], c["reason"], c["message"])
 		}

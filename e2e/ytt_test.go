@@ -175,7 +175,7 @@ func TestYttMissingParam(t *testing.T) {
 	k.apply(k.chainYAML(chain, "", k.step("params", "ClusterTemplate", tmpl, "")))
 	k.workload("app", chain, "")
 	w := k.waitStep("app", "params", "ResourceSubmitted", "False", "TemplateStampFailure")
-	parts := []string{"resource [params]", "ClusterTemplate/" + tmpl, `unable to apply ytt template: ytt: Error: \n- key "waciuma-com/quality" not in struct`,
+	parts := []string{"resource [params]", "ClusterTemplate/" + tmpl, "unable to apply ytt template: ytt: Error: \n- key \"waciuma-com/quality\" not in struct",
 		`stdin.yml:8 |   best_name: #@ data.values.params["waciuma-com/quality"]`}
 	k.assertCond(k.stepCond(w, "params", "ResourceSubmitted"), "False", "TemplateStampFailure", parts...)
 	k.assertCond(ownerCondition(w, "Ready"), "False", "TemplateStampFailure", parts...)
