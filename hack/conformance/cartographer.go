@@ -2,19 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"kontinue.dev/kontinue/hack/localcluster"
 )
 
 // startCartographer installs Cartographer's own CRDs and runs its
@@ -37,7 +31,7 @@ func startCartographer(ctx context.Context, root, carto, kubeconfig, dir, logPat
 		return nil, err
 	}
 	certDir := filepath.Join(dir, "cartographer-certs")
-	if err := selfSigned(certDir); err != nil {
+	if err := localcluster.WriteServingCert(certDir); err != nil {
 		return nil, err
 	}
 	logf, err := os.Create(logPath)
@@ -91,36 +85,4 @@ func installCRDs(ctx context.Context, kubeconfig, folder string) error {
 		}
 	}
 	return nil
-}
-
-// selfSigned writes tls.crt and tls.key for 127.0.0.1 into dir.
-func selfSigned(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: "cartographer-webhook"},
-		DNSNames:     []string{"localhost"},
-		NotBefore:    time.Now().Add(-time.Minute),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return err
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
 }
