@@ -45,6 +45,7 @@ type options struct {
 	pprof         bool
 	extraArgs     string
 	extraEnv      string
+	compare       bool
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 	flag.BoolVar(&o.pprof, "pprof", false, "pass --pprof-bind-address to Kontinue and save CPU and heap profiles in _output/bench/profiles (needs a Kontinue that has the flag)")
 	flag.StringVar(&o.extraArgs, "kontinue-args", "", "more Kontinue flags, space-separated")
 	flag.StringVar(&o.extraEnv, "kontinue-env", "", "environment for Kontinue, space-separated NAME=value (e.g. GOMEMLIMIT=120MiB)")
+	flag.BoolVar(&o.compare, "compare", false, "head-to-head instead: Cartographer v0.8.11 and Kontinue at their defaults, each on a fresh control plane (cold start and created-while-running), and the floor of unthrottled writers (bench/README.md)")
 	flag.Parse()
 	if o.n < 1 || o.workers < 1 || o.qps <= 0 || o.burst < 1 || o.changeRate <= 0 || o.changes < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -workers, -qps, -burst and -change-rate must be positive")
@@ -91,6 +93,12 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	if o.out == "" {
 		o.out = filepath.Join(root, "bench", "results")
+	}
+	if o.compare {
+		if o.kontinueBin == "" {
+			o.kontinueBin = filepath.Join(root, "_output", "bin", "kontinue")
+		}
+		return runCompare(ctx, o, root)
 	}
 	res := newResults(o, root)
 	work := filepath.Join(root, "_output", "bench")

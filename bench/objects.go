@@ -17,14 +17,15 @@ var (
 	namespaceGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 	gvrByKind = map[string]schema.GroupVersionResource{
-		"Namespace":             namespaceGVR,
-		"ClusterRole":           {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
-		"RoleBinding":           {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
-		"ClusterSourceTemplate": {Group: "carto.run", Version: "v1alpha1", Resource: "clustersourcetemplates"},
-		"ClusterImageTemplate":  {Group: "carto.run", Version: "v1alpha1", Resource: "clusterimagetemplates"},
-		"ClusterTemplate":       {Group: "carto.run", Version: "v1alpha1", Resource: "clustertemplates"},
-		"ClusterSupplyChain":    chainGVR,
-		"Workload":              workloadGVR,
+		"Namespace":                namespaceGVR,
+		"ClusterRole":              {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		"RoleBinding":              {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+		"ClusterSourceTemplate":    {Group: "carto.run", Version: "v1alpha1", Resource: "clustersourcetemplates"},
+		"ClusterImageTemplate":     {Group: "carto.run", Version: "v1alpha1", Resource: "clusterimagetemplates"},
+		"ClusterTemplate":          {Group: "carto.run", Version: "v1alpha1", Resource: "clustertemplates"},
+		"ClusterSupplyChain":       chainGVR,
+		"Workload":                 workloadGVR,
+		"CustomResourceDefinition": {Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
 	}
 )
 
