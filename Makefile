@@ -12,8 +12,11 @@ E2E_TIMEOUT ?= 40m
 
 all: build
 
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X kontinue.dev/kontinue/version.Version=$(VERSION)
+
 build:
-	$(GO) build -o $(BIN)/kontinue .
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kontinue .
 
 ## test: lint, unit tests, the e2e suite on the local control plane (or
 ## $KUBECONFIG), then Cartographer's own kuttl suite (conformance).
@@ -78,7 +81,7 @@ install-yaml:
 
 ## image: build the container image $(IMAGE) (needs Docker).
 image:
-	docker build -t $(IMAGE) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 ## e2e-rbac: the e2e suite with Kontinue running as the kontinue service account of deploy/ (not part of `test`).
 e2e-rbac: controlplane build

@@ -103,7 +103,7 @@ func runElected(sig context.Context, cfg *rest.Config, o electionOptions, lead *
 	)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		Name:            "kontinue",
+		Name:            o.id, // leader_election_master_status{name}
 		LeaseDuration:   o.leaseDuration,
 		RenewDeadline:   o.renewDeadline,
 		RetryPeriod:     o.retryPeriod,
