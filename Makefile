@@ -75,7 +75,7 @@ e2e-kind:
 .PHONY: install-yaml image e2e-rbac
 IMAGE ?= kontinue:latest
 
-## install-yaml: regenerate deploy/install.yaml (CRDs + deploy/*.yaml) for $(IMAGE).
+## install-yaml: regenerate deploy/install.yaml (namespace + the chart deploy/chart rendered) for $(IMAGE), deploy/crds.yaml and the chart's crds/.
 install-yaml:
 	$(GO) run ./hack/installyaml -image $(IMAGE)
 

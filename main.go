@@ -11,7 +11,7 @@
 // locally (logging.go).
 package main
 
-// Generated files: deploy/install.yaml (CRDs + deploy/*.yaml) and
+// Generated files: deploy/install.yaml (deploy/namespace.yaml + the chart deploy/chart), deploy/crds.yaml and
 // docs/crds.md (from the CRDs' descriptions). Unit tests fail when stale.
 //go:generate go run ./hack/installyaml
 //go:generate go run ./hack/crddocs
