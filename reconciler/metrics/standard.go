@@ -67,8 +67,22 @@ var (
 	wqStdRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_retries_total", Help: "Total number of retries handled by workqueue"}, []string{"name"})
 )
 
+var leading = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "kontinue_leader",
+	Help: "1 while this process runs the controllers (it holds the leader lease, or leader election is off), else 0.",
+})
+
+// SetLeading sets kontinue_leader.
+func SetLeading(v bool) {
+	if v {
+		leading.Set(1)
+	} else {
+		leading.Set(0)
+	}
+}
+
 func registerStandard() {
-	Registry.MustRegister(crReconcileTotal, crReconcileErrors, crTerminalErrors, crReconcileTime, crMaxConcurrent,
+	Registry.MustRegister(leading, crReconcileTotal, crReconcileErrors, crTerminalErrors, crReconcileTime, crMaxConcurrent,
 		restRequests, restLatency, leaderStatus, leaderSlowpath,
 		wqStdDepth, wqStdAdds, wqStdLatency, wqStdWork, wqStdUnfin, wqStdLongest, wqStdRetries)
 	leaderelection.SetProvider(leaderProvider{})
