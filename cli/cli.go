@@ -5,11 +5,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
@@ -45,6 +48,7 @@ func IsCommand(arg string) bool {
 
 // env is what a command runs with.
 type env struct {
+	ctx            context.Context
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	color          bool
@@ -59,13 +63,20 @@ func (e usageError) Error() string { return e.msg }
 func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
 
 // Main runs the CLI with args (the subcommand first) and returns the exit
-// status.
+// status. SIGINT and SIGTERM end a --watch.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return MainContext(ctx, args, stdin, stdout, stderr)
+}
+
+// MainContext is Main, stopped (a --watch ends cleanly) when ctx is done.
+func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		if len(args) > 1 {
 			for _, c := range commands() {
 				if c.name == args[1] {
-					return Main([]string{c.name, "--help"}, stdin, stdout, stderr)
+					return MainContext(ctx, []string{c.name, "--help"}, stdin, stdout, stderr)
 				}
 			}
 		}
@@ -83,7 +94,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		topUsage(stderr)
 		return 2
 	}
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
 	fs := pflag.NewFlagSet("kontinue "+cmd.name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.SortFlags = false

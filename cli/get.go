@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -109,8 +107,7 @@ func runGet(e *env, o *getOptions, args []string) error {
 	if o.all {
 		ns = ""
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx := e.ctx
 	g := &getter{e: e, o: o, dyn: dyn, kind: k, ns: ns}
 	if name != "" {
 		return g.one(ctx, name)
@@ -272,6 +269,10 @@ func (g *getter) watch(ctx context.Context, rv string, opts metav1.ListOptions, 
 		}
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {
+				if ctx.Err() != nil {
+					w.Stop()
+					return nil // stopped: the stream ends with an error event
+				}
 				if status := apierrors.FromObject(ev.Object); apierrors.IsResourceExpired(status) || apierrors.IsGone(status) {
 					rv = "" // too old: start from now
 					break

@@ -50,7 +50,7 @@ func runReconcile(e *env, args []string) error {
 	}
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annotations.ReconcileRequest: now}}})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
 	_, err = dyn.Resource(k.gvr).Namespace(loaded.Namespace).Patch(ctx, args[1], types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kontinue-cli"})
 	if apierrors.IsNotFound(err) {

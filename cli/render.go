@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -96,7 +95,7 @@ func runRender(e *env, o *renderOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := Render(context.Background(), RenderInput{Objects: objs, Owner: o.owner, Chain: o.chain, Outputs: outs, Namespace: o.namespace})
+	res, err := Render(e.ctx, RenderInput{Objects: objs, Owner: o.owner, Chain: o.chain, Outputs: outs, Namespace: o.namespace})
 	if err != nil {
 		return err
 	}
