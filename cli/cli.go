@@ -33,9 +33,10 @@ func commands() []*command {
 	return []*command{getCommand(), renderCommand(), reconcileCommand(), versionCommand()}
 }
 
-// IsCommand tells whether arg names a CLI subcommand (or help).
+// IsCommand tells whether arg names a CLI subcommand (or help). -h and
+// --help are not: they are the controller's.
 func IsCommand(arg string) bool {
-	if arg == "help" || arg == "-h" || arg == "--help" {
+	if arg == "help" {
 		return true
 	}
 	for _, c := range commands() {
@@ -96,7 +97,7 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
 	fs := pflag.NewFlagSet("kontinue "+cmd.name, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // parse errors are printed below, once
 	fs.SortFlags = false
 	if cmd.cluster {
 		fs.StringVar(&e.cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, which may list several files, else ~/.kube/config)")
@@ -111,7 +112,11 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		fs.StringVar(&colorFlag, "color", "auto", "colour the tree: auto (when stdout is a terminal and $NO_COLOR is unset), always, never")
 	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "%s\n\nUsage:\n  %s\n\nExamples:\n%s\nFlags:\n%s", cmd.short, cmd.usage, cmd.examples, fs.FlagUsages())
+		flags := fs.FlagUsages()
+		if flags == "" {
+			flags = "  (none)\n"
+		}
+		fmt.Fprintf(fs.Output(), "%s\n\nUsage:\n  %s\n\nExamples:\n%s\nFlags:\n%s", cmd.short, cmd.usage, cmd.examples, flags)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -119,6 +124,7 @@ func MainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			fs.Usage()
 			return 0
 		}
+		fmt.Fprintf(stderr, "kontinue %s: %v\nRun 'kontinue %s --help' for usage.\n", cmd.name, err, cmd.name)
 		return 2
 	}
 	switch colorFlag {
