@@ -45,7 +45,7 @@ func TestBadTemplatesEndInStampFailure(t *testing.T) {
 			k.workload("app", chain, "")
 
 			w := k.waitStep("app", "deploy", "ResourceSubmitted", "False", "TemplateStampFailure")
-			parts := append([]string{"step [deploy]", "ClusterTemplate/" + tmpl, "supply chain [" + chain + "]"}, c.parts...)
+			parts := append([]string{"resource [deploy]", "ClusterTemplate/" + tmpl, "supply chain [" + chain + "]"}, c.parts...)
 			k.assertCond(k.stepCond(w, "deploy", "ResourceSubmitted"), "False", "TemplateStampFailure", parts...)
 			k.assertCond(ownerCondition(w, "ResourcesSubmitted"), "False", "TemplateStampFailure", parts...)
 			k.assertCond(ownerCondition(w, "Ready"), "False", "TemplateStampFailure", parts...)
@@ -143,7 +143,8 @@ func TestMissingOutputPathRecoversWhenTemplateFixed(t *testing.T) {
 
 // A chain whose template does not exist: the workload's SupplyChainReady
 // and the chain's TemplatesReady are False TemplatesNotFound, naming the
-// step; creating the template heals both.
+// step in Cartographer's words; a Warning event on the chain names the
+// template; creating the template heals both.
 func TestMissingTemplateRecoversWhenCreated(t *testing.T) {
 	k := newKit(t)
 	tmpl, chain := k.name("later"), k.name("later-chain")
@@ -151,12 +152,14 @@ func TestMissingTemplateRecoversWhenCreated(t *testing.T) {
 	k.workload("app", chain, "")
 
 	w := k.waitOwner("app", "SupplyChainReady", "False", "TemplatesNotFound")
-	parts := []string{"step [deploy]", "ClusterTemplate [" + tmpl + "]", chain}
-	k.assertCond(ownerCondition(w, "SupplyChainReady"), "False", "TemplatesNotFound", parts...)
-	k.assertCond(ownerCondition(w, "Ready"), "False", "TemplatesNotFound", parts...)
+	msg := "did not find the template of the resource(s) [deploy]"
+	k.assertCond(ownerCondition(w, "SupplyChainReady"), "False", "TemplatesNotFound", msg)
+	k.assertCond(ownerCondition(w, "Ready"), "False", "TemplatesNotFound", msg)
+	assert.Equal(t, chain, nested(w.Object, "status", "supplyChainRef", "name"), "the chosen chain is named although it is not ready")
 	c := k.waitChain(chain, "TemplatesReady", "False", "TemplatesNotFound")
-	k.assertCond(c, "False", "TemplatesNotFound", "step [deploy]", "ClusterTemplate ["+tmpl+"]")
-	k.assertCond(ownerCondition(get(t, chainGVR, "", chain), "Ready"), "False", "TemplatesNotFound", "step [deploy]")
+	k.assertCond(c, "False", "TemplatesNotFound", msg)
+	k.assertCond(ownerCondition(get(t, chainGVR, "", chain), "Ready"), "False", "TemplatesNotFound", msg)
+	k.waitEventIn("default", chain, "TemplatesNotFound", "step [deploy]: ClusterTemplate ["+tmpl+"]")
 	k.assertQuiet(k.wl("app"), k.csc(chain))
 	assert.Empty(t, k.objects(k.ns))
 
@@ -171,7 +174,7 @@ func TestMissingTemplateRecoversWhenCreated(t *testing.T) {
 	stamped := k.rvs(k.cm("app-app"))
 	require.NoError(t, env.dyn.Resource(k.tmplGVR("clustertemplates")).Delete(context.Background(), tmpl, metav1.DeleteOptions{}))
 	w = k.waitOwner("app", "SupplyChainReady", "False", "TemplatesNotFound")
-	k.assertCond(ownerCondition(w, "Ready"), "False", "TemplatesNotFound", "step [deploy]", tmpl)
+	k.assertCond(ownerCondition(w, "Ready"), "False", "TemplatesNotFound", "did not find the template of the resource(s) [deploy]")
 	k.waitChain(chain, "TemplatesReady", "False", "TemplatesNotFound")
 	k.assertQuiet(k.wl("app"))
 	assert.Equal(t, stamped, k.rvs(k.cm("app-app")))

@@ -321,8 +321,8 @@ func TestEngineFailuresAreStampFailures(t *testing.T) {
 		{"go template missing key", "\n  goTemplate: \"{apiVersion: v1, kind: ConfigMap, metadata: {name: {{ .params.nope }}}}\"", `map has no entry for key "nope"`},
 		{"chart fails to render", fmt.Sprintf("\n  helm: {chart: {repository: %q, name: broken, version: 1.0.0}}", repo.srv.URL), "values.must is required"},
 		{"chart version missing", fmt.Sprintf("\n  helm: {chart: {repository: %q, name: broken, version: 9.9.9}}", repo.srv.URL), "no version matches [9.9.9]"},
-		{"ytt missing param", "\n  ytt: |\n    #@ load('@ytt:data', 'data')\n    apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: #@ data.values.params['nope']", `ytt failed: key "nope" not in struct`},
-		{"ytt load of a file", "\n  ytt: |\n    #@ load('/etc/passwd', 'x')\n    a: 1", "ytt failed: cannot load /etc/passwd"},
+		{"ytt missing param", "\n  ytt: |\n    #@ load('@ytt:data', 'data')\n    apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: #@ data.values.params['nope']", "unable to apply ytt template: ytt: Error: \n- key \"nope\" not in struct"},
+		{"ytt load of a file", "\n  ytt: |\n    #@ load('/etc/passwd', 'x')\n    a: 1", "cannot load /etc/passwd"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -333,7 +333,7 @@ func TestEngineFailuresAreStampFailures(t *testing.T) {
 			k.apply(k.chainYAML(chain, "", k.step("deploy", "ClusterTemplate", tmpl, "")))
 			k.workload("app", chain, "")
 			w := k.waitStep("app", "deploy", "ResourceSubmitted", "False", "TemplateStampFailure")
-			parts := []string{"step [deploy]", "ClusterTemplate/" + tmpl, c.part}
+			parts := []string{"resource [deploy]", "ClusterTemplate/" + tmpl, c.part}
 			k.assertCond(k.stepCond(w, "deploy", "ResourceSubmitted"), "False", "TemplateStampFailure", parts...)
 			k.assertCond(ownerCondition(w, "Ready"), "False", "TemplateStampFailure", parts...)
 			assert.Empty(t, k.objects(k.ns), "nothing stamped")

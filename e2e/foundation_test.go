@@ -86,13 +86,6 @@ spec:
   resources:
   - {name: a, templateRef: {kind: ClusterTemplate, name: t}}
 `, "values"},
-		"deployment template without observed rule": {`
-apiVersion: carto.run/v1alpha1
-kind: ClusterDeploymentTemplate
-metadata: {name: invalid-deploy}
-spec:
-  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}
-`, "observed"},
 		"template with two engines": {`
 apiVersion: carto.run/v1alpha1
 kind: ClusterTemplate

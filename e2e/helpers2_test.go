@@ -301,9 +301,16 @@ func (k *kit) dataIs(key, want string) func(*unstructured.Unstructured) string {
 // namespace, as "Reason: message", oldest first.
 func (k *kit) events(name string) []string {
 	k.t.Helper()
-	l, err := env.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "events"}).Namespace(k.ns).
+	return eventsIn(k.t, k.ns, name)
+}
+
+// eventsIn is events in namespace ns: "default" holds the events of
+// cluster-scoped objects (chains).
+func eventsIn(t testing.TB, ns, name string) []string {
+	t.Helper()
+	l, err := env.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "events"}).Namespace(ns).
 		List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-	require.NoError(k.t, err)
+	require.NoError(t, err)
 	items := l.Items
 	sort.SliceStable(items, func(i, j int) bool {
 		return items[i].GetCreationTimestamp().Time.Before(items[j].GetCreationTimestamp().Time)
@@ -319,8 +326,19 @@ func (k *kit) events(name string) []string {
 // message contains every part.
 func (k *kit) waitEvent(name, reason string, parts ...string) {
 	k.t.Helper()
-	eventually(k.t, 30*time.Second, func() string {
-		evs := k.events(name)
+	k.waitEventIn(k.ns, name, reason, parts...)
+}
+
+// waitEventIn is waitEvent in namespace ns.
+func (k *kit) waitEventIn(ns, name, reason string, parts ...string) {
+	k.t.Helper()
+	waitEventIn(k.t, ns, name, reason, parts...)
+}
+
+func waitEventIn(t testing.TB, ns, name, reason string, parts ...string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() string {
+		evs := eventsIn(t, ns, name)
 		for _, e := range evs {
 			if !strings.HasPrefix(e, reason+": ") {
 				continue

@@ -657,8 +657,9 @@ func TestTektonStepDownstreamWaitsForSuccess(t *testing.T) {
 	time.Sleep(time.Second) // proving that downstream does not move
 	assert.Equal(t, "c1", k.deployedRevision())
 	k.finish(run2.GetName(), "False", nil)
-	w = waitOwner(t, workloadGVR, k.ns, "app", "Ready", "False", "SucceededCondition")
+	w = waitOwner(t, workloadGVR, k.ns, "app", "Ready", "False", "HealthyConditionRule")
 	assert.Equal(t, "False", condition(stepStatus(w, "lint"), "Healthy")["status"])
+	assert.Equal(t, "SucceededCondition", condition(stepStatus(w, "lint"), "Healthy")["reason"])
 	assert.Equal(t, "c1", k.deployedRevision())
 
 	// A third input set succeeds: downstream moves; retention (1 and 1) drops run1.
@@ -996,7 +997,8 @@ spec:
 	k.setCommit("app", chain, "c1")
 	r := k.waitRunnable("app-pod", "RunTemplateReady", "False", "StampedObjectRejectedByAPIServer")
 	assert.Contains(t, condition(r.Object, "RunTemplateReady", "status")["message"], "is not allowed")
-	w := waitOwner(t, workloadGVR, k.ns, "app", "Ready", "False", "ReadyCondition")
+	w := waitOwner(t, workloadGVR, k.ns, "app", "Ready", "False", "HealthyConditionRule")
+	assert.Equal(t, "ReadyCondition", condition(stepStatus(w, "run"), "Healthy")["reason"])
 	msg := fmt.Sprint(condition(stepStatus(w, "run"), "Healthy")["message"])
 	assert.Contains(t, msg, "Runnable ["+k.ns+"/app-pod]")
 	assert.Contains(t, msg, "StampedObjectRejectedByAPIServer")

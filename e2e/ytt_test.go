@@ -175,8 +175,8 @@ func TestYttMissingParam(t *testing.T) {
 	k.apply(k.chainYAML(chain, "", k.step("params", "ClusterTemplate", tmpl, "")))
 	k.workload("app", chain, "")
 	w := k.waitStep("app", "params", "ResourceSubmitted", "False", "TemplateStampFailure")
-	parts := []string{"step [params]", "ClusterTemplate/" + tmpl, `ytt failed: key "waciuma-com/quality" not in struct`,
-		`template.yml:8 |   best_name: #@ data.values.params["waciuma-com/quality"]`}
+	parts := []string{"resource [params]", "ClusterTemplate/" + tmpl, "unable to apply ytt template: ytt: Error: \n- key \"waciuma-com/quality\" not in struct",
+		`stdin.yml:8 |   best_name: #@ data.values.params["waciuma-com/quality"]`}
 	k.assertCond(k.stepCond(w, "params", "ResourceSubmitted"), "False", "TemplateStampFailure", parts...)
 	k.assertCond(ownerCondition(w, "Ready"), "False", "TemplateStampFailure", parts...)
 	assert.Empty(t, k.objects(k.ns), "nothing stamped")

@@ -279,28 +279,9 @@ func decodeUnstructured(t testing.TB, doc string) any {
 	d.UseNumber()
 	var v any
 	require.NoError(t, d.Decode(&v))
-	return convertNumbers(v)
+	return unstructuredNumbers(v)
 }
 
-func convertNumbers(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			v[k] = convertNumbers(e)
-		}
-	case []any:
-		for i, e := range v {
-			v[i] = convertNumbers(e)
-		}
-	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return i
-		}
-		f, _ := v.Float64()
-		return f
-	}
-	return v
-}
 
 func TestDifferentialClientGo(t *testing.T) {
 	require.GreaterOrEqual(t, len(corpusDocs), 10)

@@ -172,7 +172,7 @@ func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
 	objs, err := ru.render(sc, in)
 	if err != nil {
 		r := ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
-			fmt.Sprintf("unable to stamp object for step [%s] from template [%s/%s] in %s [%s]: %v", step.Name, sc.kind, name, ru.r.flavor.ChainNoun, ru.chainName, err)), nil)
+			fmt.Sprintf("unable to stamp object for resource [%s] for template [%s/%s] in %s [%s]: %v", step.Name, sc.kind, name, ru.r.flavor.ChainNoun, ru.chainName, err)), nil)
 		if render.IsTransient(err) {
 			r.err = err // a chart repository that did not answer: retry with backoff
 		}

@@ -42,6 +42,9 @@ type options struct {
 	parallel int           // kuttl's parallelism
 	keep     bool          // keep the control plane's state folder on success
 	deadline time.Duration // the whole run
+	// controller is what the suite runs against: kontinue, or cartographer
+	// itself (with its own CRDs), which checks the harness, not Kontinue.
+	controller string
 }
 
 func main() {
@@ -53,7 +56,12 @@ func main() {
 	flag.IntVar(&o.parallel, "parallel", 8, "folders kuttl runs at once")
 	flag.BoolVar(&o.keep, "keep", false, "keep the state folder (logs, kubeconfig) also when every folder passes")
 	flag.DurationVar(&o.deadline, "deadline", 20*time.Minute, "the longest the whole run may take")
+	flag.StringVar(&o.controller, "controller", "kontinue", "run the suite against kontinue, or against cartographer v0.8.11 itself (a check of this harness)")
 	flag.Parse()
+	if o.controller != "kontinue" && o.controller != "cartographer" {
+		fmt.Fprintln(os.Stderr, "conformance: -controller must be kontinue or cartographer")
+		os.Exit(2)
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
@@ -109,14 +117,19 @@ func run(o options) error {
 		return fmt.Errorf("granting the suite's service accounts: %w", err)
 	}
 
-	logPath := filepath.Join(dir, "kontinue.log")
-	stopKontinue, err := startKontinue(ctx, root, cluster.Kubeconfig, logPath)
+	logPath := filepath.Join(dir, o.controller+".log")
+	var stopController func()
+	if o.controller == "cartographer" {
+		stopController, err = startCartographer(ctx, root, carto, cluster.Kubeconfig, dir, logPath)
+	} else {
+		stopController, err = startKontinue(ctx, root, cluster.Kubeconfig, logPath)
+	}
 	if err != nil {
 		return err
 	}
-	defer stopKontinue()
+	defer stopController()
 	if err := waitForCRDs(ctx, cluster.Kubeconfig); err != nil {
-		return fmt.Errorf("kontinue did not install its CRDs (log: %s): %w", logPath, err)
+		return fmt.Errorf("%s's CRDs are not served (log: %s): %w", o.controller, logPath, err)
 	}
 
 	cfg := filepath.Join(dir, "kuttl-test.yaml")
@@ -140,7 +153,7 @@ func run(o options) error {
 		return fmt.Errorf("kuttl failed although every folder passed: %w", runErr)
 	}
 	if !o.keep {
-		stopKontinue()
+		stopController()
 		_ = cluster.Stop()
 		_ = os.RemoveAll(filepath.Join(dir, "cluster"))
 	}
@@ -295,6 +308,8 @@ func runKuttl(ctx context.Context, kuttl, cfg, kubeconfig, logPath string, folde
 	sort.Strings(alts)
 	cmd := exec.CommandContext(ctx, kuttl, "test", "--config", cfg, "--test", "^("+strings.Join(alts, "|")+")(#[0-9]+)?$")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	// kuttl writes a kubeconfig file into its working folder.
+	cmd.Dir = filepath.Dir(logPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	return cmd.Run()
 }

@@ -216,3 +216,27 @@ current-context: kontinue-local
 `, server, b64(ca.certPEM), userName, b64(user.certPEM), b64(user.keyPEM), userName)
 	return []byte(sb.String())
 }
+
+// WriteServingCert writes a self-signed serving certificate for localhost
+// and 127.0.0.1 as dir/tls.crt and dir/tls.key: enough for a controller
+// whose webhook server must start although no webhook configuration points
+// at it (Cartographer's, when it runs next to Kontinue for comparisons).
+func WriteServingCert(dir string) error {
+	kp, err := newCert(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: "localhost"},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), kp.certPEM, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "tls.key"), kp.keyPEM, 0o600)
+}

@@ -150,7 +150,8 @@ func runYtt(ctx context.Context, req []byte) (any, error) {
 	msg := strings.TrimSpace(stderr.String())
 	switch {
 	case exit.ExitCode() == yttExitFailed:
-		return yttResult{err: &StampError{Engine: YttName, Message: "ytt failed: " + strings.TrimPrefix(msg, "- ")}}, nil
+		// Cartographer's words around the ytt command's own message.
+		return yttResult{err: &StampError{Engine: YttName, Message: "unable to apply ytt template: ytt: Error: " + stderr.String()}}, nil
 	case strings.Contains(msg, "stack overflow"):
 		return yttResult{err: &StampError{Engine: YttName, Message: fmt.Sprintf("ytt failed: the template recursed too deeply (more than %d MiB of stack)", yttMaxStack>>20)}}, nil
 	case strings.Contains(msg, "out of memory"), strings.Contains(msg, "cannot allocate memory"):

@@ -137,7 +137,7 @@ kind: ConfigMap
 metadata: {name: a}
 data:
   files: #@ data.list()
-`, []map[string]any{{"files": []any{"template.yml"}}}},
+`, []map[string]any{{"files": []any{"stdin.yml"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -252,7 +252,8 @@ data:
   best_name: #@ data.values.params["waciuma-com/quality"]
 `, supplyChain(Inputs{}, nil, nil))
 	require.Error(t, err)
-	assert.Equal(t, "ytt failed: key \"waciuma-com/quality\" not in struct\n    in <toplevel>\n      template.yml:8 |   best_name: #@ data.values.params[\"waciuma-com/quality\"]", err.Error())
+	// Exactly the text Cartographer v0.8.11 reports (its kuttl suite, templates-ytt-bad-params).
+	assert.Equal(t, "unable to apply ytt template: ytt: Error: \n- key \"waciuma-com/quality\" not in struct\n    in <toplevel>\n      stdin.yml:8 |   best_name: #@ data.values.params[\"waciuma-com/quality\"]\n", err.Error())
 }
 
 func TestYttErrors(t *testing.T) {
@@ -262,24 +263,24 @@ func TestYttErrors(t *testing.T) {
 	}{
 		{"empty", " \n", []string{"ytt is empty"}},
 		{"missing data value", yttHead + "  a: #@ data.values.params.nope\n",
-			[]string{"ytt failed: struct has no .nope field or method", "template.yml:6 |   a: #@ data.values.params.nope"}},
+			[]string{"unable to apply ytt template: ytt: Error: \n- struct has no .nope field or method", "stdin.yml:6 |   a: #@ data.values.params.nope"}},
 		{"Starlark syntax", "apiVersion: v1\nkind: ConfigMap\n#@ if True\nmetadata: {name: x}\n",
-			[]string{"ytt failed: got newline, want ':'", "template.yml:4 | metadata"}},
-		{"YAML syntax", "apiVersion: v1\nkind: [ConfigMap\n", []string{"ytt failed: Unmarshaling YAML template 'template.yml': yaml: line 2"}},
+			[]string{"unable to apply ytt template: ytt: Error: \n- got newline, want ':'", "stdin.yml:4 | metadata"}},
+		{"YAML syntax", "apiVersion: v1\nkind: [ConfigMap\n", []string{"unable to apply ytt template: ytt: Error: Unmarshaling YAML template 'stdin.yml': yaml: line 2"}},
 		{"undefined name", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: #@ nope\n",
-			[]string{"ytt failed: undefined: nope", "template.yml:4"}},
+			[]string{"unable to apply ytt template: ytt: Error: \n- undefined: nope", "stdin.yml:4"}},
 		{"failed assertion", "#@ load(\"@ytt:assert\", \"assert\")\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: #@ assert.fail(\"name is required\")\n",
-			[]string{"ytt failed: assert.fail: fail: name is required", "template.yml:5"}},
+			[]string{"unable to apply ytt template: ytt: Error: \n- assert.fail: fail: name is required", "stdin.yml:5"}},
 		{"load of a file", "#@ load(\"helpers.star\", \"f\")\na: 1\n",
-			[]string{"ytt failed: cannot load helpers.star", "template.yml:1"}},
+			[]string{"unable to apply ytt template: ytt: Error: \n- cannot load helpers.star", "stdin.yml:1"}},
 		{"load of an absolute path", "#@ load(\"/etc/passwd\", \"f\")\na: 1\n",
-			[]string{"ytt failed: cannot load /etc/passwd", "template.yml:1"}},
+			[]string{"unable to apply ytt template: ytt: Error: \n- cannot load /etc/passwd", "stdin.yml:1"}},
 		{"load of a private library", "#@ load(\"@mylib:x.star\", \"f\")\na: 1\n",
-			[]string{"ytt failed: cannot load @mylib:x.star", "template.yml:1"}},
-		{"load of itself", "#@ load(\"template.yml\", \"f\")\na: 1\n",
-			[]string{"ytt failed: cannot load template.yml", "template.yml:1"}},
+			[]string{"unable to apply ytt template: ytt: Error: \n- cannot load @mylib:x.star", "stdin.yml:1"}},
+		{"load of itself", "#@ load(\"stdin.yml\", \"f\")\na: 1\n",
+			[]string{"unable to apply ytt template: ytt: Error: \n- cannot load stdin.yml", "stdin.yml:1"}},
 		{"read of a file", "#@ load(\"@ytt:data\", \"data\")\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: #@ data.read(\"/etc/hostname\")\n",
-			[]string{"ytt failed:", "/etc/hostname", "template.yml:5"}},
+			[]string{"unable to apply ytt template: ytt: Error:", "/etc/hostname", "stdin.yml:5"}},
 		{"no object", "#@ if False:\na: 1\n#@ end\n", []string{"ytt rendered no object"}},
 		{"not an object", "- a\n- b\n", []string{"ytt output does not render an object"}},
 		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", []string{"ytt output renders an object without apiVersion/kind"}},

@@ -3,6 +3,7 @@ package render
 import (
 	"encoding/json"
 	"fmt"
+	uierrs "github.com/cppforlife/go-cli-ui/errors"
 	"io"
 	"os"
 	"runtime/debug"
@@ -27,8 +28,9 @@ const (
 	yttMaxStack  = 64 << 20  // Go stack of one goroutine: Starlark recursion
 )
 
-// yttFile names the template in ytt's messages ("template.yml:7 | ...").
-const yttFile = "template.yml"
+// yttFile names the template in ytt's messages ("stdin.yml:7 | ..."): the
+// name Cartographer's ytt invocation gave it.
+const yttFile = "stdin.yml"
 
 func init() {
 	if os.Getenv(yttChildEnv) == "1" {
@@ -51,7 +53,9 @@ func yttChild(in io.Reader, out, errOut io.Writer) int {
 	}
 	text, err := renderYtt(req.Template, req.Values)
 	if err != nil {
-		fmt.Fprintln(errOut, err.Error())
+		// Formatted as the ytt command formats it: Cartographer passed that
+		// text on, and its users' tooling (and its suite) read it.
+		fmt.Fprintln(errOut, uierrs.NewMultiLineError(err))
 		return yttExitFailed
 	}
 	if _, err := out.Write(text); err != nil {
