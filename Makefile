@@ -12,8 +12,11 @@ E2E_TIMEOUT ?= 40m
 
 all: build
 
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X kontinue.dev/kontinue/version.Version=$(VERSION)
+
 build:
-	$(GO) build -o $(BIN)/kontinue .
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kontinue .
 
 ## test: lint, unit tests, the e2e suite on the local control plane (or
 ## $KUBECONFIG), then Cartographer's own kuttl suite (conformance).
@@ -76,13 +79,13 @@ e2e-kind:
 .PHONY: install-yaml image e2e-rbac
 IMAGE ?= kontinue:latest
 
-## install-yaml: regenerate deploy/install.yaml (CRDs + deploy/*.yaml) for $(IMAGE).
+## install-yaml: regenerate deploy/install.yaml (namespace + the chart deploy/chart rendered) for $(IMAGE), deploy/crds.yaml and the chart's crds/.
 install-yaml:
 	$(GO) run ./hack/installyaml -image $(IMAGE)
 
 ## image: build the container image $(IMAGE) (needs Docker).
 image:
-	docker build -t $(IMAGE) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 ## e2e-rbac: the e2e suite with Kontinue running as the kontinue service account of deploy/ (not part of `test`).
 e2e-rbac: controlplane build

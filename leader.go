@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -20,23 +19,12 @@ import (
 	"kontinue.dev/kontinue/reconciler/metrics"
 )
 
-var leaderGauge = prometheus.NewGauge(prometheus.GaugeOpts{
-	Name: "kontinue_leader",
-	Help: "1 while this process runs the controllers (it holds the leader lease, or leader election is off), else 0.",
-})
-
-func init() { metrics.Registry.MustRegister(leaderGauge) }
-
 // leadership is what the probes and the gauge know about leader election.
 type leadership struct{ leading atomic.Bool }
 
 func (l *leadership) set(v bool) {
 	l.leading.Store(v)
-	if v {
-		leaderGauge.Set(1)
-	} else {
-		leaderGauge.Set(0)
-	}
+	metrics.SetLeading(v)
 }
 
 func (l *leadership) get() bool { return l.leading.Load() }
@@ -103,7 +91,7 @@ func runElected(sig context.Context, cfg *rest.Config, o electionOptions, lead *
 	)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		Name:            "kontinue",
+		Name:            o.id, // leader_election_master_status{name}
 		LeaseDuration:   o.leaseDuration,
 		RenewDeadline:   o.renewDeadline,
 		RetryPeriod:     o.retryPeriod,

@@ -1,15 +1,17 @@
 // Command kontinue runs Kontinue, a Kubernetes supply-chain choreographer
 // that speaks Cartographer's carto.run/v1alpha1 API.
 //
-//	kontinue [flags]     run the controller (in-cluster, or with --kubeconfig)
+//	kontinue [flags]     run the controller (kubeconfig as kubectl finds it, else in-cluster)
 //	kontinue crds        print the CustomResourceDefinitions
+//	kontinue version     print the version (also --version)
+//	kontinue get|render|reconcile ...   the CLI (package cli, docs/cli.md)
 //
 // With --leader-elect, replicas share a Lease and only its holder runs the
 // controllers (leader.go, leaselock.go); logs are JSON in a cluster and text
 // locally (logging.go).
 package main
 
-// Generated files: deploy/install.yaml (CRDs + deploy/*.yaml) and
+// Generated files: deploy/install.yaml (deploy/namespace.yaml + the chart deploy/chart), deploy/crds.yaml and
 // docs/crds.md (from the CRDs' descriptions). Unit tests fail when stale.
 //go:generate go run ./hack/installyaml
 //go:generate go run ./hack/crddocs
@@ -29,16 +31,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/cli"
+	"kontinue.dev/kontinue/clientconfig"
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/metrics"
+	"kontinue.dev/kontinue/version"
 )
 
 type options struct {
 	kubeconfig    string
+	kubeContext   string
 	metricsAddr   string
 	probeAddr     string
 	pprofAddr     string
@@ -57,13 +62,27 @@ type options struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "crds" {
-		os.Stdout.Write(crds.YAML())
-		return
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "crds":
+			os.Stdout.Write(crds.YAML())
+			return
+		case "version", "--version", "-version":
+			fmt.Println(version.String())
+			return
+		}
+		if cli.IsCommand(os.Args[1]) {
+			os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		}
 	}
 	var o options
 	fs := flag.NewFlagSet("kontinue", flag.ExitOnError)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty means in-cluster configuration")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: kontinue [flags]   run the controller\n       kontinue crds|version|get|render|reconcile|help   (kontinue help)\n\nFlags of the controller:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default: $KUBECONFIG (several files, as kubectl), else ~/.kube/config, else the in-cluster configuration")
+	fs.StringVar(&o.kubeContext, "context", "", "kubeconfig context to use; default: the current context")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; \"0\" disables them")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof endpoints (profiling); \"0\" disables them")
@@ -92,9 +111,14 @@ func main() {
 		fmt.Fprintf(os.Stderr, "kontinue: unexpected arguments %q\n", fs.Args())
 		os.Exit(2)
 	}
+	loaded, err := clientconfig.Flags{Kubeconfig: o.kubeconfig, Context: o.kubeContext}.Load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kontinue:", err)
+		os.Exit(1)
+	}
 	if o.logFormat == "" {
 		o.logFormat = "text"
-		if o.kubeconfig == "" {
+		if loaded.InCluster {
 			o.logFormat = "json"
 		}
 	}
@@ -102,8 +126,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kontinue:", err)
 		os.Exit(2)
 	}
+	klog.InfoS("starting", "version", version.Version, "inCluster", loaded.InCluster)
 
-	if err := run(o); err != nil {
+	if err := run(o, loaded.Config); err != nil {
 		klog.ErrorS(err, "kontinue stopped")
 		klog.Flush()
 		os.Exit(1)
@@ -111,27 +136,10 @@ func main() {
 	klog.Flush()
 }
 
-func restConfig(o options) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("no usable cluster configuration (set --kubeconfig or run in a cluster): %w", err)
-	}
+func run(o options, cfg *rest.Config) error {
+	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-	cfg.UserAgent = "kontinue"
-	return cfg, nil
-}
-
-func run(o options) error {
-	cfg, err := restConfig(o)
-	if err != nil {
-		return err
-	}
+	cfg.UserAgent = "kontinue/" + version.Version
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -147,6 +155,7 @@ func run(o options) error {
 	m.OnApply = metrics.Applied
 	for _, c := range m.Controllers() {
 		c.Observer = metrics.Observer{}
+		metrics.SetWorkers(c.Name, o.workers)
 	}
 	lead := &leadership{}
 	if err := serve(ctx, o, m, lead); err != nil {
@@ -163,6 +172,7 @@ func run(o options) error {
 	}
 	if !o.leaderElect {
 		lead.set(true)
+		metrics.SetLeader(o.election.id, true)
 		return work(ctx)
 	}
 	if o.election.namespace, err = electionNamespace(o.election.namespace); err != nil {

@@ -150,13 +150,18 @@ func TestPrinterColumns(t *testing.T) {
 	reason := `.status.conditions[?(@.type=="Ready")].reason`
 	age := ".metadata.creationTimestamp"
 	chain := [][2]string{{"Ready", ready}, {"Reason", reason}, {"Age", age}}
+	// Workload and Deliverable: Cartographer v0.8.11's columns, string for
+	// string (config/crd/bases of its module), then Message (-o wide).
+	cartoReady := `.status.conditions[?(@.type=='Ready')].status`
+	cartoReason := `.status.conditions[?(@.type=='Ready')].reason`
+	cartoSource := `.spec.source['git.url','image']`
+	message := [2]string{"Message", `.status.conditions[?(@.type=='Ready')].message`}
 	want := map[string][][2]string{
 		api.KindWorkload: {
-			{"Source", ".spec.source.git.url"}, {"Source Image", ".spec.source.image"},
-			{"SupplyChain", ".status.supplyChainRef.name"}, {"Ready", ready}, {"Reason", reason}, {"Age", age},
+			{"Source", cartoSource}, {"SupplyChain", ".status.supplyChainRef.name"}, {"Ready", cartoReady}, {"Reason", cartoReason}, {"Age", age}, message,
 		},
 		api.KindDeliverable: {
-			{"Delivery", ".status.deliveryRef.name"}, {"Ready", ready}, {"Reason", reason}, {"Age", age},
+			{"Source", cartoSource}, {"Delivery", ".status.deliveryRef.name"}, {"Ready", cartoReady}, {"Reason", cartoReason}, {"Age", age}, message,
 		},
 		api.KindRunnable: {
 			{"RunTemplate", ".spec.runTemplateRef.name"}, {"Ready", ready}, {"Reason", reason}, {"Age", age},
@@ -176,6 +181,9 @@ func TestPrinterColumns(t *testing.T) {
 				wantType = "date"
 			}
 			assert.Equal(t, wantType, col["type"], "%s column %s", kind, col["name"])
+			if col["name"] == "Message" {
+				assert.EqualValues(t, 1, col["priority"], "Message only with -o wide: the default columns stay Cartographer's")
+			}
 		}
 		assert.Equal(t, want[kind], got, kind)
 	}

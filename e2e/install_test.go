@@ -28,10 +28,13 @@ var installSAGVR = schema.GroupVersionResource{Version: "v1", Resource: "service
 
 func installObjects(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
+	// CRDs first (deploy/crds.yaml), then Kontinue (deploy/install.yaml).
+	crds, err := readObjects(filepath.Join(env.root, "deploy", "crds.yaml"))
+	require.NoError(t, err)
 	objs, err := readObjects(filepath.Join(env.root, "deploy", "install.yaml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, objs)
-	return objs
+	return append(crds, objs...)
 }
 
 // warnings collects the API server's warnings (Pod Security among them).

@@ -64,6 +64,7 @@ kind load docker-image "$image" --name "$cluster"
 
 # install.yaml for this image (the committed one names kontinue:latest).
 go run -C "$root" ./hack/installyaml -image "$image" -o "$work/install.yaml"
+kubectl apply --server-side --field-manager=e2e-kind --force-conflicts -f "$root/deploy/crds.yaml"
 kubectl apply --server-side --field-manager=e2e-kind --force-conflicts -f "$work/install.yaml"
 kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null
 if [[ -z $created ]]; then

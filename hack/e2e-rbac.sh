@@ -46,6 +46,7 @@ go build -C "$root" -o "$root/_output/bin/kontinue" . || die "go build failed"
 
 # The whole install (CRDs, namespace, RBAC, Deployment). The Deployment stays
 # inert: this control plane has no scheduler and no kubelet.
+kubectl apply --server-side --field-manager=e2e-rbac -f "$root/deploy/crds.yaml" >/dev/null
 kubectl apply --server-side --field-manager=e2e-rbac -f "$root/deploy/install.yaml" >/dev/null
 kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null
 

@@ -96,7 +96,13 @@ func writeKind(b *bytes.Buffer, crd *unstructured.Unstructured) error {
 		var cs []string
 		for _, c := range cols {
 			m := c.(map[string]any)
-			cs = append(cs, fmt.Sprintf("%s (`%s`)", m["name"], m["jsonPath"]))
+			col := fmt.Sprintf("%s (`%s`)", m["name"], m["jsonPath"])
+			if p, ok := m["priority"].(float64); ok && p > 0 {
+				col += " with `-o wide`"
+			} else if p, ok := m["priority"].(int64); ok && p > 0 {
+				col += " with `-o wide`"
+			}
+			cs = append(cs, col)
 		}
 		b.WriteString(strings.Join(cs, ", ") + ".\n")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,58 @@ func TestInstallYAMLUpToDate(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("deploy/install.yaml is stale: run `make install-yaml` and commit the result")
 	}
+	for _, p := range []string{"deploy/crds.yaml", "deploy/chart/crds/crds.yaml"} {
+		got, err := os.ReadFile(filepath.Join(root, p))
+		require.NoError(t, err)
+		if !bytes.Equal(got, CRDs()) {
+			t.Fatalf("%s is stale: run `make install-yaml` and commit the result", p)
+		}
+	}
+}
+
+// TestCRDsApart: deleting install.yaml never deletes the CRDs (and every
+// Workload with them); helm uninstall neither (crds/ of the chart).
+func TestCRDsApart(t *testing.T) {
+	require.Empty(t, byKind(installObjects(t), "CustomResourceDefinition"))
+	docs, err := RenderChart(repo(t), nil)
+	require.NoError(t, err)
+	for _, d := range docs {
+		require.NotContains(t, d, "kind: CustomResourceDefinition", "CRDs live in the chart's crds/ folder, which helm never deletes")
+	}
+	objs := parse(t, CRDs())
+	require.Len(t, byKind(objs, "CustomResourceDefinition"), 11)
+	require.Len(t, objs, 11)
+}
+
+func TestChartValues(t *testing.T) {
+	render := func(values map[string]any) []*unstructured.Unstructured {
+		docs, err := RenderChart(repo(t), values)
+		require.NoError(t, err)
+		return parse(t, []byte(strings.Join(docs, "\n---\n")))
+	}
+	objs := render(map[string]any{
+		"replicas":       3,
+		"metrics":        map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
+		"rbac":           map[string]any{"impersonation": []any{"team-a", "team-b"}},
+		"leaderElection": map[string]any{"enabled": false},
+	})
+	require.Len(t, byKind(objs, "ServiceMonitor"), 1)
+	rbs := byKind(objs, "RoleBinding")
+	require.Len(t, rbs, 2, "impersonation only in the listed namespaces, no leader election Role")
+	require.Equal(t, "team-a", rbs[0].GetNamespace())
+	for _, b := range byKind(objs, "ClusterRoleBinding") {
+		require.NotEqual(t, "kontinue-impersonator", b.GetName())
+	}
+	require.Empty(t, byKind(objs, "Role"))
+	d := byKind(objs, "Deployment")[0]
+	replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+	require.EqualValues(t, 3, replicas)
+	require.NotContains(t, fmt.Sprint(nested(d.Object, "spec", "template", "spec", "containers")), "--leader-elect")
+
+	objs = render(map[string]any{"metrics": map[string]any{"enabled": false}, "rbac": map[string]any{"create": false}})
+	require.Empty(t, byKind(objs, "Service"))
+	require.Empty(t, byKind(objs, "ClusterRole"))
+	require.Contains(t, fmt.Sprint(nested(byKind(objs, "Deployment")[0].Object, "spec", "template", "spec", "containers")), "--metrics-bind-address=0")
 }
 
 func TestGenerateSetsImage(t *testing.T) {
@@ -45,6 +98,11 @@ func installObjects(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repo(t), "deploy", "install.yaml"))
 	require.NoError(t, err)
+	return parse(t, b)
+}
+
+func parse(t *testing.T, b []byte) []*unstructured.Unstructured {
+	t.Helper()
 	var out []*unstructured.Unstructured
 	for _, doc := range bytes.Split(b, []byte("\n---")) {
 		j, err := yaml.YAMLToJSON(doc)
@@ -74,8 +132,7 @@ func byKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unst
 
 func TestInstallYAMLContents(t *testing.T) {
 	objs := installObjects(t)
-	require.Len(t, byKind(objs, "CustomResourceDefinition"), 11)
-	require.Equal(t, "CustomResourceDefinition", objs[0].GetKind(), "CRDs come first")
+	require.Equal(t, "Namespace", objs[0].GetKind(), "the namespace comes first")
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "CustomResourceDefinition", "Namespace", "ClusterRole", "ClusterRoleBinding":

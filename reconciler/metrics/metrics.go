@@ -39,6 +39,7 @@ func init() {
 	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue()
+	registerStandard()
 	clientmetrics.Register(clientmetrics.RegisterOpts{
 		RequestResult:  requestResult{},
 		RequestLatency: requestLatency{},
@@ -51,6 +52,7 @@ type Observer struct{}
 // Reconciled records one reconcile.
 func (Observer) Reconciled(controller string, d time.Duration, result string) {
 	reconcileDuration.WithLabelValues(controller, result).Observe(d.Seconds())
+	observeStandard(controller, d, result)
 }
 
 // Applied counts an apply or a skipped no-op apply.
@@ -70,14 +72,16 @@ func SetInformers(active, objects int) {
 
 type requestResult struct{}
 
-func (requestResult) Increment(_ context.Context, code, method, _ string) {
+func (requestResult) Increment(_ context.Context, code, method, host string) {
 	apiRequests.WithLabelValues(method, code).Inc()
+	restRequest(code, method, host)
 }
 
 type requestLatency struct{}
 
-func (requestLatency) Observe(_ context.Context, verb string, _ url.URL, d time.Duration) {
+func (requestLatency) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
 	apiLatency.WithLabelValues(verb).Observe(d.Seconds())
+	restObserve(verb, u, d)
 }
 
 // Workqueue metrics, per queue name.
@@ -98,20 +102,24 @@ func registerWorkqueue() {
 
 type provider struct{}
 
-func (provider) NewDepthMetric(n string) workqueue.GaugeMetric  { return wqDepth.WithLabelValues(n) }
-func (provider) NewAddsMetric(n string) workqueue.CounterMetric { return wqAdds.WithLabelValues(n) }
+func (provider) NewDepthMetric(n string) workqueue.GaugeMetric {
+	return gauges{wqDepth.WithLabelValues(n), wqStdDepth.WithLabelValues(n)}
+}
+func (provider) NewAddsMetric(n string) workqueue.CounterMetric {
+	return counters{wqAdds.WithLabelValues(n), wqStdAdds.WithLabelValues(n)}
+}
 func (provider) NewLatencyMetric(n string) workqueue.HistogramMetric {
-	return wqLatency.WithLabelValues(n)
+	return histograms{wqLatency.WithLabelValues(n), wqStdLatency.WithLabelValues(n)}
 }
 func (provider) NewWorkDurationMetric(n string) workqueue.HistogramMetric {
-	return wqWork.WithLabelValues(n)
+	return histograms{wqWork.WithLabelValues(n), wqStdWork.WithLabelValues(n)}
 }
 func (provider) NewUnfinishedWorkSecondsMetric(n string) workqueue.SettableGaugeMetric {
-	return wqUnfin.WithLabelValues(n)
+	return gauges{wqUnfin.WithLabelValues(n), wqStdUnfin.WithLabelValues(n)}
 }
 func (provider) NewLongestRunningProcessorSecondsMetric(n string) workqueue.SettableGaugeMetric {
-	return wqLongest.WithLabelValues(n)
+	return gauges{wqLongest.WithLabelValues(n), wqStdLongest.WithLabelValues(n)}
 }
 func (provider) NewRetriesMetric(n string) workqueue.CounterMetric {
-	return wqRetries.WithLabelValues(n)
+	return counters{wqRetries.WithLabelValues(n), wqStdRetries.WithLabelValues(n)}
 }

@@ -1,0 +1,10 @@
+// Package annotations names the annotations people and tools put on
+// Kontinue's objects to ask something of the controller. It is shared by the
+// controller and the CLI, and imports nothing.
+package annotations
+
+// ReconcileRequest, set on a Workload or Deliverable (any value; `kontinue
+// reconcile` writes the current time, RFC 3339 with nanoseconds), asks for a
+// reconcile now: a change of its value is a change of the owner, so the
+// controller takes it at once, as for any edit of the object.
+const ReconcileRequest = "kontinue.dev/reconcile-requested-at"

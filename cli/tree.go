@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"kontinue.dev/kontinue/cli/view"
+)
+
+// ANSI colours, used only when stdout is a terminal (or --color=always).
+const (
+	cReset  = "\x1b[0m"
+	cBold   = "\x1b[1m"
+	cDim    = "\x1b[2m"
+	cRed    = "\x1b[31m"
+	cGreen  = "\x1b[32m"
+	cYellow = "\x1b[33m"
+	cCyan   = "\x1b[36m"
+)
+
+func paint(on bool, code, s string) string {
+	if !on || code == "" || s == "" {
+		return s
+	}
+	return code + s + cReset
+}
+
+func statusColor(status string) string {
+	switch status {
+	case "True", view.HealthHealthy:
+		return cGreen
+	case "False", view.HealthUnhealthy, "Deleted":
+		return cRed
+	}
+	return cYellow
+}
+
+func mark(status string) string {
+	switch status {
+	case "True":
+		return "✓"
+	case "False":
+		return "✗"
+	}
+	return "…"
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// oneLine flattens s and cuts it to n runes (0: no cut).
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); n > 0 && len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func short(digest string) string {
+	d := strings.TrimPrefix(digest, "sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return d
+}
+
+// printTree prints one owner:
+//
+//	Workload dev/app   Ready: False (MissingValueAtPath)   ClusterSupplyChain source-to-url
+//	├─ ✓ source-provider
+//	│    template  ClusterSourceTemplate git
+//	│    stamped   GitRepository dev/app
+//	│    health    Healthy (OutputsAvailable)
+//	│    outputs   url: https://...
+//	└─ … image-builder   Unknown MissingValueAtPath: step [image-builder] waits for ...
+//	Conditions
+//	  ...
+func printTree(w io.Writer, v view.Owner, color bool) {
+	var b strings.Builder
+	p := func(code, s string) string { return paint(color, code, s) }
+	chain := p(cDim, "no chain chosen")
+	if v.Chain != nil {
+		chain = v.Chain.Kind + " " + v.Chain.Name
+	}
+	fmt.Fprintf(&b, "%s %s   Ready: %s", v.OwnerKind, p(cBold, v.Namespace+"/"+v.Name), p(statusColor(v.Ready.Status), v.Ready.Status))
+	if v.Ready.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", v.Ready.Reason)
+	}
+	fmt.Fprintf(&b, "   %s\n", chain)
+	if v.Stale {
+		fmt.Fprintf(&b, "%s\n", p(cYellow, fmt.Sprintf("status describes generation %d of %d: Kontinue has not caught up yet", v.ObservedGeneration, v.Generation)))
+	}
+	if v.Ready.Status != "True" && v.Ready.Message != "" {
+		fmt.Fprintf(&b, "%s\n", v.Ready.Message)
+	}
+	for i, s := range v.Steps {
+		last := i == len(v.Steps)-1
+		branch, pad := "├─ ", "│    "
+		if last {
+			branch, pad = "└─ ", "     "
+		}
+		fmt.Fprintf(&b, "%s%s %s", branch, p(statusColor(s.Ready.Status), mark(s.Ready.Status)), p(cBold, s.Name))
+		if s.Ready.Status != "True" && s.Ready.Reason != "" {
+			fmt.Fprintf(&b, "   %s %s", p(statusColor(s.Ready.Status), s.Ready.Status), s.Ready.Reason)
+		}
+		b.WriteString("\n")
+		field := func(name, value string) {
+			fmt.Fprintf(&b, "%s%s %s\n", pad, p(cCyan, fmt.Sprintf("%-9s", name)), value)
+		}
+		if s.Template != nil {
+			field("template", s.Template.Kind+" "+s.Template.Name)
+		}
+		if s.PassThrough {
+			msg := "passes an input through, stamps nothing"
+			if s.Submitted != nil && s.Submitted.Message != "" {
+				msg = s.Submitted.Message
+			}
+			field("option", "passThrough: "+msg)
+		}
+		if len(s.Inputs) > 0 {
+			field("inputs", strings.Join(s.Inputs, ", "))
+		}
+		if s.Stamped != nil {
+			field("stamped", s.Stamped.String())
+		}
+		for _, o := range s.Objects {
+			if s.Stamped == nil || o != *s.Stamped {
+				field("object", o.String())
+			}
+		}
+		if s.Submitted != nil && s.Submitted.Status != "True" {
+			field("submitted", p(statusColor(s.Submitted.Status), s.Submitted.Status)+" "+s.Submitted.Reason+msgSuffix(s.Submitted.Message))
+		}
+		if s.Health != view.HealthNone {
+			h := p(statusColor(s.Health), s.Health)
+			if s.Healthy != nil {
+				h += " (" + s.Healthy.Reason + ")" + msgSuffix(s.Healthy.Message)
+			}
+			field("health", h)
+		}
+		for j, o := range s.Outputs {
+			name := ""
+			if j == 0 {
+				name = "outputs"
+			}
+			field(name, o.Name+": "+oneLine(o.Preview, 100))
+		}
+		if s.HeldInputDigest != "" {
+			field("held", p(cYellow, "newer inputs "+short(s.HeldInputDigest)+" wait until the object finishes with "+dash(short(s.InputDigest))))
+		}
+		if s.Shadow != nil || s.ServedBy == "shadow" {
+			sh := "outputs served by the " + dash(s.ServedBy)
+			if s.Shadow != nil {
+				sh += "; last good copy " + s.Shadow.String()
+			}
+			code := ""
+			if s.ServedBy == "shadow" {
+				code = cYellow
+			}
+			field("shadow", p(code, sh))
+		}
+		if r := s.Runnable; r != nil {
+			run := p(statusColor(r.Ready.Status), r.Ready.Status) + " " + r.Ready.Reason
+			if r.LatestRun != nil {
+				run += "; latest " + r.LatestRun.Kind + " " + r.LatestRun.Name
+				if r.LatestRunSucceeded != "" {
+					run += " (Succeeded: " + r.LatestRunSucceeded + ")"
+				}
+			}
+			if r.LatestSuccessfulRun != nil && (r.LatestRun == nil || *r.LatestSuccessfulRun != *r.LatestRun) {
+				run += "; last success " + r.LatestSuccessfulRun.Name
+			}
+			field("runs", run)
+		}
+	}
+	if len(v.Orphans) > 0 {
+		fmt.Fprintf(&b, "%s\n", p(cYellow, "Orphans (no step stamps them; deletion retried)"))
+		for _, o := range v.Orphans {
+			fmt.Fprintf(&b, "  %s\n", o.String())
+		}
+	}
+	if len(v.Conditions) > 0 {
+		b.WriteString("Conditions\n")
+		for _, c := range v.Conditions {
+			fmt.Fprintf(&b, "  %-20s %s %s%s\n", c.Type, p(statusColor(c.Status), fmt.Sprintf("%-7s", c.Status)), c.Reason, msgSuffix(c.Message))
+		}
+	} else {
+		fmt.Fprintf(&b, "%s\n", p(cYellow, "No status yet: is Kontinue running, and does it watch this namespace?"))
+	}
+	if v.ReconcileRequestedAt != "" {
+		fmt.Fprintf(&b, "%s\n", p(cDim, "reconcile requested at "+v.ReconcileRequestedAt))
+	}
+	_, _ = io.WriteString(w, b.String())
+}
+
+func msgSuffix(m string) string {
+	if m == "" {
+		return ""
+	}
+	return ": " + oneLine(m, 160)
+}

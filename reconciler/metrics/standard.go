@@ -1,0 +1,193 @@
+package metrics
+
+import (
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// The metrics below carry the names controller-runtime and client-go give
+// them in most Kubernetes controllers (workqueue_*, rest_client_*,
+// controller_runtime_reconcile_*, leader_election_master_status), so that
+// existing dashboards and alerts work on Kontinue unchanged. Kontinue's own
+// kontinue_* series stay, with the same observations.
+
+var (
+	crReconcileTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_runtime_reconcile_total",
+		Help: "Total number of reconciliations per controller (result: success, error, requeue, requeue_after).",
+	}, []string{"controller", "result"})
+	crReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_runtime_reconcile_errors_total",
+		Help: "Total number of reconciliation errors per controller.",
+	}, []string{"controller"})
+	crTerminalErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_runtime_terminal_reconcile_errors_total",
+		Help: "Total number of terminal reconciliation errors per controller (recorded on the object, not retried).",
+	}, []string{"controller"})
+	crReconcileTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "controller_runtime_reconcile_time_seconds",
+		Help: "Length of time per reconciliation per controller.",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+			1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60},
+	}, []string{"controller"})
+	crMaxConcurrent = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "controller_runtime_max_concurrent_reconciles",
+		Help: "Maximum number of concurrent reconciles (workers) per controller.",
+	}, []string{"controller"})
+
+	restRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rest_client_requests_total",
+		Help: "Number of HTTP requests, partitioned by status code, method, and host.",
+	}, []string{"code", "method", "host"})
+	restLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rest_client_request_duration_seconds",
+		Help:    "Request latency in seconds. Broken down by verb, and host.",
+		Buckets: []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0},
+	}, []string{"verb", "host"})
+
+	leaderStatus = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "leader_election_master_status",
+		Help: "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+	}, []string{"name"})
+	leaderSlowpath = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leader_election_slowpath_total",
+		Help: "Total number of slow path exercised in renewing leader leases. 'name' is the string used to identify the lease.",
+	}, []string{"name"})
+
+	wqStdDepth   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_depth", Help: "Current depth of workqueue"}, []string{"name"})
+	wqStdAdds    = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_adds_total", Help: "Total number of adds handled by workqueue"}, []string{"name"})
+	wqStdLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_queue_duration_seconds", Help: "How long in seconds an item stays in workqueue before being requested", Buckets: prometheus.ExponentialBuckets(10e-9, 10, 12)}, []string{"name"})
+	wqStdWork    = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_work_duration_seconds", Help: "How long in seconds processing an item from workqueue takes.", Buckets: prometheus.ExponentialBuckets(10e-9, 10, 12)}, []string{"name"})
+	wqStdUnfin   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_unfinished_work_seconds", Help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads."}, []string{"name"})
+	wqStdLongest = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_longest_running_processor_seconds", Help: "How many seconds has the longest running processor for workqueue been running."}, []string{"name"})
+	wqStdRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_retries_total", Help: "Total number of retries handled by workqueue"}, []string{"name"})
+)
+
+var leading = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "kontinue_leader",
+	Help: "1 while this process runs the controllers (it holds the leader lease, or leader election is off), else 0.",
+})
+
+// SetLeading sets kontinue_leader.
+func SetLeading(v bool) {
+	if v {
+		leading.Set(1)
+	} else {
+		leading.Set(0)
+	}
+}
+
+func registerStandard() {
+	Registry.MustRegister(leading, crReconcileTotal, crReconcileErrors, crTerminalErrors, crReconcileTime, crMaxConcurrent,
+		restRequests, restLatency, leaderStatus, leaderSlowpath,
+		wqStdDepth, wqStdAdds, wqStdLatency, wqStdWork, wqStdUnfin, wqStdLongest, wqStdRetries)
+	leaderelection.SetProvider(leaderProvider{})
+}
+
+// crResult maps Kontinue's reconcile outcomes to controller-runtime's
+// result label: a terminal error is an error there too.
+func crResult(result string) string {
+	switch result {
+	case "terminal":
+		return "error"
+	case "requeue":
+		return "requeue_after"
+	}
+	return result
+}
+
+func observeStandard(controller string, d time.Duration, result string) {
+	crReconcileTotal.WithLabelValues(controller, crResult(result)).Inc()
+	crReconcileTime.WithLabelValues(controller).Observe(d.Seconds())
+	switch result {
+	case "error":
+		crReconcileErrors.WithLabelValues(controller).Inc()
+	case "terminal":
+		crReconcileErrors.WithLabelValues(controller).Inc()
+		crTerminalErrors.WithLabelValues(controller).Inc()
+	}
+}
+
+// SetWorkers records the number of workers of a controller
+// (controller_runtime_max_concurrent_reconciles) and creates its reconcile
+// series at zero, so that rates and alerts see the controller before its
+// first error.
+func SetWorkers(controller string, workers int) {
+	crMaxConcurrent.WithLabelValues(controller).Set(float64(workers))
+	for _, r := range []string{"success", "error", "requeue", "requeue_after"} {
+		crReconcileTotal.WithLabelValues(controller, r)
+	}
+	crReconcileErrors.WithLabelValues(controller)
+	crTerminalErrors.WithLabelValues(controller)
+}
+
+// SetLeader sets leader_election_master_status{name} directly, for a
+// process that runs without leader election (it always leads). With leader
+// election client-go's elector sets it through the provider.
+func SetLeader(name string, leading bool) {
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	leaderStatus.WithLabelValues(name).Set(v)
+}
+
+type leaderProvider struct{}
+
+func (leaderProvider) NewLeaderMetric() leaderelection.LeaderMetric { return leaderMetric{} }
+
+type leaderMetric struct{}
+
+func (leaderMetric) On(name string)                { leaderStatus.WithLabelValues(name).Set(1) }
+func (leaderMetric) Off(name string)               { leaderStatus.WithLabelValues(name).Set(0) }
+func (leaderMetric) SlowpathExercised(name string) { leaderSlowpath.WithLabelValues(name).Inc() }
+
+func restRequest(code, method, host string) {
+	restRequests.WithLabelValues(code, method, host).Inc()
+}
+
+func restObserve(verb string, u url.URL, d time.Duration) {
+	restLatency.WithLabelValues(verb, u.Host).Observe(d.Seconds())
+}
+
+// Workqueue metrics go to both families: workqueue_* (client-go's names)
+// and kontinue_workqueue_*.
+type gauges []prometheus.Gauge
+
+func (g gauges) Inc() {
+	for _, x := range g {
+		x.Inc()
+	}
+}
+func (g gauges) Dec() {
+	for _, x := range g {
+		x.Dec()
+	}
+}
+func (g gauges) Set(v float64) {
+	for _, x := range g {
+		x.Set(v)
+	}
+}
+
+type counters []prometheus.Counter
+
+func (c counters) Inc() {
+	for _, x := range c {
+		x.Inc()
+	}
+}
+
+type histograms []prometheus.Observer
+
+func (h histograms) Observe(v float64) {
+	for _, x := range h {
+		x.Observe(v)
+	}
+}
+
+var _ workqueue.MetricsProvider = provider{}
