@@ -286,7 +286,7 @@ func TestCompileErrors(t *testing.T) {
 		{"does not exist with values", nil, nil, []api.FieldRequirement{field("spec.x", api.OpDoesNotExist, 1)}, TermField, 0, "spec.x", "takes no values"},
 		{"empty key", nil, nil, []api.FieldRequirement{field("", api.OpExists)}, TermField, 0, "", "key is empty"},
 		{"whole owner", nil, nil, []api.FieldRequirement{field("workload", api.OpExists)}, TermField, 0, "workload", "whole workload"},
-		{"bad path", nil, nil, []api.FieldRequirement{field("spec..x", api.OpExists)}, TermField, 0, "spec..x", "invalid path"},
+		{"bad path", nil, nil, []api.FieldRequirement{field("spec.[x", api.OpExists)}, TermField, 0, "spec.[x", "invalid path"},
 		{"unbalanced bracket", nil, nil, []api.FieldRequirement{field("workload.spec[0", api.OpExists)}, TermField, 0, "workload.spec[0", "invalid path"},
 		{"value not JSON", nil, nil, []api.FieldRequirement{field("spec.x", api.OpIn, "a", make(chan int))}, TermField, 0, "spec.x", "value [1]: not a JSON value"},
 		{"bad expression operator", nil, []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Equals", Values: []string{"a"}}}, nil,
@@ -317,7 +317,7 @@ func TestCompileErrors(t *testing.T) {
 	}
 
 	// The syntax error of paths is kept.
-	_, err := Compile(nil, nil, []api.FieldRequirement{field("spec..x", api.OpExists)})
+	_, err := Compile(nil, nil, []api.FieldRequirement{field("spec.[x", api.OpExists)})
 	var syn *paths.SyntaxError
 	assert.True(t, errors.As(err, &syn))
 }
