@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -119,5 +118,3 @@ func templatesReady(spec api.ChainSpec, exists func(kind, name string) bool) (co
 	}
 	return st.Cond(st.TemplatesReady, st.True, "Ready", ""), ""
 }
-
-var _ = unstructured.Unstructured{}

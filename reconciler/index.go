@@ -1,7 +1,8 @@
 package reconciler
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 )
 
@@ -90,10 +91,5 @@ func removeFrom[K comparable](m map[K]map[string]struct{}, k K, owner string) {
 }
 
 func keys(s map[string]struct{}) []string {
-	out := make([]string, 0, len(s))
-	for k := range s {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(s))
 }

@@ -19,7 +19,6 @@ var (
 	DeliveryGVR       = cartoGVR("clusterdeliveries")
 	RunTemplateGVR    = cartoGVR("clusterruntemplates")
 	CRDGVR            = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	ServiceAccountGVR = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 	rbacGroupVersion  = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
 	RBACGVRs          = []schema.GroupVersionResource{rbacGroupVersion.WithResource("roles"), rbacGroupVersion.WithResource("rolebindings"), rbacGroupVersion.WithResource("clusterroles"), rbacGroupVersion.WithResource("clusterrolebindings")}
 	templateGVRByKind = map[string]schema.GroupVersionResource{}
@@ -71,7 +70,6 @@ const (
 type Flavor struct {
 	OwnerKind, ChainKind         string
 	OwnerGVR, ChainGVR           schema.GroupVersionResource
-	ChainRefField                string // status field naming the chain
 	ChainReadyCondition          string
 	LabelOwnerName, LabelOwnerNS string
 	LabelChainName               string
@@ -86,16 +84,16 @@ var (
 	WorkloadFlavor = &Flavor{
 		OwnerKind: api.KindWorkload, ChainKind: api.KindClusterSupplyChain,
 		OwnerGVR: WorkloadGVR, ChainGVR: SupplyChainGVR,
-		ChainRefField: "supplyChainRef", ChainReadyCondition: "SupplyChainReady",
-		LabelOwnerName: LabelWorkloadName, LabelOwnerNS: LabelWorkloadNamespace, LabelChainName: LabelSupplyChainName,
+		ChainReadyCondition: "SupplyChainReady",
+		LabelOwnerName:      LabelWorkloadName, LabelOwnerNS: LabelWorkloadNamespace, LabelChainName: LabelSupplyChainName,
 		ReasonLabelsMissing: "WorkloadLabelsMissing", ReasonNotFound: "SupplyChainNotFound", ReasonMultiple: "MultipleSupplyChainMatches",
 		ChainNoun: "supply chain",
 	}
 	DeliverableFlavor = &Flavor{
 		OwnerKind: api.KindDeliverable, ChainKind: api.KindClusterDelivery,
 		OwnerGVR: DeliverableGVR, ChainGVR: DeliveryGVR,
-		ChainRefField: "deliveryRef", ChainReadyCondition: "DeliveryReady",
-		LabelOwnerName: LabelDeliverableName, LabelOwnerNS: LabelDeliverableNamespace, LabelChainName: LabelDeliveryName,
+		ChainReadyCondition: "DeliveryReady",
+		LabelOwnerName:      LabelDeliverableName, LabelOwnerNS: LabelDeliverableNamespace, LabelChainName: LabelDeliveryName,
 		ReasonLabelsMissing: "DeliverableLabelsMissing", ReasonNotFound: "DeliveryNotFound", ReasonMultiple: "MultipleDeliveryMatches",
 		ChainNoun: "delivery",
 	}

@@ -407,17 +407,6 @@ func templateNames(ref api.StepTemplateRef) []string {
 	return out
 }
 
-func join(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += x
-	}
-	return out
-}
-
 // templateExists reports whether the cache holds the template.
 func (m *Manager) templateExists(kind, name string) bool { return m.template(kind, name) != nil }
 

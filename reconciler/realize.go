@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
@@ -446,7 +447,7 @@ func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructur
 		o.SetLabels(l)
 		o.SetOwnerReferences([]metav1.OwnerReference{{
 			APIVersion: api.Group + "/" + api.Version, Kind: ru.r.flavor.OwnerKind,
-			Name: ru.owner.GetName(), UID: ru.owner.GetUID(), Controller: ptr(true),
+			Name: ru.owner.GetName(), UID: ru.owner.GetUID(), Controller: ptr.To(true),
 		}})
 		unstructured.RemoveNestedField(o.Object, "status")
 		unstructured.RemoveNestedField(o.Object, "metadata", "resourceVersion")
@@ -463,8 +464,6 @@ func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructur
 	}
 	return objs, nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // stampAndObserve applies the step's objects and reads outputs and health
 // from its primary object. A step whose template says what success is

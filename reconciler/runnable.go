@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
@@ -500,7 +501,7 @@ func (rr *runnableRun) create(desired *unstructured.Unstructured, gvr schema.Gro
 	run.SetAnnotations(ann)
 	run.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: api.Group + "/" + api.Version, Kind: api.KindRunnable,
-		Name: rr.obj.GetName(), UID: rr.obj.GetUID(), Controller: ptr(true),
+		Name: rr.obj.GetName(), UID: rr.obj.GetUID(), Controller: ptr.To(true),
 	}})
 	sa := rr.serviceAccount()
 	what := fmt.Sprintf("%s for %s from ClusterRunTemplate [%s]", run.GetKind(), rr.what(), tmplName)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
@@ -211,7 +212,7 @@ func (ru *run) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in 
 	rn.SetLabels(labels)
 	rn.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: api.Group + "/" + api.Version, Kind: ru.r.flavor.OwnerKind,
-		Name: owner, UID: ru.owner.GetUID(), Controller: ptr(true),
+		Name: owner, UID: ru.owner.GetUID(), Controller: ptr.To(true),
 	}})
 	key := tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}
 	ref := st.StampedRef{APIVersion: rn.GetAPIVersion(), Kind: api.KindRunnable, Namespace: ns, Name: name, Resource: resourceString(RunnableGVR)}

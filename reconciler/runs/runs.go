@@ -208,17 +208,6 @@ func (r *Recent) Forget(key string) {
 	delete(r.m, key)
 }
 
-// ForgetPrefix drops every key starting with prefix (an owner's steps).
-func (r *Recent) ForgetPrefix(prefix string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range r.m {
-		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
-			delete(r.m, k)
-		}
-	}
-}
-
 // Len is the number of remembered runs (tests, metrics).
 func (r *Recent) Len() int {
 	r.mu.Lock()
