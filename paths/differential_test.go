@@ -282,7 +282,6 @@ func decodeUnstructured(t testing.TB, doc string) any {
 	return unstructuredNumbers(v)
 }
 
-
 func TestDifferentialClientGo(t *testing.T) {
 	require.GreaterOrEqual(t, len(corpusDocs), 10)
 	require.GreaterOrEqual(t, len(diffPaths), 40)

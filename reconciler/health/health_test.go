@@ -446,7 +446,7 @@ func TestInvalidRuleAtEvaluate(t *testing.T) {
 	runEval(t, []evalCase{
 		{name: "bad path", spec: `{"observedCompletion":{"succeeded":{"key":"status.[","value":1}}}`, obj: `{}`,
 			outcome: Processing, status: "Unknown", reason: "InvalidRule", msg: []string{"observedCompletion.succeeded[0].key", "invalid path"}},
-		{name: "invalid even without object", spec: `{"observedMatches":[{"input":"spec..x","output":"status.y"}]}`,
+		{name: "invalid even without object", spec: `{"observedMatches":[{"input":"spec.[x","output":"status.y"}]}`,
 			outcome: Processing, status: "Unknown", reason: "InvalidRule", msg: []string{"observedMatches[0].input"}},
 		{name: "empty healthRule", spec: `{"healthRule":{}}`, obj: `{}`,
 			outcome: Processing, status: "Unknown", reason: "InvalidRule", msg: []string{"healthRule"}},
