@@ -96,6 +96,12 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	// stamping or status writes.
 	evCfg := rest.CopyConfig(cfg)
 	evCfg.RateLimiter = nil
+	if evCfg.QPS <= 0 {
+		// No client-side limit for stamping and status (the API server's
+		// Priority and Fairness bounds them); events, which nobody waits
+		// for, stay bounded so that a burst of them never competes.
+		evCfg.QPS, evCfg.Burst = 50, 100
+	}
 	evDyn, err := dynamic.NewForConfig(evCfg)
 	if err != nil {
 		return nil, err
