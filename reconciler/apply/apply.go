@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // Clients hands out dynamic clients that impersonate service accounts, one
@@ -145,9 +147,9 @@ func contains(live, want any) bool {
 		}
 		return true
 	default:
-		if a, ok := number(live); ok {
-			if b, ok := number(want); ok {
-				return a == b
+		if a, ok := jsonvalue.NumberOf(live); ok {
+			if b, ok := jsonvalue.NumberOf(want); ok {
+				return a.Equal(b)
 			}
 		}
 		return reflect.DeepEqual(live, want)
@@ -164,23 +166,6 @@ func isEmpty(v any) bool {
 		return len(t) == 0
 	}
 	return false
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int64:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case float64:
-		return n, true
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
-	}
-	return 0, false
 }
 
 // Describe names an object for messages: "Kind/namespace/name".

@@ -74,3 +74,11 @@ func FuzzUpToDate(f *testing.F) {
 		}
 	})
 }
+
+// A float64 conversion would take 2^53+1 for 2^53 and skip a needed write.
+func TestUpToDateLargeIntegers(t *testing.T) {
+	live := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"n": int64(1<<53 + 1)}}}
+	assert.False(t, UpToDate(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"n": float64(1 << 53)}}}, live))
+	assert.True(t, UpToDate(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"n": int64(1<<53 + 1)}}}, live))
+	assert.True(t, UpToDate(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"n": float64(3)}}}, &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"n": int64(3)}}}))
+}

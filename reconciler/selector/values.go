@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // wantValue is a listed In/NotIn value, normalised once at compile time.
@@ -29,7 +31,7 @@ func newWantValue(v any) (wantValue, error) {
 // matches reports whether the field's value got equals w (see the package
 // comment for the rule).
 func (w wantValue) matches(got any) bool {
-	if jsonEqual(got, w.v) {
+	if jsonvalue.Equal(got, w.v) {
 		return true
 	}
 	if s, ok := w.v.(string); ok {
@@ -143,84 +145,4 @@ func scalarText(v any) (string, bool) {
 		return string(b), true
 	}
 	return "", false
-}
-
-// jsonEqual is deep equality of JSON values with numbers compared by value
-// (int64 3 equals float64 3.0) and no other coercion.
-func jsonEqual(a, b any) bool {
-	switch x := a.(type) {
-	case nil:
-		return b == nil
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case int64, int, float64:
-		return numEqual(x, b)
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !jsonEqual(xv, yv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !jsonEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-func numEqual(a, b any) bool {
-	ai, af, aInt, aok := number(a)
-	bi, bf, bInt, bok := number(b)
-	if !aok || !bok {
-		return false
-	}
-	switch {
-	case aInt && bInt:
-		return ai == bi
-	case aInt:
-		return intEqualsFloat(ai, bf)
-	case bInt:
-		return intEqualsFloat(bi, af)
-	default:
-		return af == bf
-	}
-}
-
-// number returns v as an int64 (isInt) or a float64.
-func number(v any) (i int64, f float64, isInt, ok bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, 0, true, true
-	case int:
-		return int64(x), 0, true, true
-	case float64:
-		return 0, x, false, true
-	}
-	return 0, 0, false, false
-}
-
-// intEqualsFloat compares exactly: the float must be integral and in range.
-func intEqualsFloat(i int64, f float64) bool {
-	if f != math.Trunc(f) || f < -9.223372036854775808e18 || f >= 9.223372036854775808e18 {
-		return false
-	}
-	return int64(f) == i
 }

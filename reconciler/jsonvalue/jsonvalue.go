@@ -1,0 +1,158 @@
+// Package jsonvalue compares JSON values the way Kontinue reads them: from
+// the cache (int64), from a JSON round trip (float64), from a template or a
+// test (int, json.Number). Numbers compare by exact value, so int64 2^53+1
+// differs from float64 2^53 even though a float64 conversion would merge them.
+package jsonvalue
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"strconv"
+)
+
+// Number is a JSON number, exact when it is an integer that fits an int64.
+type Number struct {
+	i     int64
+	f     float64
+	isInt bool
+}
+
+// Equal compares exactly, never rounding an integer to a float64.
+func (n Number) Equal(m Number) bool {
+	switch {
+	case n.isInt && m.isInt:
+		return n.i == m.i
+	case n.isInt:
+		return floatIsInt(m.f, n.i)
+	case m.isInt:
+		return floatIsInt(n.f, m.i)
+	}
+	return n.f == m.f
+}
+
+func floatIsInt(f float64, i int64) bool {
+	if f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+		return false
+	}
+	return int64(f) == i
+}
+
+// NumberOf returns v as a Number when v is one of Go's number types or a
+// json.Number.
+func NumberOf(v any) (Number, bool) {
+	switch x := v.(type) {
+	case int:
+		return Number{i: int64(x), isInt: true}, true
+	case int8:
+		return Number{i: int64(x), isInt: true}, true
+	case int16:
+		return Number{i: int64(x), isInt: true}, true
+	case int32:
+		return Number{i: int64(x), isInt: true}, true
+	case int64:
+		return Number{i: x, isInt: true}, true
+	case uint8:
+		return Number{i: int64(x), isInt: true}, true
+	case uint16:
+		return Number{i: int64(x), isInt: true}, true
+	case uint32:
+		return Number{i: int64(x), isInt: true}, true
+	case uint:
+		return unsigned(uint64(x)), true
+	case uint64:
+		return unsigned(x), true
+	case float32:
+		return float(float64(x)), true
+	case float64:
+		return float(x), true
+	case json.Number:
+		return ParseNumber(string(x))
+	}
+	return Number{}, false
+}
+
+func unsigned(u uint64) Number {
+	if u <= math.MaxInt64 {
+		return Number{i: int64(u), isInt: true}
+	}
+	return Number{f: float64(u)}
+}
+
+func float(f float64) Number {
+	if f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
+		return Number{i: int64(f), isInt: true}
+	}
+	return Number{f: f}
+}
+
+var numberSyntax = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// ParseNumber accepts only JSON number syntax, so "Inf", "0x10" or " 3" are
+// not numbers.
+func ParseNumber(s string) (Number, bool) {
+	if !numberSyntax.MatchString(s) {
+		return Number{}, false
+	}
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return Number{i: i, isInt: true}, true
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return Number{}, false
+	}
+	return Number{f: f}, true
+}
+
+// NumbersEqual reports whether a and b are both numbers, and equal.
+func NumbersEqual(a, b any) bool {
+	x, ok := NumberOf(a)
+	if !ok {
+		return false
+	}
+	y, ok := NumberOf(b)
+	return ok && x.Equal(y)
+}
+
+// Equal is deep equality of JSON values with numbers compared by exact
+// value and no other coercion ("3" is not 3).
+func Equal(a, b any) bool {
+	if x, ok := NumberOf(a); ok {
+		y, ok := NumberOf(b)
+		return ok && x.Equal(y)
+	}
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, xv := range x {
+			yv, ok := y[k]
+			if !ok || !Equal(xv, yv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !Equal(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
