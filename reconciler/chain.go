@@ -32,21 +32,28 @@ func newChainReconciler(m *Manager) *chainReconciler {
 
 // enqueueAll enqueues every chain (a template changed; chains are few).
 func (r *chainReconciler) enqueueAll() {
-	for _, gvr := range []schema.GroupVersionResource{SupplyChainGVR, DeliveryGVR} {
-		objs, _ := r.m.tracker.List(tracking.Key{GVR: gvr}, "")
+	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
+		objs, _ := r.m.tracker.List(tracking.Key{GVR: f.ChainGVR}, "")
 		for _, o := range objs {
-			r.ctrl.Enqueue(chainKey(gvr, o.GetName()))
+			r.ctrl.Enqueue(keyOf(f.ChainKind, o))
 		}
 	}
 }
 
-// Reconcile computes one chain's conditions; key is "resource/name".
-func (r *chainReconciler) Reconcile(ctx context.Context, key string) (Result, error) {
-	resource, name, _ := strings.Cut(key, "/")
-	gvr := SupplyChainGVR
-	if resource == DeliveryGVR.Resource {
+// Reconcile computes one chain's conditions. A template key (a template
+// changed) re-checks every chain.
+func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
+	var gvr schema.GroupVersionResource
+	switch key.Kind {
+	case api.KindClusterSupplyChain:
+		gvr = SupplyChainGVR
+	case api.KindClusterDelivery:
 		gvr = DeliveryGVR
+	default:
+		r.enqueueAll()
+		return Result{}, nil
 	}
+	name := key.Name
 	obj, synced := r.m.tracker.Get(tracking.Key{GVR: gvr}, "", name)
 	if !synced {
 		return Result{RequeueAfter: time.Second}, nil

@@ -8,10 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -24,16 +27,42 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
-// Reconciler reconciles one key ("namespace/name" or "name").
+// Key is what a controller reconciles: an object of a kind. Every key
+// carries its kind, so a Workload and a Deliverable (or a ClusterSupplyChain
+// and a ClusterDelivery) of the same name never stand for each other.
+type Key struct {
+	Kind string
+	types.NamespacedName
+}
+
+// String is "Kind/namespace/name" ("Kind//name" for cluster-scoped kinds):
+// the key's name as a tracker user.
+func (k Key) String() string { return k.Kind + "/" + k.Namespace + "/" + k.Name }
+
+// parseKey reads a Key back from its String form (tracker users).
+func parseKey(s string) (Key, bool) {
+	parts := strings.SplitN(s, "/", 3)
+	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
+		return Key{}, false
+	}
+	return Key{Kind: parts[0], NamespacedName: types.NamespacedName{Namespace: parts[1], Name: parts[2]}}, true
+}
+
+// keyOf is the key of an object of kind.
+func keyOf(kind string, obj metav1.Object) Key {
+	return Key{Kind: kind, NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+}
+
+// Reconciler reconciles one key.
 type Reconciler interface {
-	Reconcile(ctx context.Context, key string) (Result, error)
+	Reconcile(ctx context.Context, key Key) (Result, error)
 }
 
 // ReconcileFunc adapts a function to Reconciler.
-type ReconcileFunc func(ctx context.Context, key string) (Result, error)
+type ReconcileFunc func(ctx context.Context, key Key) (Result, error)
 
 // Reconcile calls f.
-func (f ReconcileFunc) Reconcile(ctx context.Context, key string) (Result, error) { return f(ctx, key) }
+func (f ReconcileFunc) Reconcile(ctx context.Context, key Key) (Result, error) { return f(ctx, key) }
 
 // ErrTerminal wraps errors that retrying cannot fix (the reconciler has
 // already recorded them as a condition): the key is not requeued.
@@ -50,7 +79,7 @@ type Observer interface {
 // Controller runs workers that take keys from a rate-limited queue.
 type Controller struct {
 	Name     string
-	Queue    workqueue.TypedRateLimitingInterface[string]
+	Queue    workqueue.TypedRateLimitingInterface[Key]
 	R        Reconciler
 	Observer Observer
 }
@@ -59,15 +88,15 @@ type Controller struct {
 // (exponential, 50 ms to 5 min) and overall (a token bucket).
 func NewController(name string, r Reconciler) *Controller {
 	limiter := workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 5*time.Minute),
-		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+		workqueue.NewTypedItemExponentialFailureRateLimiter[Key](50*time.Millisecond, 5*time.Minute),
+		&workqueue.TypedBucketRateLimiter[Key]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
 	)
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: name})
 	return &Controller{Name: name, Queue: q, R: r}
 }
 
 // Enqueue adds a key.
-func (c *Controller) Enqueue(key string) { c.Queue.Add(key) }
+func (c *Controller) Enqueue(key Key) { c.Queue.Add(key) }
 
 // Run starts workers and blocks until stop is done, then drains the queue:
 // in-flight reconciles finish, nothing new starts. Reconciles run with ctx,
@@ -101,11 +130,11 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	case err != nil && errors.Is(err, ErrTerminal):
 		outcome = "terminal"
 		c.Queue.Forget(key)
-		klog.V(2).InfoS("reconcile ended on a recorded error", "controller", c.Name, "key", key, "err", err.Error())
+		klog.V(2).InfoS("reconcile ended on a recorded error", "controller", c.Name, "key", key.String(), "err", err.Error())
 	case err != nil:
 		outcome = "error"
 		c.Queue.AddRateLimited(key)
-		klog.InfoS("reconcile failed, retrying with backoff", "controller", c.Name, "key", key, "err", err.Error())
+		klog.InfoS("reconcile failed, retrying with backoff", "controller", c.Name, "key", key.String(), "err", err.Error())
 	case res.RequeueAfter > 0:
 		outcome = "requeue"
 		c.Queue.Forget(key)
@@ -121,10 +150,10 @@ func (c *Controller) processNext(ctx context.Context) bool {
 
 // reconcile turns a panic in a reconciler into an error for that key, so one
 // bad object cannot bring the controller down.
-func (c *Controller) reconcile(ctx context.Context, key string) (res Result, err error) {
+func (c *Controller) reconcile(ctx context.Context, key Key) (res Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			klog.ErrorS(nil, "reconcile panicked", "controller", c.Name, "key", key, "panic", r)
+			klog.ErrorS(nil, "reconcile panicked", "controller", c.Name, "key", key.String(), "panic", r)
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()

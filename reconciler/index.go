@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sync"
@@ -8,9 +9,13 @@ import (
 
 // ownerRefs is what one owner used in its last reconcile.
 type ownerRefs struct {
-	chain     string
+	chain     chainRef // zero when it has none
 	templates []templateKey
 }
+
+// chainRef names a chain by kind and name: a ClusterSupplyChain and a
+// ClusterDelivery may share a name.
+type chainRef struct{ kind, name string }
 
 type templateKey struct{ kind, name string }
 
@@ -19,22 +24,22 @@ type templateKey struct{ kind, name string }
 // owner is reconciled once at start.
 type index struct {
 	mu         sync.Mutex
-	byOwner    map[string]ownerRefs
-	byChain    map[string]map[string]struct{}
-	byTemplate map[templateKey]map[string]struct{}
+	byOwner    map[Key]ownerRefs
+	byChain    map[chainRef]map[Key]struct{}
+	byTemplate map[templateKey]map[Key]struct{}
 }
 
 func newIndex() *index {
-	return &index{byOwner: map[string]ownerRefs{}, byChain: map[string]map[string]struct{}{}, byTemplate: map[templateKey]map[string]struct{}{}}
+	return &index{byOwner: map[Key]ownerRefs{}, byChain: map[chainRef]map[Key]struct{}{}, byTemplate: map[templateKey]map[Key]struct{}{}}
 }
 
-// set records what owner uses (chain "" when it has none).
-func (x *index) set(owner string, refs ownerRefs) {
+// set records what owner uses.
+func (x *index) set(owner Key, refs ownerRefs) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.forgetLocked(owner)
 	x.byOwner[owner] = refs
-	if refs.chain != "" {
+	if refs.chain.name != "" {
 		addTo(x.byChain, refs.chain, owner)
 	}
 	for _, t := range refs.templates {
@@ -42,13 +47,13 @@ func (x *index) set(owner string, refs ownerRefs) {
 	}
 }
 
-func (x *index) forget(owner string) {
+func (x *index) forget(owner Key) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.forgetLocked(owner)
 }
 
-func (x *index) forgetLocked(owner string) {
+func (x *index) forgetLocked(owner Key) {
 	old, ok := x.byOwner[owner]
 	if !ok {
 		return
@@ -60,36 +65,36 @@ func (x *index) forgetLocked(owner string) {
 	delete(x.byOwner, owner)
 }
 
-func (x *index) ownersOfChain(chain string) []string {
+func (x *index) ownersOfChain(kind, name string) []Key {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return keys(x.byChain[chain])
+	return sortedKeys(x.byChain[chainRef{kind, name}])
 }
 
-func (x *index) ownersOfTemplate(kind, name string) []string {
+func (x *index) ownersOfTemplate(kind, name string) []Key {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return keys(x.byTemplate[templateKey{kind, name}])
+	return sortedKeys(x.byTemplate[templateKey{kind, name}])
 }
 
-func addTo[K comparable](m map[K]map[string]struct{}, k K, owner string) {
+func addTo[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
 	s := m[k]
 	if s == nil {
-		s = map[string]struct{}{}
+		s = map[V]struct{}{}
 		m[k] = s
 	}
-	s[owner] = struct{}{}
+	s[v] = struct{}{}
 }
 
-func removeFrom[K comparable](m map[K]map[string]struct{}, k K, owner string) {
+func removeFrom[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
 	if s := m[k]; s != nil {
-		delete(s, owner)
+		delete(s, v)
 		if len(s) == 0 {
 			delete(m, k)
 		}
 	}
 }
 
-func keys(s map[string]struct{}) []string {
-	return slices.Sorted(maps.Keys(s))
+func sortedKeys(s map[Key]struct{}) []Key {
+	return slices.SortedFunc(maps.Keys(s), func(a, b Key) int { return cmp.Compare(a.String(), b.String()) })
 }

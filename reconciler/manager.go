@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -44,7 +45,7 @@ type Manager struct {
 	// blocked owners are re-reconciled when RBAC or discovery changes; they
 	// are not retried on a timer, which would only repeat the failure.
 	blockedMu sync.Mutex
-	blocked   map[string]blockCause
+	blocked   map[Key]blockCause
 	// lastNews is when RBAC or discovery last changed, by cause; recheck is
 	// set while a delayed second look for that cause is pending.
 	lastNews map[blockCause]time.Time
@@ -89,7 +90,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		clients: apply.NewClients(cfg),
 		opts:    opts,
 		owners:  map[string]*ownerReconciler{},
-		blocked: map[string]blockCause{},
+		blocked: map[Key]blockCause{},
 	}
 	// Events get their own client, with a rate limit of the same size but
 	// its own: they are the most frequent writes, and must not slow down
@@ -205,8 +206,9 @@ func (m *Manager) Run(ctx context.Context) error {
 	return nil
 }
 
-// route turns a watch event into queue keys. It runs on informer goroutines
-// and must not block.
+// route turns a watch event into queue keys. It runs on informer goroutines:
+// it must not block, list a cache or marshal an object; work that needs to is
+// handed to a worker as a key of its own (a chain or template key).
 func (m *Manager) route(ev tracking.Event) {
 	gvr := ev.Key.GVR
 	m.runnables.route(ev) // Runnables, run templates, runs, selected objects
@@ -219,19 +221,17 @@ func (m *Manager) route(ev tracking.Event) {
 		if ev.Type == tracking.Updated && !ownerChanged(ev.Old, ev.Obj) {
 			return // our own status write, or nothing we read
 		}
-		kind := WorkloadFlavor.OwnerKind
-		if gvr == DeliverableGVR {
-			kind = DeliverableFlavor.OwnerKind
-		}
-		m.owners[kind].ctrl.Enqueue(namespacedKey(ev.Obj))
+		f := flavorOfOwner(gvr)
+		f.enqueue(m, keyOf(f.OwnerKind, ev.Obj))
 	case gvr == SupplyChainGVR || gvr == DeliveryGVR:
 		if ev.Type == tracking.Updated && !specOrLabelsChanged(ev.Old, ev.Obj) {
 			return
 		}
-		m.chains.ctrl.Enqueue(chainKey(gvr, ev.Obj.GetName()))
 		for _, o := range m.owners {
 			if o.flavor.ChainGVR == gvr {
-				o.chainChanged(ev.Obj)
+				k := keyOf(o.flavor.ChainKind, ev.Obj)
+				m.chains.ctrl.Enqueue(k)
+				o.ctrl.Enqueue(k) // the owner controller finds the owners concerned
 			}
 		}
 	case templateKindByGVR[gvr] != "":
@@ -239,7 +239,7 @@ func (m *Manager) route(ev tracking.Event) {
 		for _, o := range m.owners {
 			o.templateChanged(kind, ev.Obj.GetName())
 		}
-		m.chains.enqueueAll()
+		m.chains.ctrl.Enqueue(keyOf(kind, ev.Obj)) // re-checks every chain
 	case gvr == CRDGVR:
 		m.crdChanged(ev)
 	case gvr.Group == rbacGroupVersion.Group:
@@ -258,7 +258,7 @@ func (m *Manager) routeStamped(ev tracking.Event) {
 		l := obj.GetLabels()
 		for _, o := range m.owners {
 			if name := l[o.flavor.LabelOwnerName]; name != "" {
-				o.ctrl.Enqueue(l[o.flavor.LabelOwnerNS] + "/" + name)
+				o.ctrl.Enqueue(Key{Kind: o.flavor.OwnerKind, NamespacedName: types.NamespacedName{Namespace: l[o.flavor.LabelOwnerNS], Name: name}})
 			}
 		}
 	}
@@ -270,7 +270,9 @@ func (m *Manager) crdChanged(ev tracking.Event) {
 		group, _, _ := unstructured.NestedString(ev.Obj.Object, "spec", "group")
 		plural, _, _ := unstructured.NestedString(ev.Obj.Object, "spec", "names", "plural")
 		for _, user := range m.tracker.StopResource(schema.GroupResource{Group: group, Resource: plural}) {
-			m.enqueueUser(user)
+			if k, ok := parseKey(user); ok {
+				m.enqueue(k)
+			}
 		}
 	}
 	m.unblock(blockedDiscovery)
@@ -287,8 +289,8 @@ const (
 	recheckDelay = 2 * time.Second // the mapper refreshes discovery at most this often
 )
 
-// block remembers that owner (a tracker user key) waits for cause.
-func (m *Manager) block(user string, cause blockCause) {
+// block remembers that the owner or Runnable user waits for cause.
+func (m *Manager) block(user Key, cause blockCause) {
 	m.blockedMu.Lock()
 	defer m.blockedMu.Unlock()
 	m.blocked[user] = cause
@@ -306,7 +308,7 @@ func (m *Manager) block(user string, cause blockCause) {
 	}
 }
 
-func (m *Manager) unblockOne(user string) {
+func (m *Manager) unblockOne(user Key) {
 	m.blockedMu.Lock()
 	defer m.blockedMu.Unlock()
 	delete(m.blocked, user)
@@ -326,7 +328,7 @@ func (m *Manager) unblock(cause blockCause) {
 // release enqueues the owners blocked on cause.
 func (m *Manager) release(cause blockCause) {
 	m.blockedMu.Lock()
-	var users []string
+	var users []Key
 	for u, c := range m.blocked {
 		if c == cause {
 			users = append(users, u)
@@ -335,42 +337,29 @@ func (m *Manager) release(cause blockCause) {
 	}
 	m.blockedMu.Unlock()
 	for _, u := range users {
-		m.enqueueUser(u)
+		m.enqueue(u)
 	}
 }
 
-// enqueueUser enqueues a tracker user key "Kind/namespace/name".
-func (m *Manager) enqueueUser(user string) {
-	kind, key, ok := splitUser(user)
-	if !ok {
-		return
+// enqueue sends an owner or Runnable key to its controller.
+func (m *Manager) enqueue(k Key) {
+	if o := m.owners[k.Kind]; o != nil {
+		o.ctrl.Enqueue(k)
 	}
-	if o := m.owners[kind]; o != nil {
-		o.ctrl.Enqueue(key)
-	}
-	if kind == api.KindRunnable {
-		m.runnables.ctrl.Enqueue(key)
+	if k.Kind == api.KindRunnable {
+		m.runnables.ctrl.Enqueue(k)
 	}
 }
 
-func userKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
-
-func splitUser(user string) (kind, key string, ok bool) {
-	for i := 0; i < len(user); i++ {
-		if user[i] == '/' {
-			return user[:i], user[i+1:], true
-		}
+// flavorOfOwner is the flavor whose owners live in gvr.
+func flavorOfOwner(gvr schema.GroupVersionResource) *Flavor {
+	if gvr == DeliverableGVR {
+		return DeliverableFlavor
 	}
-	return "", "", false
+	return WorkloadFlavor
 }
 
-func namespacedKey(obj *unstructured.Unstructured) string {
-	return obj.GetNamespace() + "/" + obj.GetName()
-}
-
-func chainKey(gvr schema.GroupVersionResource, name string) string {
-	return gvr.Resource + "/" + name
-}
+func (f *Flavor) enqueue(m *Manager, k Key) { m.owners[f.OwnerKind].ctrl.Enqueue(k) }
 
 // ownerChanged reports whether anything an owner's reconcile reads changed:
 // anything but its status and bookkeeping metadata.

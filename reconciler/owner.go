@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -44,27 +45,35 @@ func newOwnerReconciler(m *Manager, f *Flavor, idx *index) *ownerReconciler {
 	return r
 }
 
-func (r *ownerReconciler) user(namespace, name string) string {
-	return userKey(r.flavor.OwnerKind, namespace, name)
+// key is the queue key of one of this reconciler's owners.
+func (r *ownerReconciler) key(namespace, name string) Key {
+	return Key{Kind: r.flavor.OwnerKind, NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
 }
 
+// user is an owner's name as a tracker user and in logs.
+func (r *ownerReconciler) user(namespace, name string) string { return r.key(namespace, name).String() }
+
 // chainChanged enqueues the owners that used the chain and those its
-// selector matches now: never the whole cluster.
-func (r *ownerReconciler) chainChanged(chain *unstructured.Unstructured) {
-	seen := map[string]bool{}
-	for _, u := range r.idx.ownersOfChain(chain.GetName()) {
-		if _, key, ok := splitUser(u); ok {
-			seen[key] = true
-			r.ctrl.Enqueue(key)
-		}
+// selector matches now (or matched, when it was deleted): never the whole
+// cluster. It runs on a worker: it lists and marshals owners.
+func (r *ownerReconciler) chainChanged(name string) {
+	seen := map[Key]bool{}
+	for _, k := range r.idx.ownersOfChain(r.flavor.ChainKind, name) {
+		seen[k] = true
+		r.ctrl.Enqueue(k)
 	}
-	c, err := r.specs.chain(chain)
-	if err != nil || c.selector == nil {
+	var c *chainSpec
+	if chain, synced := r.m.tracker.Get(tracking.Key{GVR: r.flavor.ChainGVR}, "", name); chain != nil {
+		c, _ = r.specs.chain(chain)
+	} else if synced {
+		c = r.specs.forget(name) // deleted: owners it matched may now pick another chain
+	}
+	if c == nil || c.selector == nil {
 		return
 	}
 	owners, _ := r.m.tracker.List(tracking.Key{GVR: r.flavor.OwnerGVR}, "")
 	for _, o := range owners {
-		key := namespacedKey(o)
+		key := keyOf(r.flavor.OwnerKind, o)
 		if seen[key] {
 			continue
 		}
@@ -79,20 +88,22 @@ func (r *ownerReconciler) chainChanged(chain *unstructured.Unstructured) {
 }
 
 func (r *ownerReconciler) templateChanged(kind, name string) {
-	for _, u := range r.idx.ownersOfTemplate(kind, name) {
-		if k, key, ok := splitUser(u); ok && k == r.flavor.OwnerKind {
-			r.ctrl.Enqueue(key)
+	for _, k := range r.idx.ownersOfTemplate(kind, name) {
+		if k.Kind == r.flavor.OwnerKind {
+			r.ctrl.Enqueue(k)
 		}
 	}
 }
 
-// Reconcile realizes one owner.
-func (r *ownerReconciler) Reconcile(ctx context.Context, key string) (Result, error) {
-	ns, name, err := splitNamespaced(key)
-	if err != nil {
-		return Result{}, Terminal(err)
+// Reconcile realizes one owner; a chain key finds the owners of a chain
+// that changed.
+func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
+	if key.Kind == r.flavor.ChainKind {
+		r.chainChanged(key.Name)
+		return Result{}, nil
 	}
-	user := r.user(ns, name)
+	ns, name := key.Namespace, key.Name
+	user := key.String()
 	obj, synced := r.m.tracker.Get(tracking.Key{GVR: r.flavor.OwnerGVR}, ns, name)
 	if !synced {
 		return Result{RequeueAfter: time.Second}, nil
@@ -101,8 +112,8 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key string) (Result, er
 		// Stamped objects carry our ownerReference: the garbage collector
 		// removes them. Drop what this owner held.
 		r.m.tracker.ReleaseAll(user)
-		r.idx.forget(user)
-		r.m.unblockOne(user)
+		r.idx.forget(key)
+		r.m.unblockOne(key)
 		r.writesMu.Lock()
 		delete(r.writes, user)
 		r.writesMu.Unlock()
@@ -123,12 +134,12 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key string) (Result, er
 		return Result{}, err
 	}
 	r.m.tracker.Commit(user, run.watches())
-	r.idx.set(user, ownerRefs{chain: run.chainName, templates: run.templatesUsed})
+	r.idx.set(key, run.used())
 	switch {
 	case run.blocked != 0:
-		r.m.block(user, run.blocked)
+		r.m.block(key, run.blocked)
 	default:
-		r.m.unblockOne(user)
+		r.m.unblockOne(key)
 	}
 	if runErr != nil {
 		return Result{}, runErr
@@ -207,15 +218,6 @@ type ownWrite struct {
 	at     time.Time
 }
 
-func splitNamespaced(key string) (string, string, error) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:], nil
-		}
-	}
-	return "", "", fmt.Errorf("bad key %q", key)
-}
-
 // writeStatus writes the owner's status only when it changed.
 func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, run *run) error {
 	newStatus, err := toMap(run.status)
@@ -285,6 +287,15 @@ func newRun(ctx context.Context, r *ownerReconciler, owner *unstructured.Unstruc
 	return ru
 }
 
+// used is what the index records for this owner.
+func (ru *run) used() ownerRefs {
+	refs := ownerRefs{templates: ru.templatesUsed}
+	if ru.chainName != "" {
+		refs.chain = chainRef{ru.r.flavor.ChainKind, ru.chainName}
+	}
+	return refs
+}
+
 func (ru *run) watches() []tracking.Key {
 	out := make([]tracking.Key, 0, len(ru.keys))
 	for k := range ru.keys {
@@ -346,7 +357,7 @@ func (ru *run) realize() (Result, error) {
 			ru.templatesUsed = append(ru.templatesUsed, templateKey{step.TemplateRef.Kind, n})
 		}
 	}
-	ru.r.idx.set(ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), ownerRefs{chain: chain.name, templates: ru.templatesUsed})
+	ru.r.idx.set(ru.r.key(ru.owner.GetNamespace(), ru.owner.GetName()), ru.used())
 	if c, _ := templatesReady(chain.spec, ru.r.m.templateExists); c.Status != st.True {
 		ru.fail(f.ChainReadyCondition, c.Reason, c.Message)
 		return Result{}, nil
@@ -590,4 +601,13 @@ func (c *specCache) chain(o *unstructured.Unstructured) (*chainSpec, error) {
 	}
 	c.chains[o.GetName()] = cs
 	return cs, nil
+}
+
+// forget drops a deleted chain and returns what was known of it.
+func (c *specCache) forget(name string) *chainSpec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cs := c.chains[name]
+	delete(c.chains, name)
+	return cs
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -80,55 +81,52 @@ type runnableReconciler struct {
 	recent *runs.Recent
 
 	selMu sync.Mutex
-	bySel map[tracking.Key]map[string]struct{} // selector watch → Runnable keys
-	selOf map[string]tracking.Key              // Runnable key → its selector watch
-	// Generated ClusterRunTemplates (runnablestep.go) by owner user key.
-	genByOwner map[string]map[string]struct{}
-	genOwnerOf map[string]string
+	bySel map[tracking.Key]map[Key]struct{} // selector watch → Runnables
+	selOf map[Key]tracking.Key              // Runnable → its selector watch
+	// Generated ClusterRunTemplates (runnablestep.go) by owner.
+	genByOwner map[Key]map[string]struct{}
+	genOwnerOf map[string]Key
 }
 
 func newRunnableReconciler(m *Manager) *runnableReconciler {
 	r := &runnableReconciler{m: m, recent: runs.NewRecent(recentRunTTL),
-		bySel: map[tracking.Key]map[string]struct{}{}, selOf: map[string]tracking.Key{},
-		genByOwner: map[string]map[string]struct{}{}, genOwnerOf: map[string]string{}}
+		bySel: map[tracking.Key]map[Key]struct{}{}, selOf: map[Key]tracking.Key{},
+		genByOwner: map[Key]map[string]struct{}{}, genOwnerOf: map[string]Key{}}
 	r.ctrl = NewController(api.KindRunnable, ReconcileFunc(r.Reconcile))
 	return r
 }
 
-// route turns watch events into Runnable keys: the Runnable itself, its run
-// template, its runs (stamped objects labelled with its name, in its
-// namespace) and the objects its selector watches. It never blocks.
+// route turns watch events into keys: a Runnable for the Runnable itself,
+// its runs (stamped objects labelled with its name, in its namespace) and the
+// objects its selector watches; a ClusterRunTemplate for a run template
+// (its Runnables are looked up, and a generated one swept, on a worker). It
+// never blocks.
 func (r *runnableReconciler) route(ev tracking.Event) {
 	k := ev.Key
 	switch {
 	case k == tracking.Key{GVR: RunnableGVR}:
 		if ev.Type != tracking.Updated || ownerChanged(ev.Old, ev.Obj) {
-			r.ctrl.Enqueue(namespacedKey(ev.Obj))
+			r.ctrl.Enqueue(keyOf(api.KindRunnable, ev.Obj))
 		}
 	case k == tracking.Key{GVR: RunTemplateGVR}:
-		if ev.Type != tracking.Updated || specOrLabelsChanged(ev.Old, ev.Obj) {
-			r.runTemplateChanged(ev.Obj.GetName())
-		}
-		if owner := r.indexGenerated(ev); owner != "" && ev.Type != tracking.Deleted {
-			r.ctrl.Enqueue(sweepPrefix + ev.Obj.GetName()) // its owner may be gone
+		_, generated := r.indexGenerated(ev)
+		if ev.Type != tracking.Updated || specOrLabelsChanged(ev.Old, ev.Obj) || (generated && ev.Type != tracking.Deleted) {
+			r.ctrl.Enqueue(keyOf(api.KindClusterRunTemplate, ev.Obj)) // a generated one's owner may be gone
 		}
 	case (k == tracking.Key{GVR: WorkloadGVR} || k == tracking.Key{GVR: DeliverableGVR}) && ev.Type == tracking.Deleted:
-		f := WorkloadFlavor
-		if k.GVR == DeliverableGVR {
-			f = DeliverableFlavor
-		}
-		for _, name := range r.generatedFor(f, ev.Obj.GetNamespace(), ev.Obj.GetName()) {
-			r.ctrl.Enqueue(sweepPrefix + name)
+		f := flavorOfOwner(k.GVR)
+		for _, name := range r.generatedFor(keyOf(f.OwnerKind, ev.Obj)) {
+			r.ctrl.Enqueue(Key{Kind: api.KindClusterRunTemplate, NamespacedName: types.NamespacedName{Name: name}})
 		}
 	case k.Selector == StampedSelector:
 		if name := ev.Obj.GetLabels()[LabelRunnableName]; name != "" {
-			r.ctrl.Enqueue(ev.Obj.GetNamespace() + "/" + name)
+			r.ctrl.Enqueue(Key{Kind: api.KindRunnable, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: name}})
 		}
 	}
 	r.selMu.Lock()
-	var keys []string
+	var keys []Key
 	for key := range r.bySel[k] {
-		if ns := ev.Obj.GetNamespace(); ns == "" || strings.HasPrefix(key, ns+"/") {
+		if ns := ev.Obj.GetNamespace(); ns == "" || key.Namespace == ns {
 			keys = append(keys, key)
 		}
 	}
@@ -143,13 +141,13 @@ func (r *runnableReconciler) runTemplateChanged(name string) {
 	objs, _ := r.m.tracker.List(tracking.Key{GVR: RunnableGVR}, "")
 	for _, o := range objs {
 		if n, _, _ := unstructured.NestedString(o.Object, "spec", "runTemplateRef", "name"); n == name {
-			r.ctrl.Enqueue(namespacedKey(o))
+			r.ctrl.Enqueue(keyOf(api.KindRunnable, o))
 		}
 	}
 }
 
 // setSelector records which selector watch a Runnable uses (nil: none).
-func (r *runnableReconciler) setSelector(key string, sel *tracking.Key) {
+func (r *runnableReconciler) setSelector(key Key, sel *tracking.Key) {
 	r.selMu.Lock()
 	defer r.selMu.Unlock()
 	if old, ok := r.selOf[key]; ok {
@@ -162,16 +160,16 @@ func (r *runnableReconciler) setSelector(key string, sel *tracking.Key) {
 	}
 }
 
-// Reconcile realizes one Runnable; key is "namespace/name".
-func (r *runnableReconciler) Reconcile(ctx context.Context, key string) (Result, error) {
-	if strings.HasPrefix(key, sweepPrefix) {
-		return r.sweep(ctx, key)
+// Reconcile realizes one Runnable. A ClusterRunTemplate key wakes the
+// Runnables that name it and removes it if it was generated for an owner
+// that is gone.
+func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
+	if key.Kind == api.KindClusterRunTemplate {
+		r.runTemplateChanged(key.Name)
+		return r.sweep(ctx, key.Name)
 	}
-	ns, name, err := splitNamespaced(key)
-	if err != nil {
-		return Result{}, Terminal(err)
-	}
-	user := userKey(api.KindRunnable, ns, name)
+	ns, name := key.Namespace, key.Name
+	user := key.String()
 	obj, synced := r.m.tracker.Get(tracking.Key{GVR: RunnableGVR}, ns, name)
 	if !synced {
 		return Result{RequeueAfter: time.Second}, nil
@@ -182,7 +180,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key string) (Result,
 		r.m.tracker.ReleaseAll(user)
 		r.setSelector(key, nil)
 		r.recent.Forget(user)
-		r.m.unblockOne(user)
+		r.m.unblockOne(key)
 		return Result{}, nil
 	}
 	rr := &runnableRun{ctx: ctx, r: r, obj: obj.DeepCopy(), key: key, user: user,
@@ -199,9 +197,9 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key string) (Result,
 	r.m.tracker.Commit(user, rr.keys)
 	r.setSelector(key, rr.selKey)
 	if rr.blocked != 0 {
-		r.m.block(user, rr.blocked)
+		r.m.block(key, rr.blocked)
 	} else {
-		r.m.unblockOne(user)
+		r.m.unblockOne(key)
 	}
 	if runErr != nil {
 		return Result{}, runErr
@@ -228,14 +226,15 @@ func (r *runnableReconciler) writeStatus(ctx context.Context, rr *runnableRun) e
 
 // runnableRun is the state of one reconcile of one Runnable.
 type runnableRun struct {
-	ctx       context.Context
-	r         *runnableReconciler
-	obj       *unstructured.Unstructured
-	key, user string
-	spec      api.RunnableSpec
-	now       metav1.Time
-	prev      runnableStatus
-	status    runnableStatus
+	ctx    context.Context
+	r      *runnableReconciler
+	obj    *unstructured.Unstructured
+	key    Key
+	user   string
+	spec   api.RunnableSpec
+	now    metav1.Time
+	prev   runnableStatus
+	status runnableStatus
 
 	keys       []tracking.Key
 	selKey     *tracking.Key
@@ -533,7 +532,7 @@ func (rr *runnableRun) create(desired *unstructured.Unstructured, gvr schema.Gro
 	}
 	rr.r.recent.Remember(rr.user, digest, string(created.GetUID()))
 	rr.r.m.events.event(rr.obj, corev1.EventTypeNormal, EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
-	klog.V(2).InfoS("created run", "runnable", rr.key, "run", created.GetName(), "digest", digest)
+	klog.V(2).InfoS("created run", "runnable", rr.user, "run", created.GetName(), "digest", digest)
 	return created, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
@@ -354,7 +357,7 @@ func (ru *run) removeStaleRunTemplates() error {
 		current[ru.status.Resources[i].Name] = ru.status.Resources[i].StampedRef
 	}
 	var firstErr error
-	for _, name := range ru.r.m.runnables.generatedFor(ru.r.flavor, ru.owner.GetNamespace(), ru.owner.GetName()) {
+	for _, name := range ru.r.m.runnables.generatedFor(ru.r.key(ru.owner.GetNamespace(), ru.owner.GetName())) {
 		crt, _ := ru.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
 		if crt == nil {
 			continue
@@ -375,16 +378,16 @@ func (ru *run) removeStaleRunTemplates() error {
 
 // generatedFor lists the ClusterRunTemplates generated for an owner (from
 // the index the watch keeps).
-func (r *runnableReconciler) generatedFor(f *Flavor, ns, name string) []string {
+func (r *runnableReconciler) generatedFor(owner Key) []string {
 	r.selMu.Lock()
 	defer r.selMu.Unlock()
-	return keys(r.genByOwner[userKey(f.OwnerKind, ns, name)])
+	return slices.Sorted(maps.Keys(r.genByOwner[owner]))
 }
 
 // indexGenerated keeps the owner → generated ClusterRunTemplates index and
-// returns the owner user key of a generated run template ("" if not one).
-func (r *runnableReconciler) indexGenerated(ev tracking.Event) string {
-	owner := generatedOwner(ev.Obj)
+// returns the owner of a generated run template (false if not one).
+func (r *runnableReconciler) indexGenerated(ev tracking.Event) (Key, bool) {
+	owner, generated := generatedOwner(ev.Obj)
 	r.selMu.Lock()
 	defer r.selMu.Unlock()
 	name := ev.Obj.GetName()
@@ -392,35 +395,31 @@ func (r *runnableReconciler) indexGenerated(ev tracking.Event) string {
 		removeFrom(r.genByOwner, old, name)
 		delete(r.genOwnerOf, name)
 	}
-	if ev.Type != tracking.Deleted && owner != "" {
+	if ev.Type != tracking.Deleted && generated {
 		addTo(r.genByOwner, owner, name)
 		r.genOwnerOf[name] = owner
 	}
-	return owner
+	return owner, generated
 }
 
-// generatedOwner is the owner user key a generated ClusterRunTemplate's
-// labels name, or "".
-func generatedOwner(crt *unstructured.Unstructured) string {
+// generatedOwner is the owner a generated ClusterRunTemplate's labels name.
+func generatedOwner(crt *unstructured.Unstructured) (Key, bool) {
 	l := crt.GetLabels()
 	if l[StampedLabel] != "true" {
-		return ""
+		return Key{}, false
 	}
 	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
 		if n, ns := l[f.LabelOwnerName], l[f.LabelOwnerNS]; n != "" && ns != "" {
-			return userKey(f.OwnerKind, ns, n)
+			return Key{Kind: f.OwnerKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: n}}, true
 		}
 	}
-	return ""
+	return Key{}, false
 }
 
-const sweepPrefix = "sweep:"
-
-// sweep deletes a generated ClusterRunTemplate whose owner is gone. Keys
-// "sweep:<name>" come from the run template's watch (every one is seen at
-// start) and from owner deletions.
-func (r *runnableReconciler) sweep(ctx context.Context, key string) (Result, error) {
-	name := strings.TrimPrefix(key, sweepPrefix)
+// sweep deletes a generated ClusterRunTemplate whose owner is gone. Its key
+// comes from the run template's watch (every one is seen at start) and from
+// owner deletions.
+func (r *runnableReconciler) sweep(ctx context.Context, name string) (Result, error) {
 	crt, synced := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
 	if !synced {
 		return Result{RequeueAfter: time.Second}, nil
@@ -428,24 +427,22 @@ func (r *runnableReconciler) sweep(ctx context.Context, key string) (Result, err
 	if crt == nil {
 		return Result{}, nil
 	}
-	owner := generatedOwner(crt)
-	kind, nsName, ok := splitUser(owner)
+	owner, ok := generatedOwner(crt)
 	if !ok {
 		return Result{}, nil
 	}
-	ns, n, _ := splitNamespaced(nsName)
 	f := WorkloadFlavor
-	if kind == DeliverableFlavor.OwnerKind {
+	if owner.Kind == DeliverableFlavor.OwnerKind {
 		f = DeliverableFlavor
 	}
-	o, synced := r.m.tracker.Get(tracking.Key{GVR: f.OwnerGVR}, ns, n)
+	o, synced := r.m.tracker.Get(tracking.Key{GVR: f.OwnerGVR}, owner.Namespace, owner.Name)
 	if !synced {
 		return Result{RequeueAfter: time.Second}, nil
 	}
 	if o != nil {
 		return Result{}, nil // the owner's reconcile decides
 	}
-	return Result{}, r.deleteRunTemplate(ctx, crt, fmt.Sprintf("%s %s/%s is gone", kind, ns, n))
+	return Result{}, r.deleteRunTemplate(ctx, crt, fmt.Sprintf("%s %s/%s is gone", owner.Kind, owner.Namespace, owner.Name))
 }
 
 // deleteRunTemplate deletes a generated ClusterRunTemplate (UID precondition).
