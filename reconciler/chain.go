@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -78,22 +79,14 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	old, _ := obj.Object["status"].(map[string]any)
 	_ = api.Decode(old, &prev)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	status, err := toMap(struct {
+	obj = obj.DeepCopy()
+	written, err := r.m.w.WriteStatus(ctx, gvr, obj, struct {
 		ObservedGeneration int64              `json:"observedGeneration"`
 		Conditions         []metav1.Condition `json:"conditions"`
 	}{obj.GetGeneration(), st.Merge(conds, prev.Conditions, obj.GetGeneration(), now)})
-	if err != nil {
-		return Result{}, err
+	if written != nil && missing != "" {
+		r.m.w.Events.Event(obj, corev1.EventTypeWarning, stamp.EventTemplatesNotFound, "templates not found: %s", missing)
 	}
-	if statusDigest(old) == statusDigest(status) {
-		return Result{}, nil
-	}
-	if missing != "" {
-		r.m.events.event(obj, corev1.EventTypeWarning, EventTemplatesNotFound, "templates not found: %s", missing)
-	}
-	obj = obj.DeepCopy()
-	obj.Object["status"] = status
-	_, err = r.m.dyn.Resource(gvr).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Gone, or the cache is behind: the watch event that follows
 		// re-queues the chain if it still exists.

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,6 +18,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/health"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runs"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -58,21 +58,20 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 	gvk := desired.GroupVersionKind()
 	what := fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)
 
-	mapping, err := ru.r.m.mapper.Mapping(gvk)
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			ru.blocked = blockedDiscovery
-			return fail(st.False, ReasonRejected, "unable to create %s: the API server does not serve kind [%s] in [%s]", what, gvk.Kind, gvk.GroupVersion())
-		}
-		r := fail(st.Unknown, ReasonUnknownError, "unable to look up kind [%s]: %v", gvk.Kind, err)
+	tg, err := ru.r.m.w.Resolve(gvk)
+	switch {
+	case err != nil && stamp.Classify(err) == stamp.NotServed:
+		ru.blocked = blockedDiscovery
+		return fail(st.False, ReasonRejected, "unable to create %s: %v", what, err)
+	case err != nil:
+		r := fail(st.Unknown, ReasonUnknownError, "%v", err)
 		r.err = err
 		return r
-	}
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+	case !tg.Namespaced:
 		return fail(st.False, ReasonStampFailure, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind)
 	}
-	gvr := mapping.Resource
-	key := tracking.Key{GVR: gvr, Selector: StampedSelector}
+	gvr := tg.GVR
+	key := tg.Watch()
 	ru.keys[key] = struct{}{}
 	list, err := ru.listStepRuns(sc, key)
 	if err != nil {
@@ -135,66 +134,24 @@ func evalRun(sc *stepCtx, obj *unstructured.Unstructured, in render.Inputs) step
 }
 
 // listStepRuns returns the step's runs, newest first: objects of the
-// template's kind carrying this owner's and step's labels and an input
-// digest, whose controller is this very owner. Before the cache has synced
-// (the first reconcile after a start) it asks the API server, because
-// deciding on an empty cache would create a duplicate.
+// template's kind carrying this owner's and step's labels, whose controller
+// is this very owner.
 func (ru *run) listStepRuns(sc *stepCtx, key tracking.Key) ([]runs.Run, error) {
 	f := ru.r.flavor
 	ns := ru.owner.GetNamespace()
-	sel := labels.Set{StampedLabel: "true", f.LabelOwnerName: ru.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}
-	var objs []*unstructured.Unstructured
-	if ru.r.m.tracker.Ensure(key, ru.r.user(ns, ru.owner.GetName())) {
-		all, _ := ru.r.m.tracker.List(key, ns)
-		matches := labels.SelectorFromSet(sel)
-		for _, o := range all {
-			if matches.Matches(labels.Set(o.GetLabels())) {
-				objs = append(objs, o)
-			}
-		}
-	} else {
-		l, err := ru.r.m.dyn.Resource(key.GVR).Namespace(ns).List(ru.ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(sel).String()})
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	}
-	var out []runs.Run
-	for _, o := range objs {
-		if o.GetLabels()[runs.LabelInputDigest] == "" || o.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != ru.owner.GetUID() {
-			continue
-		}
-		out = append(out, runs.FromObject(o, runs.Running))
-	}
-	runs.SortNewestFirst(out)
-	return out, nil
+	return ru.r.m.w.ListRuns(ru.ctx, stamp.RunQuery{Watch: key, User: ru.r.user(ns, ru.owner.GetName()), Namespace: ns, Controller: ru.owner.GetUID(),
+		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: ru.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}})
 }
 
 // createRun creates a run as the stamping service account.
 func (ru *run) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what string) (*unstructured.Unstructured, stepResult, bool) {
-	obj := desired.DeepCopy()
-	l := obj.GetLabels()
-	l[runs.LabelInputDigest] = digest
-	obj.SetLabels(l)
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[runs.AnnotationCreatedAt] = time.Now().UTC().Format(time.RFC3339Nano)
-	obj.SetAnnotations(ann)
 	cl, err := ru.stampClient()
 	if err != nil {
 		return nil, ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error()), nil), false
 	}
-	created, err := cl.Resource(gvr).Namespace(obj.GetNamespace()).Create(ru.ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-	ru.r.m.noteApply(true)
-	if apierrors.IsAlreadyExists(err) {
-		c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, obj.GetName()))
+	created, err := ru.r.m.w.Create(ru.ctx, cl, gvr, desired, digest)
+	if stamp.Classify(err) == stamp.AlreadyExists {
+		c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, desired.GetName()))
 		return nil, ru.stepDone(sc, nil, c, nil), false
 	}
 	if err != nil {
@@ -203,7 +160,7 @@ func (ru *run) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr sc
 		r.err = transient
 		return nil, r, false
 	}
-	ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
+	ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
 	klog.V(2).InfoS("created run", "owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), "step", sc.step.Name, "run", created.GetName(), "digest", digest)
 	return created, stepResult{}, true
 }
@@ -229,19 +186,21 @@ func (ru *run) markReached(step string) {
 
 // pruneStepRuns deletes the finished runs retention does not keep.
 func (ru *run) pruneStepRuns(sc *stepCtx, gvr schema.GroupVersionResource, list []runs.Run) error {
-	doomed := runs.Prune(list, runs.PolicyOf(sc.spec.RetentionPolicy))
-	if len(doomed) == 0 {
-		return nil
+	cl, err := ru.stampClient()
+	if err != nil {
+		return err
 	}
-	var firstErr error
+	sa := ru.serviceAccount()
+	doomed, forbidden, err := ru.r.m.w.Prune(ru.ctx, cl, gvr, list, runs.PolicyOf(sc.spec.RetentionPolicy), ru.owner,
+		sa.Namespace+"/"+sa.Name, fmt.Sprintf("(retention policy of step [%s])", sc.step.Name))
 	for _, d := range doomed {
-		delete(ru.runsKept, refKey{gvr: gvr, namespace: d.Obj.GetNamespace(), name: d.Name})
 		// Runs are listed again on every reconcile: nothing to remember.
-		if err := ru.deleteRun(gvr, d.Obj, fmt.Sprintf("retention policy of step [%s]", sc.step.Name)); err != nil && !apierrors.IsForbidden(err) && firstErr == nil {
-			firstErr = err
-		}
+		delete(ru.runsKept, refKey{gvr: gvr, namespace: d.Obj.GetNamespace(), name: d.Name})
 	}
-	return firstErr
+	if forbidden {
+		ru.blocked = blockedRBAC // retrying cannot help until RBAC changes
+	}
+	return err
 }
 
 // deleteRun deletes a run as the stamping service account, only if it is
@@ -251,18 +210,10 @@ func (ru *run) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unst
 	if err != nil {
 		return err
 	}
-	err = apply.Delete(ru.ctx, cl, gvr, obj.GetNamespace(), obj.GetName(), obj.GetUID())
-	switch {
-	case err == nil:
-		ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectRemoved, "Removed %s %s/%s (%s)", obj.GetKind(), obj.GetNamespace(), obj.GetName(), why)
-		return nil
-	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		return nil
-	case apierrors.IsForbidden(err):
-		// Retrying cannot help until RBAC changes (the owner is re-queued then).
-		ru.blocked = blockedRBAC
-		sa := ru.serviceAccount()
-		ru.r.m.events.event(ru.owner, corev1.EventTypeWarning, "RunNotRemoved", "Cannot remove %s %s/%s as service account [%s/%s]: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), sa.Namespace, sa.Name, err)
+	sa := ru.serviceAccount()
+	err = ru.r.m.w.Remove(ru.ctx, cl, gvr, obj, ru.owner, sa.Namespace+"/"+sa.Name, "("+why+")")
+	if apierrors.IsForbidden(err) {
+		ru.blocked = blockedRBAC // retrying cannot help until RBAC changes
 	}
 	return err
 }
@@ -403,38 +354,13 @@ func (ru *run) removeStaleRunObjects() error {
 func (ru *run) ownerRuns(key tracking.Key, user string) ([]*unstructured.Unstructured, error) {
 	f := ru.r.flavor
 	ns := ru.owner.GetNamespace()
-	sel := labels.SelectorFromSet(labels.Set{StampedLabel: "true", f.LabelOwnerName: ru.owner.GetName(), f.LabelOwnerNS: ns})
-	var objs []*unstructured.Unstructured
-	if ru.r.m.tracker.Ensure(key, user) {
-		all, _ := ru.r.m.tracker.List(key, ns)
-		for _, o := range all {
-			if sel.Matches(labels.Set(o.GetLabels())) {
-				objs = append(objs, o)
-			}
-		}
-	} else {
-		l, err := ru.r.m.dyn.Resource(key.GVR).Namespace(ns).List(ru.ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
+	list, err := ru.r.m.w.ListRuns(ru.ctx, stamp.RunQuery{Watch: key, User: user, Namespace: ns, Controller: ru.owner.GetUID(),
+		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: ru.owner.GetName(), f.LabelOwnerNS: ns}})
+	out := make([]*unstructured.Unstructured, len(list))
+	for i, r := range list {
+		out[i] = r.Obj
 	}
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetLabels()[runs.LabelInputDigest] == "" || o.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != ru.owner.GetUID() {
-			continue
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return out, err
 }
 
 // pointsAtRun reports whether a step's current stampedRef is one of the

@@ -4,6 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/stamp"
 )
 
 func cartoGVR(resource string) schema.GroupVersionResource {
@@ -43,7 +44,7 @@ const (
 	// StampedLabel marks every object Kontinue stamps; informers of stamped
 	// kinds are filtered by it, so Kontinue caches only its own objects.
 	StampedLabel    = "kontinue.dev/stamped"
-	StampedSelector = StampedLabel + "=true"
+	StampedSelector = stamp.StampedSelector
 
 	LabelWorkloadName         = "carto.run/workload-name"
 	LabelWorkloadNamespace    = "carto.run/workload-namespace"
@@ -62,7 +63,7 @@ const (
 	// that an unchanged reconcile can skip the API call, also after a restart.
 	AnnotationDigest = "kontinue.dev/applied-digest"
 	// FieldManager owns every field Kontinue applies.
-	FieldManager = "kontinue"
+	FieldManager = stamp.FieldManager
 )
 
 // Flavor is what differs between the two owner kinds: a Workload walks a

@@ -17,6 +17,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -35,7 +36,7 @@ type Manager struct {
 	mapper  *tracking.Mapper
 	tracker *tracking.Tracker
 	clients *apply.Clients
-	events  *eventRecorder
+	w       *stamp.Writer // every write of a stamped object, and events
 	opts    Options
 
 	owners    map[string]*ownerReconciler // by owner kind
@@ -107,8 +108,8 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.events = newEventRecorder(evDyn)
 	m.tracker = tracking.New(dyn, opts.Resync, m.route)
+	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, stamp.NewEvents(evDyn), m.noteApply)
 	idx := newIndex()
 	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
@@ -202,7 +203,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		}(c)
 	}
 	wg.Wait()
-	m.events.shutdown()
+	m.w.Events.Shutdown()
 	return nil
 }
 

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -12,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,8 +18,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/selector"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -169,7 +167,7 @@ const ownWriteWait = time.Second
 // status just written for an owner.
 func (r *ownerReconciler) recordWrite(user string, status map[string]any) {
 	now := time.Now()
-	d := statusDigest(status)
+	d := stamp.StatusDigest(status)
 	r.writesMu.Lock()
 	defer r.writesMu.Unlock()
 	if len(r.writes) >= 1024 {
@@ -196,21 +194,13 @@ func (r *ownerReconciler) awaitOwnWrite(user string, obj *unstructured.Unstructu
 		return false
 	}
 	cached, _ := obj.Object["status"].(map[string]any)
-	if time.Since(w.at) <= ownWriteWait && statusDigest(cached) != w.digest {
+	if time.Since(w.at) <= ownWriteWait && stamp.StatusDigest(cached) != w.digest {
 		return true
 	}
 	r.writesMu.Lock()
 	delete(r.writes, user)
 	r.writesMu.Unlock()
 	return false
-}
-
-// statusDigest identifies a status: encoding/json sorts map keys and prints
-// int64 3 and float64 3 alike, so the cache's copy (int64) and ours (from a
-// JSON round trip, float64) compare equal. One marshal each, no decoding.
-func statusDigest(status map[string]any) [32]byte {
-	b, _ := json.Marshal(status)
-	return sha256.Sum256(b)
 }
 
 type ownWrite struct {
@@ -220,34 +210,15 @@ type ownWrite struct {
 
 // writeStatus writes the owner's status only when it changed.
 func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, run *run) error {
-	newStatus, err := toMap(run.status)
-	if err != nil {
-		return err
-	}
-	oldStatus, _ := obj.Object["status"].(map[string]any)
-	if statusDigest(oldStatus) == statusDigest(newStatus) {
-		return nil
-	}
-	obj.Object["status"] = newStatus
-	_, err = r.m.dyn.Resource(r.flavor.OwnerGVR).Namespace(obj.GetNamespace()).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
-	if err == nil {
-		r.recordWrite(r.user(obj.GetNamespace(), obj.GetName()), newStatus)
+	written, err := r.m.w.WriteStatus(ctx, r.flavor.OwnerGVR, obj, run.status)
+	if written != nil {
+		r.recordWrite(r.user(obj.GetNamespace(), obj.GetName()), written)
 	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// The cache is behind; the watch event that follows re-queues us.
 		klog.V(2).InfoS("status write raced; will retry", "owner", r.user(obj.GetNamespace(), obj.GetName()), "err", err.Error())
-		return err
 	}
 	return err
-}
-
-func toMap(v any) (map[string]any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	return m, json.Unmarshal(b, &m)
 }
 
 // run is the state of one reconcile of one owner.
@@ -330,7 +301,7 @@ func (ru *run) realize() (Result, error) {
 	choice, chain := ru.chooseChain()
 	if chain == nil {
 		if prev := st.Find(ru.prev.Conditions, f.ChainReadyCondition); len(choice.Candidates) > 0 && (prev == nil || prev.Reason != choice.Reason) {
-			ru.r.m.events.event(ru.owner, corev1.EventTypeWarning, choice.Reason,
+			ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeWarning, choice.Reason,
 				"%s selected by %s whose selectors are equally specific: make one of them more specific",
 				f.OwnerKind, strings.Join(choice.Candidates, ", "))
 		}
@@ -524,25 +495,9 @@ func (ru *run) removeOrphans() error {
 
 func (ru *run) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
 	f := ru.r.flavor
-	ctx := ru.ctx
-	var live *unstructured.Unstructured
-	cached, synced := ru.r.m.tracker.Get(tracking.Key{GVR: k.gvr, Selector: StampedSelector}, k.namespace, k.name)
-	if synced {
-		live = cached
-	} else {
-		ri := ru.r.m.dyn.Resource(k.gvr)
-		var rc = ri.Namespace(k.namespace)
-		got, err := rc.Get(ctx, k.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		live = got
-	}
-	if live == nil {
-		return nil
+	live, err := ru.r.m.w.Live(ru.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, "", k.namespace, k.name)
+	if err != nil || live == nil {
+		return err
 	}
 	l := live.GetLabels()
 	if l[f.LabelOwnerName] != ru.owner.GetName() || l[f.LabelOwnerNS] != ru.owner.GetNamespace() {
@@ -552,18 +507,11 @@ func (ru *run) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
 	if err != nil {
 		return err
 	}
-	err = apply.Delete(ctx, cl, k.gvr, k.namespace, k.name, live.GetUID())
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
 	if step == "" {
 		step = "(removed earlier)"
 	}
-	ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectRemoved, "Removed %s %s/%s no longer stamped by step [%s]", ref.Kind, k.namespace, k.name, step)
-	return nil
+	sa := ru.serviceAccount()
+	return ru.r.m.w.Remove(ru.ctx, cl, k.gvr, live, ru.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
 }
 
 // specCache decodes chains once per resourceVersion.

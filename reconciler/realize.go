@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,6 +20,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/health"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/selector"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -256,7 +255,7 @@ func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, he
 		var changed []string
 		sc.res.Outputs, changed = st.Outputs(out, prevOutputs(sc.prev), ru.now)
 		if len(changed) > 0 && sc.prev != nil {
-			ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventResourceOutputChanged, "[%s] found a new output in step [%s]: %s", ru.owner.GetName(), sc.step.Name, strings.Join(changed, ", "))
+			ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventResourceOutputChanged, "[%s] found a new output in step [%s]: %s", ru.owner.GetName(), sc.step.Name, strings.Join(changed, ", "))
 		}
 	}
 	ready := st.Summarize(st.Ready, "Ready", submitted, h)
@@ -272,7 +271,7 @@ func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, he
 	if sc.prev != nil {
 		prevConds = sc.prev.Conditions
 		if old := st.Find(prevConds, st.Healthy); old != nil && old.Status != h.Status {
-			ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", ru.owner.GetName(), sc.step.Name, h.Status, h.Reason)
+			ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", ru.owner.GetName(), sc.step.Name, h.Status, h.Reason)
 		}
 	}
 	sc.res.Conditions = st.Merge(conds, prevConds, ru.owner.GetGeneration(), ru.now)
@@ -538,21 +537,20 @@ type target struct {
 func (ru *run) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target, *metav1.Condition, error) {
 	gvk := desired.GroupVersionKind()
 	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", gvk.Kind, desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	mapping, err := ru.r.m.mapper.Mapping(gvk)
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			ru.blocked = blockedDiscovery
-			c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: the API server does not serve kind [%s] in [%s]", what, gvk.Kind, gvk.GroupVersion()))
-			return target{}, &c, nil
-		}
-		c := st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, fmt.Sprintf("unable to look up kind [%s]: %v", gvk.Kind, err))
+	tg, err := ru.r.m.w.Resolve(gvk)
+	switch {
+	case err != nil && stamp.Classify(err) == stamp.NotServed:
+		ru.blocked = blockedDiscovery
+		c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err))
+		return target{}, &c, nil
+	case err != nil:
+		c := st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, err.Error())
 		return target{}, &c, err
-	}
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+	case !tg.Namespaced:
 		c := st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind))
 		return target{}, &c, nil
 	}
-	t := target{gvr: mapping.Resource, key: tracking.Key{GVR: mapping.Resource, Selector: StampedSelector}, what: what}
+	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
 	ru.keys[t.key] = struct{}{}
 	ru.keep[refKeyOf(t.ref)] = true
@@ -563,51 +561,26 @@ func (ru *run) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target,
 // it, and reports whether the object was written. On failure it returns the
 // step's condition (and a transient error to retry, if retrying can help).
 func (ru *run) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-	cached, err := ru.current(t.key, desired.GetNamespace(), desired.GetName())
-	if err == nil && apply.UpToDate(desired, cached) {
-		ru.r.m.noteApply(false)
-		return cached, false, nil, nil
-	}
+	cached, _ := ru.current(t.key, desired.GetNamespace(), desired.GetName())
 	cl, err := ru.stampClient()
 	if err != nil {
 		c := st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error())
 		return nil, false, &c, nil
 	}
-	live, err := apply.Apply(ru.ctx, cl, t.gvr, desired, FieldManager)
-	ru.r.m.noteApply(true)
+	live, wrote, err := ru.r.m.w.Apply(ru.ctx, cl, t.gvr, desired, cached)
 	if err != nil {
 		c, transient := ru.applyFailure(t.what, err)
 		return nil, false, &c, transient
 	}
-	wrote := cached == nil || cached.GetResourceVersion() != live.GetResourceVersion()
 	if wrote {
-		ru.r.m.events.event(ru.owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
+		ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
 	}
 	return live, wrote, nil, nil
 }
 
-// current returns the live object: from the cache once its informer has
-// synced, else (right after a start) read from the API server, so that an
-// unchanged object is not written again just because the cache is cold.
-// A missing object is (nil, nil).
+// current is the live object (nil: missing), watched for this owner.
 func (ru *run) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
-	if ru.r.m.tracker.Ensure(key, ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())) {
-		obj, _ := ru.r.m.tracker.Get(key, namespace, name)
-		return obj, nil
-	}
-	var r dynamic.ResourceInterface = ru.r.m.dyn.Resource(key.GVR)
-	if namespace != "" {
-		r = ru.r.m.dyn.Resource(key.GVR).Namespace(namespace)
-	}
-	obj, err := r.Get(ru.ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
-	return obj, nil
+	return ru.r.m.w.Live(ru.ctx, key, ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), namespace, name)
 }
 
 // applyFailure turns an API error into the step's condition. Errors that
@@ -615,25 +588,17 @@ func (ru *run) current(key tracking.Key, namespace, name string) (*unstructured.
 // when RBAC, discovery, the template or the owner change.
 func (ru *run) applyFailure(what string, err error) (metav1.Condition, error) {
 	sa := ru.serviceAccount()
-	switch {
-	case apierrors.IsForbidden(err):
+	switch stamp.Classify(err) {
+	case stamp.Forbidden:
 		ru.blocked = blockedRBAC
 		return st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), isSchemaMismatch(err),
-		apierrors.IsNotFound(err), apierrors.IsRequestEntityTooLargeError(err), apierrors.IsUnsupportedMediaType(err), apierrors.IsNotAcceptable(err):
+	case stamp.Rejected:
 		return st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil
-	case apierrors.IsUnauthorized(err):
+	case stamp.Unauthorized:
 		return st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, fmt.Sprintf("unable to apply %s as service account [%s/%s]: %v", what, sa.Namespace, sa.Name, err)), err
 	default:
 		return st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, fmt.Sprintf("unable to apply %s: %v", what, err)), err
 	}
-}
-
-// isSchemaMismatch recognises a server-side apply of a value whose type the
-// kind's schema does not allow (a map where a string goes): the API server
-// reports it without a 4xx code, but retrying cannot fix it.
-func isSchemaMismatch(err error) bool {
-	return strings.Contains(err.Error(), "failed to create typed patch object")
 }
 
 // serviceAccount is the account whose permissions stamp objects:

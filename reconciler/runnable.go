@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -25,6 +24,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runs"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -208,16 +208,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 }
 
 func (r *runnableReconciler) writeStatus(ctx context.Context, rr *runnableRun) error {
-	newStatus, err := toMap(rr.status)
-	if err != nil {
-		return err
-	}
-	oldStatus, _ := rr.obj.Object["status"].(map[string]any)
-	if statusDigest(oldStatus) == statusDigest(newStatus) {
-		return nil
-	}
-	rr.obj.Object["status"] = newStatus
-	_, err = r.m.dyn.Resource(RunnableGVR).Namespace(rr.obj.GetNamespace()).UpdateStatus(ctx, rr.obj, metav1.UpdateOptions{FieldManager: FieldManager})
+	_, err := r.m.w.WriteStatus(ctx, RunnableGVR, rr.obj, rr.status)
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile; its delete event cleans up
 	}
@@ -331,27 +322,29 @@ func (rr *runnableRun) realize() error {
 	digest := apply.Digest(desired.Object)
 
 	gvk := desired.GroupVersionKind()
-	mapping, err := rr.r.m.mapper.Mapping(gvk)
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			rr.blocked = blockedDiscovery
-			rr.fail(ReasonStampedObjectRejected, "unable to stamp object for %s from ClusterRunTemplate [%s]: the API server does not serve kind [%s] in [%s]", rr.what(), tmplName, gvk.Kind, gvk.GroupVersion())
-			return nil
-		}
-		rr.fail(ReasonUnknownError, "unable to look up kind [%s]: %v", gvk.Kind, err)
+	tg, err := rr.r.m.w.Resolve(gvk)
+	switch {
+	case err != nil && stamp.Classify(err) == stamp.NotServed:
+		rr.blocked = blockedDiscovery
+		rr.fail(ReasonStampedObjectRejected, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rr.what(), tmplName, err)
+		return nil
+	case err != nil:
+		rr.fail(ReasonUnknownError, "%v", err)
 		return err
-	}
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+	case !tg.Namespaced:
 		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: kind [%s] is cluster-scoped; runs are created in the Runnable's namespace", rr.what(), tmplName, gvk.Kind)
 		return nil
 	}
-	key := tracking.Key{GVR: mapping.Resource, Selector: StampedSelector}
+	key := tg.Watch()
 	rr.keys = append(rr.keys, key)
 	if !rr.r.m.tracker.Ensure(key, rr.user) {
 		rr.keepStatus, rr.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	list := rr.listRuns(key)
+	list, err := rr.listRuns(key)
+	if err != nil {
+		return err
+	}
 
 	if runs.NeedsCreate(list, digest) {
 		if rr.r.recent.Pending(rr.user, digest, list) {
@@ -359,14 +352,14 @@ func (rr *runnableRun) realize() error {
 			rr.keepStatus, rr.requeue = true, 300*time.Millisecond
 			return nil
 		}
-		created, err := rr.create(desired, mapping.Resource, digest, tmplName)
+		created, err := rr.create(desired, tg.GVR, digest, tmplName)
 		if created == nil {
 			return err
 		}
 		list = append([]runs.Run{runs.FromObject(created, runs.TektonOutcome(created))}, list...)
 	}
 	rr.observe(list, rt, tmplName)
-	return rr.prune(list, mapping.Resource)
+	return rr.prune(list, tg.GVR)
 }
 
 // runnableForContext is the Runnable as templates see it: without status
@@ -402,14 +395,14 @@ func (rr *runnableRun) selected() *unstructured.Unstructured {
 		return nil
 	}
 	gvk := gv.WithKind(s.Resource.Kind)
-	mapping, err := rr.r.m.mapper.Mapping(gvk)
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			rr.blocked = blockedDiscovery
-			rr.fail(ReasonSelectorMatchError, "%s: spec.selector names kind [%s] in [%s], which the API server does not serve", rr.what(), gvk.Kind, gv)
-			return nil
-		}
-		rr.fail(ReasonUnknownError, "unable to look up kind [%s]: %v", gvk.Kind, err)
+	tg, err := rr.r.m.w.Resolve(gvk)
+	switch {
+	case err != nil && stamp.Classify(err) == stamp.NotServed:
+		rr.blocked = blockedDiscovery
+		rr.fail(ReasonSelectorMatchError, "%s: spec.selector names kind [%s] in [%s], which the API server does not serve", rr.what(), gvk.Kind, gv)
+		return nil
+	case err != nil:
+		rr.fail(ReasonUnknownError, "%v", err)
 		return nil
 	}
 	ls, err := labels.ValidatedSelectorFromSet(s.MatchingLabels)
@@ -417,7 +410,7 @@ func (rr *runnableRun) selected() *unstructured.Unstructured {
 		rr.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.matchingLabels: %v", rr.what(), err)
 		return nil
 	}
-	key := tracking.Key{GVR: mapping.Resource, Selector: ls.String()}
+	key := tracking.Key{GVR: tg.GVR, Selector: ls.String()}
 	rr.keys = append(rr.keys, key)
 	rr.selKey = &key
 	if !rr.r.m.tracker.Ensure(key, rr.user) {
@@ -425,7 +418,7 @@ func (rr *runnableRun) selected() *unstructured.Unstructured {
 		return nil
 	}
 	listNS := ns
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+	if !tg.Namespaced {
 		listNS = ""
 	}
 	objs, _ := rr.r.m.tracker.List(key, listNS)
@@ -451,23 +444,16 @@ func (rr *runnableRun) selected() *unstructured.Unstructured {
 	return nil
 }
 
-// listRuns returns this Runnable's runs from the cache, newest first: those
-// labelled with its name whose controller is this very Runnable (by UID), so
-// that a Runnable deleted and created again does not adopt old runs.
-func (rr *runnableRun) listRuns(key tracking.Key) []runs.Run {
-	objs, _ := rr.r.m.tracker.List(key, rr.obj.GetNamespace())
-	var out []runs.Run
-	for _, o := range objs {
-		if o.GetLabels()[LabelRunnableName] != rr.obj.GetName() || o.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != rr.obj.GetUID() {
-			continue
-		}
-		out = append(out, runs.FromObject(o, runs.TektonOutcome(o)))
+// listRuns returns this Runnable's runs, newest first: those labelled with
+// its name whose controller is this very Runnable (by UID), so that a
+// Runnable deleted and created again does not adopt old runs.
+func (rr *runnableRun) listRuns(key tracking.Key) ([]runs.Run, error) {
+	list, err := rr.r.m.w.ListRuns(rr.ctx, stamp.RunQuery{Watch: key, User: rr.user, Namespace: rr.obj.GetNamespace(), Controller: rr.obj.GetUID(),
+		Labels: labels.Set{LabelRunnableName: rr.obj.GetName()}})
+	for i := range list {
+		list[i].Outcome = runs.TektonOutcome(list[i].Obj)
 	}
-	runs.SortNewestFirst(out)
-	return out
+	return list, err
 }
 
 func (rr *runnableRun) serviceAccount() string {
@@ -490,14 +476,7 @@ func (rr *runnableRun) create(desired *unstructured.Unstructured, gvr schema.Gro
 	l[StampedLabel] = "true"
 	l[LabelRunnableName] = rr.obj.GetName()
 	l[LabelRunTemplateName] = tmplName
-	l[runs.LabelInputDigest] = digest
 	run.SetLabels(l)
-	ann := run.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[runs.AnnotationCreatedAt] = time.Now().UTC().Format(time.RFC3339Nano)
-	run.SetAnnotations(ann)
 	run.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: api.Group + "/" + api.Version, Kind: api.KindRunnable,
 		Name: rr.obj.GetName(), UID: rr.obj.GetUID(), Controller: ptr.To(true),
@@ -509,29 +488,29 @@ func (rr *runnableRun) create(desired *unstructured.Unstructured, gvr schema.Gro
 		rr.fail(ReasonServiceAccountError, "unable to create %s: service account [%s/%s]: %v", what, ns, sa, err)
 		return nil, nil
 	}
-	created, err := cl.Resource(gvr).Namespace(ns).Create(rr.ctx, run, metav1.CreateOptions{FieldManager: FieldManager})
-	switch {
-	case err == nil:
-	case apierrors.IsForbidden(err):
-		rr.blocked = blockedRBAC
-		rr.fail(ReasonStampedObjectRejected, "unable to create %s: service account [%s/%s] is not allowed: %v", what, ns, sa, err)
-		return nil, nil
-	case apierrors.IsAlreadyExists(err):
-		rr.fail(ReasonStampedObjectRejected, "unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, run.GetName())
-		return nil, nil
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), apierrors.IsNotFound(err),
-		apierrors.IsRequestEntityTooLargeError(err), apierrors.IsUnsupportedMediaType(err), apierrors.IsNotAcceptable(err):
-		rr.fail(ReasonStampedObjectRejected, "unable to create %s: %v", what, err)
-		return nil, nil
-	case apierrors.IsUnauthorized(err):
-		rr.fail(ReasonServiceAccountError, "unable to create %s as service account [%s/%s]: %v", what, ns, sa, err)
-		return nil, err
-	default:
-		rr.fail(ReasonUnknownError, "unable to create %s: %v", what, err)
-		return nil, err
+	created, err := rr.r.m.w.Create(rr.ctx, cl, gvr, run, digest)
+	if err != nil {
+		switch stamp.Classify(err) {
+		case stamp.Forbidden:
+			rr.blocked = blockedRBAC
+			rr.fail(ReasonStampedObjectRejected, "unable to create %s: service account [%s/%s] is not allowed: %v", what, ns, sa, err)
+			return nil, nil
+		case stamp.AlreadyExists:
+			rr.fail(ReasonStampedObjectRejected, "unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, run.GetName())
+			return nil, nil
+		case stamp.Rejected:
+			rr.fail(ReasonStampedObjectRejected, "unable to create %s: %v", what, err)
+			return nil, nil
+		case stamp.Unauthorized:
+			rr.fail(ReasonServiceAccountError, "unable to create %s as service account [%s/%s]: %v", what, ns, sa, err)
+			return nil, err
+		default:
+			rr.fail(ReasonUnknownError, "unable to create %s: %v", what, err)
+			return nil, err
+		}
 	}
 	rr.r.recent.Remember(rr.user, digest, string(created.GetUID()))
-	rr.r.m.events.event(rr.obj, corev1.EventTypeNormal, EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
+	rr.r.m.w.Events.Event(rr.obj, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
 	klog.V(2).InfoS("created run", "runnable", rr.user, "run", created.GetName(), "digest", digest)
 	return created, nil
 }
@@ -614,8 +593,7 @@ func runOutputs(outs map[string]string, run *unstructured.Unstructured) (map[str
 
 // prune deletes the finished runs retention does not keep.
 func (rr *runnableRun) prune(list []runs.Run, gvr schema.GroupVersionResource) error {
-	doomed := runs.Prune(list, runs.PolicyOf(rr.spec.RetentionPolicy))
-	if len(doomed) == 0 {
+	if len(runs.Prune(list, runs.PolicyOf(rr.spec.RetentionPolicy))) == 0 {
 		return nil
 	}
 	ns, sa := rr.obj.GetNamespace(), rr.serviceAccount()
@@ -623,22 +601,9 @@ func (rr *runnableRun) prune(list []runs.Run, gvr schema.GroupVersionResource) e
 	if err != nil {
 		return err
 	}
-	var firstErr error
-	for _, d := range doomed {
-		err := apply.Delete(rr.ctx, cl, gvr, ns, d.Name, d.Obj.GetUID())
-		switch {
-		case err == nil:
-			rr.r.m.events.event(rr.obj, corev1.EventTypeNormal, EventStampedObjectRemoved, "Removed %s %s/%s (retention policy)", d.Obj.GetKind(), ns, d.Name)
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		case apierrors.IsForbidden(err):
-			// Retrying cannot help until RBAC changes.
-			rr.blocked = blockedRBAC
-			rr.r.m.events.event(rr.obj, corev1.EventTypeWarning, "RetentionFailed", "Cannot remove %s %s/%s as service account [%s/%s]: %v", d.Obj.GetKind(), ns, d.Name, ns, sa, err)
-		default:
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
+	_, forbidden, err := rr.r.m.w.Prune(rr.ctx, cl, gvr, list, runs.PolicyOf(rr.spec.RetentionPolicy), rr.obj, ns+"/"+sa, "(retention policy)")
+	if forbidden {
+		rr.blocked = blockedRBAC // retrying cannot help until RBAC changes
 	}
-	return firstErr
+	return err
 }

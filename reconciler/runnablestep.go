@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,6 +22,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -239,45 +240,35 @@ type appliedGenerated struct {
 // ClusterRunTemplate as Kontinue (see the package comment above).
 func (ru *run) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured, asServiceAccount bool) (appliedGenerated, bool) {
 	what := fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	var cached *unstructured.Unstructured
-	var err error
+	user := "" // the ClusterRunTemplate watch is permanent
 	if key.Selector != "" {
-		cached, err = ru.current(key, desired.GetNamespace(), desired.GetName())
-	} else {
-		cached, _ = ru.r.m.tracker.Get(key, desired.GetNamespace(), desired.GetName()) // a permanent watch
+		user = ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())
 	}
-	if err == nil {
-		if cached != nil && desired.GetNamespace() == "" {
-			// Never take over a ClusterRunTemplate someone else wrote.
-			l := cached.GetLabels()
-			if l[ru.r.flavor.LabelOwnerName] != ru.owner.GetName() || l[ru.r.flavor.LabelOwnerNS] != ru.owner.GetNamespace() {
-				c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: a ClusterRunTemplate of that name exists and was not generated for this step", what))
-				return appliedGenerated{stepResult: ru.stepDone(sc, nil, c, nil)}, false
-			}
-		}
-		if apply.UpToDate(desired, cached) {
-			ru.r.m.noteApply(false)
-			return appliedGenerated{live: cached}, true
+	cached, err := ru.r.m.w.Live(ru.ctx, key, user, desired.GetNamespace(), desired.GetName())
+	if err == nil && cached != nil && desired.GetNamespace() == "" {
+		// Never take over a ClusterRunTemplate someone else wrote.
+		l := cached.GetLabels()
+		if l[ru.r.flavor.LabelOwnerName] != ru.owner.GetName() || l[ru.r.flavor.LabelOwnerNS] != ru.owner.GetNamespace() {
+			c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: a ClusterRunTemplate of that name exists and was not generated for this step", what))
+			return appliedGenerated{stepResult: ru.stepDone(sc, nil, c, nil)}, false
 		}
 	}
 	cl := ru.r.m.dyn
 	if asServiceAccount {
-		var err error
 		if cl, err = ru.stampClient(); err != nil {
 			c := st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error())
 			return appliedGenerated{stepResult: ru.stepDone(sc, nil, c, nil)}, false
 		}
 	}
-	live, err := apply.Apply(ru.ctx, cl, gvr, desired, FieldManager)
-	ru.r.m.noteApply(true)
+	live, wrote, err := ru.r.m.w.Apply(ru.ctx, cl, gvr, desired, cached)
 	if err != nil {
 		c, transient := ru.applyFailure(what, err)
 		r := ru.stepDone(sc, nil, c, nil)
 		r.err = transient
 		return appliedGenerated{stepResult: r}, false
 	}
-	if cached == nil || cached.GetResourceVersion() != live.GetResourceVersion() {
-		ru.r.m.events.event(ru.owner, "Normal", EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
+	if wrote {
+		ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
 	}
 	return appliedGenerated{live: live}, true
 }
@@ -447,13 +438,9 @@ func (r *runnableReconciler) sweep(ctx context.Context, name string) (Result, er
 
 // deleteRunTemplate deletes a generated ClusterRunTemplate (UID precondition).
 func (r *runnableReconciler) deleteRunTemplate(ctx context.Context, crt *unstructured.Unstructured, why string) error {
-	err := apply.Delete(ctx, r.m.dyn, RunTemplateGVR, "", crt.GetName(), crt.GetUID())
+	err := r.m.w.Delete(ctx, r.m.dyn, RunTemplateGVR, "", crt.GetName(), crt.GetUID())
 	if err == nil {
 		klog.InfoS("removed generated ClusterRunTemplate", "name", crt.GetName(), "why", why)
-		return nil
-	}
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
 	}
 	return err
 }

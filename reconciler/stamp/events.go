@@ -1,4 +1,4 @@
-package reconciler
+package stamp
 
 import (
 	"context"
@@ -12,40 +12,54 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// Event reasons on owners (the contract's).
+// Event reasons, all of them (docs/status.md lists them for users).
 const (
-	EventStampedObjectApplied        = "StampedObjectApplied"
-	EventStampedObjectRemoved        = "StampedObjectRemoved"
-	EventResourceOutputChanged       = "ResourceOutputChanged"
+	// EventStampedObjectApplied: an object was created or changed (on the
+	// owner or Runnable that stamped it).
+	EventStampedObjectApplied = "StampedObjectApplied"
+	// EventStampedObjectRemoved: an object no step stamps any more, or a
+	// run retention does not keep, was deleted.
+	EventStampedObjectRemoved = "StampedObjectRemoved"
+	// EventStampedObjectNotRemoved (Warning): the service account may not
+	// delete such an object; it is retried when RBAC changes.
+	EventStampedObjectNotRemoved = "StampedObjectNotRemoved"
+	// EventResourceOutputChanged: a step found a new output.
+	EventResourceOutputChanged = "ResourceOutputChanged"
+	// EventResourceHealthyStatusChange: a step's Healthy status changed.
 	EventResourceHealthyStatusChange = "ResourceHealthyStatusChanged"
-	// On a chain whose steps name templates that do not exist: the message
-	// names each one by kind and name (the condition, in Cartographer's
+	// EventTemplatesNotFound (Warning, on a chain): the message names each
+	// missing template by kind and name (the condition, in Cartographer's
 	// words, names only the steps).
 	EventTemplatesNotFound = "TemplatesNotFound"
+	// The owner matches several chains equally well: the reason is the
+	// chain condition's (MultipleSupplyChainMatches, MultipleDeliveryMatches).
 )
 
 var eventsGVR = corev1.SchemeGroupVersion.WithResource("events")
 
-// eventRecorder records Kubernetes events through the dynamic client, with
+// Events records Kubernetes events through the dynamic client, with
 // client-go's aggregation and spam filtering.
-type eventRecorder struct {
+type Events struct {
 	b   record.EventBroadcaster
 	rec record.EventRecorder
 }
 
-func newEventRecorder(dyn dynamic.Interface) *eventRecorder {
+// NewEvents starts a recorder; Shutdown flushes it.
+func NewEvents(dyn dynamic.Interface) *Events {
 	// client-go's spam filter allows 25 events per object, then one per 5
 	// minutes: an owner whose steps change often would lose its events.
 	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 100, QPS: 1.0 / 60}))
 	b.StartRecordingToSink(&dynamicSink{dyn: dyn})
-	return &eventRecorder{b: b, rec: b.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "kontinue"})}
+	return &Events{b: b, rec: b.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "kontinue"})}
 }
 
-func (e *eventRecorder) event(obj *unstructured.Unstructured, typ, reason, msgFmt string, args ...any) {
+// Event records an event on obj.
+func (e *Events) Event(obj *unstructured.Unstructured, typ, reason, msgFmt string, args ...any) {
 	e.rec.Eventf(obj, typ, reason, msgFmt, args...)
 }
 
-func (e *eventRecorder) shutdown() { e.b.Shutdown() }
+// Shutdown stops the recorder.
+func (e *Events) Shutdown() { e.b.Shutdown() }
 
 type dynamicSink struct{ dyn dynamic.Interface }
 

@@ -1,0 +1,329 @@
+// Package stamp is the only code that writes stamped objects and runs: it
+// resolves a kind to its resource, reads the live object (cache, or the API
+// server while the cache is cold), applies, creates and deletes, lists the
+// runs of a step or Runnable, prunes them by retention, classifies API errors
+// and records the events about all of it. Deciding what to write is not its
+// business: the reconcilers and reconciler/step do that.
+package stamp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/runs"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// FieldManager owns every field Kontinue applies.
+const FieldManager = "kontinue"
+
+// StampedSelector filters the informers of stamped kinds: Kontinue caches
+// only the objects it stamped.
+const StampedSelector = "kontinue.dev/stamped=true"
+
+// Writer is the edge to the API server for stamped objects. One is shared by
+// every reconciler.
+type Writer struct {
+	dyn     dynamic.Interface
+	mapper  *tracking.Mapper
+	tracker *tracking.Tracker
+	Events  *Events
+	// noted is told of every apply (true) and every apply skipped because
+	// the live object was up to date (false): metrics.
+	noted func(applied bool)
+}
+
+// NewWriter returns a Writer. noted may be nil.
+func NewWriter(dyn dynamic.Interface, mapper *tracking.Mapper, tracker *tracking.Tracker, events *Events, noted func(applied bool)) *Writer {
+	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted}
+}
+
+func (w *Writer) note(applied bool) {
+	if w.noted != nil {
+		w.noted(applied)
+	}
+}
+
+// Target is where objects of one kind go.
+type Target struct {
+	GVR        schema.GroupVersionResource
+	Namespaced bool
+}
+
+// Watch is the stamped watch of the target's kind.
+func (t Target) Watch() tracking.Key { return tracking.Key{GVR: t.GVR, Selector: StampedSelector} }
+
+// Resolve maps a kind to its resource and scope. An error is a *Error: the
+// kind is not served (Failure NotServed) or discovery failed (Transient).
+func (w *Writer) Resolve(gvk schema.GroupVersionKind) (Target, error) {
+	m, err := w.mapper.Mapping(gvk)
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return Target{}, &Error{Failure: NotServed, Err: fmt.Errorf("the API server does not serve kind [%s] in [%s]", gvk.Kind, gvk.GroupVersion())}
+		}
+		return Target{}, &Error{Failure: Transient, Err: fmt.Errorf("unable to look up kind [%s]: %w", gvk.Kind, err)}
+	}
+	return Target{GVR: m.Resource, Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
+}
+
+// Failure says what can make a failed API call succeed.
+type Failure int
+
+// Failures, from an error's point of view.
+const (
+	// Transient: retrying may help (a timeout, a 5xx, a conflict).
+	Transient Failure = iota
+	// NotServed: the kind is not served; news from discovery may help.
+	NotServed
+	// Forbidden: the service account may not; news from RBAC may help.
+	Forbidden
+	// Rejected: the API server refuses the object as it is; only a change
+	// to the template or the owner helps.
+	Rejected
+	// AlreadyExists: a create found the name taken.
+	AlreadyExists
+	// Unauthorized: the impersonated account was not accepted; retried.
+	Unauthorized
+)
+
+// Error is a failed call with its Failure.
+type Error struct {
+	Failure Failure
+	Err     error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Classify says what can make a failed API call succeed (err is not nil).
+func Classify(err error) Failure {
+	var se *Error
+	switch {
+	case err == nil:
+		return Transient
+	case errors.As(err, &se):
+		return se.Failure
+	case apierrors.IsForbidden(err):
+		return Forbidden
+	case apierrors.IsAlreadyExists(err):
+		return AlreadyExists
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), isSchemaMismatch(err),
+		apierrors.IsNotFound(err), apierrors.IsRequestEntityTooLargeError(err), apierrors.IsUnsupportedMediaType(err), apierrors.IsNotAcceptable(err):
+		return Rejected
+	case apierrors.IsUnauthorized(err):
+		return Unauthorized
+	case meta.IsNoMatchError(err):
+		return NotServed
+	}
+	return Transient
+}
+
+// isSchemaMismatch recognises a server-side apply of a value whose type the
+// kind's schema does not allow (a map where a string goes): the API server
+// reports it without a 4xx code, but retrying cannot fix it.
+func isSchemaMismatch(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "failed to create typed patch object")
+}
+
+// Live returns the live object from the cache of key once it has synced,
+// else from the API server, so that an unchanged object is not written again
+// just because the cache is cold. A user starts the watch if needed (""
+// only reads a watch someone else keeps). A missing object is (nil, nil).
+func (w *Writer) Live(ctx context.Context, key tracking.Key, user, namespace, name string) (*unstructured.Unstructured, error) {
+	if user != "" {
+		w.tracker.Ensure(key, user)
+	}
+	if obj, synced := w.tracker.Get(key, namespace, name); synced {
+		return obj, nil
+	}
+	obj, err := resource(w.dyn, key.GVR, namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	return obj, nil
+}
+
+// Apply server-side applies desired through cl unless cached already holds
+// it, and reports whether the object was written.
+func (w *Writer) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	if apply.UpToDate(desired, cached) {
+		w.note(false)
+		return cached, false, nil
+	}
+	live, err := apply.Apply(ctx, cl, gvr, desired, FieldManager)
+	w.note(true)
+	if err != nil {
+		return nil, false, err
+	}
+	return live, cached == nil || cached.GetResourceVersion() != live.GetResourceVersion(), nil
+}
+
+// Create creates a run through cl, stamped with its input digest and
+// creation time (runs sort by it).
+func (w *Writer) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
+	obj = obj.DeepCopy()
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[runs.LabelInputDigest] = digest
+	obj.SetLabels(l)
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[runs.AnnotationCreatedAt] = time.Now().UTC().Format(time.RFC3339Nano)
+	obj.SetAnnotations(ann)
+	created, err := resource(cl, gvr, obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+	w.note(true)
+	return created, err
+}
+
+// Delete deletes obj through cl only if it is still the object seen (UID
+// precondition). Gone or replaced meanwhile is not an error.
+func (w *Writer) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) error {
+	err := apply.Delete(ctx, cl, gvr, namespace, name, uid)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// RunQuery finds the runs of a step or a Runnable.
+type RunQuery struct {
+	Watch     tracking.Key
+	User      string // starts the watch
+	Namespace string
+	Labels    labels.Set
+	// Controller is the UID the runs' controller reference must name, so
+	// that an owner deleted and created again does not adopt old runs.
+	Controller types.UID
+}
+
+// ListRuns returns the runs newest first (outcome Running: the caller
+// judges them): objects with an input digest, not being deleted, controlled
+// by q.Controller. Before the cache has synced it asks the API server,
+// because deciding on an empty cache would create a duplicate.
+func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
+	sel := labels.SelectorFromSet(q.Labels)
+	var objs []*unstructured.Unstructured
+	if w.tracker.Ensure(q.Watch, q.User) {
+		all, _ := w.tracker.List(q.Watch, q.Namespace)
+		for _, o := range all {
+			if sel.Matches(labels.Set(o.GetLabels())) {
+				objs = append(objs, o)
+			}
+		}
+	} else {
+		l, err := resource(w.dyn, q.Watch.GVR, q.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			objs = append(objs, &l.Items[i])
+		}
+	}
+	var out []runs.Run
+	for _, o := range objs {
+		if o.GetLabels()[runs.LabelInputDigest] == "" || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != q.Controller {
+			continue
+		}
+		out = append(out, runs.FromObject(o, runs.Running))
+	}
+	runs.SortNewestFirst(out)
+	return out, nil
+}
+
+// Remove deletes obj through cl (UID precondition) and records on owner
+// that it did, or that account may not ("Removed Kind ns/name <why>").
+func (w *Writer) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error {
+	err := w.Delete(ctx, cl, gvr, obj.GetNamespace(), obj.GetName(), obj.GetUID())
+	switch {
+	case err == nil:
+		w.Events.Event(owner, corev1.EventTypeNormal, EventStampedObjectRemoved, "Removed %s %s/%s %s", obj.GetKind(), obj.GetNamespace(), obj.GetName(), why)
+	case apierrors.IsForbidden(err):
+		w.Events.Event(owner, corev1.EventTypeWarning, EventStampedObjectNotRemoved, "Cannot remove %s %s/%s as service account [%s]: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), account, err)
+	}
+	return err
+}
+
+// Prune removes the finished runs retention does not keep. It returns
+// those runs, whether a deletion was forbidden (retrying cannot help until
+// RBAC changes) and the first other error.
+func (w *Writer) Prune(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, list []runs.Run, p runs.Policy, owner *unstructured.Unstructured, account, why string) (doomed []runs.Run, forbidden bool, err error) {
+	doomed = runs.Prune(list, p)
+	for _, d := range doomed {
+		switch e := w.Remove(ctx, cl, gvr, d.Obj, owner, account, why); {
+		case e == nil:
+		case apierrors.IsForbidden(e):
+			forbidden = true
+		case err == nil:
+			err = e
+		}
+	}
+	return doomed, forbidden, err
+}
+
+func resource(cl dynamic.Interface, gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
+	if namespace == "" {
+		return cl.Resource(gvr)
+	}
+	return cl.Resource(gvr).Namespace(namespace)
+}
+
+// WriteStatus replaces obj's status (obj is changed) when it differs from
+// what obj holds, so that an idle system makes no writes, and returns the
+// status written (nil when nothing was written).
+func (w *Writer) WriteStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, status any) (map[string]any, error) {
+	b, err := json.Marshal(status)
+	if err != nil {
+		return nil, err
+	}
+	var newStatus map[string]any
+	if err := json.Unmarshal(b, &newStatus); err != nil {
+		return nil, err
+	}
+	oldStatus, _ := obj.Object["status"].(map[string]any)
+	if StatusDigest(oldStatus) == StatusDigest(newStatus) {
+		return nil, nil
+	}
+	obj.Object["status"] = newStatus
+	if _, err := resource(w.dyn, gvr, obj.GetNamespace()).UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		return nil, err
+	}
+	return newStatus, nil
+}
+
+// StatusDigest identifies a status: encoding/json sorts map keys and prints
+// int64 3 and float64 3 alike, so the cache's copy (int64) and ours (from a
+// JSON round trip, float64) compare equal. One marshal each, no decoding.
+func StatusDigest(status map[string]any) [32]byte {
+	b, _ := json.Marshal(status)
+	return sha256.Sum256(b)
+}

@@ -1,0 +1,52 @@
+package stamp
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The status a reconcile computes went through a JSON round trip (float64
+// numbers); the cached one holds int64. They must compare equal, or every
+// reconcile would write a status that did not change.
+func TestStatusDigestIgnoresNumberTypesAndKeyOrder(t *testing.T) {
+	cached := map[string]any{"observedGeneration": int64(3), "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	var computed map[string]any
+	b, _ := json.Marshal(map[string]any{"conditions": []any{map[string]any{"status": "True", "type": "Ready"}}, "observedGeneration": 3})
+	_ = json.Unmarshal(b, &computed)
+	assert.IsType(t, float64(0), computed["observedGeneration"])
+	assert.Equal(t, StatusDigest(cached), StatusDigest(computed))
+
+	computed["observedGeneration"] = float64(4)
+	assert.NotEqual(t, StatusDigest(cached), StatusDigest(computed))
+	assert.Equal(t, StatusDigest(nil), StatusDigest(map[string]any(nil)))
+}
+
+func TestClassify(t *testing.T) {
+	gr := schema.GroupResource{Group: "x", Resource: "ys"}
+	tests := []struct {
+		name string
+		err  error
+		want Failure
+	}{
+		{"forbidden waits for RBAC", apierrors.NewForbidden(gr, "a", errors.New("no")), Forbidden},
+		{"invalid is rejected", apierrors.NewInvalid(schema.GroupKind{Kind: "Y"}, "a", nil), Rejected},
+		{"bad request is rejected", apierrors.NewBadRequest("no"), Rejected},
+		{"a type the schema does not allow is rejected", errors.New("failed to create typed patch object (/a): .spec: expected string"), Rejected},
+		{"already exists", apierrors.NewAlreadyExists(gr, "a"), AlreadyExists},
+		{"unauthorized", apierrors.NewUnauthorized("who"), Unauthorized},
+		{"not served", &meta.NoKindMatchError{GroupKind: schema.GroupKind{Kind: "Y"}}, NotServed},
+		{"a timeout is retried", apierrors.NewTimeoutError("slow", 1), Transient},
+		{"a conflict is retried", apierrors.NewConflict(gr, "a", errors.New("rv")), Transient},
+		{"wrapped", &Error{Failure: NotServed, Err: errors.New("x")}, NotServed},
+		{"nil", nil, Transient},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, Classify(tt.err)) })
+	}
+}
