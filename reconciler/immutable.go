@@ -12,29 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
-	"kontinue.dev/kontinue/paths"
-	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
-	"kontinue.dev/kontinue/reconciler/health"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
 	"kontinue.dev/kontinue/tracking"
 )
-
-// immutableLifecycle reports whether a template's objects cannot be
-// updated (Tekton runs, Jobs): each new input set creates a new object.
-func immutableLifecycle(spec *api.TemplateSpec) bool {
-	return spec != nil && (spec.Lifecycle == api.LifecycleImmutable || spec.Lifecycle == api.LifecycleTekton)
-}
-
-// stepRun is one run of an immutable step with what was read from it.
-type stepRun struct {
-	out    outputs
-	outErr error
-	h      health.Result
-}
 
 // stampImmutable realizes a step of lifecycle immutable or tekton: it
 // creates a new object when the rendered one differs from the newest run
@@ -47,7 +32,7 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 	}
 	lc := sc.spec.Lifecycle
 	if len(objs) != 1 {
-		return fail(st.False, ReasonStampFailure, "step [%s]: a template with lifecycle %s stamps exactly one object per input set; template [%s/%s] rendered %d", sc.step.Name, lc, sc.kind, sc.tmplName, len(objs))
+		return fail(st.False, step.ReasonStampFailure, "step [%s]: a template with lifecycle %s stamps exactly one object per input set; template [%s/%s] rendered %d", sc.step.Name, lc, sc.kind, sc.tmplName, len(objs))
 	}
 	desired := objs[0].DeepCopy()
 	ann := desired.GetAnnotations()
@@ -62,20 +47,20 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
 		ru.blocked = blockedDiscovery
-		return fail(st.False, ReasonRejected, "unable to create %s: %v", what, err)
+		return fail(st.False, step.ReasonRejected, "unable to create %s: %v", what, err)
 	case err != nil:
-		r := fail(st.Unknown, ReasonUnknownError, "%v", err)
+		r := fail(st.Unknown, step.ReasonUnknownError, "%v", err)
 		r.err = err
 		return r
 	case !tg.Namespaced:
-		return fail(st.False, ReasonStampFailure, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind)
+		return fail(st.False, step.ReasonStampFailure, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind)
 	}
 	gvr := tg.GVR
 	key := tg.Watch()
 	ru.keys[key] = struct{}{}
 	list, err := ru.listStepRuns(sc, key)
 	if err != nil {
-		r := fail(st.Unknown, ReasonUnknownError, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
+		r := fail(st.Unknown, step.ReasonUnknownError, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
 		r.err = err
 		return r
 	}
@@ -95,16 +80,18 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 		}
 	}
 
-	// Read every run once: outputs, health, outcome.
-	read := make([]stepRun, len(list))
-	for i := range list {
-		read[i] = evalRun(sc, list[i].Obj, in)
-		list[i].Outcome = outcomeOf(read[i].h)
-	}
-	ru.keepRuns(sc.step.Name, gvr, list)
-	pruneErr := ru.pruneStepRuns(sc, gvr, list)
+	obs := step.ObserveRuns(ru.observed(sc, desired, in), list)
+	ru.keepRuns(sc.step.Name, gvr, obs.Judged)
+	pruneErr := ru.pruneStepRuns(sc, gvr, obs.Judged)
 
-	r := ru.observeRuns(sc, list, read, gvr)
+	if n := obs.Newest; n != nil {
+		sc.res.StampedRef = &st.StampedRef{APIVersion: n.GetAPIVersion(), Kind: n.GetKind(), Namespace: n.GetNamespace(), Name: n.GetName(), Resource: resourceString(gvr)}
+		sc.res.StampedObjects = nil
+	}
+	if obs.InputDigest != "" {
+		sc.res.InputDigest = obs.InputDigest
+	}
+	r := ru.stepDone(sc, obs.Outputs(), obs.Submitted, obs.Healthy)
 	if r.err == nil {
 		r.err = pruneErr
 	}
@@ -112,25 +99,6 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 		r.requeue = requeue
 	}
 	return r
-}
-
-func outcomeOf(h health.Result) runs.Outcome {
-	switch h.Outcome {
-	case health.Succeeded:
-		return runs.Succeeded
-	case health.Failed:
-		return runs.Failed
-	}
-	return runs.Running
-}
-
-func evalRun(sc *stepCtx, obj *unstructured.Unstructured, in render.Inputs) stepRun {
-	doc, err := obj.MarshalJSON()
-	if err != nil {
-		return stepRun{outErr: err, h: health.Result{Outcome: health.Processing, Status: health.StatusUnknown, Reason: health.ReasonInvalidObject, Message: err.Error()}}
-	}
-	out, outErr := readOutputs(sc.kind, sc.spec, doc, in)
-	return stepRun{out: out, outErr: outErr, h: health.Evaluate(sc.spec, sc.kind, doc, outErr)}
 }
 
 // listStepRuns returns the step's runs, newest first: objects of the
@@ -147,11 +115,11 @@ func (ru *run) listStepRuns(sc *stepCtx, key tracking.Key) ([]runs.Run, error) {
 func (ru *run) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what string) (*unstructured.Unstructured, stepResult, bool) {
 	cl, err := ru.stampClient()
 	if err != nil {
-		return nil, ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error()), nil), false
+		return nil, ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error()), nil), false
 	}
 	created, err := ru.r.m.w.Create(ru.ctx, cl, gvr, desired, digest)
 	if stamp.Classify(err) == stamp.AlreadyExists {
-		c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, desired.GetName()))
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, desired.GetName()))
 		return nil, ru.stepDone(sc, nil, c, nil), false
 	}
 	if err != nil {
@@ -216,57 +184,6 @@ func (ru *run) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unst
 		ru.blocked = blockedRBAC // retrying cannot help until RBAC changes
 	}
 	return err
-}
-
-// observeRuns sets the step's status from its runs (newest first): the
-// stampedRef is the newest run, outputs come from the newest healthy one
-// (downstream steps wait until there is one), Healthy is the newest run's
-// health unless it is still running and an older run is healthy.
-func (ru *run) observeRuns(sc *stepCtx, list []runs.Run, read []stepRun, gvr schema.GroupVersionResource) stepResult {
-	if len(list) == 0 {
-		// Only while the cache catches up with a run just created.
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonSubmitted, fmt.Sprintf("step [%s]: waiting for the new run to appear", sc.step.Name)), nil)
-	}
-	newest := list[0].Obj
-	ref := st.StampedRef{APIVersion: newest.GetAPIVersion(), Kind: newest.GetKind(), Namespace: newest.GetNamespace(), Name: newest.GetName(), Resource: resourceString(gvr)}
-	sc.res.StampedRef, sc.res.StampedObjects = &ref, nil
-	nameOf := func(u *unstructured.Unstructured) string {
-		return fmt.Sprintf("%s [%s/%s]", u.GetKind(), u.GetNamespace(), u.GetName())
-	}
-
-	hi := runs.NewestSucceeded(list)
-	h := read[0].h
-	healthy := st.Cond(st.Healthy, metav1.ConditionStatus(h.Status), h.Reason, nameOf(newest)+": "+h.Message)
-	if hi > 0 && list[0].Outcome == runs.Running {
-		hh := read[hi].h
-		healthy = st.Cond(st.Healthy, metav1.ConditionStatus(hh.Status), hh.Reason,
-			fmt.Sprintf("outputs from %s; newest run %s is still running: %s", nameOf(list[hi].Obj), nameOf(newest), h.Message))
-	}
-	submitted := st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
-	if hi < 0 {
-		if sc.kind == api.KindClusterDeploymentTemplate {
-			if list[0].Outcome == runs.Failed {
-				submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, nameOf(newest), h.Message))
-			} else {
-				submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet, fmt.Sprintf("step [%s], %s: %s", sc.step.Name, nameOf(newest), h.Message))
-			}
-		}
-		return ru.stepDone(sc, nil, submitted, &healthy)
-	}
-	good := read[hi]
-	if good.outErr != nil {
-		ok := list[hi].Obj
-		if paths.IsNotFound(good.outErr) {
-			submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
-				fmt.Sprintf("waiting to read value from healthy run %s for step [%s] (template [%s/%s]): %v", nameOf(ok), sc.step.Name, sc.kind, sc.tmplName, good.outErr))
-		} else {
-			submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
-				fmt.Sprintf("unable to read outputs from run %s for step [%s] (template [%s/%s]): %v", nameOf(ok), sc.step.Name, sc.kind, sc.tmplName, good.outErr))
-		}
-		return ru.stepDone(sc, nil, submitted, &healthy)
-	}
-	sc.res.InputDigest = list[hi].Digest
-	return ru.stepDone(sc, good.out, submitted, &healthy)
 }
 
 // removeStaleRuns deletes the runs of immutable steps that no longer need

@@ -5,6 +5,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/stamp"
+	"kontinue.dev/kontinue/reconciler/step"
 )
 
 func cartoGVR(resource string) schema.GroupVersionResource {
@@ -61,7 +62,7 @@ const (
 
 	// AnnotationDigest holds the digest of the object Kontinue last applied, so
 	// that an unchanged reconcile can skip the API call, also after a restart.
-	AnnotationDigest = "kontinue.dev/applied-digest"
+	AnnotationDigest = step.AnnotationDigest
 	// FieldManager owns every field Kontinue applies.
 	FieldManager = stamp.FieldManager
 )

@@ -14,7 +14,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/health"
@@ -22,28 +21,12 @@ import (
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
 	"kontinue.dev/kontinue/tracking"
 )
 
-// Step reasons (ResourceSubmitted), the contract's.
-const (
-	ReasonSubmitted            = "ResourceSubmissionComplete"
-	ReasonMissingValueAtPath   = "MissingValueAtPath"
-	ReasonStampFailure         = "TemplateStampFailure"
-	ReasonRejected             = "TemplateRejectedByAPIServer"
-	ReasonRetrievalFailure     = "TemplateObjectRetrievalFailure"
-	ReasonOptionsMatchError    = "TemplateOptionsMatchError"
-	ReasonResolveOptionsError  = "ResolveTemplateOptionsError"
-	ReasonServiceAccountError  = "ServiceAccountError"
-	ReasonUnknownError         = "UnknownError"
-	ReasonPassThrough          = "PassThrough"
-	ReasonConditionNotMet      = "ConditionNotMet"
-	ReasonFailedConditionMet   = "FailedConditionMet"
-	ReasonHealthyConditionRule = "HealthyConditionRule"
-)
-
 // outputs of a step: "url"/"revision", "image", "config", or none.
-type outputs map[string]any
+type outputs = step.Outputs
 
 type stepResult struct {
 	status  st.Resource
@@ -58,11 +41,11 @@ func (ru *run) walk(chainReady metav1.Condition) (Result, error) {
 	var resources []st.Resource
 	var res Result
 	var transient error
-	for _, step := range ru.chain.spec.Resources {
-		sr := ru.realizeStep(step, outs)
+	for _, def := range ru.chain.spec.Resources {
+		sr := ru.realizeStep(def, outs)
 		resources = append(resources, sr.status)
 		if sr.outputs != nil {
-			outs[step.Name] = sr.outputs
+			outs[def.Name] = sr.outputs
 		}
 		if sr.err != nil && transient == nil {
 			transient = sr.err
@@ -88,11 +71,11 @@ func (ru *run) walk(chainReady metav1.Condition) (Result, error) {
 			healthy = append(healthy, h)
 		}
 	}
-	sub := st.Summarize(st.ResourcesSubmitted, ReasonSubmitted, submitted...)
+	sub := st.Summarize(st.ResourcesSubmitted, step.ReasonSubmitted, submitted...)
 	// Cartographer gives the owner's ResourcesHealthy one reason whatever
 	// the steps say; the steps keep their own.
-	hl := st.Summarize(st.ResourcesHealthy, ReasonHealthyConditionRule, healthy...)
-	hl.Reason = ReasonHealthyConditionRule
+	hl := st.Summarize(st.ResourcesHealthy, step.ReasonHealthyConditionRule, healthy...)
+	hl.Reason = step.ReasonHealthyConditionRule
 	ready := st.Summarize(st.Ready, "Ready", chainReady, sub, hl)
 	ru.status.Conditions = st.Merge([]metav1.Condition{chainReady, sub, hl, ready}, ru.prev.Conditions, ru.owner.GetGeneration(), ru.now)
 	return res, transient
@@ -115,32 +98,25 @@ type stepCtx struct {
 	spec     *api.TemplateSpec
 	prev     *st.Resource
 	res      st.Resource
-	digest   string // digest of the primary object rendered now: its input set
-	// good and goodDigest are the last outputs produced by a success, and
-	// the input set that produced them (gated steps).
-	good       outputs
-	goodDigest string
-	desired    *unstructured.Unstructured // the primary object rendered now
 }
 
-func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
-	sc := &stepCtx{step: step, kind: step.TemplateRef.Kind, prev: ru.prevStep(step.Name)}
-	sc.res = st.Resource{Name: step.Name, Inputs: stepInputs(step)}
+func (ru *run) realizeStep(def api.Step, outs map[string]outputs) stepResult {
+	sc := &stepCtx{step: def, kind: def.TemplateRef.Kind, prev: ru.prevStep(def.Name)}
+	sc.res = st.Resource{Name: def.Name, Inputs: stepInputs(def)}
 	if sc.prev != nil {
 		// Until this step stamps again, it keeps pointing at what it stamped.
 		sc.res.StampedRef, sc.res.StampedObjects = sc.prev.StampedRef, sc.prev.StampedObjects
 		sc.res.TemplateRef, sc.res.Outputs = sc.prev.TemplateRef, sc.prev.Outputs
 		sc.res.InputDigest, sc.res.OutputValues = sc.prev.InputDigest, sc.prev.OutputValues
 		sc.res.ShadowRef, sc.res.ServedBy, sc.res.LastGoodObject = sc.prev.ShadowRef, sc.prev.ServedBy, sc.prev.LastGoodObject
-		sc.good, sc.goodDigest = lastGood(sc.prev), sc.prev.InputDigest
 	}
 
-	name, passThrough, err := ru.chooseTemplate(step)
+	name, passThrough, err := ru.chooseTemplate(def)
 	if err != nil {
 		var oe *selector.OptionsMatchError
-		reason := ReasonResolveOptionsError
+		reason := step.ReasonResolveOptionsError
 		if errors.As(err, &oe) {
-			reason = ReasonOptionsMatchError
+			reason = step.ReasonOptionsMatchError
 		}
 		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, reason, err.Error()), nil)
 	}
@@ -151,28 +127,28 @@ func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
 	sc.res.TemplateRef = &st.TemplateRef{APIVersion: api.Group + "/" + api.Version, Kind: sc.kind, Name: name}
 	tobj := ru.r.m.template(sc.kind, name)
 	if tobj == nil {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonRetrievalFailure,
-			fmt.Sprintf("unable to get template [%s/%s] for step [%s]: not found", sc.kind, name, step.Name)), nil)
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonRetrievalFailure,
+			fmt.Sprintf("unable to get template [%s/%s] for step [%s]: not found", sc.kind, name, def.Name)), nil)
 	}
 	spec, err := ru.r.m.templateSpec(tobj)
 	if err != nil {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
-			fmt.Sprintf("template [%s/%s] for step [%s] is invalid: %v", sc.kind, name, step.Name, err)), nil)
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
+			fmt.Sprintf("template [%s/%s] for step [%s] is invalid: %v", sc.kind, name, def.Name, err)), nil)
 	}
 	sc.spec = spec
 
 	in, waiting, err := ru.inputs(sc, outs)
 	if err != nil {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure, err.Error()), nil)
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, err.Error()), nil)
 	}
 	if waiting != "" {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath, waiting), nil)
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath, waiting), nil)
 	}
 
 	objs, err := ru.render(sc, in)
 	if err != nil {
-		r := ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
-			fmt.Sprintf("unable to stamp object for resource [%s] for template [%s/%s] in %s [%s]: %v", step.Name, sc.kind, name, ru.r.flavor.ChainNoun, ru.chainName, err)), nil)
+		r := ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
+			fmt.Sprintf("unable to stamp object for resource [%s] for template [%s/%s] in %s [%s]: %v", def.Name, sc.kind, name, ru.r.flavor.ChainNoun, ru.chainName, err)), nil)
 		if render.IsTransient(err) {
 			r.err = err // a chart repository that did not answer: retry with backoff
 		}
@@ -181,7 +157,7 @@ func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
 	if sc.spec.Runnable {
 		return ru.stampRunnable(sc, objs, in) // runnablestep.go: a generated Runnable
 	}
-	if immutableLifecycle(sc.spec) {
+	if step.Immutable(sc.spec) {
 		return ru.stampImmutable(sc, objs, in) // immutable.go: a new object per input set
 	}
 	return ru.stampAndObserve(sc, objs, in)
@@ -189,21 +165,21 @@ func (ru *run) realizeStep(step api.Step, outs map[string]outputs) stepResult {
 
 // chooseTemplate returns the template name, or the input a passThrough
 // option forwards.
-func (ru *run) chooseTemplate(step api.Step) (name, passThrough string, err error) {
-	ref := step.TemplateRef
+func (ru *run) chooseTemplate(def api.Step) (name, passThrough string, err error) {
+	ref := def.TemplateRef
 	if len(ref.Options) == 0 {
 		return ref.Name, "", nil
 	}
 	// Keyed by kind too: a supply chain and a delivery may share a name.
-	cands, err := ru.r.m.optionCandidates(ru.r.flavor.ChainKind+"/"+ru.chainName, ru.chain.rv, step)
+	cands, err := ru.r.m.optionCandidates(ru.r.flavor.ChainKind+"/"+ru.chainName, ru.chain.rv, def)
 	if err != nil {
 		re := &selector.ResolveOptionsError{Err: err}
 		errors.As(err, &re) // names the option that does not compile
-		re.Step, re.ChainKind, re.Chain = step.Name, ru.r.flavor.ChainKind, ru.chainName
+		re.Step, re.ChainKind, re.Chain = def.Name, ru.r.flavor.ChainKind, ru.chainName
 		return "", "", re
 	}
 	owner := selector.Owner{Kind: ru.r.flavor.OwnerKind, Labels: ru.owner.GetLabels(), Doc: ru.doc}
-	chosen, err := selector.ChooseOption(owner, ru.r.flavor.ChainKind, ru.chainName, step.Name, cands)
+	chosen, err := selector.ChooseOption(owner, ru.r.flavor.ChainKind, ru.chainName, def.Name, cands)
 	if err != nil {
 		return "", "", err
 	}
@@ -230,16 +206,16 @@ func (ru *run) passThrough(sc *stepCtx, input string, outs map[string]outputs) s
 		from = sc.step.Deployment.Resource
 	}
 	if from == "" {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
 			fmt.Sprintf("step [%s] passes through input [%s], which the step does not declare", sc.step.Name, input)), nil)
 	}
 	o, ok := outs[from]
 	if !ok {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath,
 			fmt.Sprintf("step [%s] waits for the outputs of step [%s]", sc.step.Name, from)), nil)
 	}
-	healthy := st.Cond(st.Healthy, st.True, ReasonPassThrough, "")
-	return ru.stepDone(sc, o, st.Cond(st.ResourceSubmitted, st.True, ReasonPassThrough, fmt.Sprintf("input [%s] passed through", input)), &healthy)
+	healthy := st.Cond(st.Healthy, st.True, step.ReasonPassThrough, "")
+	return ru.stepDone(sc, o, st.Cond(st.ResourceSubmitted, st.True, step.ReasonPassThrough, fmt.Sprintf("input [%s] passed through", input)), &healthy)
 }
 
 // stepDone finishes a step: outputs (nil when not available), its
@@ -260,7 +236,7 @@ func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, he
 	}
 	ready := st.Summarize(st.Ready, "Ready", submitted, h)
 	conds := []metav1.Condition{submitted, h, ready}
-	if submitted.Reason == ReasonPassThrough {
+	if submitted.Reason == step.ReasonPassThrough {
 		// Nothing stamped, nothing to be healthy: Cartographer gives a
 		// pass-through step no Healthy condition, and the owner's
 		// ResourcesHealthy leaves it out.
@@ -305,7 +281,7 @@ func prevOutputs(p *st.Resource) []st.Output {
 	return p.Outputs
 }
 
-func stepInputs(step api.Step) []st.Input {
+func stepInputs(def api.Step) []st.Input {
 	var out []st.Input
 	seen := map[string]bool{}
 	add := func(r string) {
@@ -314,13 +290,13 @@ func stepInputs(step api.Step) []st.Input {
 			out = append(out, st.Input{Name: r})
 		}
 	}
-	for _, list := range [][]api.StepInput{step.Sources, step.Images, step.Configs} {
+	for _, list := range [][]api.StepInput{def.Sources, def.Images, def.Configs} {
 		for _, i := range list {
 			add(i.Resource)
 		}
 	}
-	if step.Deployment != nil {
-		add(step.Deployment.Resource)
+	if def.Deployment != nil {
+		add(def.Deployment.Resource)
 	}
 	return out
 }
@@ -328,26 +304,26 @@ func stepInputs(step api.Step) []st.Input {
 // inputs collects a step's inputs from earlier steps' outputs. waiting names
 // the first missing one.
 func (ru *run) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, waiting string, err error) {
-	step := sc.step
+	def := sc.step
 	earlier := map[string]bool{}
 	for _, s := range ru.chain.spec.Resources {
-		if s.Name == step.Name {
+		if s.Name == def.Name {
 			break
 		}
 		earlier[s.Name] = true
 	}
 	get := func(typ string, i api.StepInput) (outputs, bool, error) {
 		if !earlier[i.Resource] {
-			return nil, false, fmt.Errorf("step [%s] reads %s [%s] from step [%s], which is not an earlier step of %s [%s]", step.Name, typ, i.Name, i.Resource, ru.r.flavor.ChainNoun, ru.chainName)
+			return nil, false, fmt.Errorf("step [%s] reads %s [%s] from step [%s], which is not an earlier step of %s [%s]", def.Name, typ, i.Name, i.Resource, ru.r.flavor.ChainNoun, ru.chainName)
 		}
 		o, ok := outs[i.Resource]
 		if !ok && waiting == "" {
-			waiting = fmt.Sprintf("step [%s] waits for the outputs of step [%s]", step.Name, i.Resource)
+			waiting = fmt.Sprintf("step [%s] waits for the outputs of step [%s]", def.Name, i.Resource)
 		}
 		return o, ok, nil
 	}
 	in = render.Inputs{Sources: map[string]render.Source{}, Images: map[string]any{}, Configs: map[string]any{}}
-	for _, i := range step.Sources {
+	for _, i := range def.Sources {
 		o, ok, err := get("source", i)
 		if err != nil {
 			return in, "", err
@@ -356,7 +332,7 @@ func (ru *run) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, w
 			in.Sources[i.Name] = render.Source{URL: o["url"], Revision: o["revision"]}
 		}
 	}
-	for _, i := range step.Images {
+	for _, i := range def.Images {
 		o, ok, err := get("image", i)
 		if err != nil {
 			return in, "", err
@@ -365,7 +341,7 @@ func (ru *run) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, w
 			in.Images[i.Name] = o["image"]
 		}
 	}
-	for _, i := range step.Configs {
+	for _, i := range def.Configs {
 		o, ok, err := get("config", i)
 		if err != nil {
 			return in, "", err
@@ -374,11 +350,11 @@ func (ru *run) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, w
 			in.Configs[i.Name] = o["config"]
 		}
 	}
-	if step.Deployment != nil {
+	if def.Deployment != nil {
 		if sc.kind != api.KindClusterDeploymentTemplate {
-			return in, "", fmt.Errorf("step [%s] receives deployment, but only a %s step can take it (the step uses a %s)", step.Name, api.KindClusterDeploymentTemplate, sc.kind)
+			return in, "", fmt.Errorf("step [%s] receives deployment, but only a %s step can take it (the step uses a %s)", def.Name, api.KindClusterDeploymentTemplate, sc.kind)
 		}
-		o, ok, err := get("deployment", api.StepInput{Name: "deployment", Resource: step.Deployment.Resource})
+		o, ok, err := get("deployment", api.StepInput{Name: "deployment", Resource: def.Deployment.Resource})
 		if err != nil {
 			return in, "", err
 		}
@@ -386,7 +362,7 @@ func (ru *run) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, w
 			in.Deployment = &render.Source{URL: o["url"], Revision: o["revision"]}
 		}
 	} else if sc.kind == api.KindClusterDeploymentTemplate {
-		return in, "", fmt.Errorf("step [%s] uses a %s but has no deployment input", step.Name, api.KindClusterDeploymentTemplate)
+		return in, "", fmt.Errorf("step [%s] uses a %s but has no deployment input", def.Name, api.KindClusterDeploymentTemplate)
 	}
 	return in, waiting, nil
 }
@@ -429,7 +405,7 @@ func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructur
 	}
 	ns := ru.owner.GetNamespace()
 	for _, o := range objs {
-		if o.GetName() == "" && (o.GetGenerateName() == "" || !(immutableLifecycle(sc.spec) || sc.spec.Runnable)) {
+		if o.GetName() == "" && (o.GetGenerateName() == "" || !(step.Immutable(sc.spec) || sc.spec.Runnable)) {
 			return nil, fmt.Errorf("stamped %s has no metadata.name", o.GetKind())
 		}
 		if got := o.GetNamespace(); got != "" && got != ns {
@@ -480,11 +456,16 @@ func (ru *run) stampAndObserve(sc *stepCtx, objs []*unstructured.Unstructured, i
 		}
 		targets[i] = t
 	}
-	sc.digest = objs[primaryIdx].GetAnnotations()[AnnotationDigest]
-	sc.desired = objs[primaryIdx]
-	if gated(sc.spec) {
-		if res, held := ru.holdIfBusy(sc, targets[primaryIdx], objs[primaryIdx], in); held {
-			return res
+	o := ru.observed(sc, objs[primaryIdx], in)
+	if step.Gated(sc.spec) {
+		// Decided on the live object before anything is applied.
+		live, _ := ru.current(targets[primaryIdx].key, objs[primaryIdx].GetNamespace(), objs[primaryIdx].GetName())
+		ob := step.Admit(o, live)
+		o.State = ob.State
+		if ob.Held {
+			sc.res.StampedRef = &targets[primaryIdx].ref
+			sc.res.HeldInputDigest = o.Digest
+			return ru.finish(sc, o, ob)
 		}
 	}
 	var refs []st.StampedRef
@@ -507,7 +488,41 @@ func (ru *run) stampAndObserve(sc *stepCtx, objs []*unstructured.Unstructured, i
 	if len(refs) > 1 {
 		sc.res.StampedObjects = refs
 	}
-	return ru.observe(sc, primary, in, changed)
+	return ru.finish(sc, o, step.Observe(o, primary, changed))
+}
+
+// observed is what the step's decisions start from.
+func (ru *run) observed(sc *stepCtx, primary *unstructured.Unstructured, in render.Inputs) step.Observed {
+	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Desired: primary,
+		Digest: primary.GetAnnotations()[AnnotationDigest], State: step.StateOf(sc.prev)}
+	if in.Deployment != nil {
+		o.Deployment = outputs{"url": in.Deployment.URL, "revision": in.Deployment.Revision}
+	}
+	return o
+}
+
+// finish stamps the shadow the observation wants (its health decides who
+// serves the outputs), then records the step.
+func (ru *run) finish(sc *stepCtx, o step.Observed, ob step.Observation) stepResult {
+	if want := ob.ShadowWant; want != nil {
+		t, cond, err := ru.resolve(sc, want)
+		if cond == nil {
+			var live *unstructured.Unstructured
+			if live, _, cond, err = ru.stampOne(sc, t, want); cond == nil {
+				ob = ob.WithShadow(t.ref, live, o)
+			}
+		}
+		if cond != nil {
+			klog.V(1).InfoS("could not stamp shadow", "owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), "step", sc.step.Name, "reason", cond.Reason, "message", cond.Message, "err", err)
+			ob = ob.ShadowFailed(cond.Message)
+		}
+	}
+	s := ob.State
+	sc.res.ShadowRef, sc.res.ServedBy, sc.res.LastGoodObject = s.ShadowRef, s.ServedBy, s.LastGoodObject
+	if ob.Gated {
+		sc.res.InputDigest, sc.res.OutputValues = s.GoodDigest, s.Good
+	}
+	return ru.stepDone(sc, ob.Outputs(), ob.Submitted, ob.Healthy)
 }
 
 func primaryIndex(spec *api.TemplateSpec, objs []*unstructured.Unstructured) int {
@@ -541,13 +556,13 @@ func (ru *run) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target,
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
 		ru.blocked = blockedDiscovery
-		c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err))
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err))
 		return target{}, &c, nil
 	case err != nil:
-		c := st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, err.Error())
+		c := st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, err.Error())
 		return target{}, &c, err
 	case !tg.Namespaced:
-		c := st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind))
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind))
 		return target{}, &c, nil
 	}
 	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
@@ -564,7 +579,7 @@ func (ru *run) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructure
 	cached, _ := ru.current(t.key, desired.GetNamespace(), desired.GetName())
 	cl, err := ru.stampClient()
 	if err != nil {
-		c := st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error())
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
 		return nil, false, &c, nil
 	}
 	live, wrote, err := ru.r.m.w.Apply(ru.ctx, cl, t.gvr, desired, cached)
@@ -591,13 +606,13 @@ func (ru *run) applyFailure(what string, err error) (metav1.Condition, error) {
 	switch stamp.Classify(err) {
 	case stamp.Forbidden:
 		ru.blocked = blockedRBAC
-		return st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
+		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
 	case stamp.Rejected:
-		return st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil
+		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil
 	case stamp.Unauthorized:
-		return st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, fmt.Sprintf("unable to apply %s as service account [%s/%s]: %v", what, sa.Namespace, sa.Name, err)), err
+		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, fmt.Sprintf("unable to apply %s as service account [%s/%s]: %v", what, sa.Namespace, sa.Name, err)), err
 	default:
-		return st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, fmt.Sprintf("unable to apply %s: %v", what, err)), err
+		return st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: %v", what, err)), err
 	}
 }
 
@@ -621,120 +636,6 @@ func (ru *run) serviceAccount() api.ServiceAccountRef {
 func (ru *run) stampClient() (dynamic.Interface, error) {
 	sa := ru.serviceAccount()
 	return ru.r.m.clients.For(sa.Namespace, sa.Name)
-}
-
-// observe reads the step's outputs and health from the primary object.
-// changed says the object was written in this reconcile: a gated step does
-// not trust what the object reports until it has reported on the new spec.
-func (ru *run) observe(sc *stepCtx, live *unstructured.Unstructured, in render.Inputs, changed bool) stepResult {
-	doc, err := live.MarshalJSON()
-	if err != nil {
-		c := st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, err.Error())
-		return ru.stepDone(sc, nil, c, nil)
-	}
-	what := fmt.Sprintf("%s [%s/%s]", live.GetKind(), live.GetNamespace(), live.GetName())
-	out, outErr := readOutputs(sc.kind, sc.spec, doc, in)
-	h := health.Evaluate(sc.spec, sc.kind, doc, outErr)
-	g := gated(sc.spec)
-	if g && changed && h.Outcome != health.Processing && !sc.spec.AlwaysSuccessful {
-		// What the object reports now is about the inputs it had before.
-		h = health.Result{Outcome: health.Processing, Status: health.StatusUnknown, Reason: ReasonConditionNotMet, HasRule: true, CanFail: h.CanFail,
-			Message: fmt.Sprintf("new inputs applied to %s; waiting for it to report on them", what)}
-	}
-	healthy := st.Cond(st.Healthy, metav1.ConditionStatus(h.Status), h.Reason, h.Message)
-	if g {
-		// Outputs only from success on the inputs Kontinue applied; until
-		// then (and after a failure) downstream keeps the last good ones.
-		succeeded := h.Outcome == health.Succeeded && outErr == nil && live.GetAnnotations()[AnnotationDigest] == sc.digest
-		if succeeded {
-			sc.good, sc.goodDigest = out, sc.digest
-			if shadowCapable(sc.kind, sc.spec) {
-				sc.res.LastGoodObject = sc.desired.Object
-			}
-		}
-		healthy = ru.shadow(sc, live, h, succeeded, healthy)
-		good := sc.good
-		sc.res.InputDigest, sc.res.OutputValues = sc.goodDigest, sc.good
-		switch {
-		case sc.kind == api.KindClusterDeploymentTemplate && h.Outcome == health.Failed:
-			return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet,
-				fmt.Sprintf("resource [%s] failed condition met: %s", sc.step.Name, deploymentMessage(sc.spec, doc, h))), &healthy)
-		case sc.kind == api.KindClusterDeploymentTemplate && h.Outcome == health.Processing:
-			return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet,
-				fmt.Sprintf("resource [%s] condition not met: %s", sc.step.Name, deploymentMessage(sc.spec, doc, h))), &healthy)
-		case h.Outcome == health.Succeeded && outErr != nil:
-			return ru.stepDone(sc, good, ru.outputsCondition(sc, what, outErr), &healthy)
-		}
-		return ru.stepDone(sc, good, st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, ""), &healthy)
-	}
-	if outErr != nil {
-		return ru.stepDone(sc, nil, ru.outputsCondition(sc, what, outErr), &healthy)
-	}
-	return ru.stepDone(sc, out, st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, ""), &healthy)
-}
-
-// deploymentMessage is why a deployment step's condition is unmet, in
-// Cartographer's words where it has some (the owner's ResourcesSubmitted
-// repeats it); the step's Healthy condition keeps Kontinue's own detail.
-func deploymentMessage(spec *api.TemplateSpec, doc []byte, h health.Result) string {
-	if m := health.DeploymentConditionMessage(spec, doc); m != "" {
-		return m
-	}
-	return h.Message
-}
-
-// outputsCondition says why outputs could not be read.
-func (ru *run) outputsCondition(sc *stepCtx, what string, outErr error) metav1.Condition {
-	if paths.IsNotFound(outErr) {
-		return st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
-			fmt.Sprintf("waiting to read value from %s for step [%s] (template [%s/%s]): %v", what, sc.step.Name, sc.kind, sc.tmplName, outErr))
-	}
-	return st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
-		fmt.Sprintf("unable to read outputs from %s for step [%s] (template [%s/%s]): %v", what, sc.step.Name, sc.kind, sc.tmplName, outErr))
-}
-
-// readOutputs evaluates the template's output paths on the object.
-func readOutputs(kind string, spec *api.TemplateSpec, doc []byte, in render.Inputs) (outputs, error) {
-	read := func(expr string) (any, error) {
-		p, err := paths.Compile(trimTag(expr))
-		if err != nil {
-			return nil, err
-		}
-		return p.Value(doc)
-	}
-	out := outputs{}
-	var err error
-	switch kind {
-	case api.KindClusterSourceTemplate:
-		if out["url"], err = read(spec.URLPath); err != nil {
-			return nil, err
-		}
-		if out["revision"], err = read(spec.RevisionPath); err != nil {
-			return nil, err
-		}
-	case api.KindClusterImageTemplate:
-		if out["image"], err = read(spec.ImagePath); err != nil {
-			return nil, err
-		}
-	case api.KindClusterConfigTemplate:
-		if out["config"], err = read(spec.ConfigPath); err != nil {
-			return nil, err
-		}
-	case api.KindClusterDeploymentTemplate:
-		if in.Deployment != nil {
-			out["url"], out["revision"] = in.Deployment.URL, in.Deployment.Revision
-		}
-	}
-	return out, nil
-}
-
-// trimTag accepts output paths written as a tag, "$(status.latestImage)$".
-func trimTag(expr string) string {
-	e := strings.TrimSpace(expr)
-	if strings.HasPrefix(e, "$(") && strings.HasSuffix(e, ")$") {
-		return e[2 : len(e)-2]
-	}
-	return e
 }
 
 // templateSpec decodes a template once per resourceVersion and validates
@@ -766,8 +667,8 @@ type cachedTemplate struct {
 }
 
 // optionCandidates compiles a step's options once per chain version.
-func (m *Manager) optionCandidates(chain, rv string, step api.Step) ([]selector.Candidate, error) {
-	key := chain + "/" + step.Name
+func (m *Manager) optionCandidates(chain, rv string, def api.Step) ([]selector.Candidate, error) {
+	key := chain + "/" + def.Name
 	m.optMu.Lock()
 	defer m.optMu.Unlock()
 	if m.optCache == nil {
@@ -777,7 +678,7 @@ func (m *Manager) optionCandidates(chain, rv string, step api.Step) ([]selector.
 		return c.cands, nil
 	}
 	var cands []selector.Candidate
-	for i, o := range step.TemplateRef.Options {
+	for i, o := range def.TemplateRef.Options {
 		name := o.Name
 		if o.PassThrough != "" {
 			name = passThroughPrefix + o.PassThrough

@@ -26,6 +26,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -290,7 +291,7 @@ func (rr *runnableRun) realize() error {
 		if err == nil {
 			err = fmt.Errorf("spec.template is empty")
 		}
-		rr.fail(ReasonStampFailure, "ClusterRunTemplate [%s] is invalid: %v", tmplName, err)
+		rr.fail(step.ReasonStampFailure, "ClusterRunTemplate [%s] is invalid: %v", tmplName, err)
 		return nil
 	}
 
@@ -307,16 +308,16 @@ func (rr *runnableRun) realize() error {
 		err = fmt.Errorf("the template rendered %d objects, want 1", len(objs))
 	}
 	if err != nil {
-		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rr.what(), tmplName, err)
+		rr.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rr.what(), tmplName, err)
 		return nil
 	}
 	desired := objs[0]
 	if desired.GetName() == "" && desired.GetGenerateName() == "" {
-		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: the object has neither metadata.name nor metadata.generateName (use generateName: every input set creates a new object)", rr.what(), tmplName)
+		rr.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: the object has neither metadata.name nor metadata.generateName (use generateName: every input set creates a new object)", rr.what(), tmplName)
 		return nil
 	}
 	if got := desired.GetNamespace(); got != "" && got != ns {
-		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: it names namespace [%s]; runs are created only in the Runnable's namespace", rr.what(), tmplName, got)
+		rr.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: it names namespace [%s]; runs are created only in the Runnable's namespace", rr.what(), tmplName, got)
 		return nil
 	}
 	digest := apply.Digest(desired.Object)
@@ -329,10 +330,10 @@ func (rr *runnableRun) realize() error {
 		rr.fail(ReasonStampedObjectRejected, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rr.what(), tmplName, err)
 		return nil
 	case err != nil:
-		rr.fail(ReasonUnknownError, "%v", err)
+		rr.fail(step.ReasonUnknownError, "%v", err)
 		return err
 	case !tg.Namespaced:
-		rr.fail(ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: kind [%s] is cluster-scoped; runs are created in the Runnable's namespace", rr.what(), tmplName, gvk.Kind)
+		rr.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: kind [%s] is cluster-scoped; runs are created in the Runnable's namespace", rr.what(), tmplName, gvk.Kind)
 		return nil
 	}
 	key := tg.Watch()
@@ -402,7 +403,7 @@ func (rr *runnableRun) selected() *unstructured.Unstructured {
 		rr.fail(ReasonSelectorMatchError, "%s: spec.selector names kind [%s] in [%s], which the API server does not serve", rr.what(), gvk.Kind, gv)
 		return nil
 	case err != nil:
-		rr.fail(ReasonUnknownError, "%v", err)
+		rr.fail(step.ReasonUnknownError, "%v", err)
 		return nil
 	}
 	ls, err := labels.ValidatedSelectorFromSet(s.MatchingLabels)
@@ -485,7 +486,7 @@ func (rr *runnableRun) create(desired *unstructured.Unstructured, gvr schema.Gro
 	what := fmt.Sprintf("%s for %s from ClusterRunTemplate [%s]", run.GetKind(), rr.what(), tmplName)
 	cl, err := rr.r.m.clients.For(ns, sa)
 	if err != nil {
-		rr.fail(ReasonServiceAccountError, "unable to create %s: service account [%s/%s]: %v", what, ns, sa, err)
+		rr.fail(step.ReasonServiceAccountError, "unable to create %s: service account [%s/%s]: %v", what, ns, sa, err)
 		return nil, nil
 	}
 	created, err := rr.r.m.w.Create(rr.ctx, cl, gvr, run, digest)
@@ -502,10 +503,10 @@ func (rr *runnableRun) create(desired *unstructured.Unstructured, gvr schema.Gro
 			rr.fail(ReasonStampedObjectRejected, "unable to create %s: %v", what, err)
 			return nil, nil
 		case stamp.Unauthorized:
-			rr.fail(ReasonServiceAccountError, "unable to create %s as service account [%s/%s]: %v", what, ns, sa, err)
+			rr.fail(step.ReasonServiceAccountError, "unable to create %s as service account [%s/%s]: %v", what, ns, sa, err)
 			return nil, err
 		default:
-			rr.fail(ReasonUnknownError, "unable to create %s: %v", what, err)
+			rr.fail(step.ReasonUnknownError, "unable to create %s: %v", what, err)
 			return nil, err
 		}
 	}
@@ -578,7 +579,7 @@ func runOutputs(outs map[string]string, run *unstructured.Unstructured) (map[str
 	sort.Strings(names)
 	out := make(map[string]any, len(outs))
 	for _, n := range names {
-		p, err := paths.Compile(trimTag(outs[n]))
+		p, err := paths.Compile(step.TrimTag(outs[n]))
 		if err != nil {
 			return nil, fmt.Errorf("output [%s]: %w", n, err)
 		}

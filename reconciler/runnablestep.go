@@ -24,6 +24,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -150,10 +151,10 @@ func (ru *run) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in 
 		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
 	}
 	if sc.spec.Template == nil {
-		return fail(st.False, ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true, which needs spec.template (the $(…)$ engine)", sc.step.Name, sc.kind, sc.tmplName)
+		return fail(st.False, step.ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true, which needs spec.template (the $(…)$ engine)", sc.step.Name, sc.kind, sc.tmplName)
 	}
 	if len(objs) != 1 {
-		return fail(st.False, ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true and must stamp exactly one object, not %d", sc.step.Name, sc.kind, sc.tmplName, len(objs))
+		return fail(st.False, step.ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true and must stamp exactly one object, not %d", sc.step.Name, sc.kind, sc.tmplName, len(objs))
 	}
 	ns, owner := ru.owner.GetNamespace(), ru.owner.GetName()
 	translated, exprs := translateTemplate(sc.spec.Template)
@@ -167,13 +168,13 @@ func (ru *run) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in 
 	tc := render.NewContext(ru.r.flavor.OwnerKind, ru.owner.Object, params, in, ru.stepLabels(sc))
 	rendered, err := render.Simple().Render(ru.ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
 	if err != nil {
-		return fail(st.False, ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
+		return fail(st.False, step.ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
 	}
 	inputs, _ := rendered[0].Object["inputs"].(map[string]any)
 
 	sa := ru.serviceAccount()
 	if sa.Namespace != ns {
-		return fail(st.False, ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, ru.r.flavor.OwnerKind)
+		return fail(st.False, step.ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, ru.r.flavor.OwnerKind)
 	}
 	labels := ru.stepLabels(sc)
 	crtName := generatedRunTemplateName(ru.r.flavor.OwnerKind, ns, owner, sc.step.Name)
@@ -249,14 +250,14 @@ func (ru *run) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key 
 		// Never take over a ClusterRunTemplate someone else wrote.
 		l := cached.GetLabels()
 		if l[ru.r.flavor.LabelOwnerName] != ru.owner.GetName() || l[ru.r.flavor.LabelOwnerNS] != ru.owner.GetNamespace() {
-			c := st.Cond(st.ResourceSubmitted, st.False, ReasonRejected, fmt.Sprintf("unable to apply %s: a ClusterRunTemplate of that name exists and was not generated for this step", what))
+			c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: a ClusterRunTemplate of that name exists and was not generated for this step", what))
 			return appliedGenerated{stepResult: ru.stepDone(sc, nil, c, nil)}, false
 		}
 	}
 	cl := ru.r.m.dyn
 	if asServiceAccount {
 		if cl, err = ru.stampClient(); err != nil {
-			c := st.Cond(st.ResourceSubmitted, st.False, ReasonServiceAccountError, err.Error())
+			c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
 			return appliedGenerated{stepResult: ru.stepDone(sc, nil, c, nil)}, false
 		}
 	}
@@ -303,7 +304,7 @@ func (ru *run) observeRunnable(sc *stepCtx, rn *unstructured.Unstructured) stepR
 		}
 		healthy = st.Cond(st.Healthy, cs, "ReadyCondition", m)
 	}
-	submitted := st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
+	submitted := st.Cond(st.ResourceSubmitted, st.True, step.ReasonSubmitted, "")
 	want := runnableOutputs(sc.kind, sc.spec)
 	if want == nil {
 		return ru.stepDone(sc, outputs{}, submitted, &healthy)
@@ -321,7 +322,7 @@ func (ru *run) observeRunnable(sc *stepCtx, rn *unstructured.Unstructured) stepR
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
+		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath,
 			fmt.Sprintf("waiting for %s to report status.outputs [%s] for step [%s]: none of its runs has succeeded yet", what, strings.Join(missing, ", "), sc.step.Name)), &healthy)
 	}
 	return ru.stepDone(sc, out, submitted, &healthy)

@@ -1,0 +1,134 @@
+package step
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/health"
+	st "kontinue.dev/kontinue/reconciler/status"
+)
+
+// Gated reports whether a template says when its object has succeeded: such
+// a step applies new inputs only once the object finished with the current
+// ones, and releases outputs only on success. Templates with only
+// Cartographer's healthRule, or none, keep Cartographer's behaviour.
+func Gated(spec *api.TemplateSpec) bool {
+	return spec.AlwaysSuccessful || spec.ObservedCompletion != nil || len(spec.ObservedMatches) > 0
+}
+
+// Immutable reports whether a template's objects cannot be updated (Tekton
+// runs, Jobs): each new input set creates a new object.
+func Immutable(spec *api.TemplateSpec) bool {
+	return spec != nil && (spec.Lifecycle == api.LifecycleImmutable || spec.Lifecycle == api.LifecycleTekton)
+}
+
+// Admit decides, before a gated step applies o.Desired, whether it must hold
+// the new input set: the live primary carries another input set and has not
+// yet succeeded or failed on it. Sets in between are never queued: the next
+// reconcile renders the newest. When the live object succeeded on its input
+// set, that success is recorded in the returned State first, tied to its
+// own input set, whether or not the new set is held.
+func Admit(o Observed, live *unstructured.Unstructured) Observation {
+	ob := Observation{State: o.State}
+	if live == nil {
+		return ob
+	}
+	liveDigest := live.GetAnnotations()[AnnotationDigest]
+	if liveDigest == "" || liveDigest == o.Digest {
+		return ob // same inputs (a hand edit is re-applied at once)
+	}
+	doc, err := live.MarshalJSON()
+	if err != nil {
+		return ob
+	}
+	h := health.Evaluate(o.Spec, o.Kind, doc, nil)
+	// A deployment's outputs are its inputs, and the new ones are not what
+	// succeeded: its last good outputs are already in State.
+	if h.Outcome == health.Succeeded && o.Kind != api.KindClusterDeploymentTemplate {
+		if out, err := ReadOutputs(o.Kind, o.Spec, doc, o.Deployment); err == nil {
+			ob.State.Good, ob.State.GoodDigest = out, liveDigest
+			if ShadowCapable(o.Kind, o.Spec) {
+				ob.State.LastGoodObject = ObjectFromLive(live)
+			}
+		}
+	}
+	if h.Outcome != health.Processing {
+		return ob
+	}
+	ob.Held, ob.Gated = true, true
+	ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonInputsHeld,
+		fmt.Sprintf("step [%s] holds new inputs (input set %s) until %s has succeeded or failed on input set %s: %s",
+			o.Step, o.Digest, describe(live), liveDigest, h.Message))
+	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
+	ob.planShadow(o, live, h, false)
+	return ob
+}
+
+// Observe reads a mutable step's outputs and health from its primary object
+// after the apply. changed says the object was written in this reconcile: a
+// gated step does not trust what the object reports until it has reported
+// on the new spec.
+func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observation {
+	ob := Observation{State: o.State}
+	doc, err := live.MarshalJSON()
+	if err != nil {
+		ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonUnknownError, err.Error())
+		return ob
+	}
+	what := describe(live)
+	out, outErr := ReadOutputs(o.Kind, o.Spec, doc, o.Deployment)
+	h := health.Evaluate(o.Spec, o.Kind, doc, outErr)
+	if !Gated(o.Spec) {
+		ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
+		if outErr != nil {
+			ob.Submitted = outputsCondition(o, what, outErr)
+			return ob
+		}
+		ob.out = out
+		ob.Submitted = st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
+		return ob
+	}
+
+	ob.Gated = true
+	if changed && h.Outcome != health.Processing && !o.Spec.AlwaysSuccessful {
+		// What the object reports now is about the inputs it had before.
+		h = health.Result{Outcome: health.Processing, Status: health.StatusUnknown, Reason: ReasonConditionNotMet, HasRule: true, CanFail: h.CanFail,
+			Message: fmt.Sprintf("new inputs applied to %s; waiting for it to report on them", what)}
+	}
+	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
+	// Outputs only from success on the inputs Kontinue applied; until then
+	// (and after a failure) downstream keeps the last good ones.
+	succeeded := h.Outcome == health.Succeeded && outErr == nil && live.GetAnnotations()[AnnotationDigest] == o.Digest
+	if succeeded {
+		ob.State.Good, ob.State.GoodDigest = out, o.Digest
+		if ShadowCapable(o.Kind, o.Spec) {
+			ob.State.LastGoodObject = o.Desired.Object
+		}
+	}
+	ob.planShadow(o, live, h, succeeded)
+	switch {
+	case o.Kind == api.KindClusterDeploymentTemplate && h.Outcome == health.Failed:
+		ob.Submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet,
+			fmt.Sprintf("resource [%s] failed condition met: %s", o.Step, deploymentMessage(o.Spec, doc, h)))
+	case o.Kind == api.KindClusterDeploymentTemplate && h.Outcome == health.Processing:
+		ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet,
+			fmt.Sprintf("resource [%s] condition not met: %s", o.Step, deploymentMessage(o.Spec, doc, h)))
+	case h.Outcome == health.Succeeded && outErr != nil:
+		ob.Submitted = outputsCondition(o, what, outErr)
+	default:
+		ob.Submitted = st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
+	}
+	return ob
+}
+
+// deploymentMessage is why a deployment step's condition is unmet, in
+// Cartographer's words where it has some (the owner's ResourcesSubmitted
+// repeats it); the step's Healthy condition keeps Kontinue's own detail.
+func deploymentMessage(spec *api.TemplateSpec, doc []byte, h health.Result) string {
+	if m := health.DeploymentConditionMessage(spec, doc); m != "" {
+		return m
+	}
+	return h.Message
+}

@@ -1,0 +1,181 @@
+// Package step decides, without talking to the API server, what one step of
+// a chain reports and publishes. Given the template's spec, the object
+// rendered now, the live object(s) from the cache and what the step
+// remembers from its previous status, it returns an Observation: the step's
+// conditions, the outputs downstream steps get, what the step remembers next
+// time, whether new inputs are held, and which shadow object should exist.
+// Writing anything (the object, the shadow, runs) is the caller's job, with
+// reconciler/stamp; where a decision needs the result of a write (a shadow's
+// health), the Observation says so and takes it back (WithShadow).
+//
+// One file per way a step lives: mutable.go (updated in place; gated when
+// the template says what success is), shadow.go (the last-good copy of a
+// failed gated object), runs.go (lifecycle immutable/tekton: a run per input
+// set), runnable.go (runnable: true, a generated Runnable).
+package step
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/paths"
+	"kontinue.dev/kontinue/reconciler/api"
+	st "kontinue.dev/kontinue/reconciler/status"
+)
+
+// Step reasons (ResourceSubmitted), the contract's.
+const (
+	ReasonSubmitted            = "ResourceSubmissionComplete"
+	ReasonMissingValueAtPath   = "MissingValueAtPath"
+	ReasonStampFailure         = "TemplateStampFailure"
+	ReasonRejected             = "TemplateRejectedByAPIServer"
+	ReasonRetrievalFailure     = "TemplateObjectRetrievalFailure"
+	ReasonOptionsMatchError    = "TemplateOptionsMatchError"
+	ReasonResolveOptionsError  = "ResolveTemplateOptionsError"
+	ReasonServiceAccountError  = "ServiceAccountError"
+	ReasonUnknownError         = "UnknownError"
+	ReasonPassThrough          = "PassThrough"
+	ReasonConditionNotMet      = "ConditionNotMet"
+	ReasonFailedConditionMet   = "FailedConditionMet"
+	ReasonHealthyConditionRule = "HealthyConditionRule"
+	// ReasonInputsHeld: the step holds newer inputs until its object has
+	// succeeded or failed on the ones it has.
+	ReasonInputsHeld = "InputsHeld"
+)
+
+// AnnotationDigest holds the digest of the object Kontinue last applied: its
+// input set.
+const AnnotationDigest = "kontinue.dev/applied-digest"
+
+// Outputs of a step: "url"/"revision", "image", "config", or none.
+type Outputs map[string]any
+
+// State is what a step remembers from one reconcile to the next (in its
+// status): the outputs of its last success and the input set that produced
+// them, the object that input set rendered, and its shadow.
+type State struct {
+	Good           Outputs
+	GoodDigest     string
+	LastGoodObject map[string]any
+	ShadowRef      *st.StampedRef
+	ServedBy       string
+}
+
+// StateOf reads the State from a step's previous status (nil: none).
+func StateOf(prev *st.Resource) State {
+	if prev == nil {
+		return State{}
+	}
+	s := State{GoodDigest: prev.InputDigest, LastGoodObject: prev.LastGoodObject, ShadowRef: prev.ShadowRef, ServedBy: prev.ServedBy}
+	if prev.OutputValues != nil {
+		s.Good = Outputs(prev.OutputValues)
+	}
+	return s
+}
+
+// Observed is what a step's decision starts from.
+type Observed struct {
+	Kind     string // template kind
+	Step     string // step name
+	Template string // template name
+	Spec     *api.TemplateSpec
+	// Deployment is a deployment step's input (url, revision), which it
+	// passes on as its outputs.
+	Deployment Outputs
+	// Desired is the primary object rendered now; Digest its input set.
+	Desired *unstructured.Unstructured
+	Digest  string
+	State   State
+}
+
+// Observation is a step's decision in one reconcile.
+type Observation struct {
+	State     State
+	Submitted metav1.Condition
+	// Healthy is nil when there is nothing to judge yet.
+	Healthy *metav1.Condition
+	// Held: a gated step keeps its new input set out (Observed.Digest).
+	Held bool
+	// Gated: outputs come from State (the last success), and the step's
+	// status records them with their input set.
+	Gated bool
+	// ShadowWant is the shadow object that should exist (nil: none). The
+	// caller stamps it and reports back with WithShadow or ShadowFailed
+	// before it reads Outputs: a shadow in success serves the outputs.
+	ShadowWant *unstructured.Unstructured
+	out        Outputs
+}
+
+// Outputs are what downstream steps get (nil: they wait).
+func (o Observation) Outputs() Outputs {
+	if o.Gated {
+		return o.State.Good
+	}
+	return o.out
+}
+
+func healthyOf(status, reason, msg string) *metav1.Condition {
+	c := st.Cond(st.Healthy, metav1.ConditionStatus(status), reason, msg)
+	return &c
+}
+
+// ReadOutputs evaluates the template's output paths on the object.
+func ReadOutputs(kind string, spec *api.TemplateSpec, doc []byte, deployment Outputs) (Outputs, error) {
+	read := func(expr string) (any, error) {
+		p, err := paths.Compile(TrimTag(expr))
+		if err != nil {
+			return nil, err
+		}
+		return p.Value(doc)
+	}
+	out := Outputs{}
+	var err error
+	switch kind {
+	case api.KindClusterSourceTemplate:
+		if out["url"], err = read(spec.URLPath); err != nil {
+			return nil, err
+		}
+		if out["revision"], err = read(spec.RevisionPath); err != nil {
+			return nil, err
+		}
+	case api.KindClusterImageTemplate:
+		if out["image"], err = read(spec.ImagePath); err != nil {
+			return nil, err
+		}
+	case api.KindClusterConfigTemplate:
+		if out["config"], err = read(spec.ConfigPath); err != nil {
+			return nil, err
+		}
+	case api.KindClusterDeploymentTemplate:
+		if deployment != nil {
+			out["url"], out["revision"] = deployment["url"], deployment["revision"]
+		}
+	}
+	return out, nil
+}
+
+// TrimTag accepts output paths written as a tag, "$(status.latestImage)$".
+func TrimTag(expr string) string {
+	e := strings.TrimSpace(expr)
+	if strings.HasPrefix(e, "$(") && strings.HasSuffix(e, ")$") {
+		return e[2 : len(e)-2]
+	}
+	return e
+}
+
+// outputsCondition says why outputs could not be read from what.
+func outputsCondition(o Observed, what string, outErr error) metav1.Condition {
+	if paths.IsNotFound(outErr) {
+		return st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
+			fmt.Sprintf("waiting to read value from %s for step [%s] (template [%s/%s]): %v", what, o.Step, o.Kind, o.Template, outErr))
+	}
+	return st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
+		fmt.Sprintf("unable to read outputs from %s for step [%s] (template [%s/%s]): %v", what, o.Step, o.Kind, o.Template, outErr))
+}
+
+func describe(u *unstructured.Unstructured) string {
+	return fmt.Sprintf("%s [%s/%s]", u.GetKind(), u.GetNamespace(), u.GetName())
+}
