@@ -26,9 +26,9 @@ import (
 // (never applies), reads outputs from the newest healthy run, and prunes old
 // runs per the template's retentionPolicy. The step's stampedRef is the
 // newest run.
-func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
+func (op *ownerPass) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
 	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) stepResult {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
 	}
 	lc := sc.spec.Lifecycle
 	if len(objs) != 1 {
@@ -39,26 +39,26 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 	delete(ann, AnnotationDigest) // runs are never applied: the input digest label identifies them
 	desired.SetAnnotations(ann)
 	digest := apply.Digest(desired.Object)
-	ns := ru.owner.GetNamespace()
+	ns := op.owner.GetNamespace()
 	gvk := desired.GroupVersionKind()
 	what := fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)
 
-	tg, err := ru.r.m.w.Resolve(gvk)
+	tg, err := op.r.m.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		ru.blocked = blockedDiscovery
+		op.blocked = blockedDiscovery
 		return fail(st.False, step.ReasonRejected, "unable to create %s: %v", what, err)
 	case err != nil:
 		r := fail(st.Unknown, step.ReasonUnknownError, "%v", err)
 		r.err = err
 		return r
 	case !tg.Namespaced:
-		return fail(st.False, step.ReasonStampFailure, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind)
+		return fail(st.False, step.ReasonStampFailure, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, op.r.flavor.OwnerKind)
 	}
 	gvr := tg.GVR
 	key := tg.Watch()
-	ru.keys[key] = struct{}{}
-	list, err := ru.listStepRuns(sc, key)
+	op.keys[key] = struct{}{}
+	list, err := op.listStepRuns(sc, key)
 	if err != nil {
 		r := fail(st.Unknown, step.ReasonUnknownError, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
 		r.err = err
@@ -66,23 +66,23 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 	}
 
 	var requeue time.Duration
-	memo := ru.r.user(ns, ru.owner.GetName()) + "/" + sc.step.Name
+	memo := op.r.user(ns, op.owner.GetName()) + "/" + sc.step.Name
 	if runs.NeedsCreate(list, digest) {
-		if ru.r.m.runnables.recent.Pending(memo, digest, list) {
+		if op.r.m.runnables.recent.Pending(memo, digest, list) {
 			requeue = 300 * time.Millisecond // created a moment ago; the cache lags
 		} else {
-			created, r, ok := ru.createRun(sc, desired, gvr, digest, what)
+			created, r, ok := op.createRun(sc, desired, gvr, digest, what)
 			if !ok {
 				return r
 			}
-			ru.r.m.runnables.recent.Remember(memo, digest, string(created.GetUID()))
+			op.r.m.runnables.recent.Remember(memo, digest, string(created.GetUID()))
 			list = append([]runs.Run{runs.FromObject(created, runs.Running)}, list...)
 		}
 	}
 
-	obs := step.ObserveRuns(ru.observed(sc, desired, in), list)
-	ru.keepRuns(sc.step.Name, gvr, obs.Judged)
-	pruneErr := ru.pruneStepRuns(sc, gvr, obs.Judged)
+	obs := step.ObserveRuns(op.observed(sc, desired, in), list)
+	op.keepRuns(sc.step.Name, gvr, obs.Judged)
+	pruneErr := op.pruneStepRuns(sc, gvr, obs.Judged)
 
 	if n := obs.Newest; n != nil {
 		sc.res.StampedRef = &st.StampedRef{APIVersion: n.GetAPIVersion(), Kind: n.GetKind(), Namespace: n.GetNamespace(), Name: n.GetName(), Resource: resourceString(gvr)}
@@ -91,7 +91,7 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 	if obs.InputDigest != "" {
 		sc.res.InputDigest = obs.InputDigest
 	}
-	r := ru.stepDone(sc, obs.Outputs(), obs.Submitted, obs.Healthy)
+	r := op.stepDone(sc, obs.Outputs(), obs.Submitted, obs.Healthy)
 	if r.err == nil {
 		r.err = pruneErr
 	}
@@ -104,84 +104,84 @@ func (ru *run) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in
 // listStepRuns returns the step's runs, newest first: objects of the
 // template's kind carrying this owner's and step's labels, whose controller
 // is this very owner.
-func (ru *run) listStepRuns(sc *stepCtx, key tracking.Key) ([]runs.Run, error) {
-	f := ru.r.flavor
-	ns := ru.owner.GetNamespace()
-	return ru.r.m.w.ListRuns(ru.ctx, stamp.RunQuery{Watch: key, User: ru.r.user(ns, ru.owner.GetName()), Namespace: ns, Controller: ru.owner.GetUID(),
-		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: ru.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}})
+func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key) ([]runs.Run, error) {
+	f := op.r.flavor
+	ns := op.owner.GetNamespace()
+	return op.r.m.w.ListRuns(op.ctx, stamp.RunQuery{Watch: key, User: op.r.user(ns, op.owner.GetName()), Namespace: ns, Controller: op.owner.GetUID(),
+		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}})
 }
 
 // createRun creates a run as the stamping service account.
-func (ru *run) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what string) (*unstructured.Unstructured, stepResult, bool) {
-	cl, err := ru.stampClient()
+func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what string) (*unstructured.Unstructured, stepResult, bool) {
+	cl, err := op.stampClient()
 	if err != nil {
-		return nil, ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error()), nil), false
+		return nil, op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error()), nil), false
 	}
-	created, err := ru.r.m.w.Create(ru.ctx, cl, gvr, desired, digest)
+	created, err := op.r.m.w.Create(op.ctx, cl, gvr, desired, digest)
 	if stamp.Classify(err) == stamp.AlreadyExists {
 		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, desired.GetName()))
-		return nil, ru.stepDone(sc, nil, c, nil), false
+		return nil, op.stepDone(sc, nil, c, nil), false
 	}
 	if err != nil {
-		c, transient := ru.applyFailure(what, err)
-		r := ru.stepDone(sc, nil, c, nil)
+		c, transient := op.applyFailure(what, err)
+		r := op.stepDone(sc, nil, c, nil)
 		r.err = transient
 		return nil, r, false
 	}
-	ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
-	klog.V(2).InfoS("created run", "owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), "step", sc.step.Name, "run", created.GetName(), "digest", digest)
+	op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
+	klog.V(2).InfoS("created run", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "run", created.GetName(), "digest", digest)
 	return created, stepResult{}, true
 }
 
 // keepRuns marks the step's runs as wanted, so that orphan removal leaves
 // them to retention.
-func (ru *run) keepRuns(step string, gvr schema.GroupVersionResource, list []runs.Run) {
-	ru.markReached(step)
+func (op *ownerPass) keepRuns(step string, gvr schema.GroupVersionResource, list []runs.Run) {
+	op.markReached(step)
 	for _, r := range list {
-		ru.runsKept[refKey{gvr: gvr, namespace: r.Obj.GetNamespace(), name: r.Name}] = true
+		op.runsKept[refKey{gvr: gvr, namespace: r.Obj.GetNamespace(), name: r.Name}] = true
 	}
 }
 
 // markReached records that a step reached its runs (or its Runnable) in
 // this reconcile, so stale-object removal judges it by what it did now.
-func (ru *run) markReached(step string) {
-	if ru.runsKept == nil {
-		ru.runsKept = map[refKey]bool{}
-		ru.immutableSteps = map[string]bool{}
+func (op *ownerPass) markReached(step string) {
+	if op.runsKept == nil {
+		op.runsKept = map[refKey]bool{}
+		op.immutableSteps = map[string]bool{}
 	}
-	ru.immutableSteps[step] = true
+	op.immutableSteps[step] = true
 }
 
 // pruneStepRuns deletes the finished runs retention does not keep.
-func (ru *run) pruneStepRuns(sc *stepCtx, gvr schema.GroupVersionResource, list []runs.Run) error {
-	cl, err := ru.stampClient()
+func (op *ownerPass) pruneStepRuns(sc *stepCtx, gvr schema.GroupVersionResource, list []runs.Run) error {
+	cl, err := op.stampClient()
 	if err != nil {
 		return err
 	}
-	sa := ru.serviceAccount()
-	doomed, forbidden, err := ru.r.m.w.Prune(ru.ctx, cl, gvr, list, runs.PolicyOf(sc.spec.RetentionPolicy), ru.owner,
+	sa := op.serviceAccount()
+	doomed, forbidden, err := op.r.m.w.Prune(op.ctx, cl, gvr, list, runs.PolicyOf(sc.spec.RetentionPolicy), op.owner,
 		sa.Namespace+"/"+sa.Name, fmt.Sprintf("(retention policy of step [%s])", sc.step.Name))
 	for _, d := range doomed {
 		// Runs are listed again on every reconcile: nothing to remember.
-		delete(ru.runsKept, refKey{gvr: gvr, namespace: d.Obj.GetNamespace(), name: d.Name})
+		delete(op.runsKept, refKey{gvr: gvr, namespace: d.Obj.GetNamespace(), name: d.Name})
 	}
 	if forbidden {
-		ru.blocked = blockedRBAC // retrying cannot help until RBAC changes
+		op.blocked = blockedRBAC // retrying cannot help until RBAC changes
 	}
 	return err
 }
 
 // deleteRun deletes a run as the stamping service account, only if it is
 // still the object we saw (UID precondition).
-func (ru *run) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, why string) error {
-	cl, err := ru.stampClient()
+func (op *ownerPass) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, why string) error {
+	cl, err := op.stampClient()
 	if err != nil {
 		return err
 	}
-	sa := ru.serviceAccount()
-	err = ru.r.m.w.Remove(ru.ctx, cl, gvr, obj, ru.owner, sa.Namespace+"/"+sa.Name, "("+why+")")
+	sa := op.serviceAccount()
+	err = op.r.m.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, "("+why+")")
 	if apierrors.IsForbidden(err) {
-		ru.blocked = blockedRBAC // retrying cannot help until RBAC changes
+		op.blocked = blockedRBAC // retrying cannot help until RBAC changes
 	}
 	return err
 }
@@ -193,28 +193,28 @@ func (ru *run) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unst
 // deleted when the steps were not realized in this reconcile (bad input must
 // never delete objects), nor the runs of a step that failed before reaching
 // its runs and still points at one.
-func (ru *run) removeStaleRuns() error {
-	if st.Find(ru.status.Conditions, st.ResourcesSubmitted) == nil {
+func (op *ownerPass) removeStaleRuns() error {
+	if st.Find(op.status.Conditions, st.ResourcesSubmitted) == nil {
 		return nil
 	}
-	err := ru.removeStaleRunTemplates()
-	if err2 := ru.removeStaleRunObjects(); err == nil {
+	err := op.removeStaleRunTemplates()
+	if err2 := op.removeStaleRunObjects(); err == nil {
 		err = err2
 	}
 	return err
 }
 
-func (ru *run) removeStaleRunObjects() error {
-	user := ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())
+func (op *ownerPass) removeStaleRunObjects() error {
+	user := op.r.user(op.owner.GetNamespace(), op.owner.GetName())
 	current := map[string]*st.StampedRef{}
-	for i := range ru.status.Resources {
-		current[ru.status.Resources[i].Name] = ru.status.Resources[i].StampedRef
+	for i := range op.status.Resources {
+		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
 	}
 	// Kinds worth a look: those of a referenced object that is a run, is
 	// gone (orphan removal may just have deleted the newest run), or is not
 	// known yet. Kinds of live mutable objects cost nothing.
-	refs := append([]st.StampedRef(nil), ru.prev.Orphans...)
-	for _, list := range [][]st.Resource{ru.prev.Resources, ru.status.Resources} {
+	refs := append([]st.StampedRef(nil), op.prev.Orphans...)
+	for _, list := range [][]st.Resource{op.prev.Resources, op.status.Resources} {
 		for _, res := range list {
 			refs = append(refs, refsOf(res)...)
 		}
@@ -225,7 +225,7 @@ func (ru *run) removeStaleRunObjects() error {
 		if gvrs[k.gvr] {
 			continue
 		}
-		o, synced := ru.r.m.tracker.Get(tracking.Key{GVR: k.gvr, Selector: StampedSelector}, k.namespace, k.name)
+		o, synced := op.r.m.tracker.Get(tracking.Key{GVR: k.gvr, Selector: StampedSelector}, k.namespace, k.name)
 		gvrs[k.gvr] = !synced || o == nil || o.GetLabels()[runs.LabelInputDigest] != ""
 	}
 	var firstErr error
@@ -234,7 +234,7 @@ func (ru *run) removeStaleRunObjects() error {
 			continue
 		}
 		key := tracking.Key{GVR: gvr, Selector: StampedSelector}
-		objs, err := ru.ownerRuns(key, user)
+		objs, err := op.ownerRuns(key, user)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -243,18 +243,18 @@ func (ru *run) removeStaleRunObjects() error {
 		}
 		for _, o := range objs {
 			k := refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}
-			if ru.runsKept[k] || ru.keep[k] {
+			if op.runsKept[k] || op.keep[k] {
 				continue
 			}
 			step := o.GetLabels()[LabelResourceName]
-			ru.keys[key] = struct{}{} // watch until they are gone
-			if !ru.immutableSteps[step] && pointsAtRun(current[step], gvr, objs) {
+			op.keys[key] = struct{}{} // watch until they are gone
+			if !op.immutableSteps[step] && pointsAtRun(current[step], gvr, objs) {
 				continue // the step failed early this time: keep its history
 			}
-			if err := ru.deleteRun(gvr, o, fmt.Sprintf("step [%s] no longer creates runs", step)); err != nil {
+			if err := op.deleteRun(gvr, o, fmt.Sprintf("step [%s] no longer creates runs", step)); err != nil {
 				// Listed in status.orphans, so the next reconcile looks again
 				// even when no step names this kind any more.
-				ru.status.Orphans = append(ru.status.Orphans, st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(),
+				op.status.Orphans = append(op.status.Orphans, st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(),
 					Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)})
 				if !apierrors.IsForbidden(err) && firstErr == nil {
 					firstErr = err
@@ -268,11 +268,11 @@ func (ru *run) removeStaleRunObjects() error {
 // ownerRuns lists the owner's runs of a kind: from the cache, or from the
 // API server while the cache is not synced (a kind no step stamps any more
 // may have no watch left after a restart).
-func (ru *run) ownerRuns(key tracking.Key, user string) ([]*unstructured.Unstructured, error) {
-	f := ru.r.flavor
-	ns := ru.owner.GetNamespace()
-	list, err := ru.r.m.w.ListRuns(ru.ctx, stamp.RunQuery{Watch: key, User: user, Namespace: ns, Controller: ru.owner.GetUID(),
-		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: ru.owner.GetName(), f.LabelOwnerNS: ns}})
+func (op *ownerPass) ownerRuns(key tracking.Key, user string) ([]*unstructured.Unstructured, error) {
+	f := op.r.flavor
+	ns := op.owner.GetNamespace()
+	list, err := op.r.m.w.ListRuns(op.ctx, stamp.RunQuery{Watch: key, User: user, Namespace: ns, Controller: op.owner.GetUID(),
+		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns}})
 	out := make([]*unstructured.Unstructured, len(list))
 	for i, r := range list {
 		out[i] = r.Obj

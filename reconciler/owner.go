@@ -121,21 +121,21 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		return Result{RequeueAfter: 50 * time.Millisecond}, nil
 	}
 	obj = obj.DeepCopy()
-	run := newRun(ctx, r, obj)
-	res, runErr := run.realize()
+	op := newOwnerPass(ctx, r, obj)
+	res, runErr := op.realize()
 
 	// Orphans first: a step that moved to another object must not leave the
 	// old one behind. Failures keep the old ref in status so it is retried.
-	orphanErr := run.removeOrphans()
+	orphanErr := op.removeOrphans()
 
-	if err := r.writeStatus(ctx, obj, run); err != nil {
+	if err := r.writeStatus(ctx, obj, op); err != nil {
 		return Result{}, err
 	}
-	r.m.tracker.Commit(user, run.watches())
-	r.idx.set(key, run.used())
+	r.m.tracker.Commit(user, op.watches())
+	r.idx.set(key, op.used())
 	switch {
-	case run.blocked != 0:
-		r.m.block(key, run.blocked)
+	case op.blocked != 0:
+		r.m.block(key, op.blocked)
 	default:
 		r.m.unblockOne(key)
 	}
@@ -145,7 +145,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	if orphanErr != nil {
 		return Result{}, orphanErr
 	}
-	if run.blocked != 0 && (res.RequeueAfter == 0 || res.RequeueAfter > blockedRecheck) {
+	if op.blocked != 0 && (res.RequeueAfter == 0 || res.RequeueAfter > blockedRecheck) {
 		// RBAC and CRD events wake blocked owners at once; this slow look
 		// covers what sends no such event (an admission policy's 403, a
 		// kind served by an aggregated API server). An unchanged status is
@@ -209,8 +209,8 @@ type ownWrite struct {
 }
 
 // writeStatus writes the owner's status only when it changed.
-func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, run *run) error {
-	written, err := r.m.w.WriteStatus(ctx, r.flavor.OwnerGVR, obj, run.status)
+func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, op *ownerPass) error {
+	written, err := r.m.w.WriteStatus(ctx, r.flavor.OwnerGVR, obj, op.status)
 	if written != nil {
 		r.recordWrite(r.user(obj.GetNamespace(), obj.GetName()), written)
 	}
@@ -221,8 +221,9 @@ func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Uns
 	return err
 }
 
-// run is the state of one reconcile of one owner.
-type run struct {
+// ownerPass is the state of one reconcile of one owner ("run" is kept for
+// the objects an immutable step creates).
+type ownerPass struct {
 	ctx    context.Context
 	r      *ownerReconciler
 	owner  *unstructured.Unstructured
@@ -249,75 +250,75 @@ type refKey struct {
 	namespace, name string
 }
 
-func newRun(ctx context.Context, r *ownerReconciler, owner *unstructured.Unstructured) *run {
-	ru := &run{ctx: ctx, r: r, owner: owner, now: metav1.NewTime(time.Now().Truncate(time.Second)),
+func newOwnerPass(ctx context.Context, r *ownerReconciler, owner *unstructured.Unstructured) *ownerPass {
+	op := &ownerPass{ctx: ctx, r: r, owner: owner, now: metav1.NewTime(time.Now().Truncate(time.Second)),
 		keys: map[tracking.Key]struct{}{}, keep: map[refKey]bool{}}
 	if s, ok := owner.Object["status"].(map[string]any); ok {
-		_ = api.Decode(s, &ru.prev)
+		_ = api.Decode(s, &op.prev)
 	}
-	return ru
+	return op
 }
 
 // used is what the index records for this owner.
-func (ru *run) used() ownerRefs {
-	refs := ownerRefs{templates: ru.templatesUsed}
-	if ru.chainName != "" {
-		refs.chain = chainRef{ru.r.flavor.ChainKind, ru.chainName}
+func (op *ownerPass) used() ownerRefs {
+	refs := ownerRefs{templates: op.templatesUsed}
+	if op.chainName != "" {
+		refs.chain = chainRef{op.r.flavor.ChainKind, op.chainName}
 	}
 	return refs
 }
 
-func (ru *run) watches() []tracking.Key {
-	out := make([]tracking.Key, 0, len(ru.keys))
-	for k := range ru.keys {
+func (op *ownerPass) watches() []tracking.Key {
+	out := make([]tracking.Key, 0, len(op.keys))
+	for k := range op.keys {
 		out = append(out, k)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
 	return out
 }
 
-// realize selects the chain and walks its steps, filling ru.status.
-func (ru *run) realize() (Result, error) {
-	f := ru.r.flavor
-	ru.status = st.OwnerStatus{ObservedGeneration: ru.owner.GetGeneration()}
+// realize selects the chain and walks its steps, filling op.status.
+func (op *ownerPass) realize() (Result, error) {
+	f := op.r.flavor
+	op.status = st.OwnerStatus{ObservedGeneration: op.owner.GetGeneration()}
 	// Keep what the owner had until a step says otherwise: a bad input must
 	// never make Kontinue forget (and so delete) a stamped object.
-	ru.status.Resources = ru.prev.Resources
-	for _, res := range ru.prev.Resources {
-		ru.keepRefs(res)
+	op.status.Resources = op.prev.Resources
+	for _, res := range op.prev.Resources {
+		op.keepRefs(res)
 	}
-	doc, err := json.Marshal(ru.owner.Object)
+	doc, err := json.Marshal(op.owner.Object)
 	if err != nil {
 		return Result{}, Terminal(err)
 	}
-	ru.doc = doc
-	if spec, ok := ru.owner.Object["spec"]; ok {
-		if err := api.Decode(spec, &ru.spec); err != nil {
-			ru.fail(f.ChainReadyCondition, "InvalidSpec", fmt.Sprintf("cannot read the %s spec: %v", f.OwnerKind, err))
+	op.doc = doc
+	if spec, ok := op.owner.Object["spec"]; ok {
+		if err := api.Decode(spec, &op.spec); err != nil {
+			op.fail(f.ChainReadyCondition, "InvalidSpec", fmt.Sprintf("cannot read the %s spec: %v", f.OwnerKind, err))
 			return Result{}, nil
 		}
 	}
 
-	choice, chain := ru.chooseChain()
+	choice, chain := op.chooseChain()
 	if chain == nil {
-		if prev := st.Find(ru.prev.Conditions, f.ChainReadyCondition); len(choice.Candidates) > 0 && (prev == nil || prev.Reason != choice.Reason) {
-			ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeWarning, choice.Reason,
+		if prev := st.Find(op.prev.Conditions, f.ChainReadyCondition); len(choice.Candidates) > 0 && (prev == nil || prev.Reason != choice.Reason) {
+			op.r.m.w.Events.Event(op.owner, corev1.EventTypeWarning, choice.Reason,
 				"%s selected by %s whose selectors are equally specific: make one of them more specific",
 				f.OwnerKind, strings.Join(choice.Candidates, ", "))
 		}
-		ru.fail(f.ChainReadyCondition, choice.Reason, choice.Message)
+		op.fail(f.ChainReadyCondition, choice.Reason, choice.Message)
 		return Result{}, nil
 	}
-	ru.chainName = chain.name
-	ru.chain = chain
+	op.chainName = chain.name
+	op.chain = chain
 	ref := &st.ObjectRef{Kind: f.ChainKind, Name: chain.name}
 	if f == DeliverableFlavor {
-		ru.status.DeliveryRef = ref
+		op.status.DeliveryRef = ref
 	} else {
-		ru.status.SupplyChainRef = ref
+		op.status.SupplyChainRef = ref
 	}
 	if chain.err != nil {
-		ru.fail(f.ChainReadyCondition, "InvalidChain", chain.err.Error())
+		op.fail(f.ChainReadyCondition, "InvalidChain", chain.err.Error())
 		return Result{}, nil
 	}
 	// Index the owner under every template its chain names before reading
@@ -325,39 +326,39 @@ func (ru *run) realize() (Result, error) {
 	// then always finds the owner to wake (a no-op reconcile at worst).
 	for _, step := range chain.spec.Resources {
 		for _, n := range templateNames(step.TemplateRef) {
-			ru.templatesUsed = append(ru.templatesUsed, templateKey{step.TemplateRef.Kind, n})
+			op.templatesUsed = append(op.templatesUsed, templateKey{step.TemplateRef.Kind, n})
 		}
 	}
-	ru.r.idx.set(ru.r.key(ru.owner.GetNamespace(), ru.owner.GetName()), ru.used())
-	if c, _ := templatesReady(chain.spec, ru.r.m.templateExists); c.Status != st.True {
-		ru.fail(f.ChainReadyCondition, c.Reason, c.Message)
+	op.r.idx.set(op.r.key(op.owner.GetNamespace(), op.owner.GetName()), op.used())
+	if c, _ := templatesReady(chain.spec, op.r.m.templateExists); c.Status != st.True {
+		op.fail(f.ChainReadyCondition, c.Reason, c.Message)
 		return Result{}, nil
 	}
 	chainReady := st.Cond(f.ChainReadyCondition, st.True, "Ready", "")
-	return ru.walk(chainReady)
+	return op.walk(chainReady)
 }
 
 // fail records that the owner cannot be realized at all: the chain condition
 // and Ready say why; stamped objects and step statuses stay as they were.
-func (ru *run) fail(condType, reason, msg string) {
+func (op *ownerPass) fail(condType, reason, msg string) {
 	conds := []metav1.Condition{st.Cond(condType, st.False, reason, msg)}
 	conds = append(conds, st.Cond(st.Ready, st.False, reason, msg))
-	ru.status.Conditions = st.Merge(conds, ru.prev.Conditions, ru.owner.GetGeneration(), ru.now)
+	op.status.Conditions = st.Merge(conds, op.prev.Conditions, op.owner.GetGeneration(), op.now)
 	// A chosen chain is named even when it is not ready; without one the
 	// owner keeps the chain it had (as Cartographer does).
-	if ru.status.SupplyChainRef == nil && ru.status.DeliveryRef == nil {
-		ru.status.SupplyChainRef = ru.prev.SupplyChainRef
-		ru.status.DeliveryRef = ru.prev.DeliveryRef
+	if op.status.SupplyChainRef == nil && op.status.DeliveryRef == nil {
+		op.status.SupplyChainRef = op.prev.SupplyChainRef
+		op.status.DeliveryRef = op.prev.DeliveryRef
 	}
 }
 
-func (ru *run) chooseChain() (selector.ChainChoice, *chainSpec) {
-	f := ru.r.flavor
-	objs, _ := ru.r.m.tracker.List(tracking.Key{GVR: f.ChainGVR}, "")
+func (op *ownerPass) chooseChain() (selector.ChainChoice, *chainSpec) {
+	f := op.r.flavor
+	objs, _ := op.r.m.tracker.List(tracking.Key{GVR: f.ChainGVR}, "")
 	cands := make([]selector.Candidate, 0, len(objs))
 	byName := map[string]*chainSpec{}
 	for _, o := range objs {
-		c, err := ru.r.specs.chain(o)
+		c, err := op.r.specs.chain(o)
 		if err != nil {
 			continue // reported on the chain's own status
 		}
@@ -368,8 +369,8 @@ func (ru *run) chooseChain() (selector.ChainChoice, *chainSpec) {
 		cands = append(cands, selector.Candidate{Name: c.name, Selector: c.selector})
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].Name < cands[j].Name })
-	owner := selector.Owner{Kind: f.OwnerKind, Labels: ru.owner.GetLabels(), Doc: ru.doc}
-	choice := selector.ChooseChain(owner, ru.owner.GetName(), cands)
+	owner := selector.Owner{Kind: f.OwnerKind, Labels: op.owner.GetLabels(), Doc: op.doc}
+	choice := selector.ChooseChain(owner, op.owner.GetName(), cands)
 	if choice.Reason != "" {
 		return choice, nil
 	}
@@ -403,9 +404,9 @@ func (m *Manager) template(kind, name string) *unstructured.Unstructured {
 }
 
 // keepRefs marks a step's stamped objects as still wanted.
-func (ru *run) keepRefs(res st.Resource) {
+func (op *ownerPass) keepRefs(res st.Resource) {
 	for _, ref := range refsOf(res) {
-		ru.keep[refKeyOf(ref)] = true
+		op.keep[refKeyOf(ref)] = true
 	}
 }
 
@@ -450,36 +451,36 @@ func resourceString(gvr schema.GroupVersionResource) string {
 // removeOrphans deletes objects the previous status listed (in its steps or
 // as orphans) that no step stamps any more, when they still carry this
 // owner's labels. What cannot be deleted stays in status.orphans.
-func (ru *run) removeOrphans() error {
+func (op *ownerPass) removeOrphans() error {
 	var firstErr error
 	type candidate struct {
 		ref  st.StampedRef
 		step string
 	}
 	var cands []candidate
-	for _, res := range ru.prev.Resources {
+	for _, res := range op.prev.Resources {
 		for _, ref := range refsOf(res) {
 			cands = append(cands, candidate{ref, res.Name})
 		}
 	}
-	for _, ref := range ru.prev.Orphans {
+	for _, ref := range op.prev.Orphans {
 		cands = append(cands, candidate{ref, ""})
 	}
 	seen := map[refKey]bool{}
-	ru.status.Orphans = nil
+	op.status.Orphans = nil
 	for _, c := range cands {
 		k := refKeyOf(c.ref)
-		if ru.keep[k] || ru.runsKept[k] || seen[k] { // runsKept: immutable.go
+		if op.keep[k] || op.runsKept[k] || seen[k] { // runsKept: immutable.go
 			continue
 		}
 		seen[k] = true
-		if err := ru.deleteOrphan(k, c.ref, c.step); err != nil {
-			klog.InfoS("could not remove orphaned object; will retry", "owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()),
+		if err := op.deleteOrphan(k, c.ref, c.step); err != nil {
+			klog.InfoS("could not remove orphaned object; will retry", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()),
 				"object", c.ref.Kind+"/"+c.ref.Name, "err", err.Error())
-			ru.status.Orphans = append(ru.status.Orphans, c.ref)
+			op.status.Orphans = append(op.status.Orphans, c.ref)
 			if apierrors.IsForbidden(err) {
 				// Retried when RBAC changes, not on a timer.
-				ru.blocked = blockedRBAC
+				op.blocked = blockedRBAC
 				continue
 			}
 			if firstErr == nil {
@@ -487,31 +488,31 @@ func (ru *run) removeOrphans() error {
 			}
 		}
 	}
-	if err := ru.removeStaleRuns(); err != nil && firstErr == nil {
+	if err := op.removeStaleRuns(); err != nil && firstErr == nil {
 		firstErr = err // runs are found by label again on retry
 	}
 	return firstErr
 }
 
-func (ru *run) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
-	f := ru.r.flavor
-	live, err := ru.r.m.w.Live(ru.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, "", k.namespace, k.name)
+func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
+	f := op.r.flavor
+	live, err := op.r.m.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, "", k.namespace, k.name)
 	if err != nil || live == nil {
 		return err
 	}
 	l := live.GetLabels()
-	if l[f.LabelOwnerName] != ru.owner.GetName() || l[f.LabelOwnerNS] != ru.owner.GetNamespace() {
+	if l[f.LabelOwnerName] != op.owner.GetName() || l[f.LabelOwnerNS] != op.owner.GetNamespace() {
 		return nil // not ours (any more): never delete it
 	}
-	cl, err := ru.stampClient()
+	cl, err := op.stampClient()
 	if err != nil {
 		return err
 	}
 	if step == "" {
 		step = "(removed earlier)"
 	}
-	sa := ru.serviceAccount()
-	return ru.r.m.w.Remove(ru.ctx, cl, k.gvr, live, ru.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
+	sa := op.serviceAccount()
+	return op.r.m.w.Remove(op.ctx, cl, k.gvr, live, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
 }
 
 // specCache decodes chains once per resourceVersion.

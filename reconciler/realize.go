@@ -36,13 +36,13 @@ type stepResult struct {
 }
 
 // walk realizes the chain's steps in order, then sums up the conditions.
-func (ru *run) walk(chainReady metav1.Condition) (Result, error) {
+func (op *ownerPass) walk(chainReady metav1.Condition) (Result, error) {
 	outs := map[string]outputs{}
 	var resources []st.Resource
 	var res Result
 	var transient error
-	for _, def := range ru.chain.spec.Resources {
-		sr := ru.realizeStep(def, outs)
+	for _, def := range op.chain.spec.Resources {
+		sr := op.realizeStep(def, outs)
 		resources = append(resources, sr.status)
 		if sr.outputs != nil {
 			outs[def.Name] = sr.outputs
@@ -54,10 +54,10 @@ func (ru *run) walk(chainReady metav1.Condition) (Result, error) {
 			res.RequeueAfter = sr.requeue
 		}
 	}
-	ru.status.Resources = resources
-	ru.keep = map[refKey]bool{}
+	op.status.Resources = resources
+	op.keep = map[refKey]bool{}
 	for _, r := range resources {
-		ru.keepRefs(r)
+		op.keepRefs(r)
 	}
 	var submitted, healthy []metav1.Condition
 	for _, r := range resources {
@@ -77,14 +77,14 @@ func (ru *run) walk(chainReady metav1.Condition) (Result, error) {
 	hl := st.Summarize(st.ResourcesHealthy, step.ReasonHealthyConditionRule, healthy...)
 	hl.Reason = step.ReasonHealthyConditionRule
 	ready := st.Summarize(st.Ready, "Ready", chainReady, sub, hl)
-	ru.status.Conditions = st.Merge([]metav1.Condition{chainReady, sub, hl, ready}, ru.prev.Conditions, ru.owner.GetGeneration(), ru.now)
+	op.status.Conditions = st.Merge([]metav1.Condition{chainReady, sub, hl, ready}, op.prev.Conditions, op.owner.GetGeneration(), op.now)
 	return res, transient
 }
 
-func (ru *run) prevStep(name string) *st.Resource {
-	for i := range ru.prev.Resources {
-		if ru.prev.Resources[i].Name == name {
-			return &ru.prev.Resources[i]
+func (op *ownerPass) prevStep(name string) *st.Resource {
+	for i := range op.prev.Resources {
+		if op.prev.Resources[i].Name == name {
+			return &op.prev.Resources[i]
 		}
 	}
 	return nil
@@ -100,8 +100,8 @@ type stepCtx struct {
 	res      st.Resource
 }
 
-func (ru *run) realizeStep(def api.Step, outs map[string]outputs) stepResult {
-	sc := &stepCtx{step: def, kind: def.TemplateRef.Kind, prev: ru.prevStep(def.Name)}
+func (op *ownerPass) realizeStep(def api.Step, outs map[string]outputs) stepResult {
+	sc := &stepCtx{step: def, kind: def.TemplateRef.Kind, prev: op.prevStep(def.Name)}
 	sc.res = st.Resource{Name: def.Name, Inputs: stepInputs(def)}
 	if sc.prev != nil {
 		// Until this step stamps again, it keeps pointing at what it stamped.
@@ -111,75 +111,75 @@ func (ru *run) realizeStep(def api.Step, outs map[string]outputs) stepResult {
 		sc.res.ShadowRef, sc.res.ServedBy, sc.res.LastGoodObject = sc.prev.ShadowRef, sc.prev.ServedBy, sc.prev.LastGoodObject
 	}
 
-	name, passThrough, err := ru.chooseTemplate(def)
+	name, passThrough, err := op.chooseTemplate(def)
 	if err != nil {
 		var oe *selector.OptionsMatchError
 		reason := step.ReasonResolveOptionsError
 		if errors.As(err, &oe) {
 			reason = step.ReasonOptionsMatchError
 		}
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, reason, err.Error()), nil)
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, reason, err.Error()), nil)
 	}
 	if passThrough != "" {
-		return ru.passThrough(sc, passThrough, outs)
+		return op.passThrough(sc, passThrough, outs)
 	}
 	sc.tmplName = name
 	sc.res.TemplateRef = &st.TemplateRef{APIVersion: api.Group + "/" + api.Version, Kind: sc.kind, Name: name}
-	tobj := ru.r.m.template(sc.kind, name)
+	tobj := op.r.m.template(sc.kind, name)
 	if tobj == nil {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonRetrievalFailure,
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonRetrievalFailure,
 			fmt.Sprintf("unable to get template [%s/%s] for step [%s]: not found", sc.kind, name, def.Name)), nil)
 	}
-	spec, err := ru.r.m.templateSpec(tobj)
+	spec, err := op.r.m.templateSpec(tobj)
 	if err != nil {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
 			fmt.Sprintf("template [%s/%s] for step [%s] is invalid: %v", sc.kind, name, def.Name, err)), nil)
 	}
 	sc.spec = spec
 
-	in, waiting, err := ru.inputs(sc, outs)
+	in, waiting, err := op.inputs(sc, outs)
 	if err != nil {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, err.Error()), nil)
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, err.Error()), nil)
 	}
 	if waiting != "" {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath, waiting), nil)
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath, waiting), nil)
 	}
 
-	objs, err := ru.render(sc, in)
+	objs, err := op.render(sc, in)
 	if err != nil {
-		r := ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
-			fmt.Sprintf("unable to stamp object for resource [%s] for template [%s/%s] in %s [%s]: %v", def.Name, sc.kind, name, ru.r.flavor.ChainNoun, ru.chainName, err)), nil)
+		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
+			fmt.Sprintf("unable to stamp object for resource [%s] for template [%s/%s] in %s [%s]: %v", def.Name, sc.kind, name, op.r.flavor.ChainNoun, op.chainName, err)), nil)
 		if render.IsTransient(err) {
 			r.err = err // a chart repository that did not answer: retry with backoff
 		}
 		return r
 	}
 	if sc.spec.Runnable {
-		return ru.stampRunnable(sc, objs, in) // runnablestep.go: a generated Runnable
+		return op.stampRunnable(sc, objs, in) // runnablestep.go: a generated Runnable
 	}
 	if step.Immutable(sc.spec) {
-		return ru.stampImmutable(sc, objs, in) // immutable.go: a new object per input set
+		return op.stampImmutable(sc, objs, in) // immutable.go: a new object per input set
 	}
-	return ru.stampAndObserve(sc, objs, in)
+	return op.stampAndObserve(sc, objs, in)
 }
 
 // chooseTemplate returns the template name, or the input a passThrough
 // option forwards.
-func (ru *run) chooseTemplate(def api.Step) (name, passThrough string, err error) {
+func (op *ownerPass) chooseTemplate(def api.Step) (name, passThrough string, err error) {
 	ref := def.TemplateRef
 	if len(ref.Options) == 0 {
 		return ref.Name, "", nil
 	}
 	// Keyed by kind too: a supply chain and a delivery may share a name.
-	cands, err := ru.r.m.optionCandidates(ru.r.flavor.ChainKind+"/"+ru.chainName, ru.chain.rv, def)
+	cands, err := op.r.m.optionCandidates(op.r.flavor.ChainKind+"/"+op.chainName, op.chain.rv, def)
 	if err != nil {
 		re := &selector.ResolveOptionsError{Err: err}
 		errors.As(err, &re) // names the option that does not compile
-		re.Step, re.ChainKind, re.Chain = def.Name, ru.r.flavor.ChainKind, ru.chainName
+		re.Step, re.ChainKind, re.Chain = def.Name, op.r.flavor.ChainKind, op.chainName
 		return "", "", re
 	}
-	owner := selector.Owner{Kind: ru.r.flavor.OwnerKind, Labels: ru.owner.GetLabels(), Doc: ru.doc}
-	chosen, err := selector.ChooseOption(owner, ru.r.flavor.ChainKind, ru.chainName, def.Name, cands)
+	owner := selector.Owner{Kind: op.r.flavor.OwnerKind, Labels: op.owner.GetLabels(), Doc: op.doc}
+	chosen, err := selector.ChooseOption(owner, op.r.flavor.ChainKind, op.chainName, def.Name, cands)
 	if err != nil {
 		return "", "", err
 	}
@@ -192,7 +192,7 @@ func (ru *run) chooseTemplate(def api.Step) (name, passThrough string, err error
 const passThroughPrefix = "passThrough:"
 
 // passThrough forwards an input as the step's output, stamping nothing.
-func (ru *run) passThrough(sc *stepCtx, input string, outs map[string]outputs) stepResult {
+func (op *ownerPass) passThrough(sc *stepCtx, input string, outs map[string]outputs) stepResult {
 	sc.res.StampedRef, sc.res.StampedObjects, sc.res.TemplateRef = nil, nil, nil
 	from := ""
 	for _, list := range [][]api.StepInput{sc.step.Sources, sc.step.Images, sc.step.Configs} {
@@ -206,21 +206,21 @@ func (ru *run) passThrough(sc *stepCtx, input string, outs map[string]outputs) s
 		from = sc.step.Deployment.Resource
 	}
 	if from == "" {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
 			fmt.Sprintf("step [%s] passes through input [%s], which the step does not declare", sc.step.Name, input)), nil)
 	}
 	o, ok := outs[from]
 	if !ok {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath,
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath,
 			fmt.Sprintf("step [%s] waits for the outputs of step [%s]", sc.step.Name, from)), nil)
 	}
 	healthy := st.Cond(st.Healthy, st.True, step.ReasonPassThrough, "")
-	return ru.stepDone(sc, o, st.Cond(st.ResourceSubmitted, st.True, step.ReasonPassThrough, fmt.Sprintf("input [%s] passed through", input)), &healthy)
+	return op.stepDone(sc, o, st.Cond(st.ResourceSubmitted, st.True, step.ReasonPassThrough, fmt.Sprintf("input [%s] passed through", input)), &healthy)
 }
 
 // stepDone finishes a step: outputs (nil when not available), its
 // ResourceSubmitted condition, its Healthy condition (nil: Unknown), Ready.
-func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, healthy *metav1.Condition) stepResult {
+func (op *ownerPass) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, healthy *metav1.Condition) stepResult {
 	h := st.Cond(st.Healthy, st.Unknown, "NoStampedObject", "no object has been stamped")
 	if healthy != nil {
 		h = *healthy
@@ -229,9 +229,9 @@ func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, he
 	}
 	if out != nil {
 		var changed []string
-		sc.res.Outputs, changed = st.Outputs(out, prevOutputs(sc.prev), ru.now)
+		sc.res.Outputs, changed = st.Outputs(out, prevOutputs(sc.prev), op.now)
 		if len(changed) > 0 && sc.prev != nil {
-			ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventResourceOutputChanged, "[%s] found a new output in step [%s]: %s", ru.owner.GetName(), sc.step.Name, strings.Join(changed, ", "))
+			op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventResourceOutputChanged, "[%s] found a new output in step [%s]: %s", op.owner.GetName(), sc.step.Name, strings.Join(changed, ", "))
 		}
 	}
 	ready := st.Summarize(st.Ready, "Ready", submitted, h)
@@ -247,22 +247,22 @@ func (ru *run) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, he
 	if sc.prev != nil {
 		prevConds = sc.prev.Conditions
 		if old := st.Find(prevConds, st.Healthy); old != nil && old.Status != h.Status {
-			ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", ru.owner.GetName(), sc.step.Name, h.Status, h.Reason)
+			op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", op.owner.GetName(), sc.step.Name, h.Status, h.Reason)
 		}
 	}
-	sc.res.Conditions = st.Merge(conds, prevConds, ru.owner.GetGeneration(), ru.now)
-	ru.logStep(sc, ready, prevConds)
+	sc.res.Conditions = st.Merge(conds, prevConds, op.owner.GetGeneration(), op.now)
+	op.logStep(sc, ready, prevConds)
 	return stepResult{status: sc.res, outputs: out}
 }
 
 // logStep logs a step whose readiness changed (and every step at -v=4),
 // with the owner, step and template on the line.
-func (ru *run) logStep(sc *stepCtx, ready metav1.Condition, prev []metav1.Condition) {
+func (op *ownerPass) logStep(sc *stepCtx, ready metav1.Condition, prev []metav1.Condition) {
 	tmpl := ""
 	if sc.tmplName != "" {
 		tmpl = sc.kind + "/" + sc.tmplName
 	}
-	kv := []any{"owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), "chain", ru.chainName, "step", sc.step.Name,
+	kv := []any{"owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "chain", op.chainName, "step", sc.step.Name,
 		"template", tmpl, "ready", ready.Status, "reason", ready.Reason}
 	if old := st.Find(prev, st.Ready); old == nil || old.Status != ready.Status || old.Reason != ready.Reason {
 		if ready.Message != "" {
@@ -303,10 +303,10 @@ func stepInputs(def api.Step) []st.Input {
 
 // inputs collects a step's inputs from earlier steps' outputs. waiting names
 // the first missing one.
-func (ru *run) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, waiting string, err error) {
+func (op *ownerPass) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, waiting string, err error) {
 	def := sc.step
 	earlier := map[string]bool{}
-	for _, s := range ru.chain.spec.Resources {
+	for _, s := range op.chain.spec.Resources {
 		if s.Name == def.Name {
 			break
 		}
@@ -314,7 +314,7 @@ func (ru *run) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, w
 	}
 	get := func(typ string, i api.StepInput) (outputs, bool, error) {
 		if !earlier[i.Resource] {
-			return nil, false, fmt.Errorf("step [%s] reads %s [%s] from step [%s], which is not an earlier step of %s [%s]", def.Name, typ, i.Name, i.Resource, ru.r.flavor.ChainNoun, ru.chainName)
+			return nil, false, fmt.Errorf("step [%s] reads %s [%s] from step [%s], which is not an earlier step of %s [%s]", def.Name, typ, i.Name, i.Resource, op.r.flavor.ChainNoun, op.chainName)
 		}
 		o, ok := outs[i.Resource]
 		if !ok && waiting == "" {
@@ -368,17 +368,17 @@ func (ru *run) inputs(sc *stepCtx, outs map[string]outputs) (in render.Inputs, w
 }
 
 // stepLabels are the labels every object of the step carries.
-func (ru *run) stepLabels(sc *stepCtx) map[string]string {
-	f := ru.r.flavor
+func (op *ownerPass) stepLabels(sc *stepCtx) map[string]string {
+	f := op.r.flavor
 	lifecycle := sc.spec.Lifecycle
 	if lifecycle == "" {
 		lifecycle = api.LifecycleMutable
 	}
 	return map[string]string{
 		StampedLabel:           "true",
-		f.LabelOwnerName:       ru.owner.GetName(),
-		f.LabelOwnerNS:         ru.owner.GetNamespace(),
-		f.LabelChainName:       ru.chainName,
+		f.LabelOwnerName:       op.owner.GetName(),
+		f.LabelOwnerNS:         op.owner.GetNamespace(),
+		f.LabelChainName:       op.chainName,
 		LabelResourceName:      sc.step.Name,
 		LabelTemplateKind:      sc.kind,
 		LabelTemplateName:      sc.tmplName,
@@ -388,28 +388,28 @@ func (ru *run) stepLabels(sc *stepCtx) map[string]string {
 
 // render stamps the template into objects ready to apply: in the owner's
 // namespace, with our labels and a controller reference to the owner.
-func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructured, error) {
-	params := render.MergeParams(sc.spec.Params, ru.chain.spec.Params, sc.step.Params, ru.spec.Params)
-	labels := ru.stepLabels(sc)
-	tc := render.NewContext(ru.r.flavor.OwnerKind, ru.owner.Object, params, in, labels)
+func (op *ownerPass) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructured, error) {
+	params := render.MergeParams(sc.spec.Params, op.chain.spec.Params, sc.step.Params, op.spec.Params)
+	labels := op.stepLabels(sc)
+	tc := render.NewContext(op.r.flavor.OwnerKind, op.owner.Object, params, in, labels)
 	eng, err := render.EngineFor(sc.spec)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := eng.Render(render.WithObjectGetter(ru.ctx, render.DynamicGetter(ru.r.m.dyn)), sc.spec, tc)
+	objs, err := eng.Render(render.WithObjectGetter(op.ctx, render.DynamicGetter(op.r.m.dyn)), sc.spec, tc)
 	if err != nil {
 		return nil, err
 	}
 	if len(objs) == 0 {
 		return nil, fmt.Errorf("the template rendered no object")
 	}
-	ns := ru.owner.GetNamespace()
+	ns := op.owner.GetNamespace()
 	for _, o := range objs {
 		if o.GetName() == "" && (o.GetGenerateName() == "" || !(step.Immutable(sc.spec) || sc.spec.Runnable)) {
 			return nil, fmt.Errorf("stamped %s has no metadata.name", o.GetKind())
 		}
 		if got := o.GetNamespace(); got != "" && got != ns {
-			return nil, fmt.Errorf("stamped %s [%s] names namespace [%s], but objects are stamped only in the %s's namespace [%s]", o.GetKind(), o.GetName(), got, ru.r.flavor.OwnerKind, ns)
+			return nil, fmt.Errorf("stamped %s [%s] names namespace [%s], but objects are stamped only in the %s's namespace [%s]", o.GetKind(), o.GetName(), got, op.r.flavor.OwnerKind, ns)
 		}
 		o.SetNamespace(ns)
 		l := o.GetLabels()
@@ -421,8 +421,8 @@ func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructur
 		}
 		o.SetLabels(l)
 		o.SetOwnerReferences([]metav1.OwnerReference{{
-			APIVersion: api.Group + "/" + api.Version, Kind: ru.r.flavor.OwnerKind,
-			Name: ru.owner.GetName(), UID: ru.owner.GetUID(), Controller: ptr.To(true),
+			APIVersion: api.Group + "/" + api.Version, Kind: op.r.flavor.OwnerKind,
+			Name: op.owner.GetName(), UID: op.owner.GetUID(), Controller: ptr.To(true),
 		}})
 		unstructured.RemoveNestedField(o.Object, "status")
 		unstructured.RemoveNestedField(o.Object, "metadata", "resourceVersion")
@@ -444,37 +444,37 @@ func (ru *run) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructur
 // from its primary object. A step whose template says what success is
 // (gated) does not take new inputs while its object is still working on the
 // previous ones.
-func (ru *run) stampAndObserve(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
+func (op *ownerPass) stampAndObserve(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
 	primaryIdx := primaryIndex(sc.spec, objs)
 	targets := make([]target, len(objs))
 	for i, desired := range objs {
-		t, cond, err := ru.resolve(sc, desired)
+		t, cond, err := op.resolve(sc, desired)
 		if cond != nil {
-			r := ru.stepDone(sc, nil, *cond, nil)
+			r := op.stepDone(sc, nil, *cond, nil)
 			r.err = err
 			return r
 		}
 		targets[i] = t
 	}
-	o := ru.observed(sc, objs[primaryIdx], in)
+	o := op.observed(sc, objs[primaryIdx], in)
 	if step.Gated(sc.spec) {
 		// Decided on the live object before anything is applied.
-		live, _ := ru.current(targets[primaryIdx].key, objs[primaryIdx].GetNamespace(), objs[primaryIdx].GetName())
+		live, _ := op.current(targets[primaryIdx].key, objs[primaryIdx].GetNamespace(), objs[primaryIdx].GetName())
 		ob := step.Admit(o, live)
 		o.State = ob.State
 		if ob.Held {
 			sc.res.StampedRef = &targets[primaryIdx].ref
 			sc.res.HeldInputDigest = o.Digest
-			return ru.finish(sc, o, ob)
+			return op.finish(sc, o, ob)
 		}
 	}
 	var refs []st.StampedRef
 	var primary *unstructured.Unstructured
 	changed := false
 	for i, desired := range objs {
-		live, wrote, cond, err := ru.stampOne(sc, targets[i], desired)
+		live, wrote, cond, err := op.stampOne(sc, targets[i], desired)
 		if cond != nil {
-			r := ru.stepDone(sc, nil, *cond, nil)
+			r := op.stepDone(sc, nil, *cond, nil)
 			r.err = err
 			return r
 		}
@@ -488,11 +488,11 @@ func (ru *run) stampAndObserve(sc *stepCtx, objs []*unstructured.Unstructured, i
 	if len(refs) > 1 {
 		sc.res.StampedObjects = refs
 	}
-	return ru.finish(sc, o, step.Observe(o, primary, changed))
+	return op.finish(sc, o, step.Observe(o, primary, changed))
 }
 
 // observed is what the step's decisions start from.
-func (ru *run) observed(sc *stepCtx, primary *unstructured.Unstructured, in render.Inputs) step.Observed {
+func (op *ownerPass) observed(sc *stepCtx, primary *unstructured.Unstructured, in render.Inputs) step.Observed {
 	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Desired: primary,
 		Digest: primary.GetAnnotations()[AnnotationDigest], State: step.StateOf(sc.prev)}
 	if in.Deployment != nil {
@@ -503,17 +503,17 @@ func (ru *run) observed(sc *stepCtx, primary *unstructured.Unstructured, in rend
 
 // finish stamps the shadow the observation wants (its health decides who
 // serves the outputs), then records the step.
-func (ru *run) finish(sc *stepCtx, o step.Observed, ob step.Observation) stepResult {
+func (op *ownerPass) finish(sc *stepCtx, o step.Observed, ob step.Observation) stepResult {
 	if want := ob.ShadowWant; want != nil {
-		t, cond, err := ru.resolve(sc, want)
+		t, cond, err := op.resolve(sc, want)
 		if cond == nil {
 			var live *unstructured.Unstructured
-			if live, _, cond, err = ru.stampOne(sc, t, want); cond == nil {
+			if live, _, cond, err = op.stampOne(sc, t, want); cond == nil {
 				ob = ob.WithShadow(t.ref, live, o)
 			}
 		}
 		if cond != nil {
-			klog.V(1).InfoS("could not stamp shadow", "owner", ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), "step", sc.step.Name, "reason", cond.Reason, "message", cond.Message, "err", err)
+			klog.V(1).InfoS("could not stamp shadow", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "reason", cond.Reason, "message", cond.Message, "err", err)
 			ob = ob.ShadowFailed(cond.Message)
 		}
 	}
@@ -522,7 +522,7 @@ func (ru *run) finish(sc *stepCtx, o step.Observed, ob step.Observation) stepRes
 	if ob.Gated {
 		sc.res.InputDigest, sc.res.OutputValues = s.GoodDigest, s.Good
 	}
-	return ru.stepDone(sc, ob.Outputs(), ob.Submitted, ob.Healthy)
+	return op.stepDone(sc, ob.Outputs(), ob.Submitted, ob.Healthy)
 }
 
 func primaryIndex(spec *api.TemplateSpec, objs []*unstructured.Unstructured) int {
@@ -549,63 +549,63 @@ type target struct {
 // resolve maps a desired object to its resource, refuses cluster-scoped
 // kinds, and registers the watch and the ref (so that a step that holds or
 // fails never loses track of its object).
-func (ru *run) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target, *metav1.Condition, error) {
+func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target, *metav1.Condition, error) {
 	gvk := desired.GroupVersionKind()
 	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", gvk.Kind, desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	tg, err := ru.r.m.w.Resolve(gvk)
+	tg, err := op.r.m.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		ru.blocked = blockedDiscovery
+		op.blocked = blockedDiscovery
 		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err))
 		return target{}, &c, nil
 	case err != nil:
 		c := st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, err.Error())
 		return target{}, &c, err
 	case !tg.Namespaced:
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, ru.r.flavor.OwnerKind))
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, op.r.flavor.OwnerKind))
 		return target{}, &c, nil
 	}
 	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
-	ru.keys[t.key] = struct{}{}
-	ru.keep[refKeyOf(t.ref)] = true
+	op.keys[t.key] = struct{}{}
+	op.keep[refKeyOf(t.ref)] = true
 	return t, nil, nil
 }
 
 // stampOne applies one object unless the cached live object already has
 // it, and reports whether the object was written. On failure it returns the
 // step's condition (and a transient error to retry, if retrying can help).
-func (ru *run) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-	cached, _ := ru.current(t.key, desired.GetNamespace(), desired.GetName())
-	cl, err := ru.stampClient()
+func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
+	cached, _ := op.current(t.key, desired.GetNamespace(), desired.GetName())
+	cl, err := op.stampClient()
 	if err != nil {
 		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
 		return nil, false, &c, nil
 	}
-	live, wrote, err := ru.r.m.w.Apply(ru.ctx, cl, t.gvr, desired, cached)
+	live, wrote, err := op.r.m.w.Apply(op.ctx, cl, t.gvr, desired, cached)
 	if err != nil {
-		c, transient := ru.applyFailure(t.what, err)
+		c, transient := op.applyFailure(t.what, err)
 		return nil, false, &c, transient
 	}
 	if wrote {
-		ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
+		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
 	}
 	return live, wrote, nil, nil
 }
 
 // current is the live object (nil: missing), watched for this owner.
-func (ru *run) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
-	return ru.r.m.w.Live(ru.ctx, key, ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName()), namespace, name)
+func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
+	return op.r.m.w.Live(op.ctx, key, op.r.user(op.owner.GetNamespace(), op.owner.GetName()), namespace, name)
 }
 
 // applyFailure turns an API error into the step's condition. Errors that
 // retrying cannot fix end as a False condition and no retry; they come back
 // when RBAC, discovery, the template or the owner change.
-func (ru *run) applyFailure(what string, err error) (metav1.Condition, error) {
-	sa := ru.serviceAccount()
+func (op *ownerPass) applyFailure(what string, err error) (metav1.Condition, error) {
+	sa := op.serviceAccount()
 	switch stamp.Classify(err) {
 	case stamp.Forbidden:
-		ru.blocked = blockedRBAC
+		op.blocked = blockedRBAC
 		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
 	case stamp.Rejected:
 		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil
@@ -618,13 +618,13 @@ func (ru *run) applyFailure(what string, err error) (metav1.Condition, error) {
 
 // serviceAccount is the account whose permissions stamp objects:
 // the owner's, else the chain's, else "default" in the owner's namespace.
-func (ru *run) serviceAccount() api.ServiceAccountRef {
-	ns := ru.owner.GetNamespace()
-	if ru.spec.ServiceAccountName != "" {
-		return api.ServiceAccountRef{Namespace: ns, Name: ru.spec.ServiceAccountName}
+func (op *ownerPass) serviceAccount() api.ServiceAccountRef {
+	ns := op.owner.GetNamespace()
+	if op.spec.ServiceAccountName != "" {
+		return api.ServiceAccountRef{Namespace: ns, Name: op.spec.ServiceAccountName}
 	}
-	if ru.chain != nil && ru.chain.spec.ServiceAccountRef != nil && ru.chain.spec.ServiceAccountRef.Name != "" {
-		ref := *ru.chain.spec.ServiceAccountRef
+	if op.chain != nil && op.chain.spec.ServiceAccountRef != nil && op.chain.spec.ServiceAccountRef.Name != "" {
+		ref := *op.chain.spec.ServiceAccountRef
 		if ref.Namespace == "" {
 			ref.Namespace = ns
 		}
@@ -633,9 +633,9 @@ func (ru *run) serviceAccount() api.ServiceAccountRef {
 	return api.ServiceAccountRef{Namespace: ns, Name: "default"}
 }
 
-func (ru *run) stampClient() (dynamic.Interface, error) {
-	sa := ru.serviceAccount()
-	return ru.r.m.clients.For(sa.Namespace, sa.Name)
+func (op *ownerPass) stampClient() (dynamic.Interface, error) {
+	sa := op.serviceAccount()
+	return op.r.m.clients.For(sa.Namespace, sa.Name)
 }
 
 // templateSpec decodes a template once per resourceVersion and validates

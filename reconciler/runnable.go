@@ -184,40 +184,40 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 		r.m.unblockOne(key)
 		return Result{}, nil
 	}
-	rr := &runnableRun{ctx: ctx, r: r, obj: obj.DeepCopy(), key: key, user: user,
+	rp := &runnablePass{ctx: ctx, r: r, obj: obj.DeepCopy(), key: key, user: user,
 		now: metav1.NewTime(time.Now().Truncate(time.Second))}
 	if s, ok := obj.Object["status"].(map[string]any); ok {
-		_ = api.Decode(s, &rr.prev)
+		_ = api.Decode(s, &rp.prev)
 	}
-	runErr := rr.realize()
-	if !rr.keepStatus {
-		if err := r.writeStatus(ctx, rr); err != nil {
+	runErr := rp.realize()
+	if !rp.keepStatus {
+		if err := r.writeStatus(ctx, rp); err != nil {
 			return Result{}, err
 		}
 	}
-	r.m.tracker.Commit(user, rr.keys)
-	r.setSelector(key, rr.selKey)
-	if rr.blocked != 0 {
-		r.m.block(key, rr.blocked)
+	r.m.tracker.Commit(user, rp.keys)
+	r.setSelector(key, rp.selKey)
+	if rp.blocked != 0 {
+		r.m.block(key, rp.blocked)
 	} else {
 		r.m.unblockOne(key)
 	}
 	if runErr != nil {
 		return Result{}, runErr
 	}
-	return Result{RequeueAfter: rr.requeue}, nil
+	return Result{RequeueAfter: rp.requeue}, nil
 }
 
-func (r *runnableReconciler) writeStatus(ctx context.Context, rr *runnableRun) error {
-	_, err := r.m.w.WriteStatus(ctx, RunnableGVR, rr.obj, rr.status)
+func (r *runnableReconciler) writeStatus(ctx context.Context, rp *runnablePass) error {
+	_, err := r.m.w.WriteStatus(ctx, RunnableGVR, rp.obj, rp.status)
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile; its delete event cleans up
 	}
 	return err
 }
 
-// runnableRun is the state of one reconcile of one Runnable.
-type runnableRun struct {
+// runnablePass is the state of one reconcile of one Runnable.
+type runnablePass struct {
 	ctx    context.Context
 	r      *runnableReconciler
 	obj    *unstructured.Unstructured
@@ -237,9 +237,9 @@ type runnableRun struct {
 
 // setStatus fills the status from the RunTemplateReady condition and the
 // StampedObjectCondition (nil: the previous one, or NoStampedObject).
-func (rr *runnableRun) setStatus(rtReady metav1.Condition, stamped *metav1.Condition) {
+func (rp *runnablePass) setStatus(rtReady metav1.Condition, stamped *metav1.Condition) {
 	if stamped == nil {
-		if p := st.Find(rr.prev.Conditions, CondStampedObject); p != nil {
+		if p := st.Find(rp.prev.Conditions, CondStampedObject); p != nil {
 			c := st.Cond(CondStampedObject, p.Status, p.Reason, p.Message)
 			stamped = &c
 		} else {
@@ -248,42 +248,42 @@ func (rr *runnableRun) setStatus(rtReady metav1.Condition, stamped *metav1.Condi
 		}
 	}
 	ready := st.Summarize(st.Ready, "Ready", rtReady, *stamped)
-	rr.status.ObservedGeneration = rr.obj.GetGeneration()
-	rr.status.Conditions = st.Merge([]metav1.Condition{rtReady, *stamped, ready}, rr.prev.Conditions, rr.obj.GetGeneration(), rr.now)
+	rp.status.ObservedGeneration = rp.obj.GetGeneration()
+	rp.status.Conditions = st.Merge([]metav1.Condition{rtReady, *stamped, ready}, rp.prev.Conditions, rp.obj.GetGeneration(), rp.now)
 }
 
 // fail records why the Runnable cannot stamp: outputs and run references
 // stay as they were, so consumers keep the last good values.
-func (rr *runnableRun) fail(reason, format string, args ...any) {
-	rr.status.Outputs = rr.prev.Outputs
-	rr.status.LatestRunRef = rr.prev.LatestRunRef
-	rr.status.LatestSuccessfulRunRef = rr.prev.LatestSuccessfulRunRef
-	rr.setStatus(st.Cond(CondRunTemplateReady, st.False, reason, fmt.Sprintf(format, args...)), nil)
+func (rp *runnablePass) fail(reason, format string, args ...any) {
+	rp.status.Outputs = rp.prev.Outputs
+	rp.status.LatestRunRef = rp.prev.LatestRunRef
+	rp.status.LatestSuccessfulRunRef = rp.prev.LatestSuccessfulRunRef
+	rp.setStatus(st.Cond(CondRunTemplateReady, st.False, reason, fmt.Sprintf(format, args...)), nil)
 }
 
-func (rr *runnableRun) what() string {
-	return fmt.Sprintf("Runnable [%s/%s]", rr.obj.GetNamespace(), rr.obj.GetName())
+func (rp *runnablePass) what() string {
+	return fmt.Sprintf("Runnable [%s/%s]", rp.obj.GetNamespace(), rp.obj.GetName())
 }
 
 // realize stamps a run if the inputs changed, then reads the runs. The
 // error is transient (retry with backoff); everything else ends as a
 // condition and waits for an event.
-func (rr *runnableRun) realize() error {
-	ns := rr.obj.GetNamespace()
-	if s, ok := rr.obj.Object["spec"]; ok {
-		if err := api.Decode(s, &rr.spec); err != nil {
-			rr.fail(ReasonRunnableInvalidSpec, "cannot read the spec of %s: %v", rr.what(), err)
+func (rp *runnablePass) realize() error {
+	ns := rp.obj.GetNamespace()
+	if s, ok := rp.obj.Object["spec"]; ok {
+		if err := api.Decode(s, &rp.spec); err != nil {
+			rp.fail(ReasonRunnableInvalidSpec, "cannot read the spec of %s: %v", rp.what(), err)
 			return nil
 		}
 	}
-	tmplName := rr.spec.RunTemplateRef.Name
-	if k := rr.spec.RunTemplateRef.Kind; k != "" && k != api.KindClusterRunTemplate {
-		rr.fail(ReasonRunnableInvalidSpec, "%s: spec.runTemplateRef.kind must be %s, not [%s]", rr.what(), api.KindClusterRunTemplate, k)
+	tmplName := rp.spec.RunTemplateRef.Name
+	if k := rp.spec.RunTemplateRef.Kind; k != "" && k != api.KindClusterRunTemplate {
+		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.runTemplateRef.kind must be %s, not [%s]", rp.what(), api.KindClusterRunTemplate, k)
 		return nil
 	}
-	tobj, _ := rr.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", tmplName)
+	tobj, _ := rp.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", tmplName)
 	if tobj == nil {
-		rr.fail(ReasonRunTemplateNotFound, "ClusterRunTemplate [%s] named by %s not found", tmplName, rr.what())
+		rp.fail(ReasonRunTemplateNotFound, "ClusterRunTemplate [%s] named by %s not found", tmplName, rp.what())
 		return nil
 	}
 	var rt api.RunTemplateSpec
@@ -291,76 +291,76 @@ func (rr *runnableRun) realize() error {
 		if err == nil {
 			err = fmt.Errorf("spec.template is empty")
 		}
-		rr.fail(step.ReasonStampFailure, "ClusterRunTemplate [%s] is invalid: %v", tmplName, err)
+		rp.fail(step.ReasonStampFailure, "ClusterRunTemplate [%s] is invalid: %v", tmplName, err)
 		return nil
 	}
 
-	tc := render.NewContext(api.KindRunnable, runnableForContext(rr.obj), nil, render.Inputs{}, nil)
-	if rr.spec.Selector != nil {
-		sel := rr.selected()
+	tc := render.NewContext(api.KindRunnable, runnableForContext(rp.obj), nil, render.Inputs{}, nil)
+	if rp.spec.Selector != nil {
+		sel := rp.selected()
 		if sel == nil {
 			return nil
 		}
 		tc["selected"] = sel.Object
 	}
-	objs, err := render.Simple().Render(rr.ctx, &api.TemplateSpec{Template: rt.Template}, tc)
+	objs, err := render.Simple().Render(rp.ctx, &api.TemplateSpec{Template: rt.Template}, tc)
 	if err == nil && len(objs) != 1 {
 		err = fmt.Errorf("the template rendered %d objects, want 1", len(objs))
 	}
 	if err != nil {
-		rr.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rr.what(), tmplName, err)
+		rp.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rp.what(), tmplName, err)
 		return nil
 	}
 	desired := objs[0]
 	if desired.GetName() == "" && desired.GetGenerateName() == "" {
-		rr.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: the object has neither metadata.name nor metadata.generateName (use generateName: every input set creates a new object)", rr.what(), tmplName)
+		rp.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: the object has neither metadata.name nor metadata.generateName (use generateName: every input set creates a new object)", rp.what(), tmplName)
 		return nil
 	}
 	if got := desired.GetNamespace(); got != "" && got != ns {
-		rr.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: it names namespace [%s]; runs are created only in the Runnable's namespace", rr.what(), tmplName, got)
+		rp.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: it names namespace [%s]; runs are created only in the Runnable's namespace", rp.what(), tmplName, got)
 		return nil
 	}
 	digest := apply.Digest(desired.Object)
 
 	gvk := desired.GroupVersionKind()
-	tg, err := rr.r.m.w.Resolve(gvk)
+	tg, err := rp.r.m.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		rr.blocked = blockedDiscovery
-		rr.fail(ReasonStampedObjectRejected, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rr.what(), tmplName, err)
+		rp.blocked = blockedDiscovery
+		rp.fail(ReasonStampedObjectRejected, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rp.what(), tmplName, err)
 		return nil
 	case err != nil:
-		rr.fail(step.ReasonUnknownError, "%v", err)
+		rp.fail(step.ReasonUnknownError, "%v", err)
 		return err
 	case !tg.Namespaced:
-		rr.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: kind [%s] is cluster-scoped; runs are created in the Runnable's namespace", rr.what(), tmplName, gvk.Kind)
+		rp.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: kind [%s] is cluster-scoped; runs are created in the Runnable's namespace", rp.what(), tmplName, gvk.Kind)
 		return nil
 	}
 	key := tg.Watch()
-	rr.keys = append(rr.keys, key)
-	if !rr.r.m.tracker.Ensure(key, rr.user) {
-		rr.keepStatus, rr.requeue = true, 200*time.Millisecond
+	rp.keys = append(rp.keys, key)
+	if !rp.r.m.tracker.Ensure(key, rp.user) {
+		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	list, err := rr.listRuns(key)
+	list, err := rp.listRuns(key)
 	if err != nil {
 		return err
 	}
 
 	if runs.NeedsCreate(list, digest) {
-		if rr.r.recent.Pending(rr.user, digest, list) {
+		if rp.r.recent.Pending(rp.user, digest, list) {
 			// Created a moment ago; the cache has not shown it yet.
-			rr.keepStatus, rr.requeue = true, 300*time.Millisecond
+			rp.keepStatus, rp.requeue = true, 300*time.Millisecond
 			return nil
 		}
-		created, err := rr.create(desired, tg.GVR, digest, tmplName)
+		created, err := rp.create(desired, tg.GVR, digest, tmplName)
 		if created == nil {
 			return err
 		}
 		list = append([]runs.Run{runs.FromObject(created, runs.TektonOutcome(created))}, list...)
 	}
-	rr.observe(list, rt, tmplName)
-	return rr.prune(list, tg.GVR)
+	rp.observe(list, rt, tmplName)
+	return rp.prune(list, tg.GVR)
 }
 
 // runnableForContext is the Runnable as templates see it: without status
@@ -387,42 +387,42 @@ func runnableForContext(obj *unstructured.Unstructured) map[string]any {
 
 // selected returns the one object the Runnable's selector matches, or nil
 // (the status says why, or a cache is still syncing).
-func (rr *runnableRun) selected() *unstructured.Unstructured {
-	s := rr.spec.Selector
-	ns := rr.obj.GetNamespace()
+func (rp *runnablePass) selected() *unstructured.Unstructured {
+	s := rp.spec.Selector
+	ns := rp.obj.GetNamespace()
 	gv, err := schema.ParseGroupVersion(s.Resource.APIVersion)
 	if err != nil || s.Resource.Kind == "" {
-		rr.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.resource [%s %s] is not a valid apiVersion and kind", rr.what(), s.Resource.APIVersion, s.Resource.Kind)
+		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.resource [%s %s] is not a valid apiVersion and kind", rp.what(), s.Resource.APIVersion, s.Resource.Kind)
 		return nil
 	}
 	gvk := gv.WithKind(s.Resource.Kind)
-	tg, err := rr.r.m.w.Resolve(gvk)
+	tg, err := rp.r.m.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		rr.blocked = blockedDiscovery
-		rr.fail(ReasonSelectorMatchError, "%s: spec.selector names kind [%s] in [%s], which the API server does not serve", rr.what(), gvk.Kind, gv)
+		rp.blocked = blockedDiscovery
+		rp.fail(ReasonSelectorMatchError, "%s: spec.selector names kind [%s] in [%s], which the API server does not serve", rp.what(), gvk.Kind, gv)
 		return nil
 	case err != nil:
-		rr.fail(step.ReasonUnknownError, "%v", err)
+		rp.fail(step.ReasonUnknownError, "%v", err)
 		return nil
 	}
 	ls, err := labels.ValidatedSelectorFromSet(s.MatchingLabels)
 	if err != nil {
-		rr.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.matchingLabels: %v", rr.what(), err)
+		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.matchingLabels: %v", rp.what(), err)
 		return nil
 	}
 	key := tracking.Key{GVR: tg.GVR, Selector: ls.String()}
-	rr.keys = append(rr.keys, key)
-	rr.selKey = &key
-	if !rr.r.m.tracker.Ensure(key, rr.user) {
-		rr.keepStatus, rr.requeue = true, 200*time.Millisecond
+	rp.keys = append(rp.keys, key)
+	rp.selKey = &key
+	if !rp.r.m.tracker.Ensure(key, rp.user) {
+		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
 	listNS := ns
 	if !tg.Namespaced {
 		listNS = ""
 	}
-	objs, _ := rr.r.m.tracker.List(key, listNS)
+	objs, _ := rp.r.m.tracker.List(key, listNS)
 	var live []*unstructured.Unstructured
 	for _, o := range objs {
 		if o.GetDeletionTimestamp() == nil {
@@ -434,13 +434,13 @@ func (rr *runnableRun) selected() *unstructured.Unstructured {
 	case 1:
 		return live[0]
 	case 0:
-		rr.fail(ReasonSelectorMatchError, "%s: no %s in namespace [%s] matches spec.selector labels [%s]; exactly one must", rr.what(), gvk.Kind, ns, ls)
+		rp.fail(ReasonSelectorMatchError, "%s: no %s in namespace [%s] matches spec.selector labels [%s]; exactly one must", rp.what(), gvk.Kind, ns, ls)
 	default:
 		var names []string
 		for _, o := range live {
 			names = append(names, o.GetName())
 		}
-		rr.fail(ReasonSelectorMatchError, "%s: %d objects of kind %s in namespace [%s] match spec.selector labels [%s]: [%s]; exactly one must", rr.what(), len(live), gvk.Kind, ns, ls, strings.Join(names, ", "))
+		rp.fail(ReasonSelectorMatchError, "%s: %d objects of kind %s in namespace [%s] match spec.selector labels [%s]: [%s]; exactly one must", rp.what(), len(live), gvk.Kind, ns, ls, strings.Join(names, ", "))
 	}
 	return nil
 }
@@ -448,26 +448,26 @@ func (rr *runnableRun) selected() *unstructured.Unstructured {
 // listRuns returns this Runnable's runs, newest first: those labelled with
 // its name whose controller is this very Runnable (by UID), so that a
 // Runnable deleted and created again does not adopt old runs.
-func (rr *runnableRun) listRuns(key tracking.Key) ([]runs.Run, error) {
-	list, err := rr.r.m.w.ListRuns(rr.ctx, stamp.RunQuery{Watch: key, User: rr.user, Namespace: rr.obj.GetNamespace(), Controller: rr.obj.GetUID(),
-		Labels: labels.Set{LabelRunnableName: rr.obj.GetName()}})
+func (rp *runnablePass) listRuns(key tracking.Key) ([]runs.Run, error) {
+	list, err := rp.r.m.w.ListRuns(rp.ctx, stamp.RunQuery{Watch: key, User: rp.user, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(),
+		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}})
 	for i := range list {
 		list[i].Outcome = runs.TektonOutcome(list[i].Obj)
 	}
 	return list, err
 }
 
-func (rr *runnableRun) serviceAccount() string {
-	if rr.spec.ServiceAccountName != "" {
-		return rr.spec.ServiceAccountName
+func (rp *runnablePass) serviceAccount() string {
+	if rp.spec.ServiceAccountName != "" {
+		return rp.spec.ServiceAccountName
 	}
 	return "default"
 }
 
 // create creates a run as the Runnable's service account. On failure it
 // records the condition and returns nil (and an error when retrying helps).
-func (rr *runnableRun) create(desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, tmplName string) (*unstructured.Unstructured, error) {
-	ns := rr.obj.GetNamespace()
+func (rp *runnablePass) create(desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, tmplName string) (*unstructured.Unstructured, error) {
+	ns := rp.obj.GetNamespace()
 	run := desired.DeepCopy()
 	run.SetNamespace(ns)
 	l := run.GetLabels()
@@ -475,73 +475,73 @@ func (rr *runnableRun) create(desired *unstructured.Unstructured, gvr schema.Gro
 		l = map[string]string{}
 	}
 	l[StampedLabel] = "true"
-	l[LabelRunnableName] = rr.obj.GetName()
+	l[LabelRunnableName] = rp.obj.GetName()
 	l[LabelRunTemplateName] = tmplName
 	run.SetLabels(l)
 	run.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: api.Group + "/" + api.Version, Kind: api.KindRunnable,
-		Name: rr.obj.GetName(), UID: rr.obj.GetUID(), Controller: ptr.To(true),
+		Name: rp.obj.GetName(), UID: rp.obj.GetUID(), Controller: ptr.To(true),
 	}})
-	sa := rr.serviceAccount()
-	what := fmt.Sprintf("%s for %s from ClusterRunTemplate [%s]", run.GetKind(), rr.what(), tmplName)
-	cl, err := rr.r.m.clients.For(ns, sa)
+	sa := rp.serviceAccount()
+	what := fmt.Sprintf("%s for %s from ClusterRunTemplate [%s]", run.GetKind(), rp.what(), tmplName)
+	cl, err := rp.r.m.clients.For(ns, sa)
 	if err != nil {
-		rr.fail(step.ReasonServiceAccountError, "unable to create %s: service account [%s/%s]: %v", what, ns, sa, err)
+		rp.fail(step.ReasonServiceAccountError, "unable to create %s: service account [%s/%s]: %v", what, ns, sa, err)
 		return nil, nil
 	}
-	created, err := rr.r.m.w.Create(rr.ctx, cl, gvr, run, digest)
+	created, err := rp.r.m.w.Create(rp.ctx, cl, gvr, run, digest)
 	if err != nil {
 		switch stamp.Classify(err) {
 		case stamp.Forbidden:
-			rr.blocked = blockedRBAC
-			rr.fail(ReasonStampedObjectRejected, "unable to create %s: service account [%s/%s] is not allowed: %v", what, ns, sa, err)
+			rp.blocked = blockedRBAC
+			rp.fail(ReasonStampedObjectRejected, "unable to create %s: service account [%s/%s] is not allowed: %v", what, ns, sa, err)
 			return nil, nil
 		case stamp.AlreadyExists:
-			rr.fail(ReasonStampedObjectRejected, "unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, run.GetName())
+			rp.fail(ReasonStampedObjectRejected, "unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, run.GetName())
 			return nil, nil
 		case stamp.Rejected:
-			rr.fail(ReasonStampedObjectRejected, "unable to create %s: %v", what, err)
+			rp.fail(ReasonStampedObjectRejected, "unable to create %s: %v", what, err)
 			return nil, nil
 		case stamp.Unauthorized:
-			rr.fail(step.ReasonServiceAccountError, "unable to create %s as service account [%s/%s]: %v", what, ns, sa, err)
+			rp.fail(step.ReasonServiceAccountError, "unable to create %s as service account [%s/%s]: %v", what, ns, sa, err)
 			return nil, err
 		default:
-			rr.fail(step.ReasonUnknownError, "unable to create %s: %v", what, err)
+			rp.fail(step.ReasonUnknownError, "unable to create %s: %v", what, err)
 			return nil, err
 		}
 	}
-	rr.r.recent.Remember(rr.user, digest, string(created.GetUID()))
-	rr.r.m.w.Events.Event(rr.obj, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
-	klog.V(2).InfoS("created run", "runnable", rr.user, "run", created.GetName(), "digest", digest)
+	rp.r.recent.Remember(rp.user, digest, string(created.GetUID()))
+	rp.r.m.w.Events.Event(rp.obj, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
+	klog.V(2).InfoS("created run", "runnable", rp.user, "run", created.GetName(), "digest", digest)
 	return created, nil
 }
 
 // observe fills the status from the runs (newest first): the newest run's
 // Succeeded condition and the outputs of the newest succeeded run.
-func (rr *runnableRun) observe(list []runs.Run, rt api.RunTemplateSpec, tmplName string) {
+func (rp *runnablePass) observe(list []runs.Run, rt api.RunTemplateSpec, tmplName string) {
 	rtReady := st.Cond(CondRunTemplateReady, st.True, ReasonRunTemplateFound, "")
-	rr.status.Outputs = rr.prev.Outputs
-	rr.status.LatestRunRef = rr.prev.LatestRunRef
-	rr.status.LatestSuccessfulRunRef = rr.prev.LatestSuccessfulRunRef
+	rp.status.Outputs = rp.prev.Outputs
+	rp.status.LatestRunRef = rp.prev.LatestRunRef
+	rp.status.LatestSuccessfulRunRef = rp.prev.LatestSuccessfulRunRef
 	var stamped *metav1.Condition
 	if len(list) > 0 {
 		newest := list[0].Obj
-		rr.status.LatestRunRef = refOfRun(newest)
+		rp.status.LatestRunRef = refOfRun(newest)
 		c := mirrorSucceeded(newest)
 		stamped = &c
 	}
 	if i := runs.NewestSucceeded(list); i >= 0 {
 		ok := list[i].Obj
-		rr.status.LatestSuccessfulRunRef = refOfRun(ok)
+		rp.status.LatestSuccessfulRunRef = refOfRun(ok)
 		out, err := runOutputs(rt.Outputs, ok)
 		if err != nil {
 			rtReady = st.Cond(CondRunTemplateReady, st.False, ReasonOutputPathNotSatisfied,
 				fmt.Sprintf("unable to read outputs of ClusterRunTemplate [%s] from succeeded %s [%s/%s]: %v", tmplName, ok.GetKind(), ok.GetNamespace(), ok.GetName(), err))
 		} else {
-			rr.status.Outputs = out
+			rp.status.Outputs = out
 		}
 	}
-	rr.setStatus(rtReady, stamped)
+	rp.setStatus(rtReady, stamped)
 }
 
 // mirrorSucceeded is the StampedObjectCondition: the run's Succeeded
@@ -593,18 +593,18 @@ func runOutputs(outs map[string]string, run *unstructured.Unstructured) (map[str
 }
 
 // prune deletes the finished runs retention does not keep.
-func (rr *runnableRun) prune(list []runs.Run, gvr schema.GroupVersionResource) error {
-	if len(runs.Prune(list, runs.PolicyOf(rr.spec.RetentionPolicy))) == 0 {
+func (rp *runnablePass) prune(list []runs.Run, gvr schema.GroupVersionResource) error {
+	if len(runs.Prune(list, runs.PolicyOf(rp.spec.RetentionPolicy))) == 0 {
 		return nil
 	}
-	ns, sa := rr.obj.GetNamespace(), rr.serviceAccount()
-	cl, err := rr.r.m.clients.For(ns, sa)
+	ns, sa := rp.obj.GetNamespace(), rp.serviceAccount()
+	cl, err := rp.r.m.clients.For(ns, sa)
 	if err != nil {
 		return err
 	}
-	_, forbidden, err := rr.r.m.w.Prune(rr.ctx, cl, gvr, list, runs.PolicyOf(rr.spec.RetentionPolicy), rr.obj, ns+"/"+sa, "(retention policy)")
+	_, forbidden, err := rp.r.m.w.Prune(rp.ctx, cl, gvr, list, runs.PolicyOf(rp.spec.RetentionPolicy), rp.obj, ns+"/"+sa, "(retention policy)")
 	if forbidden {
-		rr.blocked = blockedRBAC // retrying cannot help until RBAC changes
+		rp.blocked = blockedRBAC // retrying cannot help until RBAC changes
 	}
 	return err
 }

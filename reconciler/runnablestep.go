@@ -146,9 +146,9 @@ func translateLeaf(s string, seen map[string]bool) string {
 }
 
 // stampRunnable realizes a step whose template sets runnable: true.
-func (ru *run) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
+func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
 	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) stepResult {
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
 	}
 	if sc.spec.Template == nil {
 		return fail(st.False, step.ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true, which needs spec.template (the $(…)$ engine)", sc.step.Name, sc.kind, sc.tmplName)
@@ -156,7 +156,7 @@ func (ru *run) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in 
 	if len(objs) != 1 {
 		return fail(st.False, step.ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true and must stamp exactly one object, not %d", sc.step.Name, sc.kind, sc.tmplName, len(objs))
 	}
-	ns, owner := ru.owner.GetNamespace(), ru.owner.GetName()
+	ns, owner := op.owner.GetNamespace(), op.owner.GetName()
 	translated, exprs := translateTemplate(sc.spec.Template)
 
 	// The inputs are the tags' values now, rendered in the step's context.
@@ -164,20 +164,20 @@ func (ru *run) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in 
 	for _, e := range exprs {
 		inputsTmpl[e] = "$(" + e + ")$"
 	}
-	params := render.MergeParams(sc.spec.Params, ru.chain.spec.Params, sc.step.Params, ru.spec.Params)
-	tc := render.NewContext(ru.r.flavor.OwnerKind, ru.owner.Object, params, in, ru.stepLabels(sc))
-	rendered, err := render.Simple().Render(ru.ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
+	params := render.MergeParams(sc.spec.Params, op.chain.spec.Params, sc.step.Params, op.spec.Params)
+	tc := render.NewContext(op.r.flavor.OwnerKind, op.owner.Object, params, in, op.stepLabels(sc))
+	rendered, err := render.Simple().Render(op.ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
 	if err != nil {
 		return fail(st.False, step.ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
 	}
 	inputs, _ := rendered[0].Object["inputs"].(map[string]any)
 
-	sa := ru.serviceAccount()
+	sa := op.serviceAccount()
 	if sa.Namespace != ns {
-		return fail(st.False, step.ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, ru.r.flavor.OwnerKind)
+		return fail(st.False, step.ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, op.r.flavor.OwnerKind)
 	}
-	labels := ru.stepLabels(sc)
-	crtName := generatedRunTemplateName(ru.r.flavor.OwnerKind, ns, owner, sc.step.Name)
+	labels := op.stepLabels(sc)
+	crtName := generatedRunTemplateName(op.r.flavor.OwnerKind, ns, owner, sc.step.Name)
 	crt := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindClusterRunTemplate,
 		"metadata": map[string]any{"name": crtName},
@@ -191,9 +191,9 @@ func (ru *run) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in 
 		_ = unstructured.SetNestedField(crt.Object, m, "spec", "outputs")
 	}
 	crt.SetLabels(labels)
-	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", ru.r.flavor.OwnerKind, ns, owner, sc.step.Name)})
-	ru.markReached(sc.step.Name)
-	if r, ok := ru.applyGenerated(sc, RunTemplateGVR, tracking.Key{GVR: RunTemplateGVR}, crt, false); !ok {
+	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", op.r.flavor.OwnerKind, ns, owner, sc.step.Name)})
+	op.markReached(sc.step.Name)
+	if r, ok := op.applyGenerated(sc, RunTemplateGVR, tracking.Key{GVR: RunTemplateGVR}, crt, false); !ok {
 		return r.stepResult
 	}
 
@@ -216,19 +216,19 @@ func (ru *run) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in 
 	}}
 	rn.SetLabels(labels)
 	rn.SetOwnerReferences([]metav1.OwnerReference{{
-		APIVersion: api.Group + "/" + api.Version, Kind: ru.r.flavor.OwnerKind,
-		Name: owner, UID: ru.owner.GetUID(), Controller: ptr.To(true),
+		APIVersion: api.Group + "/" + api.Version, Kind: op.r.flavor.OwnerKind,
+		Name: owner, UID: op.owner.GetUID(), Controller: ptr.To(true),
 	}})
 	key := tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}
 	ref := st.StampedRef{APIVersion: rn.GetAPIVersion(), Kind: api.KindRunnable, Namespace: ns, Name: name, Resource: resourceString(RunnableGVR)}
-	ru.keys[key] = struct{}{}
-	ru.keep[refKeyOf(ref)] = true
-	r, ok := ru.applyGenerated(sc, RunnableGVR, key, rn, true)
+	op.keys[key] = struct{}{}
+	op.keep[refKeyOf(ref)] = true
+	r, ok := op.applyGenerated(sc, RunnableGVR, key, rn, true)
 	if !ok {
 		return r.stepResult
 	}
 	sc.res.StampedRef, sc.res.StampedObjects = &ref, nil
-	return ru.observeRunnable(sc, r.live)
+	return op.observeRunnable(sc, r.live)
 }
 
 type appliedGenerated struct {
@@ -239,37 +239,37 @@ type appliedGenerated struct {
 // applyGenerated applies a generated object unless the cached one already
 // has it: the Runnable as the stamping service account, the
 // ClusterRunTemplate as Kontinue (see the package comment above).
-func (ru *run) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured, asServiceAccount bool) (appliedGenerated, bool) {
+func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured, asServiceAccount bool) (appliedGenerated, bool) {
 	what := fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
 	user := "" // the ClusterRunTemplate watch is permanent
 	if key.Selector != "" {
-		user = ru.r.user(ru.owner.GetNamespace(), ru.owner.GetName())
+		user = op.r.user(op.owner.GetNamespace(), op.owner.GetName())
 	}
-	cached, err := ru.r.m.w.Live(ru.ctx, key, user, desired.GetNamespace(), desired.GetName())
+	cached, err := op.r.m.w.Live(op.ctx, key, user, desired.GetNamespace(), desired.GetName())
 	if err == nil && cached != nil && desired.GetNamespace() == "" {
 		// Never take over a ClusterRunTemplate someone else wrote.
 		l := cached.GetLabels()
-		if l[ru.r.flavor.LabelOwnerName] != ru.owner.GetName() || l[ru.r.flavor.LabelOwnerNS] != ru.owner.GetNamespace() {
+		if l[op.r.flavor.LabelOwnerName] != op.owner.GetName() || l[op.r.flavor.LabelOwnerNS] != op.owner.GetNamespace() {
 			c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: a ClusterRunTemplate of that name exists and was not generated for this step", what))
-			return appliedGenerated{stepResult: ru.stepDone(sc, nil, c, nil)}, false
+			return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
 		}
 	}
-	cl := ru.r.m.dyn
+	cl := op.r.m.dyn
 	if asServiceAccount {
-		if cl, err = ru.stampClient(); err != nil {
+		if cl, err = op.stampClient(); err != nil {
 			c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
-			return appliedGenerated{stepResult: ru.stepDone(sc, nil, c, nil)}, false
+			return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
 		}
 	}
-	live, wrote, err := ru.r.m.w.Apply(ru.ctx, cl, gvr, desired, cached)
+	live, wrote, err := op.r.m.w.Apply(op.ctx, cl, gvr, desired, cached)
 	if err != nil {
-		c, transient := ru.applyFailure(what, err)
-		r := ru.stepDone(sc, nil, c, nil)
+		c, transient := op.applyFailure(what, err)
+		r := op.stepDone(sc, nil, c, nil)
 		r.err = transient
 		return appliedGenerated{stepResult: r}, false
 	}
 	if wrote {
-		ru.r.m.w.Events.Event(ru.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
+		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
 	}
 	return appliedGenerated{live: live}, true
 }
@@ -277,7 +277,7 @@ func (ru *run) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key 
 // observeRunnable reads the step's outputs from the Runnable's
 // status.outputs (the newest successful run's) and its health from the
 // Runnable's Ready condition.
-func (ru *run) observeRunnable(sc *stepCtx, rn *unstructured.Unstructured) stepResult {
+func (op *ownerPass) observeRunnable(sc *stepCtx, rn *unstructured.Unstructured) stepResult {
 	what := fmt.Sprintf("Runnable [%s/%s]", rn.GetNamespace(), rn.GetName())
 	var healthy metav1.Condition
 	gen, _, _ := unstructured.NestedInt64(rn.Object, "status", "observedGeneration")
@@ -307,7 +307,7 @@ func (ru *run) observeRunnable(sc *stepCtx, rn *unstructured.Unstructured) stepR
 	submitted := st.Cond(st.ResourceSubmitted, st.True, step.ReasonSubmitted, "")
 	want := runnableOutputs(sc.kind, sc.spec)
 	if want == nil {
-		return ru.stepDone(sc, outputs{}, submitted, &healthy)
+		return op.stepDone(sc, outputs{}, submitted, &healthy)
 	}
 	got, _, _ := unstructured.NestedMap(rn.Object, "status", "outputs")
 	out := outputs{}
@@ -322,10 +322,10 @@ func (ru *run) observeRunnable(sc *stepCtx, rn *unstructured.Unstructured) stepR
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
-		return ru.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath,
+		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath,
 			fmt.Sprintf("waiting for %s to report status.outputs [%s] for step [%s]: none of its runs has succeeded yet", what, strings.Join(missing, ", "), sc.step.Name)), &healthy)
 	}
-	return ru.stepDone(sc, out, submitted, &healthy)
+	return op.stepDone(sc, out, submitted, &healthy)
 }
 
 // condition returns the status condition typ of an object, or nil.
@@ -343,25 +343,25 @@ func condition(u *unstructured.Unstructured, typ string) map[string]any {
 // owner whose step no longer generates one (removed, renamed, runnable
 // false), unless the step failed before reaching its Runnable and still
 // points at it. Called only when the steps were realized.
-func (ru *run) removeStaleRunTemplates() error {
+func (op *ownerPass) removeStaleRunTemplates() error {
 	current := map[string]*st.StampedRef{}
-	for i := range ru.status.Resources {
-		current[ru.status.Resources[i].Name] = ru.status.Resources[i].StampedRef
+	for i := range op.status.Resources {
+		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
 	}
 	var firstErr error
-	for _, name := range ru.r.m.runnables.generatedFor(ru.r.key(ru.owner.GetNamespace(), ru.owner.GetName())) {
-		crt, _ := ru.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
+	for _, name := range op.r.m.runnables.generatedFor(op.r.key(op.owner.GetNamespace(), op.owner.GetName())) {
+		crt, _ := op.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
 		if crt == nil {
 			continue
 		}
 		step := crt.GetLabels()[LabelResourceName]
-		if ru.immutableSteps[step] && name == generatedRunTemplateName(ru.r.flavor.OwnerKind, ru.owner.GetNamespace(), ru.owner.GetName(), step) {
+		if op.immutableSteps[step] && name == generatedRunTemplateName(op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step) {
 			continue // generated this time
 		}
-		if ref := current[step]; ref != nil && ref.Kind == api.KindRunnable && !ru.immutableSteps[step] {
+		if ref := current[step]; ref != nil && ref.Kind == api.KindRunnable && !op.immutableSteps[step] {
 			continue // failed early this time: keep it
 		}
-		if err := ru.r.m.runnables.deleteRunTemplate(ru.ctx, crt, fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", step, ru.r.flavor.OwnerKind, ru.owner.GetNamespace(), ru.owner.GetName())); err != nil && firstErr == nil {
+		if err := op.r.m.runnables.deleteRunTemplate(op.ctx, crt, fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", step, op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName())); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
