@@ -522,6 +522,11 @@ func (op *ownerPass) finish(sc *stepCtx, o step.Observed, ob step.Observation) s
 	if ob.Gated {
 		sc.res.InputDigest, sc.res.OutputValues = s.GoodDigest, s.Good
 	}
+	return op.stepDoneWith(sc, ob)
+}
+
+// stepDoneWith finishes a step as its Observation says.
+func (op *ownerPass) stepDoneWith(sc *stepCtx, ob step.Observation) stepResult {
 	return op.stepDone(sc, ob.Outputs(), ob.Submitted, ob.Healthy)
 }
 

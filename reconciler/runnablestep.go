@@ -49,20 +49,6 @@ import (
 // and step it serves (for people; decisions use the labels).
 const AnnotationGeneratedFor = "kontinue.dev/generated-for"
 
-// runnableOutputs maps a template kind's outputs to the paths the template
-// declares: the generated ClusterRunTemplate reports them under these names.
-func runnableOutputs(kind string, spec *api.TemplateSpec) map[string]string {
-	switch kind {
-	case api.KindClusterSourceTemplate:
-		return map[string]string{"url": spec.URLPath, "revision": spec.RevisionPath}
-	case api.KindClusterImageTemplate:
-		return map[string]string{"image": spec.ImagePath}
-	case api.KindClusterConfigTemplate:
-		return map[string]string{"config": spec.ConfigPath}
-	}
-	return nil
-}
-
 // generatedRunTemplateName is unique per owner kind, namespace, owner and
 // step: readable parts, then a hash of all of them (so that "a-b"/"c" and
 // "a"/"b-c" cannot collide), within the 253 characters of a name.
@@ -183,7 +169,7 @@ func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructure
 		"metadata": map[string]any{"name": crtName},
 		"spec":     map[string]any{"template": translated},
 	}}
-	if outs := runnableOutputs(sc.kind, sc.spec); outs != nil {
+	if outs := step.RunnableOutputs(sc.kind, sc.spec); outs != nil {
 		m := map[string]any{}
 		for k, v := range outs {
 			m[k] = v
@@ -228,7 +214,7 @@ func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructure
 		return r.stepResult
 	}
 	sc.res.StampedRef, sc.res.StampedObjects = &ref, nil
-	return op.observeRunnable(sc, r.live)
+	return op.stepDoneWith(sc, step.ObserveRunnable(op.observed(sc, objs[0], in), r.live))
 }
 
 type appliedGenerated struct {
@@ -272,71 +258,6 @@ func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource
 		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
 	}
 	return appliedGenerated{live: live}, true
-}
-
-// observeRunnable reads the step's outputs from the Runnable's
-// status.outputs (the newest successful run's) and its health from the
-// Runnable's Ready condition.
-func (op *ownerPass) observeRunnable(sc *stepCtx, rn *unstructured.Unstructured) stepResult {
-	what := fmt.Sprintf("Runnable [%s/%s]", rn.GetNamespace(), rn.GetName())
-	var healthy metav1.Condition
-	gen, _, _ := unstructured.NestedInt64(rn.Object, "status", "observedGeneration")
-	ready := condition(rn, st.Ready)
-	switch {
-	case gen < rn.GetGeneration():
-		healthy = st.Cond(st.Healthy, st.Unknown, "ReadyCondition", fmt.Sprintf("%s has not yet reported on generation %d", what, rn.GetGeneration()))
-	case ready == nil:
-		healthy = st.Cond(st.Healthy, st.Unknown, "ReadyCondition", what+" has no Ready condition yet")
-	default:
-		s, _ := ready["status"].(string)
-		msg, _ := ready["message"].(string)
-		reason, _ := ready["reason"].(string)
-		cs := metav1.ConditionStatus(s)
-		if cs != st.True && cs != st.False {
-			cs = st.Unknown
-		}
-		m := fmt.Sprintf("%s is Ready=%s", what, s)
-		if reason != "" {
-			m += " (" + reason + ")"
-		}
-		if msg != "" {
-			m += ": " + msg
-		}
-		healthy = st.Cond(st.Healthy, cs, "ReadyCondition", m)
-	}
-	submitted := st.Cond(st.ResourceSubmitted, st.True, step.ReasonSubmitted, "")
-	want := runnableOutputs(sc.kind, sc.spec)
-	if want == nil {
-		return op.stepDone(sc, outputs{}, submitted, &healthy)
-	}
-	got, _, _ := unstructured.NestedMap(rn.Object, "status", "outputs")
-	out := outputs{}
-	var missing []string
-	for name := range want {
-		v, ok := got[name]
-		if !ok {
-			missing = append(missing, name)
-			continue
-		}
-		out[name] = v
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath,
-			fmt.Sprintf("waiting for %s to report status.outputs [%s] for step [%s]: none of its runs has succeeded yet", what, strings.Join(missing, ", "), sc.step.Name)), &healthy)
-	}
-	return op.stepDone(sc, out, submitted, &healthy)
-}
-
-// condition returns the status condition typ of an object, or nil.
-func condition(u *unstructured.Unstructured, typ string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ {
-			return m
-		}
-	}
-	return nil
 }
 
 // removeStaleRunTemplates deletes the ClusterRunTemplates generated for this

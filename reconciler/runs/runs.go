@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	st "kontinue.dev/kontinue/reconciler/status"
 )
 
 // Bookkeeping Kontinue writes on every run. The digest is recorded on the
@@ -218,18 +219,8 @@ func (r *Recent) Len() int {
 // SucceededCondition reads the Succeeded condition of a run, as Tekton
 // writes it. found is false when the run has none (yet).
 func SucceededCondition(u *unstructured.Unstructured) (status, reason, message string, found bool) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if !ok || m["type"] != "Succeeded" {
-			continue
-		}
-		status, _ = m["status"].(string)
-		reason, _ = m["reason"].(string)
-		message, _ = m["message"].(string)
-		return status, reason, message, true
-	}
-	return "", "", "", false
+	c, found := st.ConditionOf(u, "Succeeded")
+	return c.Status, c.Reason, c.Message, found
 }
 
 // TektonOutcome is a run's outcome by its Succeeded condition: the rule of a

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Condition statuses.
@@ -219,4 +220,26 @@ func Find(conds []metav1.Condition, typ string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// LiveCondition is a condition as another controller wrote it on its object.
+type LiveCondition struct {
+	Status, Reason, Message string
+}
+
+// ConditionOf reads the condition typ of an object's status.conditions.
+func ConditionOf(u *unstructured.Unstructured, typ string) (LiveCondition, bool) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != typ {
+			continue
+		}
+		var lc LiveCondition
+		lc.Status, _ = m["status"].(string)
+		lc.Reason, _ = m["reason"].(string)
+		lc.Message, _ = m["message"].(string)
+		return lc, true
+	}
+	return LiveCondition{}, false
 }

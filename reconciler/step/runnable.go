@@ -1,0 +1,85 @@
+package step
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	st "kontinue.dev/kontinue/reconciler/status"
+)
+
+// A template with runnable: true makes its step stamp a Runnable (and a
+// ClusterRunTemplate generated from the template); the Runnable creates a
+// run per input set and reports the newest successful run's outputs.
+
+// RunnableOutputs are the output paths a generated ClusterRunTemplate reads
+// from a run, by output name (nil: the kind has no outputs).
+func RunnableOutputs(kind string, spec *api.TemplateSpec) map[string]string {
+	switch kind {
+	case api.KindClusterSourceTemplate:
+		return map[string]string{"url": spec.URLPath, "revision": spec.RevisionPath}
+	case api.KindClusterImageTemplate:
+		return map[string]string{"image": spec.ImagePath}
+	case api.KindClusterConfigTemplate:
+		return map[string]string{"config": spec.ConfigPath}
+	}
+	return nil
+}
+
+// ObserveRunnable reads the step's outputs from the Runnable's
+// status.outputs (the newest successful run's) and its health from the
+// Runnable's Ready condition.
+func ObserveRunnable(o Observed, rn *unstructured.Unstructured) Observation {
+	what := fmt.Sprintf("Runnable [%s/%s]", rn.GetNamespace(), rn.GetName())
+	ob := Observation{State: o.State}
+	gen, _, _ := unstructured.NestedInt64(rn.Object, "status", "observedGeneration")
+	ready, found := st.ConditionOf(rn, st.Ready)
+	switch {
+	case gen < rn.GetGeneration():
+		ob.Healthy = healthyOf(string(st.Unknown), "ReadyCondition", fmt.Sprintf("%s has not yet reported on generation %d", what, rn.GetGeneration()))
+	case !found:
+		ob.Healthy = healthyOf(string(st.Unknown), "ReadyCondition", what+" has no Ready condition yet")
+	default:
+		cs := metav1.ConditionStatus(ready.Status)
+		if cs != st.True && cs != st.False {
+			cs = st.Unknown
+		}
+		m := fmt.Sprintf("%s is Ready=%s", what, ready.Status)
+		if ready.Reason != "" {
+			m += " (" + ready.Reason + ")"
+		}
+		if ready.Message != "" {
+			m += ": " + ready.Message
+		}
+		ob.Healthy = healthyOf(string(cs), "ReadyCondition", m)
+	}
+	ob.Submitted = st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
+	want := RunnableOutputs(o.Kind, o.Spec)
+	if want == nil {
+		ob.out = Outputs{}
+		return ob
+	}
+	got, _, _ := unstructured.NestedMap(rn.Object, "status", "outputs")
+	out := Outputs{}
+	var missing []string
+	for name := range want {
+		v, ok := got[name]
+		if !ok {
+			missing = append(missing, name)
+			continue
+		}
+		out[name] = v
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
+			fmt.Sprintf("waiting for %s to report status.outputs [%s] for step [%s]: none of its runs has succeeded yet", what, strings.Join(missing, ", "), o.Step))
+		return ob
+	}
+	ob.out = out
+	return ob
+}
