@@ -57,7 +57,7 @@ func (op *ownerPass) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructur
 	}
 	gvr := tg.GVR
 	key := tg.Watch()
-	op.keys[key] = struct{}{}
+	op.watch.Watch(key)
 	list, err := op.listStepRuns(sc, key)
 	if err != nil {
 		r := fail(st.Unknown, step.ReasonUnknownError, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
@@ -107,7 +107,7 @@ func (op *ownerPass) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructur
 func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key) ([]runs.Run, error) {
 	f := op.r.flavor
 	ns := op.owner.GetNamespace()
-	return op.r.m.w.ListRuns(op.ctx, stamp.RunQuery{Watch: key, User: op.r.user(ns, op.owner.GetName()), Namespace: ns, Controller: op.owner.GetUID(),
+	return op.r.m.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(),
 		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}})
 }
 
@@ -205,7 +205,6 @@ func (op *ownerPass) removeStaleRuns() error {
 }
 
 func (op *ownerPass) removeStaleRunObjects() error {
-	user := op.r.user(op.owner.GetNamespace(), op.owner.GetName())
 	current := map[string]*st.StampedRef{}
 	for i := range op.status.Resources {
 		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
@@ -234,7 +233,7 @@ func (op *ownerPass) removeStaleRunObjects() error {
 			continue
 		}
 		key := tracking.Key{GVR: gvr, Selector: StampedSelector}
-		objs, err := op.ownerRuns(key, user)
+		objs, err := op.ownerRuns(key)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
@@ -247,7 +246,7 @@ func (op *ownerPass) removeStaleRunObjects() error {
 				continue
 			}
 			step := o.GetLabels()[LabelResourceName]
-			op.keys[key] = struct{}{} // watch until they are gone
+			op.watch.Watch(key) // watch until they are gone
 			if !op.immutableSteps[step] && pointsAtRun(current[step], gvr, objs) {
 				continue // the step failed early this time: keep its history
 			}
@@ -268,10 +267,10 @@ func (op *ownerPass) removeStaleRunObjects() error {
 // ownerRuns lists the owner's runs of a kind: from the cache, or from the
 // API server while the cache is not synced (a kind no step stamps any more
 // may have no watch left after a restart).
-func (op *ownerPass) ownerRuns(key tracking.Key, user string) ([]*unstructured.Unstructured, error) {
+func (op *ownerPass) ownerRuns(key tracking.Key) ([]*unstructured.Unstructured, error) {
 	f := op.r.flavor
 	ns := op.owner.GetNamespace()
-	list, err := op.r.m.w.ListRuns(op.ctx, stamp.RunQuery{Watch: key, User: user, Namespace: ns, Controller: op.owner.GetUID(),
+	list, err := op.r.m.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Glance, Namespace: ns, Controller: op.owner.GetUID(),
 		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns}})
 	out := make([]*unstructured.Unstructured, len(list))
 	for i, r := range list {

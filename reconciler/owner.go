@@ -131,7 +131,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	if err := r.writeStatus(ctx, obj, op); err != nil {
 		return Result{}, err
 	}
-	r.m.tracker.Commit(user, op.watches())
+	op.watch.Done()
 	r.idx.set(key, op.used())
 	switch {
 	case op.blocked != 0:
@@ -236,8 +236,8 @@ type ownerPass struct {
 	chainName     string
 	chain         *chainSpec
 	templatesUsed []templateKey
-	keys          map[tracking.Key]struct{}
-	keep          map[refKey]bool // stamped objects that must stay
+	watch         *tracking.Handle // the watches this reconcile used
+	keep          map[refKey]bool  // stamped objects that must stay
 	blocked       blockCause
 	// Runs of immutable steps that retention keeps, and those steps
 	// (immutable.go): orphan removal must leave them alone.
@@ -252,7 +252,7 @@ type refKey struct {
 
 func newOwnerPass(ctx context.Context, r *ownerReconciler, owner *unstructured.Unstructured) *ownerPass {
 	op := &ownerPass{ctx: ctx, r: r, owner: owner, now: metav1.NewTime(time.Now().Truncate(time.Second)),
-		keys: map[tracking.Key]struct{}{}, keep: map[refKey]bool{}}
+		watch: r.m.tracker.Begin(r.user(owner.GetNamespace(), owner.GetName())), keep: map[refKey]bool{}}
 	if s, ok := owner.Object["status"].(map[string]any); ok {
 		_ = api.Decode(s, &op.prev)
 	}
@@ -266,15 +266,6 @@ func (op *ownerPass) used() ownerRefs {
 		refs.chain = chainRef{op.r.flavor.ChainKind, op.chainName}
 	}
 	return refs
-}
-
-func (op *ownerPass) watches() []tracking.Key {
-	out := make([]tracking.Key, 0, len(op.keys))
-	for k := range op.keys {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
 }
 
 // realize selects the chain and walks its steps, filling op.status.
@@ -496,7 +487,7 @@ func (op *ownerPass) removeOrphans() error {
 
 func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
 	f := op.r.flavor
-	live, err := op.r.m.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, "", k.namespace, k.name)
+	live, err := op.r.m.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, nil, k.namespace, k.name)
 	if err != nil || live == nil {
 		return err
 	}

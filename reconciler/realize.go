@@ -572,7 +572,7 @@ func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (t
 	}
 	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
-	op.keys[t.key] = struct{}{}
+	op.watch.Watch(t.key)
 	op.keep[refKeyOf(t.ref)] = true
 	return t, nil, nil
 }
@@ -600,7 +600,7 @@ func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstr
 
 // current is the live object (nil: missing), watched for this owner.
 func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
-	return op.r.m.w.Live(op.ctx, key, op.r.user(op.owner.GetNamespace(), op.owner.GetName()), namespace, name)
+	return op.r.m.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
 }
 
 // applyFailure turns an API error into the step's condition. Errors that

@@ -184,7 +184,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 		r.m.unblockOne(key)
 		return Result{}, nil
 	}
-	rp := &runnablePass{ctx: ctx, r: r, obj: obj.DeepCopy(), key: key, user: user,
+	rp := &runnablePass{ctx: ctx, r: r, obj: obj.DeepCopy(), key: key, user: user, watch: r.m.tracker.Begin(user),
 		now: metav1.NewTime(time.Now().Truncate(time.Second))}
 	if s, ok := obj.Object["status"].(map[string]any); ok {
 		_ = api.Decode(s, &rp.prev)
@@ -195,7 +195,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 			return Result{}, err
 		}
 	}
-	r.m.tracker.Commit(user, rp.keys)
+	rp.watch.Done()
 	r.setSelector(key, rp.selKey)
 	if rp.blocked != 0 {
 		r.m.block(key, rp.blocked)
@@ -228,7 +228,7 @@ type runnablePass struct {
 	prev   runnableStatus
 	status runnableStatus
 
-	keys       []tracking.Key
+	watch      *tracking.Handle // the watches this reconcile used
 	selKey     *tracking.Key
 	blocked    blockCause
 	requeue    time.Duration
@@ -337,8 +337,7 @@ func (rp *runnablePass) realize() error {
 		return nil
 	}
 	key := tg.Watch()
-	rp.keys = append(rp.keys, key)
-	if !rp.r.m.tracker.Ensure(key, rp.user) {
+	if !rp.watch.Watch(key) {
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
@@ -412,9 +411,8 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 		return nil
 	}
 	key := tracking.Key{GVR: tg.GVR, Selector: ls.String()}
-	rp.keys = append(rp.keys, key)
 	rp.selKey = &key
-	if !rp.r.m.tracker.Ensure(key, rp.user) {
+	if !rp.watch.Watch(key) {
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
@@ -449,7 +447,7 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 // its name whose controller is this very Runnable (by UID), so that a
 // Runnable deleted and created again does not adopt old runs.
 func (rp *runnablePass) listRuns(key tracking.Key) ([]runs.Run, error) {
-	list, err := rp.r.m.w.ListRuns(rp.ctx, stamp.RunQuery{Watch: key, User: rp.user, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(),
+	list, err := rp.r.m.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(),
 		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}})
 	for i := range list {
 		list[i].Outcome = runs.TektonOutcome(list[i].Obj)

@@ -207,7 +207,7 @@ func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructure
 	}})
 	key := tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}
 	ref := st.StampedRef{APIVersion: rn.GetAPIVersion(), Kind: api.KindRunnable, Namespace: ns, Name: name, Resource: resourceString(RunnableGVR)}
-	op.keys[key] = struct{}{}
+	op.watch.Watch(key)
 	op.keep[refKeyOf(ref)] = true
 	r, ok := op.applyGenerated(sc, RunnableGVR, key, rn, true)
 	if !ok {
@@ -227,11 +227,11 @@ type appliedGenerated struct {
 // ClusterRunTemplate as Kontinue (see the package comment above).
 func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured, asServiceAccount bool) (appliedGenerated, bool) {
 	what := fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	user := "" // the ClusterRunTemplate watch is permanent
+	var watch stamp.Watch // the ClusterRunTemplate watch is permanent
 	if key.Selector != "" {
-		user = op.r.user(op.owner.GetNamespace(), op.owner.GetName())
+		watch = op.watch.Watch
 	}
-	cached, err := op.r.m.w.Live(op.ctx, key, user, desired.GetNamespace(), desired.GetName())
+	cached, err := op.r.m.w.Live(op.ctx, key, watch, desired.GetNamespace(), desired.GetName())
 	if err == nil && cached != nil && desired.GetNamespace() == "" {
 		// Never take over a ClusterRunTemplate someone else wrote.
 		l := cached.GetLabels()

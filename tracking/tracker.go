@@ -65,11 +65,26 @@ type entry struct {
 	users    map[string]struct{}
 }
 
+// InformerFunc makes the informer of one watch. The informer must index
+// by namespace (cache.NamespaceIndex).
+type InformerFunc func(k Key, resync time.Duration) cache.SharedIndexInformer
+
+// DynamicInformers makes informers that list and watch through client,
+// filtered by the key's label selector.
+func DynamicInformers(client dynamic.Interface) InformerFunc {
+	return func(k Key, resync time.Duration) cache.SharedIndexInformer {
+		sel := k.Selector
+		return dynamicinformer.NewFilteredDynamicInformer(client, k.GVR, "", resync,
+			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+			func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
+	}
+}
+
 // Tracker manages informers on demand.
 type Tracker struct {
-	client  dynamic.Interface
-	resync  time.Duration
-	handler Handler
+	informer InformerFunc
+	resync   time.Duration
+	handler  Handler
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -77,15 +92,61 @@ type Tracker struct {
 	byUser  map[string]map[Key]struct{}
 }
 
-// New returns a tracker; call Start before Ensure.
+// New returns a tracker whose informers watch through client; call Start
+// before Ensure.
 func New(client dynamic.Interface, resync time.Duration, h Handler) *Tracker {
+	return NewWith(DynamicInformers(client), resync, h)
+}
+
+// NewWith returns a tracker whose informers newInformer makes.
+func NewWith(newInformer InformerFunc, resync time.Duration, h Handler) *Tracker {
 	return &Tracker{
-		client:  client,
-		resync:  resync,
-		handler: h,
-		entries: map[Key]*entry{},
-		byUser:  map[string]map[Key]struct{}{},
+		informer: newInformer,
+		resync:   resync,
+		handler:  h,
+		entries:  map[Key]*entry{},
+		byUser:   map[string]map[Key]struct{}{},
 	}
+}
+
+// Handle collects the watches one user needs during one reconcile: Watch
+// for each one as it is used, Done at the end. Watches the user held
+// before but did not use this time are released then.
+type Handle struct {
+	t    *Tracker
+	user string
+	keys map[Key]struct{}
+}
+
+// Begin starts a reconcile of user.
+func (t *Tracker) Begin(user string) *Handle {
+	return &Handle{t: t, user: user, keys: map[Key]struct{}{}}
+}
+
+// Watch starts or joins the watch k and reports whether its cache has
+// synced. It never waits.
+func (h *Handle) Watch(k Key) bool {
+	h.keys[k] = struct{}{}
+	return h.t.Ensure(k, h.user)
+}
+
+// Glance starts or joins the watch k for this reconcile only and reports
+// whether its cache has synced: unless Watch is called for k too, Done
+// releases it (a look at a kind no step uses any more).
+func (h *Handle) Glance(k Key) bool {
+	return h.t.Ensure(k, h.user)
+}
+
+// User is the user the handle watches for.
+func (h *Handle) User() string { return h.user }
+
+// Done commits the watches used since Begin as all the user needs.
+func (h *Handle) Done() {
+	keys := make([]Key, 0, len(h.keys))
+	for k := range h.keys {
+		keys = append(keys, k)
+	}
+	h.t.Commit(h.user, keys)
 }
 
 // Start records the context that bounds every informer's life.
@@ -254,10 +315,7 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 	if t.ctx == nil {
 		panic("tracking: Ensure before Start") // programming error, not input
 	}
-	sel := k.Selector
-	inf := dynamicinformer.NewFilteredDynamicInformer(t.client, k.GVR, "", t.resync,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-		func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
+	inf := t.informer(k, t.resync)
 	_ = inf.SetTransform(stripManagedFields)
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		klog.V(1).InfoS("watch error", "watch", k.String(), "err", err.Error())

@@ -141,13 +141,17 @@ func isSchemaMismatch(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "failed to create typed patch object")
 }
 
+// Watch starts or joins a watch for the reconcile at hand and reports
+// whether its cache has synced (tracking.Handle.Watch).
+type Watch func(tracking.Key) bool
+
 // Live returns the live object from the cache of key once it has synced,
 // else from the API server, so that an unchanged object is not written again
-// just because the cache is cold. A user starts the watch if needed (""
-// only reads a watch someone else keeps). A missing object is (nil, nil).
-func (w *Writer) Live(ctx context.Context, key tracking.Key, user, namespace, name string) (*unstructured.Unstructured, error) {
-	if user != "" {
-		w.tracker.Ensure(key, user)
+// just because the cache is cold. watch starts the watch if needed (nil only
+// reads a watch someone else keeps). A missing object is (nil, nil).
+func (w *Writer) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (*unstructured.Unstructured, error) {
+	if watch != nil {
+		watch(key)
 	}
 	if obj, synced := w.tracker.Get(key, namespace, name); synced {
 		return obj, nil
@@ -211,8 +215,8 @@ func (w *Writer) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.Gr
 
 // RunQuery finds the runs of a step or a Runnable.
 type RunQuery struct {
-	Watch     tracking.Key
-	User      string // starts the watch
+	Kind      tracking.Key
+	Watch     Watch // starts the watch
 	Namespace string
 	Labels    labels.Set
 	// Controller is the UID the runs' controller reference must name, so
@@ -227,15 +231,15 @@ type RunQuery struct {
 func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
 	sel := labels.SelectorFromSet(q.Labels)
 	var objs []*unstructured.Unstructured
-	if w.tracker.Ensure(q.Watch, q.User) {
-		all, _ := w.tracker.List(q.Watch, q.Namespace)
+	if q.Watch(q.Kind) {
+		all, _ := w.tracker.List(q.Kind, q.Namespace)
 		for _, o := range all {
 			if sel.Matches(labels.Set(o.GetLabels())) {
 				objs = append(objs, o)
 			}
 		}
 	} else {
-		l, err := resource(w.dyn, q.Watch.GVR, q.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		l, err := resource(w.dyn, q.Kind.GVR, q.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return nil, nil
 		}

@@ -1,0 +1,200 @@
+package tracking
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// world serves informers from memory: a list per watch, then a watch
+// stream the test feeds.
+type world struct {
+	mu       sync.Mutex
+	objs     map[Key][]*unstructured.Unstructured
+	watchers map[Key]*watch.FakeWatcher
+	started  map[Key]int
+}
+
+func newWorld() *world {
+	return &world{objs: map[Key][]*unstructured.Unstructured{}, watchers: map[Key]*watch.FakeWatcher{}, started: map[Key]int{}}
+}
+
+func (w *world) informers(k Key, resync time.Duration) cache.SharedIndexInformer {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.started[k]++
+	fw := watch.NewFakeWithChanSize(10, false)
+	w.watchers[k] = fw
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			l := &unstructured.UnstructuredList{}
+			l.SetResourceVersion("1")
+			for _, o := range w.objs[k] {
+				l.Items = append(l.Items, *o.DeepCopy())
+			}
+			return l, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return fw, nil },
+	}
+	return cache.NewSharedIndexInformer(listThenWatch{lw}, &unstructured.Unstructured{}, resync, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+}
+
+// listThenWatch tells the reflector to list, then watch (the in-memory
+// watch does not stream an initial list).
+type listThenWatch struct{ *cache.ListWatch }
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (w *world) watcher(k Key) *watch.FakeWatcher {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.watchers[k]
+}
+
+func cm(ns, name, rv string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"namespace": ns, "name": name, "resourceVersion": rv,
+			"managedFields": []any{map[string]any{"manager": "x"}}}}}
+	return u
+}
+
+var (
+	cms     = Key{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Selector: "kontinue.dev/stamped=true"}
+	secrets = Key{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}}
+)
+
+func startTracker(t *testing.T, w *world) (*Tracker, chan Event) {
+	t.Helper()
+	events := make(chan Event, 100)
+	tr := NewWith(w.informers, 0, func(e Event) { events <- e })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tr.Start(ctx)
+	return tr, events
+}
+
+func waitSynced(t *testing.T, tr *Tracker, k Key) {
+	t.Helper()
+	require.Eventually(t, func() bool { return tr.Synced(k) }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestHandleWatchesWhatOneReconcileUsed(t *testing.T) {
+	w := newWorld()
+	w.objs[cms] = []*unstructured.Unstructured{cm("a", "one", "1")}
+	tr, _ := startTracker(t, w)
+
+	h := tr.Begin("Workload/ns/app")
+	h.Watch(cms)
+	h.Watch(secrets)
+	h.Done()
+	waitSynced(t, tr, cms)
+	assert.Equal(t, map[Key]int{cms: 1, secrets: 1}, tr.Active())
+	assert.True(t, h.Watch(cms), "synced now")
+
+	obj, synced := tr.Get(cms, "a", "one")
+	require.True(t, synced)
+	require.NotNil(t, obj)
+	assert.NotContains(t, obj.Object["metadata"], "managedFields", "managed fields never reach the cache")
+	missing, synced := tr.Get(cms, "a", "two")
+	assert.True(t, synced)
+	assert.Nil(t, missing, "absent, and the cache knows it")
+
+	// The next reconcile uses only config maps: the secrets watch stops.
+	h = tr.Begin("Workload/ns/app")
+	h.Watch(cms)
+	h.Done()
+	assert.Equal(t, map[Key]int{cms: 1}, tr.Active())
+
+	// Another user shares the watch; one leaving does not stop it.
+	other := tr.Begin("Deliverable/ns/app")
+	other.Watch(cms)
+	other.Done()
+	assert.Equal(t, map[Key]int{cms: 2}, tr.Active())
+	tr.ReleaseAll("Workload/ns/app")
+	tr.ReleaseAll("Workload/ns/app") // twice is harmless
+	assert.Equal(t, map[Key]int{cms: 1}, tr.Active())
+	assert.Equal(t, 1, w.started[cms], "one informer per watch, shared")
+	tr.Begin("Deliverable/ns/app").Done()
+	assert.Empty(t, tr.Active())
+}
+
+func TestGetBeforeSyncSaysSo(t *testing.T) {
+	tr, _ := startTracker(t, newWorld())
+	obj, synced := tr.Get(cms, "a", "one")
+	assert.Nil(t, obj)
+	assert.False(t, synced, "an untracked watch is not a proof of absence")
+	_, synced = tr.List(cms, "")
+	assert.False(t, synced)
+}
+
+func TestEventsAndList(t *testing.T) {
+	w := newWorld()
+	w.objs[cms] = []*unstructured.Unstructured{cm("a", "one", "1"), cm("b", "two", "1")}
+	tr, events := startTracker(t, w)
+	tr.Begin("u").Watch(cms)
+	waitSynced(t, tr, cms)
+
+	next := func() Event {
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		return Event{}
+	}
+	seen := map[string]EventType{}
+	for i := 0; i < 2; i++ {
+		e := next()
+		assert.Equal(t, cms, e.Key)
+		seen[e.Obj.GetName()] = e.Type
+	}
+	assert.Equal(t, map[string]EventType{"one": Added, "two": Added}, seen)
+
+	w.watcher(cms).Modify(cm("a", "one", "2"))
+	e := next()
+	assert.Equal(t, Updated, e.Type)
+	assert.Equal(t, "1", e.Old.GetResourceVersion())
+	assert.Equal(t, "2", e.Obj.GetResourceVersion())
+
+	w.watcher(cms).Delete(cm("b", "two", "3"))
+	e = next()
+	assert.Equal(t, Deleted, e.Type)
+	assert.Equal(t, "two", e.Obj.GetName())
+
+	all, synced := tr.List(cms, "")
+	assert.True(t, synced)
+	assert.Len(t, all, 1)
+	inA, _ := tr.List(cms, "a")
+	assert.Len(t, inA, 1)
+	inB, _ := tr.List(cms, "b")
+	assert.Empty(t, inB)
+	assert.Equal(t, 1, tr.CachedObjects())
+}
+
+func TestStopResourceReturnsItsUsers(t *testing.T) {
+	tr, _ := startTracker(t, newWorld())
+	for _, u := range []string{"Workload/ns/b", "Workload/ns/a", Permanent} {
+		h := tr.Begin(u)
+		h.Watch(cms)
+		h.Done()
+	}
+	other := tr.Begin("Workload/ns/c")
+	other.Watch(secrets)
+	other.Done()
+	users := tr.StopResource(cms.GVR.GroupResource())
+	assert.Equal(t, []string{"Workload/ns/a", "Workload/ns/b"}, users, "sorted, without the permanent user")
+	assert.Equal(t, map[Key]int{secrets: 1}, tr.Active())
+}
