@@ -18,7 +18,9 @@ import (
 // when it is a JSON number of the same value ("3" == 3, "3.0" == 3), and
 // integers equal floats of the same value. Lists and objects compare element
 // by element with the same rules. Everything else compares strictly.
-func ValuesEqual(a, b any) bool {
+func ValuesEqual(a, b any) bool { return jsonvalue.EqualWith(a, b, lenientScalar) }
+
+func lenientScalar(a, b any) bool {
 	if x, ok := jsonvalue.NumberOf(a); ok {
 		if y, ok := jsonvalue.NumberOf(b); ok {
 			return x.Equal(y)
@@ -31,7 +33,7 @@ func ValuesEqual(a, b any) bool {
 		return ok && x.Equal(y)
 	}
 	if _, ok := jsonvalue.NumberOf(b); ok {
-		return ValuesEqual(b, a)
+		return lenientScalar(b, a)
 	}
 	switch x := a.(type) {
 	case nil:
@@ -50,29 +52,6 @@ func ValuesEqual(a, b any) bool {
 		case bool:
 			return stringIsBool(x, y)
 		}
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !ValuesEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !ValuesEqual(xv, yv) {
-				return false
-			}
-		}
-		return true
 	}
 	return false
 }

@@ -116,7 +116,9 @@ func NumbersEqual(a, b any) bool {
 
 // Equal is deep equality of JSON values with numbers compared by exact
 // value and no other coercion ("3" is not 3).
-func Equal(a, b any) bool {
+func Equal(a, b any) bool { return EqualWith(a, b, strictScalar) }
+
+func strictScalar(a, b any) bool {
 	if x, ok := NumberOf(a); ok {
 		y, ok := NumberOf(b)
 		return ok && x.Equal(y)
@@ -130,6 +132,14 @@ func Equal(a, b any) bool {
 	case bool:
 		y, ok := b.(bool)
 		return ok && x == y
+	}
+	return false
+}
+
+// EqualWith is deep equality of JSON values: objects and lists compare
+// member by member, everything else with scalar.
+func EqualWith(a, b any, scalar func(a, b any) bool) bool {
+	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) {
@@ -137,7 +147,7 @@ func Equal(a, b any) bool {
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
-			if !ok || !Equal(xv, yv) {
+			if !ok || !EqualWith(xv, yv, scalar) {
 				return false
 			}
 		}
@@ -148,11 +158,15 @@ func Equal(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !Equal(x[i], y[i]) {
+			if !EqualWith(x[i], y[i], scalar) {
 				return false
 			}
 		}
 		return true
 	}
-	return false
+	switch b.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return scalar(a, b)
 }
