@@ -1,7 +1,8 @@
 // Package reconciler holds Kontinue's controllers: the generic workqueue loop
 // (this file) and the reconcilers of owners, chains and runnables. Data flows
-// one way: watch → queue → reconcile (read from caches) → render → apply →
-// status.
+// one way: watch → queue → reconcile (read from caches) → render → decide
+// (reconciler/step, pure) → write (reconciler/stamp) → status. The picture
+// is in docs/architecture.md.
 package reconciler
 
 import (

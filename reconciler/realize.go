@@ -154,13 +154,17 @@ func (op *ownerPass) realizeStep(def api.Step, outs map[string]outputs) stepResu
 		}
 		return r
 	}
-	if sc.spec.Runnable {
-		return op.stampRunnable(sc, objs, in) // runnablestep.go: a generated Runnable
-	}
-	if step.Immutable(sc.spec) {
-		return op.stampImmutable(sc, objs, in) // immutable.go: a new object per input set
-	}
-	return op.stampAndObserve(sc, objs, in)
+	return executors[step.LifecycleOf(sc.spec)](op, sc, objs, in)
+}
+
+// An executor realizes a step of one lifecycle: it writes through stamp
+// what the step's decisions (reconciler/step) ask for.
+type executor func(op *ownerPass, sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult
+
+var executors = map[step.Lifecycle]executor{
+	step.Mutable:   (*ownerPass).stampAndObserve, // this file
+	step.Immutable: (*ownerPass).stampImmutable,  // immutable.go: a new run per input set
+	step.Runnable:  (*ownerPass).stampRunnable,   // runnablestep.go: a generated Runnable
 }
 
 // chooseTemplate returns the template name, or the input a passThrough
@@ -405,7 +409,7 @@ func (op *ownerPass) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unst
 	}
 	ns := op.owner.GetNamespace()
 	for _, o := range objs {
-		if o.GetName() == "" && (o.GetGenerateName() == "" || !(step.Immutable(sc.spec) || sc.spec.Runnable)) {
+		if o.GetName() == "" && (o.GetGenerateName() == "" || step.LifecycleOf(sc.spec) == step.Mutable) {
 			return nil, fmt.Errorf("stamped %s has no metadata.name", o.GetKind())
 		}
 		if got := o.GetNamespace(); got != "" && got != ns {

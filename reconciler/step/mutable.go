@@ -18,9 +18,36 @@ func Gated(spec *api.TemplateSpec) bool {
 	return spec.AlwaysSuccessful || spec.ObservedCompletion != nil || len(spec.ObservedMatches) > 0
 }
 
-// Immutable reports whether a template's objects cannot be updated (Tekton
+// Lifecycle is how a step's objects live. Each has its file in this package
+// (what the step decides) and its executor in reconciler (what it writes).
+type Lifecycle int
+
+// Lifecycles.
+const (
+	// Mutable: one object updated in place (mutable.go); gated when the
+	// template says what success is, with a shadow after a failure
+	// (shadow.go).
+	Mutable Lifecycle = iota
+	// Immutable: a new run per input set (runs.go).
+	Immutable
+	// Runnable: a generated Runnable creates the runs (runnable.go).
+	Runnable
+)
+
+// LifecycleOf is the lifecycle a template gives its step.
+func LifecycleOf(spec *api.TemplateSpec) Lifecycle {
+	switch {
+	case spec.Runnable:
+		return Runnable
+	case IsImmutable(spec):
+		return Immutable
+	}
+	return Mutable
+}
+
+// IsImmutable reports whether a template's objects cannot be updated (Tekton
 // runs, Jobs): each new input set creates a new object.
-func Immutable(spec *api.TemplateSpec) bool {
+func IsImmutable(spec *api.TemplateSpec) bool {
 	return spec != nil && (spec.Lifecycle == api.LifecycleImmutable || spec.Lifecycle == api.LifecycleTekton)
 }
 

@@ -169,10 +169,13 @@ func TestGatedAndImmutable(t *testing.T) {
 	assert.True(t, Gated(&api.TemplateSpec{ObservedMatches: []api.ObservedMatch{{Input: "a", Output: "b"}}}))
 	assert.True(t, Gated(gatedSpec()))
 	assert.False(t, Gated(healthRuleSpec()))
-	assert.True(t, Immutable(&api.TemplateSpec{Lifecycle: api.LifecycleTekton}))
-	assert.True(t, Immutable(&api.TemplateSpec{Lifecycle: api.LifecycleImmutable}))
-	assert.False(t, Immutable(&api.TemplateSpec{Lifecycle: api.LifecycleMutable}))
-	assert.False(t, Immutable(nil))
+	assert.True(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleTekton}))
+	assert.True(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleImmutable}))
+	assert.False(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleMutable}))
+	assert.False(t, IsImmutable(nil))
+	assert.Equal(t, Runnable, LifecycleOf(&api.TemplateSpec{Runnable: true, Lifecycle: api.LifecycleTekton}))
+	assert.Equal(t, Immutable, LifecycleOf(&api.TemplateSpec{Lifecycle: api.LifecycleImmutable}))
+	assert.Equal(t, Mutable, LifecycleOf(gatedSpec()))
 }
 
 func TestStateOf(t *testing.T) {
