@@ -81,7 +81,10 @@ func (op *ownerPass) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructur
 	}
 
 	obs := step.ObserveRuns(op.observed(sc, desired, in), list)
-	op.keepRuns(sc.step.Name, gvr, obs.Judged)
+	op.keep.reach(sc.step.Name)
+	for _, r := range obs.Judged {
+		op.keep.run(gvr, r.Obj.GetNamespace(), r.Name)
+	}
 	pruneErr := op.pruneStepRuns(sc, gvr, obs.Judged)
 
 	if n := obs.Newest; n != nil {
@@ -133,25 +136,6 @@ func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, 
 	return created, stepResult{}, true
 }
 
-// keepRuns marks the step's runs as wanted, so that orphan removal leaves
-// them to retention.
-func (op *ownerPass) keepRuns(step string, gvr schema.GroupVersionResource, list []runs.Run) {
-	op.markReached(step)
-	for _, r := range list {
-		op.runsKept[refKey{gvr: gvr, namespace: r.Obj.GetNamespace(), name: r.Name}] = true
-	}
-}
-
-// markReached records that a step reached its runs (or its Runnable) in
-// this reconcile, so stale-object removal judges it by what it did now.
-func (op *ownerPass) markReached(step string) {
-	if op.runsKept == nil {
-		op.runsKept = map[refKey]bool{}
-		op.immutableSteps = map[string]bool{}
-	}
-	op.immutableSteps[step] = true
-}
-
 // pruneStepRuns deletes the finished runs retention does not keep.
 func (op *ownerPass) pruneStepRuns(sc *stepCtx, gvr schema.GroupVersionResource, list []runs.Run) error {
 	cl, err := op.stampClient()
@@ -163,7 +147,7 @@ func (op *ownerPass) pruneStepRuns(sc *stepCtx, gvr schema.GroupVersionResource,
 		sa.Namespace+"/"+sa.Name, fmt.Sprintf("(retention policy of step [%s])", sc.step.Name))
 	for _, d := range doomed {
 		// Runs are listed again on every reconcile: nothing to remember.
-		delete(op.runsKept, refKey{gvr: gvr, namespace: d.Obj.GetNamespace(), name: d.Name})
+		op.keep.drop(gvr, d.Obj.GetNamespace(), d.Name)
 	}
 	if forbidden {
 		op.blocked = blockedRBAC // retrying cannot help until RBAC changes
@@ -242,12 +226,12 @@ func (op *ownerPass) removeStaleRunObjects() error {
 		}
 		for _, o := range objs {
 			k := refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}
-			if op.runsKept[k] || op.keep[k] {
+			if op.keep.has(k) {
 				continue
 			}
 			step := o.GetLabels()[LabelResourceName]
 			op.watch.Watch(key) // watch until they are gone
-			if !op.immutableSteps[step] && pointsAtRun(current[step], gvr, objs) {
+			if !op.keep.reached[step] && pointsAtRun(current[step], gvr, objs) {
 				continue // the step failed early this time: keep its history
 			}
 			if err := op.deleteRun(gvr, o, fmt.Sprintf("step [%s] no longer creates runs", step)); err != nil {

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -237,22 +236,13 @@ type ownerPass struct {
 	chain         *chainSpec
 	templatesUsed []templateKey
 	watch         *tracking.Handle // the watches this reconcile used
-	keep          map[refKey]bool  // stamped objects that must stay
+	keep          *keepSet         // what removal must leave alone (keep.go)
 	blocked       blockCause
-	// Runs of immutable steps that retention keeps, and those steps
-	// (immutable.go): orphan removal must leave them alone.
-	runsKept       map[refKey]bool
-	immutableSteps map[string]bool
-}
-
-type refKey struct {
-	gvr             schema.GroupVersionResource
-	namespace, name string
 }
 
 func newOwnerPass(ctx context.Context, r *ownerReconciler, owner *unstructured.Unstructured) *ownerPass {
 	op := &ownerPass{ctx: ctx, r: r, owner: owner, now: metav1.NewTime(time.Now().Truncate(time.Second)),
-		watch: r.m.tracker.Begin(r.user(owner.GetNamespace(), owner.GetName())), keep: map[refKey]bool{}}
+		watch: r.m.tracker.Begin(r.user(owner.GetNamespace(), owner.GetName())), keep: newKeepSet()}
 	if s, ok := owner.Object["status"].(map[string]any); ok {
 		_ = api.Decode(s, &op.prev)
 	}
@@ -276,7 +266,7 @@ func (op *ownerPass) realize() (Result, error) {
 	// never make Kontinue forget (and so delete) a stamped object.
 	op.status.Resources = op.prev.Resources
 	for _, res := range op.prev.Resources {
-		op.keepRefs(res)
+		op.keep.resource(res)
 	}
 	doc, err := json.Marshal(op.owner.Object)
 	if err != nil {
@@ -394,51 +384,6 @@ func (m *Manager) template(kind, name string) *unstructured.Unstructured {
 	return obj
 }
 
-// keepRefs marks a step's stamped objects as still wanted.
-func (op *ownerPass) keepRefs(res st.Resource) {
-	for _, ref := range refsOf(res) {
-		op.keep[refKeyOf(ref)] = true
-	}
-}
-
-func refsOf(res st.Resource) []st.StampedRef {
-	var out []st.StampedRef
-	if res.StampedRef != nil {
-		out = append(out, *res.StampedRef)
-	}
-	for _, r := range res.StampedObjects {
-		if res.StampedRef == nil || r != *res.StampedRef {
-			out = append(out, r)
-		}
-	}
-	if res.ShadowRef != nil {
-		out = append(out, *res.ShadowRef)
-	}
-	return out
-}
-
-func refKeyOf(ref st.StampedRef) refKey {
-	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
-	return refKey{gvr: gvrFromResource(gv, ref.Resource), namespace: ref.Namespace, name: ref.Name}
-}
-
-// gvrFromResource rebuilds a GVR from an apiVersion and the status'
-// "plural.group" resource string.
-func gvrFromResource(gv schema.GroupVersion, resource string) schema.GroupVersionResource {
-	plural := resource
-	if gv.Group != "" && len(resource) > len(gv.Group)+1 && resource[len(resource)-len(gv.Group)-1:] == "."+gv.Group {
-		plural = resource[:len(resource)-len(gv.Group)-1]
-	}
-	return gv.WithResource(plural)
-}
-
-func resourceString(gvr schema.GroupVersionResource) string {
-	if gvr.Group == "" {
-		return gvr.Resource
-	}
-	return gvr.Resource + "." + gvr.Group
-}
-
 // removeOrphans deletes objects the previous status listed (in its steps or
 // as orphans) that no step stamps any more, when they still carry this
 // owner's labels. What cannot be deleted stays in status.orphans.
@@ -461,7 +406,7 @@ func (op *ownerPass) removeOrphans() error {
 	op.status.Orphans = nil
 	for _, c := range cands {
 		k := refKeyOf(c.ref)
-		if op.keep[k] || op.runsKept[k] || seen[k] { // runsKept: immutable.go
+		if op.keep.has(k) || seen[k] {
 			continue
 		}
 		seen[k] = true

@@ -55,10 +55,7 @@ func (op *ownerPass) walk(chainReady metav1.Condition) (Result, error) {
 		}
 	}
 	op.status.Resources = resources
-	op.keep = map[refKey]bool{}
-	for _, r := range resources {
-		op.keepRefs(r)
-	}
+	op.keep.resources(resources)
 	var submitted, healthy []metav1.Condition
 	for _, r := range resources {
 		if c := st.Find(r.Conditions, st.ResourceSubmitted); c != nil {
@@ -577,7 +574,7 @@ func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (t
 	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
 	op.watch.Watch(t.key)
-	op.keep[refKeyOf(t.ref)] = true
+	op.keep.ref(t.ref)
 	return t, nil, nil
 }
 

@@ -178,7 +178,7 @@ func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructure
 	}
 	crt.SetLabels(labels)
 	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", op.r.flavor.OwnerKind, ns, owner, sc.step.Name)})
-	op.markReached(sc.step.Name)
+	op.keep.reach(sc.step.Name)
 	if r, ok := op.applyGenerated(sc, RunTemplateGVR, tracking.Key{GVR: RunTemplateGVR}, crt, false); !ok {
 		return r.stepResult
 	}
@@ -208,7 +208,7 @@ func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructure
 	key := tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}
 	ref := st.StampedRef{APIVersion: rn.GetAPIVersion(), Kind: api.KindRunnable, Namespace: ns, Name: name, Resource: resourceString(RunnableGVR)}
 	op.watch.Watch(key)
-	op.keep[refKeyOf(ref)] = true
+	op.keep.ref(ref)
 	r, ok := op.applyGenerated(sc, RunnableGVR, key, rn, true)
 	if !ok {
 		return r.stepResult
@@ -276,10 +276,10 @@ func (op *ownerPass) removeStaleRunTemplates() error {
 			continue
 		}
 		step := crt.GetLabels()[LabelResourceName]
-		if op.immutableSteps[step] && name == generatedRunTemplateName(op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step) {
+		if op.keep.reached[step] && name == generatedRunTemplateName(op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step) {
 			continue // generated this time
 		}
-		if ref := current[step]; ref != nil && ref.Kind == api.KindRunnable && !op.immutableSteps[step] {
+		if ref := current[step]; ref != nil && ref.Kind == api.KindRunnable && !op.keep.reached[step] {
 			continue // failed early this time: keep it
 		}
 		if err := op.r.m.runnables.deleteRunTemplate(op.ctx, crt, fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", step, op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName())); err != nil && firstErr == nil {
