@@ -358,32 +358,6 @@ func (op *ownerPass) chooseChain() (selector.ChainChoice, *chainSpec) {
 	return choice, byName[choice.Name]
 }
 
-func templateNames(ref api.StepTemplateRef) []string {
-	if ref.Name != "" {
-		return []string{ref.Name}
-	}
-	var out []string
-	for _, o := range ref.Options {
-		if o.Name != "" {
-			out = append(out, o.Name)
-		}
-	}
-	return out
-}
-
-// templateExists reports whether the cache holds the template.
-func (m *Manager) templateExists(kind, name string) bool { return m.template(kind, name) != nil }
-
-// template returns a template from the cache, or nil.
-func (m *Manager) template(kind, name string) *unstructured.Unstructured {
-	gvr, ok := templateGVRByKind[kind]
-	if !ok {
-		return nil
-	}
-	obj, _ := m.tracker.Get(tracking.Key{GVR: gvr}, "", name)
-	return obj
-}
-
 // removeOrphans deletes objects the previous status listed (in its steps or
 // as orphans) that no step stamps any more, when they still carry this
 // owner's labels. What cannot be deleted stays in status.orphans.
@@ -449,50 +423,4 @@ func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) erro
 	}
 	sa := op.serviceAccount()
 	return op.r.m.w.Remove(op.ctx, cl, k.gvr, live, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
-}
-
-// specCache decodes chains once per resourceVersion.
-type specCache struct {
-	mu     sync.Mutex
-	chains map[string]*chainSpec
-}
-
-func newSpecCache() *specCache { return &specCache{chains: map[string]*chainSpec{}} }
-
-// chainSpec is a decoded chain with its compiled selector.
-type chainSpec struct {
-	name, rv string
-	spec     api.ChainSpec
-	selector *selector.Selector
-	err      error // the chain is invalid (reported on its status)
-}
-
-func (c *specCache) chain(o *unstructured.Unstructured) (*chainSpec, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cs, ok := c.chains[o.GetName()]; ok && cs.rv == o.GetResourceVersion() {
-		return cs, nil
-	}
-	cs := &chainSpec{name: o.GetName(), rv: o.GetResourceVersion()}
-	if err := api.Decode(o.Object["spec"], &cs.spec); err != nil {
-		cs.err = fmt.Errorf("cannot read spec of %s [%s]: %w", o.GetKind(), o.GetName(), err)
-	} else {
-		sel, err := selector.Compile(cs.spec.Selector, cs.spec.SelectorMatchExpressions, cs.spec.SelectorMatchFields)
-		if err != nil {
-			cs.err = fmt.Errorf("invalid selector on %s [%s]: %w", o.GetKind(), o.GetName(), err)
-		} else if !sel.Empty() {
-			cs.selector = sel
-		}
-	}
-	c.chains[o.GetName()] = cs
-	return cs, nil
-}
-
-// forget drops a deleted chain and returns what was known of it.
-func (c *specCache) forget(name string) *chainSpec {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cs := c.chains[name]
-	delete(c.chains, name)
-	return cs
 }

@@ -1,0 +1,120 @@
+package reconciler
+
+// The owner's side of reconciler/stamp: where an object goes, applying it
+// as the step's service account, and the step condition an API error ends in.
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/stamp"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// target is where one desired object goes.
+type target struct {
+	gvr  schema.GroupVersionResource
+	key  tracking.Key
+	ref  st.StampedRef
+	what string // for messages
+}
+
+// resolve maps a desired object to its resource, refuses cluster-scoped
+// kinds, and registers the watch and the ref (so that a step that holds or
+// fails never loses track of its object).
+func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target, *metav1.Condition, error) {
+	gvk := desired.GroupVersionKind()
+	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", gvk.Kind, desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
+	tg, err := op.r.m.w.Resolve(gvk)
+	switch {
+	case err != nil && stamp.Classify(err) == stamp.NotServed:
+		op.blocked = blockedDiscovery
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err))
+		return target{}, &c, nil
+	case err != nil:
+		c := st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, err.Error())
+		return target{}, &c, err
+	case !tg.Namespaced:
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, op.r.flavor.OwnerKind))
+		return target{}, &c, nil
+	}
+	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
+	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
+	op.watch.Watch(t.key)
+	op.keep.ref(t.ref)
+	return t, nil, nil
+}
+
+// stampOne applies one object unless the cached live object already has
+// it, and reports whether the object was written. On failure it returns the
+// step's condition (and a transient error to retry, if retrying can help).
+func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
+	cached, _ := op.current(t.key, desired.GetNamespace(), desired.GetName())
+	cl, err := op.stampClient()
+	if err != nil {
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
+		return nil, false, &c, nil
+	}
+	live, wrote, err := op.r.m.w.Apply(op.ctx, cl, t.gvr, desired, cached)
+	if err != nil {
+		c, transient := op.applyFailure(t.what, err)
+		return nil, false, &c, transient
+	}
+	if wrote {
+		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
+	}
+	return live, wrote, nil, nil
+}
+
+// current is the live object (nil: missing), watched for this owner.
+func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
+	return op.r.m.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
+}
+
+// applyFailure turns an API error into the step's condition. Errors that
+// retrying cannot fix end as a False condition and no retry; they come back
+// when RBAC, discovery, the template or the owner change.
+func (op *ownerPass) applyFailure(what string, err error) (metav1.Condition, error) {
+	sa := op.serviceAccount()
+	switch stamp.Classify(err) {
+	case stamp.Forbidden:
+		op.blocked = blockedRBAC
+		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
+	case stamp.Rejected:
+		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil
+	case stamp.Unauthorized:
+		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, fmt.Sprintf("unable to apply %s as service account [%s/%s]: %v", what, sa.Namespace, sa.Name, err)), err
+	default:
+		return st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: %v", what, err)), err
+	}
+}
+
+// serviceAccount is the account whose permissions stamp objects:
+// the owner's, else the chain's, else "default" in the owner's namespace.
+func (op *ownerPass) serviceAccount() api.ServiceAccountRef {
+	ns := op.owner.GetNamespace()
+	if op.spec.ServiceAccountName != "" {
+		return api.ServiceAccountRef{Namespace: ns, Name: op.spec.ServiceAccountName}
+	}
+	if op.chain != nil && op.chain.spec.ServiceAccountRef != nil && op.chain.spec.ServiceAccountRef.Name != "" {
+		ref := *op.chain.spec.ServiceAccountRef
+		if ref.Namespace == "" {
+			ref.Namespace = ns
+		}
+		return ref
+	}
+	return api.ServiceAccountRef{Namespace: ns, Name: "default"}
+}
+
+func (op *ownerPass) stampClient() (dynamic.Interface, error) {
+	sa := op.serviceAccount()
+	return op.r.m.clients.For(sa.Namespace, sa.Name)
+}
