@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/stamp"
 )
 
 // measureFloor times the minimal writes that converging the workloads
@@ -79,7 +79,7 @@ func (b *bench) measureFloor(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stamper, err := apply.NewClients(limited).For(floorNS, "default")
+	stamper, err := stamp.NewClients(limited).For(floorNS, "default")
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	stamp "kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/stamp"
 )
 
 const (
@@ -174,18 +174,18 @@ func TestInstallRBACImpersonation(t *testing.T) {
 
 	// Kontinue's own identity may not write what it stamps.
 	own := dynamic.NewForConfigOrDie(sa)
-	_, err := stamp.Apply(ctx, own, configMapGVR, withNS(cm("own"), ns), "kontinue")
+	_, err := stamp.ServerSideApply(ctx, own, configMapGVR, withNS(cm("own"), ns), "kontinue")
 	require.True(t, apierrors.IsForbidden(err), "Kontinue itself created a ConfigMap: %v", err)
 
 	clients := stamp.NewClients(sa)
 	cl, err := clients.For(ns, "default")
 	require.NoError(t, err)
-	_, err = stamp.Apply(ctx, cl, configMapGVR, withNS(cm("stamped"), ns), "kontinue")
+	_, err = stamp.ServerSideApply(ctx, cl, configMapGVR, withNS(cm("stamped"), ns), "kontinue")
 	require.NoError(t, err, "stamping as %s/default", ns)
 
 	cl, err = clients.For(other, "builder")
 	require.NoError(t, err)
-	_, err = stamp.Apply(ctx, cl, configMapGVR, withNS(cm("stamped"), other), "kontinue")
+	_, err = stamp.ServerSideApply(ctx, cl, configMapGVR, withNS(cm("stamped"), other), "kontinue")
 	require.True(t, apierrors.IsForbidden(err), "the impersonated account has no rights in %s: %v", other, err)
 	require.Contains(t, err.Error(), "system:serviceaccount:"+other+":builder")
 

@@ -17,7 +17,6 @@ import (
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -41,7 +40,7 @@ type Manager struct {
 	dyn     dynamic.Interface
 	mapper  *tracking.Mapper
 	tracker *tracking.Tracker
-	clients *apply.Clients
+	clients *stamp.Clients
 	w       *stamp.Writer // every write of a stamped object, and events
 	opts    Options
 
@@ -108,7 +107,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	m := &Manager{
 		dyn:     dyn,
 		mapper:  tracking.NewMapper(dc),
-		clients: apply.NewClients(cfg),
+		clients: stamp.NewClients(cfg),
 		opts:    opts,
 		owners:  map[string]*ownerReconciler{},
 		blocked: map[Key]blockCause{},

@@ -1,95 +1,19 @@
-// Package apply writes stamped objects: server-side apply with one field
-// manager, through a client that carries the permissions of the owner's
-// service account, and only when the live object lacks something Kontinue
-// wants.
+// Package apply decides whether a stamped object must be written: the
+// desired object against the live one (UpToDate), its digest, how to name
+// it. It is pure; the writes themselves are reconciler/stamp's.
 package apply
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
-
-// Clients hands out dynamic clients that impersonate service accounts, one
-// per account, created once.
-type Clients struct {
-	base *rest.Config
-	mu   sync.Mutex
-	m    map[string]dynamic.Interface
-}
-
-// NewClients returns a pool on top of the controller's own config.
-func NewClients(base *rest.Config) *Clients {
-	return &Clients{base: base, m: map[string]dynamic.Interface{}}
-}
-
-// ServiceAccountUser is the user name of a service account.
-func ServiceAccountUser(namespace, name string) string {
-	return "system:serviceaccount:" + namespace + ":" + name
-}
-
-// For returns a client acting as the service account namespace/name. It
-// sends no groups: the API server then gives the account its own groups
-// (system:serviceaccounts, system:serviceaccounts:<ns>, system:authenticated),
-// so RBAC bindings to them keep working, and Kontinue needs `impersonate` on
-// serviceaccounts only, not on groups (which would reach system:masters).
-func (c *Clients) For(namespace, name string) (dynamic.Interface, error) {
-	key := namespace + "/" + name
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cl, ok := c.m[key]; ok {
-		return cl, nil
-	}
-	cfg := rest.CopyConfig(c.base)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccountUser(namespace, name)}
-	cl, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	c.m[key] = cl
-	return cl, nil
-}
-
-// Apply server-side applies obj as Kontinue's field manager, forcing
-// ownership of the fields it sets.
-func Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, fieldManager string) (*unstructured.Unstructured, error) {
-	ri := cl.Resource(gvr)
-	var r dynamic.ResourceInterface = ri
-	if ns := obj.GetNamespace(); ns != "" {
-		r = ri.Namespace(ns)
-	}
-	return r.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
-}
-
-// Delete deletes an object only if it is still the one we know (UID
-// precondition), in the background so the garbage collector removes its
-// dependents.
-func Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) error {
-	ri := cl.Resource(gvr)
-	var r dynamic.ResourceInterface = ri
-	if namespace != "" {
-		r = ri.Namespace(namespace)
-	}
-	bg := metav1.DeletePropagationBackground
-	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
-	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: &uid}
-	}
-	return r.Delete(ctx, name, opts)
-}
 
 // Digest is a stable digest of an object's content (JSON of its map, whose
 // keys encoding/json sorts).

@@ -175,7 +175,7 @@ func (w *Writer) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.Gro
 		w.note(false)
 		return cached, false, nil
 	}
-	live, err := apply.Apply(ctx, cl, gvr, desired, FieldManager)
+	live, err := ServerSideApply(ctx, cl, gvr, desired, FieldManager)
 	w.note(true)
 	if err != nil {
 		return nil, false, err
@@ -207,7 +207,7 @@ func (w *Writer) Create(ctx context.Context, cl dynamic.Interface, gvr schema.Gr
 // Delete deletes obj through cl only if it is still the object seen (UID
 // precondition). Gone or replaced meanwhile is not an error.
 func (w *Writer) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) error {
-	err := apply.Delete(ctx, cl, gvr, namespace, name, uid)
+	err := deleteObject(ctx, cl, gvr, namespace, name, uid)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
