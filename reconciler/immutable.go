@@ -43,10 +43,9 @@ func (op *ownerPass) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructur
 	gvk := desired.GroupVersionKind()
 	what := fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)
 
-	tg, err := op.r.m.w.Resolve(gvk)
+	tg, err := op.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		op.blocked = blockedDiscovery
 		return fail(st.False, step.ReasonRejected, "unable to create %s: %v", what, err)
 	case err != nil:
 		r := fail(st.Unknown, step.ReasonUnknownError, "%v", err)
@@ -110,7 +109,7 @@ func (op *ownerPass) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructur
 func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key) ([]runs.Run, error) {
 	f := op.r.flavor
 	ns := op.owner.GetNamespace()
-	return op.r.m.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(),
+	return op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(),
 		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}})
 }
 
@@ -120,7 +119,7 @@ func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, 
 	if err != nil {
 		return nil, op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error()), nil), false
 	}
-	created, err := op.r.m.w.Create(op.ctx, cl, gvr, desired, digest)
+	created, err := op.w.Create(op.ctx, cl, gvr, desired, digest)
 	if stamp.Classify(err) == stamp.AlreadyExists {
 		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, desired.GetName()))
 		return nil, op.stepDone(sc, nil, c, nil), false
@@ -131,7 +130,7 @@ func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, 
 		r.err = transient
 		return nil, r, false
 	}
-	op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
+	op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
 	klog.V(2).InfoS("created run", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "run", created.GetName(), "digest", digest)
 	return created, stepResult{}, true
 }
@@ -143,14 +142,13 @@ func (op *ownerPass) pruneStepRuns(sc *stepCtx, gvr schema.GroupVersionResource,
 		return err
 	}
 	sa := op.serviceAccount()
-	doomed, forbidden, err := op.r.m.w.Prune(op.ctx, cl, gvr, list, runs.PolicyOf(sc.spec.RetentionPolicy), op.owner,
+	// A forbidden deletion is not returned (retrying cannot help until RBAC
+	// changes): the Session notes it.
+	doomed, _, err := op.w.Prune(op.ctx, cl, gvr, list, runs.PolicyOf(sc.spec.RetentionPolicy), op.owner,
 		sa.Namespace+"/"+sa.Name, fmt.Sprintf("(retention policy of step [%s])", sc.step.Name))
 	for _, d := range doomed {
 		// Runs are listed again on every reconcile: nothing to remember.
 		op.keep.drop(gvr, d.Obj.GetNamespace(), d.Name)
-	}
-	if forbidden {
-		op.blocked = blockedRBAC // retrying cannot help until RBAC changes
 	}
 	return err
 }
@@ -163,11 +161,7 @@ func (op *ownerPass) deleteRun(gvr schema.GroupVersionResource, obj *unstructure
 		return err
 	}
 	sa := op.serviceAccount()
-	err = op.r.m.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, "("+why+")")
-	if apierrors.IsForbidden(err) {
-		op.blocked = blockedRBAC // retrying cannot help until RBAC changes
-	}
-	return err
+	return op.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, "("+why+")")
 }
 
 // removeStaleRuns deletes the runs of immutable steps that no longer need
@@ -254,7 +248,7 @@ func (op *ownerPass) removeStaleRunObjects() error {
 func (op *ownerPass) ownerRuns(key tracking.Key) ([]*unstructured.Unstructured, error) {
 	f := op.r.flavor
 	ns := op.owner.GetNamespace()
-	list, err := op.r.m.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Glance, Namespace: ns, Controller: op.owner.GetUID(),
+	list, err := op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Glance, Namespace: ns, Controller: op.owner.GetUID(),
 		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns}})
 	out := make([]*unstructured.Unstructured, len(list))
 	for i, r := range list {

@@ -72,6 +72,20 @@ const (
 	blockedDiscovery
 )
 
+// blockCauseOf is the one place a reconcile's key is found blocked: from
+// the class of the failures its stamp Session saw (0: not blocked).
+func blockCauseOf(s *stamp.Session) blockCause {
+	switch f, ok := s.Blocked(); {
+	case !ok:
+		return 0
+	case f == stamp.Forbidden:
+		return blockedRBAC
+	case f == stamp.NotServed:
+		return blockedDiscovery
+	}
+	return 0
+}
+
 // NewManager builds a manager from a client config.
 func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if opts.Workers <= 0 {

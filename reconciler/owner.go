@@ -132,9 +132,10 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	}
 	op.watch.Done()
 	r.idx.set(key, op.used())
+	blocked := blockCauseOf(op.w)
 	switch {
-	case op.blocked != 0:
-		r.m.block(key, op.blocked)
+	case blocked != 0:
+		r.m.block(key, blocked)
 	default:
 		r.m.unblockOne(key)
 	}
@@ -144,7 +145,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	if orphanErr != nil {
 		return Result{}, orphanErr
 	}
-	if op.blocked != 0 && (res.RequeueAfter == 0 || res.RequeueAfter > blockedRecheck) {
+	if blocked != 0 && (res.RequeueAfter == 0 || res.RequeueAfter > blockedRecheck) {
 		// RBAC and CRD events wake blocked owners at once; this slow look
 		// covers what sends no such event (an admission policy's 403, a
 		// kind served by an aggregated API server). An unchanged status is
@@ -236,13 +237,13 @@ type ownerPass struct {
 	chain         *chainSpec
 	templatesUsed []templateKey
 	watch         *tracking.Handle // the watches this reconcile used
+	w             *stamp.Session   // every write; what blocks the owner (blockCauseOf)
 	keep          *keepSet         // what removal must leave alone (keep.go)
-	blocked       blockCause
 }
 
 func newOwnerPass(ctx context.Context, r *ownerReconciler, owner *unstructured.Unstructured) *ownerPass {
 	op := &ownerPass{ctx: ctx, r: r, owner: owner, now: metav1.NewTime(time.Now().Truncate(time.Second)),
-		watch: r.m.tracker.Begin(r.user(owner.GetNamespace(), owner.GetName())), keep: newKeepSet()}
+		watch: r.m.tracker.Begin(r.user(owner.GetNamespace(), owner.GetName())), w: r.m.w.Session(), keep: newKeepSet()}
 	if s, ok := owner.Object["status"].(map[string]any); ok {
 		_ = api.Decode(s, &op.prev)
 	}
@@ -283,7 +284,7 @@ func (op *ownerPass) realize() (Result, error) {
 	choice, chain := op.chooseChain()
 	if chain == nil {
 		if prev := st.Find(op.prev.Conditions, f.ChainReadyCondition); len(choice.Candidates) > 0 && (prev == nil || prev.Reason != choice.Reason) {
-			op.r.m.w.Events.Event(op.owner, corev1.EventTypeWarning, choice.Reason,
+			op.w.Events.Event(op.owner, corev1.EventTypeWarning, choice.Reason,
 				"%s selected by %s whose selectors are equally specific: make one of them more specific",
 				f.OwnerKind, strings.Join(choice.Candidates, ", "))
 		}
@@ -389,9 +390,7 @@ func (op *ownerPass) removeOrphans() error {
 				"object", c.ref.Kind+"/"+c.ref.Name, "err", err.Error())
 			op.status.Orphans = append(op.status.Orphans, c.ref)
 			if apierrors.IsForbidden(err) {
-				// Retried when RBAC changes, not on a timer.
-				op.blocked = blockedRBAC
-				continue
+				continue // retried when RBAC changes, not on a timer
 			}
 			if firstErr == nil {
 				firstErr = err
@@ -406,7 +405,7 @@ func (op *ownerPass) removeOrphans() error {
 
 func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
 	f := op.r.flavor
-	live, err := op.r.m.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, nil, k.namespace, k.name)
+	live, err := op.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, nil, k.namespace, k.name)
 	if err != nil || live == nil {
 		return err
 	}
@@ -422,5 +421,5 @@ func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) erro
 		step = "(removed earlier)"
 	}
 	sa := op.serviceAccount()
-	return op.r.m.w.Remove(op.ctx, cl, k.gvr, live, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
+	return op.w.Remove(op.ctx, cl, k.gvr, live, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
 }

@@ -184,7 +184,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 		r.m.unblockOne(key)
 		return Result{}, nil
 	}
-	rp := &runnablePass{ctx: ctx, r: r, obj: obj.DeepCopy(), key: key, user: user, watch: r.m.tracker.Begin(user),
+	rp := &runnablePass{ctx: ctx, r: r, obj: obj.DeepCopy(), key: key, user: user, watch: r.m.tracker.Begin(user), w: r.m.w.Session(),
 		now: metav1.NewTime(time.Now().Truncate(time.Second))}
 	if s, ok := obj.Object["status"].(map[string]any); ok {
 		_ = api.Decode(s, &rp.prev)
@@ -197,8 +197,8 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	}
 	rp.watch.Done()
 	r.setSelector(key, rp.selKey)
-	if rp.blocked != 0 {
-		r.m.block(key, rp.blocked)
+	if blocked := blockCauseOf(rp.w); blocked != 0 {
+		r.m.block(key, blocked)
 	} else {
 		r.m.unblockOne(key)
 	}
@@ -230,7 +230,7 @@ type runnablePass struct {
 
 	watch      *tracking.Handle // the watches this reconcile used
 	selKey     *tracking.Key
-	blocked    blockCause
+	w          *stamp.Session // every write; what blocks the Runnable (blockCauseOf)
 	requeue    time.Duration
 	keepStatus bool // a cache is still syncing: decide nothing, write nothing
 }
@@ -323,10 +323,9 @@ func (rp *runnablePass) realize() error {
 	digest := apply.Digest(desired.Object)
 
 	gvk := desired.GroupVersionKind()
-	tg, err := rp.r.m.w.Resolve(gvk)
+	tg, err := rp.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		rp.blocked = blockedDiscovery
 		rp.fail(ReasonStampedObjectRejected, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rp.what(), tmplName, err)
 		return nil
 	case err != nil:
@@ -395,10 +394,9 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 		return nil
 	}
 	gvk := gv.WithKind(s.Resource.Kind)
-	tg, err := rp.r.m.w.Resolve(gvk)
+	tg, err := rp.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		rp.blocked = blockedDiscovery
 		rp.fail(ReasonSelectorMatchError, "%s: spec.selector names kind [%s] in [%s], which the API server does not serve", rp.what(), gvk.Kind, gv)
 		return nil
 	case err != nil:
@@ -447,7 +445,7 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 // its name whose controller is this very Runnable (by UID), so that a
 // Runnable deleted and created again does not adopt old runs.
 func (rp *runnablePass) listRuns(key tracking.Key) ([]runs.Run, error) {
-	list, err := rp.r.m.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(),
+	list, err := rp.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(),
 		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}})
 	for i := range list {
 		list[i].Outcome = runs.TektonOutcome(list[i].Obj)
@@ -487,11 +485,10 @@ func (rp *runnablePass) create(desired *unstructured.Unstructured, gvr schema.Gr
 		rp.fail(step.ReasonServiceAccountError, "unable to create %s: service account [%s/%s]: %v", what, ns, sa, err)
 		return nil, nil
 	}
-	created, err := rp.r.m.w.Create(rp.ctx, cl, gvr, run, digest)
+	created, err := rp.w.Create(rp.ctx, cl, gvr, run, digest)
 	if err != nil {
 		switch stamp.Classify(err) {
 		case stamp.Forbidden:
-			rp.blocked = blockedRBAC
 			rp.fail(ReasonStampedObjectRejected, "unable to create %s: service account [%s/%s] is not allowed: %v", what, ns, sa, err)
 			return nil, nil
 		case stamp.AlreadyExists:
@@ -509,7 +506,7 @@ func (rp *runnablePass) create(desired *unstructured.Unstructured, gvr schema.Gr
 		}
 	}
 	rp.r.recent.Remember(rp.user, digest, string(created.GetUID()))
-	rp.r.m.w.Events.Event(rp.obj, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
+	rp.w.Events.Event(rp.obj, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
 	klog.V(2).InfoS("created run", "runnable", rp.user, "run", created.GetName(), "digest", digest)
 	return created, nil
 }
@@ -600,9 +597,8 @@ func (rp *runnablePass) prune(list []runs.Run, gvr schema.GroupVersionResource) 
 	if err != nil {
 		return err
 	}
-	_, forbidden, err := rp.r.m.w.Prune(rp.ctx, cl, gvr, list, runs.PolicyOf(rp.spec.RetentionPolicy), rp.obj, ns+"/"+sa, "(retention policy)")
-	if forbidden {
-		rp.blocked = blockedRBAC // retrying cannot help until RBAC changes
-	}
+	// A forbidden deletion is not returned (retrying cannot help until RBAC
+	// changes): the Session notes it.
+	_, _, err = rp.w.Prune(rp.ctx, cl, gvr, list, runs.PolicyOf(rp.spec.RetentionPolicy), rp.obj, ns+"/"+sa, "(retention policy)")
 	return err
 }

@@ -231,7 +231,7 @@ func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource
 	if key.Selector != "" {
 		watch = op.watch.Watch
 	}
-	cached, err := op.r.m.w.Live(op.ctx, key, watch, desired.GetNamespace(), desired.GetName())
+	cached, err := op.w.Live(op.ctx, key, watch, desired.GetNamespace(), desired.GetName())
 	if err == nil && cached != nil && desired.GetNamespace() == "" {
 		// Never take over a ClusterRunTemplate someone else wrote.
 		l := cached.GetLabels()
@@ -247,7 +247,7 @@ func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource
 			return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
 		}
 	}
-	live, wrote, err := op.r.m.w.Apply(op.ctx, cl, gvr, desired, cached)
+	live, wrote, err := op.w.Apply(op.ctx, cl, gvr, desired, cached)
 	if err != nil {
 		c, transient := op.applyFailure(what, err)
 		r := op.stepDone(sc, nil, c, nil)
@@ -255,7 +255,7 @@ func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource
 		return appliedGenerated{stepResult: r}, false
 	}
 	if wrote {
-		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
+		op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
 	}
 	return appliedGenerated{live: live}, true
 }

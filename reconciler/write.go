@@ -33,10 +33,9 @@ type target struct {
 func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target, *metav1.Condition, error) {
 	gvk := desired.GroupVersionKind()
 	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", gvk.Kind, desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	tg, err := op.r.m.w.Resolve(gvk)
+	tg, err := op.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		op.blocked = blockedDiscovery
 		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err))
 		return target{}, &c, nil
 	case err != nil:
@@ -63,20 +62,20 @@ func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstr
 		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
 		return nil, false, &c, nil
 	}
-	live, wrote, err := op.r.m.w.Apply(op.ctx, cl, t.gvr, desired, cached)
+	live, wrote, err := op.w.Apply(op.ctx, cl, t.gvr, desired, cached)
 	if err != nil {
 		c, transient := op.applyFailure(t.what, err)
 		return nil, false, &c, transient
 	}
 	if wrote {
-		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
+		op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
 	}
 	return live, wrote, nil, nil
 }
 
 // current is the live object (nil: missing), watched for this owner.
 func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
-	return op.r.m.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
+	return op.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
 }
 
 // applyFailure turns an API error into the step's condition. Errors that
@@ -86,7 +85,6 @@ func (op *ownerPass) applyFailure(what string, err error) (metav1.Condition, err
 	sa := op.serviceAccount()
 	switch stamp.Classify(err) {
 	case stamp.Forbidden:
-		op.blocked = blockedRBAC
 		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
 	case stamp.Rejected:
 		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil

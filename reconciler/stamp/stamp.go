@@ -331,3 +331,81 @@ func StatusDigest(status map[string]any) [32]byte {
 	b, _ := json.Marshal(status)
 	return sha256.Sum256(b)
 }
+
+// Session is the Writer as one reconcile uses it. It remembers the last
+// failure that only news can fix (Forbidden: RBAC; NotServed: discovery),
+// so that whether a key waits for news is decided in one place, from the
+// error classes, however many calls failed.
+type Session struct {
+	*Writer
+	blocking Failure
+	blocked  bool
+}
+
+// Session starts a Session for one reconcile.
+func (w *Writer) Session() *Session { return &Session{Writer: w} }
+
+// Blocked returns the failure the reconcile waits on news for (false: none).
+func (s *Session) Blocked() (Failure, bool) { return s.blocking, s.blocked }
+
+// Note records err's class when it is one only news can fix; it returns
+// err. The Session's own calls note their errors: callers note only errors
+// that did not come through it.
+func (s *Session) Note(err error) error {
+	if err == nil {
+		return nil
+	}
+	if f := Classify(err); f == Forbidden || f == NotServed {
+		s.blocking, s.blocked = f, true
+	}
+	return err
+}
+
+// Resolve is Writer.Resolve, noted.
+func (s *Session) Resolve(gvk schema.GroupVersionKind) (Target, error) {
+	t, err := s.Writer.Resolve(gvk)
+	return t, s.Note(err)
+}
+
+// Live is Writer.Live, noted.
+func (s *Session) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (*unstructured.Unstructured, error) {
+	o, err := s.Writer.Live(ctx, key, watch, namespace, name)
+	return o, s.Note(err)
+}
+
+// Apply is Writer.Apply, noted.
+func (s *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	live, wrote, err := s.Writer.Apply(ctx, cl, gvr, desired, cached)
+	return live, wrote, s.Note(err)
+}
+
+// Create is Writer.Create, noted.
+func (s *Session) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
+	created, err := s.Writer.Create(ctx, cl, gvr, obj, digest)
+	return created, s.Note(err)
+}
+
+// Delete is Writer.Delete, noted.
+func (s *Session) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) error {
+	return s.Note(s.Writer.Delete(ctx, cl, gvr, namespace, name, uid))
+}
+
+// Remove is Writer.Remove, noted.
+func (s *Session) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error {
+	return s.Note(s.Writer.Remove(ctx, cl, gvr, obj, owner, account, why))
+}
+
+// ListRuns is Writer.ListRuns, noted.
+func (s *Session) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
+	list, err := s.Writer.ListRuns(ctx, q)
+	return list, s.Note(err)
+}
+
+// Prune is Writer.Prune, noted: a forbidden deletion blocks.
+func (s *Session) Prune(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, list []runs.Run, p runs.Policy, owner *unstructured.Unstructured, account, why string) ([]runs.Run, bool, error) {
+	doomed, forbidden, err := s.Writer.Prune(ctx, cl, gvr, list, p, owner, account, why)
+	if forbidden {
+		s.blocking, s.blocked = Forbidden, true
+	}
+	return doomed, forbidden, s.Note(err)
+}

@@ -50,3 +50,34 @@ func TestClassify(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, Classify(tt.err)) })
 	}
 }
+
+// Only failures that news can fix block; the last one noted wins.
+func TestSessionBlocked(t *testing.T) {
+	gr := schema.GroupResource{Group: "x", Resource: "ys"}
+	tests := []struct {
+		name string
+		errs []error
+		want Failure
+		ok   bool
+	}{
+		{"nothing failed", nil, 0, false},
+		{"transient and rejected do not block", []error{apierrors.NewTimeoutError("slow", 1), apierrors.NewBadRequest("no"), nil}, 0, false},
+		{"forbidden waits for RBAC", []error{apierrors.NewForbidden(gr, "a", errors.New("no"))}, Forbidden, true},
+		{"not served waits for discovery", []error{&Error{Failure: NotServed, Err: errors.New("x")}}, NotServed, true},
+		{"a later transient keeps the block", []error{apierrors.NewForbidden(gr, "a", errors.New("no")), apierrors.NewTimeoutError("slow", 1)}, Forbidden, true},
+		{"the last block wins", []error{apierrors.NewForbidden(gr, "a", errors.New("no")), &meta.NoKindMatchError{GroupKind: schema.GroupKind{Kind: "Y"}}}, NotServed, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := (&Writer{}).Session()
+			for _, err := range tt.errs {
+				assert.Equal(t, err, s.Note(err))
+			}
+			got, ok := s.Blocked()
+			assert.Equal(t, tt.ok, ok)
+			if ok {
+				assert.Equal(t, tt.want, got)
+			}
+		})
+	}
+}
