@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
-	"kontinue.dev/kontinue/reconciler/apply"
-	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -21,86 +18,83 @@ import (
 	"kontinue.dev/kontinue/tracking"
 )
 
-// stampImmutable realizes a step of lifecycle immutable or tekton: it
-// creates a new object when the rendered one differs from the newest run
-// (never applies), reads outputs from the newest healthy run, and prunes old
-// runs per the template's retentionPolicy. The step's stampedRef is the
-// newest run.
-func (op *ownerPass) stampImmutable(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
-	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) stepResult {
-		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
+// How immutable steps (lifecycle immutable or tekton) write: runs created
+// (never applied) as the step's service account, listed by label, deleted
+// when retention lets them go. Whether to create one, and which go, is
+// step.Strategy's.
+type immutableWriter struct {
+	op   *ownerPass
+	sc   *stepCtx
+	gvr  schema.GroupVersionResource
+	memo string // the step's key in the memory of runs just created
+	what string
+}
+
+func newImmutableWriter(op *ownerPass, sc *stepCtx) stepWriter {
+	return &immutableWriter{op: op, sc: sc, memo: op.r.user(op.owner.GetNamespace(), op.owner.GetName()) + "/" + sc.step.Name}
+}
+
+// load turns the rendered object into the run (its input set is the
+// Observed digest), resolves its kind and lists the step's runs.
+func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
+	op, sc := w.op, w.sc
+	fail := func(s metav1.ConditionStatus, reason string, err error, format string, args ...any) (step.Seen, *stepResult) {
+		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
+		r.err = err
+		return step.Seen{}, &r
 	}
-	lc := sc.spec.Lifecycle
-	if len(objs) != 1 {
-		return fail(st.False, step.ReasonStampFailure, "step [%s]: a template with lifecycle %s stamps exactly one object per input set; template [%s/%s] rendered %d", sc.step.Name, lc, sc.kind, sc.tmplName, len(objs))
-	}
-	desired := objs[0].DeepCopy()
-	ann := desired.GetAnnotations()
-	delete(ann, AnnotationDigest) // runs are never applied: the input digest label identifies them
-	desired.SetAnnotations(ann)
-	digest := apply.Digest(desired.Object)
-	ns := op.owner.GetNamespace()
-	gvk := desired.GroupVersionKind()
-	what := fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)
+	o.Desired, o.Digest = step.RunOf(o.Objects[0])
+	o.Objects = []*unstructured.Unstructured{o.Desired}
+	gvk := o.Desired.GroupVersionKind()
+	w.what = fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)
 
 	tg, err := op.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		return fail(st.False, step.ReasonRejected, "unable to create %s: %v", what, err)
+		return fail(st.False, step.ReasonRejected, nil, "unable to create %s: %v", w.what, err)
 	case err != nil:
-		r := fail(st.Unknown, step.ReasonUnknownError, "%v", err)
-		r.err = err
-		return r
+		return fail(st.Unknown, step.ReasonUnknownError, err, "%v", err)
 	case !tg.Namespaced:
-		return fail(st.False, step.ReasonStampFailure, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, op.r.flavor.OwnerKind)
+		return fail(st.False, step.ReasonStampFailure, nil, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", w.what, gvk.Kind, op.r.flavor.OwnerKind)
 	}
-	gvr := tg.GVR
+	w.gvr = tg.GVR
 	key := tg.Watch()
 	op.watch.Watch(key)
 	list, err := op.listStepRuns(sc, key)
 	if err != nil {
-		r := fail(st.Unknown, step.ReasonUnknownError, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
-		r.err = err
-		return r
+		return fail(st.Unknown, step.ReasonUnknownError, err, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
 	}
+	return step.Seen{Runs: list, Pending: op.r.m.runnables.recent.Pending(w.memo, o.Digest, list)}, nil
+}
 
-	var requeue time.Duration
-	memo := op.r.user(ns, op.owner.GetName()) + "/" + sc.step.Name
-	if runs.NeedsCreate(list, digest) {
-		if op.r.m.runnables.recent.Pending(memo, digest, list) {
-			requeue = 300 * time.Millisecond // created a moment ago; the cache lags
-		} else {
-			created, r, ok := op.createRun(sc, desired, gvr, digest, what)
-			if !ok {
-				return r
-			}
-			op.r.m.runnables.recent.Remember(memo, digest, string(created.GetUID()))
-			list = append([]runs.Run{runs.FromObject(created, runs.Running)}, list...)
-		}
+// write creates the Plan's run.
+func (w *immutableWriter) write(o step.Observed, p step.Plan) (step.Got, *stepResult) {
+	created, r, ok := w.op.createRun(w.sc, p.Create, w.gvr, o.Digest, w.what)
+	if !ok {
+		return step.Got{}, &r
 	}
+	w.op.r.m.runnables.recent.Remember(w.memo, o.Digest, string(created.GetUID()))
+	return step.Got{Live: []*unstructured.Unstructured{created}, Refs: []st.StampedRef{w.ref(created)}, Wrote: true}, nil
+}
 
-	obs := step.ObserveRuns(op.observed(sc, desired, in), list)
-	op.keep.reach(sc.step.Name)
-	for _, r := range obs.Judged {
-		op.keep.run(gvr, r.Obj.GetNamespace(), r.Name)
-	}
-	pruneErr := op.pruneStepRuns(sc, gvr, obs.Judged)
+func (w *immutableWriter) ref(u *unstructured.Unstructured) st.StampedRef {
+	return st.StampedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Resource: resourceString(w.gvr)}
+}
 
-	if n := obs.Newest; n != nil {
-		sc.res.StampedRef = &st.StampedRef{APIVersion: n.GetAPIVersion(), Kind: n.GetKind(), Namespace: n.GetNamespace(), Name: n.GetName(), Resource: resourceString(gvr)}
-		sc.res.StampedObjects = nil
+// remove deletes the runs retention lets go. A forbidden deletion is not
+// returned (retrying cannot help until RBAC changes): the Session notes it.
+func (w *immutableWriter) remove(p step.Plan) error {
+	if len(p.Delete) == 0 {
+		return nil
 	}
-	if obs.InputDigest != "" {
-		sc.res.InputDigest = obs.InputDigest
+	op, sc := w.op, w.sc
+	cl, err := op.stampClient()
+	if err != nil {
+		return err
 	}
-	r := op.stepDone(sc, obs.Outputs(), obs.Submitted, obs.Healthy)
-	if r.err == nil {
-		r.err = pruneErr
-	}
-	if requeue > 0 && (r.requeue == 0 || requeue < r.requeue) {
-		r.requeue = requeue
-	}
-	return r
+	sa := op.serviceAccount()
+	_, err = op.w.RemoveRuns(op.ctx, cl, w.gvr, p.Delete, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("(retention policy of step [%s])", sc.step.Name))
+	return err
 }
 
 // listStepRuns returns the step's runs, newest first: objects of the
@@ -133,24 +127,6 @@ func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, 
 	op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
 	klog.V(2).InfoS("created run", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "run", created.GetName(), "digest", digest)
 	return created, stepResult{}, true
-}
-
-// pruneStepRuns deletes the finished runs retention does not keep.
-func (op *ownerPass) pruneStepRuns(sc *stepCtx, gvr schema.GroupVersionResource, list []runs.Run) error {
-	cl, err := op.stampClient()
-	if err != nil {
-		return err
-	}
-	sa := op.serviceAccount()
-	// A forbidden deletion is not returned (retrying cannot help until RBAC
-	// changes): the Session notes it.
-	doomed, _, err := op.w.Prune(op.ctx, cl, gvr, list, runs.PolicyOf(sc.spec.RetentionPolicy), op.owner,
-		sa.Namespace+"/"+sa.Name, fmt.Sprintf("(retention policy of step [%s])", sc.step.Name))
-	for _, d := range doomed {
-		// Runs are listed again on every reconcile: nothing to remember.
-		op.keep.drop(gvr, d.Obj.GetNamespace(), d.Name)
-	}
-	return err
 }
 
 // deleteRun deletes a run as the stamping service account, only if it is

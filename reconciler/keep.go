@@ -41,14 +41,8 @@ func (k *keepSet) resources(list []st.Resource) {
 // reach records that step reached its runs or Runnable in this reconcile.
 func (k *keepSet) reach(step string) { k.reached[step] = true }
 
-// run keeps a run; drop lets retention have it.
-func (k *keepSet) run(gvr schema.GroupVersionResource, namespace, name string) {
-	k.runs[refKey{gvr: gvr, namespace: namespace, name: name}] = true
-}
-
-func (k *keepSet) drop(gvr schema.GroupVersionResource, namespace, name string) {
-	delete(k.runs, refKey{gvr: gvr, namespace: namespace, name: name})
-}
+// run keeps a run that retention keeps.
+func (k *keepSet) run(ref st.StampedRef) { k.runs[refKeyOf(ref)] = true }
 
 // has reports whether an object must stay.
 func (k *keepSet) has(key refKey) bool { return k.refs[key] || k.runs[key] }

@@ -28,9 +28,7 @@ func TestKeepSet(t *testing.T) {
 
 	runGVR := schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
 	k.reach("test")
-	k.run(runGVR, "ns", "r1")
-	k.run(runGVR, "ns", "r2")
-	k.drop(runGVR, "ns", "r1")
+	k.run(st.StampedRef{APIVersion: "tekton.dev/v1", Kind: "TaskRun", Namespace: "ns", Name: "r2", Resource: "taskruns.tekton.dev"})
 	assert.True(t, k.has(refKey{gvr: runGVR, namespace: "ns", name: "r2"}))
 	assert.False(t, k.has(refKey{gvr: runGVR, namespace: "ns", name: "r1"}), "retention has it")
 	assert.True(t, k.reached["test"])

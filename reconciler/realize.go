@@ -91,6 +91,7 @@ type stepCtx struct {
 	spec     *api.TemplateSpec
 	prev     *st.Resource
 	res      st.Resource
+	in       render.Inputs
 }
 
 func (op *ownerPass) realizeStep(def api.Step, outs map[string]outputs) stepResult {
@@ -147,17 +148,8 @@ func (op *ownerPass) realizeStep(def api.Step, outs map[string]outputs) stepResu
 		}
 		return r
 	}
-	return executors[step.LifecycleOf(sc.spec)](op, sc, objs, in)
-}
-
-// An executor realizes a step of one lifecycle: it writes through stamp
-// what the step's decisions (reconciler/step) ask for.
-type executor func(op *ownerPass, sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult
-
-var executors = map[step.Lifecycle]executor{
-	step.Mutable:   (*ownerPass).stampAndObserve, // this file
-	step.Immutable: (*ownerPass).stampImmutable,  // immutable.go: a new run per input set
-	step.Runnable:  (*ownerPass).stampRunnable,   // runnablestep.go: a generated Runnable
+	sc.in = in
+	return op.execute(sc, objs, in) // execute.go
 }
 
 // stepDone finishes a step: outputs (nil when not available), its

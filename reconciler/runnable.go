@@ -599,6 +599,6 @@ func (rp *runnablePass) prune(list []runs.Run, gvr schema.GroupVersionResource) 
 	}
 	// A forbidden deletion is not returned (retrying cannot help until RBAC
 	// changes): the Session notes it.
-	_, _, err = rp.w.Prune(rp.ctx, cl, gvr, list, runs.PolicyOf(rp.spec.RetentionPolicy), rp.obj, ns+"/"+sa, "(retention policy)")
+	_, err = rp.w.RemoveRuns(rp.ctx, cl, gvr, runs.Prune(list, runs.PolicyOf(rp.spec.RetentionPolicy)), rp.obj, ns+"/"+sa, "(retention policy)")
 	return err
 }

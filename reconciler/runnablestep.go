@@ -131,16 +131,25 @@ func translateLeaf(s string, seen map[string]bool) string {
 	})
 }
 
-// stampRunnable realizes a step whose template sets runnable: true.
-func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
-	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) stepResult {
-		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
-	}
-	if sc.spec.Template == nil {
-		return fail(st.False, step.ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true, which needs spec.template (the $(…)$ engine)", sc.step.Name, sc.kind, sc.tmplName)
-	}
-	if len(objs) != 1 {
-		return fail(st.False, step.ReasonStampFailure, "step [%s]: template [%s/%s] sets runnable: true and must stamp exactly one object, not %d", sc.step.Name, sc.kind, sc.tmplName, len(objs))
+// How runnable: true steps write: the generated ClusterRunTemplate (as
+// Kontinue) and Runnable (as the stamping service account) applied in
+// place. load generates them; the Strategy applies them in that order.
+type runnableWriter struct {
+	noRuns
+	op *ownerPass
+	sc *stepCtx
+}
+
+func newRunnableWriter(op *ownerPass, sc *stepCtx) stepWriter { return &runnableWriter{op: op, sc: sc} }
+
+// load generates the ClusterRunTemplate and the Runnable from the rendered
+// object (Observed.Objects becomes them, the Runnable primary) and watches
+// the Runnable.
+func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
+	op, sc := w.op, w.sc
+	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) (step.Seen, *stepResult) {
+		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
+		return step.Seen{}, &r
 	}
 	ns, owner := op.owner.GetNamespace(), op.owner.GetName()
 	translated, exprs := translateTemplate(sc.spec.Template)
@@ -151,7 +160,7 @@ func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructure
 		inputsTmpl[e] = "$(" + e + ")$"
 	}
 	params := render.MergeParams(sc.spec.Params, op.chain.spec.Params, sc.step.Params, op.spec.Params)
-	tc := render.NewContext(op.r.flavor.OwnerKind, op.owner.Object, params, in, op.stepLabels(sc))
+	tc := render.NewContext(op.r.flavor.OwnerKind, op.owner.Object, params, sc.in, op.stepLabels(sc))
 	rendered, err := render.Simple().Render(op.ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
 	if err != nil {
 		return fail(st.False, step.ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
@@ -178,12 +187,8 @@ func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructure
 	}
 	crt.SetLabels(labels)
 	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", op.r.flavor.OwnerKind, ns, owner, sc.step.Name)})
-	op.keep.reach(sc.step.Name)
-	if r, ok := op.applyGenerated(sc, RunTemplateGVR, tracking.Key{GVR: RunTemplateGVR}, crt, false); !ok {
-		return r.stepResult
-	}
 
-	name := objs[0].GetName()
+	name := o.Objects[0].GetName()
 	if name == "" {
 		name = owner + "-" + sc.step.Name
 	}
@@ -205,16 +210,36 @@ func (op *ownerPass) stampRunnable(sc *stepCtx, objs []*unstructured.Unstructure
 		APIVersion: api.Group + "/" + api.Version, Kind: op.r.flavor.OwnerKind,
 		Name: owner, UID: op.owner.GetUID(), Controller: ptr.To(true),
 	}})
-	key := tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}
-	ref := st.StampedRef{APIVersion: rn.GetAPIVersion(), Kind: api.KindRunnable, Namespace: ns, Name: name, Resource: resourceString(RunnableGVR)}
-	op.watch.Watch(key)
-	op.keep.ref(ref)
-	r, ok := op.applyGenerated(sc, RunnableGVR, key, rn, true)
-	if !ok {
-		return r.stepResult
+	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
+	o.Desired, o.Digest = rn, ""
+	op.watch.Watch(tracking.Key{GVR: RunnableGVR, Selector: StampedSelector})
+	op.keep.ref(w.ref(rn))
+	return step.Seen{}, nil
+}
+
+// write applies the generated objects in the Plan's order.
+func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepResult) {
+	var got step.Got
+	for _, u := range p.Apply {
+		gvr, key, asSA := RunTemplateGVR, tracking.Key{GVR: RunTemplateGVR}, false
+		if u.GetKind() == api.KindRunnable {
+			gvr, key, asSA = RunnableGVR, tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}, true
+		}
+		r, ok := w.op.applyGenerated(w.sc, gvr, key, u, asSA)
+		if !ok {
+			return got, &r.stepResult
+		}
+		got.Live, got.Refs = append(got.Live, r.live), append(got.Refs, w.ref(u))
 	}
-	sc.res.StampedRef, sc.res.StampedObjects = &ref, nil
-	return op.stepDoneWith(sc, step.ObserveRunnable(op.observed(sc, objs[0], in), r.live))
+	return got, nil
+}
+
+func (w *runnableWriter) ref(u *unstructured.Unstructured) st.StampedRef {
+	gvr := RunnableGVR
+	if u.GetKind() == api.KindClusterRunTemplate {
+		gvr = RunTemplateGVR
+	}
+	return st.StampedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Resource: resourceString(gvr)}
 }
 
 type appliedGenerated struct {

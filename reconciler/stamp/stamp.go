@@ -277,11 +277,10 @@ func (w *Writer) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.Gr
 	return err
 }
 
-// Prune removes the finished runs retention does not keep. It returns
-// those runs, whether a deletion was forbidden (retrying cannot help until
-// RBAC changes) and the first other error.
-func (w *Writer) Prune(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, list []runs.Run, p runs.Policy, owner *unstructured.Unstructured, account, why string) (doomed []runs.Run, forbidden bool, err error) {
-	doomed = runs.Prune(list, p)
+// RemoveRuns removes the runs retention no longer keeps (the caller
+// decided which). It reports whether a deletion was forbidden (retrying
+// cannot help until RBAC changes) and the first other error.
+func (w *Writer) RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (forbidden bool, err error) {
 	for _, d := range doomed {
 		switch e := w.Remove(ctx, cl, gvr, d.Obj, owner, account, why); {
 		case e == nil:
@@ -291,7 +290,7 @@ func (w *Writer) Prune(ctx context.Context, cl dynamic.Interface, gvr schema.Gro
 			err = e
 		}
 	}
-	return doomed, forbidden, err
+	return forbidden, err
 }
 
 func resource(cl dynamic.Interface, gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
@@ -401,11 +400,11 @@ func (s *Session) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) 
 	return list, s.Note(err)
 }
 
-// Prune is Writer.Prune, noted: a forbidden deletion blocks.
-func (s *Session) Prune(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, list []runs.Run, p runs.Policy, owner *unstructured.Unstructured, account, why string) ([]runs.Run, bool, error) {
-	doomed, forbidden, err := s.Writer.Prune(ctx, cl, gvr, list, p, owner, account, why)
+// RemoveRuns is Writer.RemoveRuns, noted: a forbidden deletion blocks.
+func (s *Session) RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (bool, error) {
+	forbidden, err := s.Writer.RemoveRuns(ctx, cl, gvr, doomed, owner, account, why)
 	if forbidden {
 		s.blocking, s.blocked = Forbidden, true
 	}
-	return doomed, forbidden, s.Note(err)
+	return forbidden, s.Note(err)
 }

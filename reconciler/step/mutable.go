@@ -3,6 +3,7 @@ package step
 import (
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -84,7 +85,7 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 	if h.Outcome != health.Processing {
 		return ob
 	}
-	ob.Held, ob.Gated = true, true
+	ob.Held, ob.HeldDigest, ob.Gated = true, o.Digest, true
 	ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonInputsHeld,
 		fmt.Sprintf("step [%s] holds new inputs (input set %s) until %s has succeeded or failed on input set %s: %s",
 			o.Step, o.Digest, describe(live), liveDigest, h.Message))
@@ -158,4 +159,70 @@ func deploymentMessage(spec *api.TemplateSpec, doc []byte, h health.Result) stri
 		return m
 	}
 	return h.Message
+}
+
+// mutable is the Strategy of steps whose objects are updated in place. A
+// gated step first decides on the live primary whether it holds the new
+// input set (Admit); then every object is applied and the primary observed
+// (Observe); last, the shadow the observation wants is stamped and reports
+// who serves the outputs (WithShadow).
+type mutable struct{}
+
+func (mutable) Lifecycle() Lifecycle { return Mutable }
+
+func (mutable) Check(Observed) *metav1.Condition { return nil }
+
+func (mutable) Start(o Observed, seen Seen) Plan {
+	var admitted Observation
+	if Gated(o.Spec) {
+		admitted = Admit(o, seen.Live)
+		if admitted.Held {
+			p := withShadow(admitted)
+			p.Ref = o.Desired
+			return p
+		}
+	} else {
+		admitted.State = o.State
+	}
+	return Plan{Apply: o.Objects, Primary: o.Primary, phase: phaseApply, pending: admitted}
+}
+
+func (mutable) Next(o Observed, p Plan, got Got) Plan {
+	switch p.phase {
+	case phaseApply:
+		// What Admit recorded (a success on the previous input set) counts.
+		o.State = p.pending.State
+		next := withShadow(Observe(o, got.Live[p.Primary], got.Wrote))
+		next.Ref, next.Objects = p.Apply[p.Primary], stampedOnly
+		if len(p.Apply) > 1 {
+			next.Objects = p.Apply
+		}
+		return next
+	case phaseShadow:
+		ob := p.pending
+		if got.Failed != "" {
+			ob = ob.ShadowFailed(got.Failed)
+		} else {
+			ob = ob.WithShadow(got.Refs[0], got.Live[0], o)
+		}
+		return Plan{Done: &ob, Ref: p.Ref, Objects: p.Objects}
+	}
+	return p
+}
+
+// withShadow is the decision, after the shadow it wants is stamped.
+func withShadow(ob Observation) Plan {
+	if ob.ShadowWant == nil {
+		return done(ob)
+	}
+	return Plan{Apply: []*unstructured.Unstructured{ob.ShadowWant}, Shadow: true, phase: phaseShadow, pending: ob}
+}
+
+func (mutable) Record(ob Observation, res *st.Resource) {
+	s := ob.State
+	res.HeldInputDigest = ob.HeldDigest
+	res.ShadowRef, res.ServedBy, res.LastGoodObject = s.ShadowRef, s.ServedBy, s.LastGoodObject
+	if ob.Gated {
+		res.InputDigest, res.OutputValues = s.GoodDigest, s.Good
+	}
 }

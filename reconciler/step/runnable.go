@@ -83,3 +83,35 @@ func ObserveRunnable(o Observed, rn *unstructured.Unstructured) Observation {
 	ob.out = out
 	return ob
 }
+
+// runnable is the Strategy of runnable: true. The executor generates the
+// ClusterRunTemplate and the Runnable (Observed.Objects, the Runnable at
+// Primary); both are applied, in that order, and the step observes the
+// Runnable.
+type runnable struct{}
+
+func (runnable) Lifecycle() Lifecycle { return Runnable }
+
+func (runnable) Check(o Observed) *metav1.Condition {
+	if o.Spec.Template == nil {
+		return refused("step [%s]: template [%s/%s] sets runnable: true, which needs spec.template (the $(…)$ engine)", o.Step, o.Kind, o.Template)
+	}
+	if len(o.Objects) != 1 {
+		return refused("step [%s]: template [%s/%s] sets runnable: true and must stamp exactly one object, not %d", o.Step, o.Kind, o.Template, len(o.Objects))
+	}
+	return nil
+}
+
+func (runnable) Start(o Observed, _ Seen) Plan {
+	return Plan{Apply: o.Objects, Primary: o.Primary, Reached: true, phase: phaseApply}
+}
+
+func (runnable) Next(o Observed, p Plan, got Got) Plan {
+	if p.phase != phaseApply {
+		return p
+	}
+	ob := ObserveRunnable(o, got.Live[p.Primary])
+	return Plan{Done: &ob, Ref: p.Apply[p.Primary], Objects: stampedOnly}
+}
+
+func (runnable) Record(Observation, *st.Resource) {}

@@ -8,10 +8,12 @@
 // reconciler/stamp; where a decision needs the result of a write (a shadow's
 // health), the Observation says so and takes it back (WithShadow).
 //
-// One file per way a step lives: mutable.go (updated in place; gated when
-// the template says what success is), shadow.go (the last-good copy of a
-// failed gated object), runs.go (lifecycle immutable/tekton: a run per input
-// set), runnable.go (runnable: true, a generated Runnable).
+// A Strategy per way a step lives (plan.go) turns those decisions into
+// Plans: what to write, in which order, and what the step reports when the
+// writes are done. One file per lifecycle: mutable.go (updated in place;
+// gated when the template says what success is), shadow.go (the last-good
+// copy of a failed gated object), immutable.go (lifecycle immutable/tekton:
+// a run per input set), runnable.go (runnable: true, a generated Runnable).
 package step
 
 import (
@@ -89,6 +91,9 @@ type Observed struct {
 	Desired *unstructured.Unstructured
 	Digest  string
 	State   State
+	// Objects are every object to stamp, Desired at Primary.
+	Objects []*unstructured.Unstructured
+	Primary int
 }
 
 // Observation is a step's decision in one reconcile.
@@ -97,8 +102,9 @@ type Observation struct {
 	Submitted metav1.Condition
 	// Healthy is nil when there is nothing to judge yet.
 	Healthy *metav1.Condition
-	// Held: a gated step keeps its new input set out (Observed.Digest).
-	Held bool
+	// Held: a gated step keeps its new input set out (HeldDigest).
+	Held       bool
+	HeldDigest string
 	// Gated: outputs come from State (the last success), and the step's
 	// status records them with their input set.
 	Gated bool
@@ -107,6 +113,7 @@ type Observation struct {
 	// before it reads Outputs: a shadow in success serves the outputs.
 	ShadowWant *unstructured.Unstructured
 	out        Outputs
+	runDigest  string // an immutable step's: the input set of the run whose outputs are published
 }
 
 // Outputs are what downstream steps get (nil: they wait).

@@ -2,11 +2,15 @@ package step
 
 import (
 	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/health"
 	"kontinue.dev/kontinue/reconciler/runs"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -106,4 +110,79 @@ func readRun(o Observed, obj *unstructured.Unstructured) runRead {
 	}
 	out, outErr := ReadOutputs(o.Kind, o.Spec, doc, o.Deployment)
 	return runRead{out: out, outErr: outErr, h: health.Evaluate(o.Spec, o.Kind, doc, outErr)}
+}
+
+// immutable is the Strategy of lifecycle immutable and tekton: the step
+// creates a run when its input set has none yet (never applies), reads
+// outputs from its runs, then deletes the runs retention does not keep.
+type immutable struct{}
+
+func (immutable) Lifecycle() Lifecycle { return Immutable }
+
+func (immutable) Check(o Observed) *metav1.Condition {
+	if len(o.Objects) != 1 {
+		return refused("step [%s]: a template with lifecycle %s stamps exactly one object per input set; template [%s/%s] rendered %d",
+			o.Step, o.Spec.Lifecycle, o.Kind, o.Template, len(o.Objects))
+	}
+	return nil
+}
+
+// RunOf is the run the step creates for its rendered object, and its input
+// set: runs are never applied, so the digest annotation is left out and the
+// input digest label (stamp.Writer.Create) identifies them.
+func RunOf(desired *unstructured.Unstructured) (*unstructured.Unstructured, string) {
+	run := desired.DeepCopy()
+	ann := run.GetAnnotations()
+	delete(ann, AnnotationDigest)
+	run.SetAnnotations(ann)
+	return run, apply.Digest(run.Object)
+}
+
+// Start creates a run for Observed.Digest (the run's input set, RunOf)
+// unless one exists or was just created; a run the cache does not show yet
+// is looked for again shortly.
+func (s immutable) Start(o Observed, seen Seen) Plan {
+	if runs.NeedsCreate(seen.Runs, o.Digest) {
+		if !seen.Pending {
+			return Plan{Create: o.Desired, phase: phaseCreate, runs: seen.Runs}
+		}
+		p := s.observe(o, seen.Runs)
+		p.Requeue = 300 * time.Millisecond
+		return p
+	}
+	return s.observe(o, seen.Runs)
+}
+
+func (s immutable) Next(o Observed, p Plan, got Got) Plan {
+	if p.phase != phaseCreate {
+		return p
+	}
+	return s.observe(o, append([]runs.Run{runs.FromObject(got.Live[0], runs.Running)}, p.runs...))
+}
+
+// observe decides from the runs (newest first), and which of them retention
+// lets go.
+func (immutable) observe(o Observed, list []runs.Run) Plan {
+	obs := ObserveRuns(o, list)
+	obs.runDigest = obs.InputDigest
+	p := Plan{Done: &obs.Observation, Reached: true, Delete: runs.Prune(obs.Judged, runs.PolicyOf(o.Spec.RetentionPolicy))}
+	doomed := map[*unstructured.Unstructured]bool{}
+	for _, d := range p.Delete {
+		doomed[d.Obj] = true
+	}
+	for _, r := range obs.Judged {
+		if !doomed[r.Obj] {
+			p.Keep = append(p.Keep, r)
+		}
+	}
+	if obs.Newest != nil {
+		p.Ref, p.Objects = obs.Newest, stampedOnly
+	}
+	return p
+}
+
+func (immutable) Record(ob Observation, res *st.Resource) {
+	if ob.runDigest != "" {
+		res.InputDigest = ob.runDigest
+	}
 }

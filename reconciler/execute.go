@@ -1,0 +1,112 @@
+package reconciler
+
+// The executor of every step: it runs the step's Strategy (reconciler/step)
+// and does what its Plans ask, through stamp. What differs between
+// lifecycles is only how objects are read and written (a stepWriter:
+// mutable.go, immutable.go, runnablestep.go); what is written, and in which
+// order, is the Strategy's.
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/reconciler/render"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
+)
+
+// A stepWriter reads and writes the objects of one lifecycle's steps. A
+// non-nil *stepResult ends the step: a read or write failed, and the step's
+// condition says why.
+type stepWriter interface {
+	// load resolves and watches what the step stamps, may adjust o (the
+	// objects actually stamped) and reads what Start decides on.
+	load(o *step.Observed) (step.Seen, *stepResult)
+	// write does the writes of a Plan.
+	write(o step.Observed, p step.Plan) (step.Got, *stepResult)
+	// ref is the status ref of an object the step stamped.
+	ref(u *unstructured.Unstructured) st.StampedRef
+	// remove deletes the runs a Done Plan lets go (and forgets them).
+	remove(p step.Plan) error
+}
+
+// writers build the stepWriter of a lifecycle.
+var writers = map[step.Lifecycle]func(op *ownerPass, sc *stepCtx) stepWriter{
+	step.Mutable:   newMutableWriter,   // mutable.go: objects applied in place
+	step.Immutable: newImmutableWriter, // immutable.go: a new run per input set
+	step.Runnable:  newRunnableWriter,  // runnablestep.go: a generated Runnable
+}
+
+// execute realizes a rendered step: Check, load, Start, then each Plan's
+// writes fed back to Next until the Plan is Done, then what Done keeps and
+// lets go.
+func (op *ownerPass) execute(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
+	s := step.StrategyOf(sc.spec)
+	o := op.observed(sc, objs, in)
+	if c := s.Check(o); c != nil {
+		return op.stepDone(sc, nil, *c, nil)
+	}
+	x := writers[s.Lifecycle()](op, sc)
+	seen, stop := x.load(&o)
+	if stop != nil {
+		return *stop
+	}
+	p := s.Start(o, seen)
+	for p.Done == nil {
+		if p.Reached {
+			// Before the writes: a step that fails on them keeps what it had.
+			op.keep.reach(sc.step.Name)
+		}
+		got, stop := x.write(o, p)
+		if stop != nil {
+			return *stop
+		}
+		p = s.Next(o, p, got)
+	}
+	if p.Reached {
+		op.keep.reach(sc.step.Name)
+	}
+	for _, r := range p.Keep {
+		op.keep.run(x.ref(r.Obj))
+	}
+	removeErr := x.remove(p)
+
+	if p.Ref != nil {
+		ref := x.ref(p.Ref)
+		sc.res.StampedRef = &ref
+	}
+	if p.Objects != nil {
+		sc.res.StampedObjects = nil
+		if len(p.Objects) > 1 {
+			for _, u := range p.Objects {
+				sc.res.StampedObjects = append(sc.res.StampedObjects, x.ref(u))
+			}
+		}
+	}
+	ob := *p.Done
+	s.Record(ob, &sc.res)
+	r := op.stepDone(sc, ob.Outputs(), ob.Submitted, ob.Healthy)
+	if r.err == nil {
+		r.err = removeErr
+	}
+	if p.Requeue > 0 && (r.requeue == 0 || p.Requeue < r.requeue) {
+		r.requeue = p.Requeue
+	}
+	return r
+}
+
+// observed is what the step's decisions start from.
+func (op *ownerPass) observed(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) step.Observed {
+	i := primaryIndex(sc.spec, objs)
+	primary := objs[i]
+	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Desired: primary,
+		Digest: primary.GetAnnotations()[AnnotationDigest], State: step.StateOf(sc.prev), Objects: objs, Primary: i}
+	if in.Deployment != nil {
+		o.Deployment = outputs{"url": in.Deployment.URL, "revision": in.Deployment.Revision}
+	}
+	return o
+}
+
+// noRuns is the remove of writers whose steps have no runs.
+type noRuns struct{}
+
+func (noRuns) remove(step.Plan) error { return nil }
