@@ -2,10 +2,7 @@ package reconciler
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,12 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
-	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
-	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -261,15 +254,14 @@ func (rp *runnablePass) fail(reason, format string, args ...any) {
 	rp.setStatus(st.Cond(CondRunTemplateReady, st.False, reason, fmt.Sprintf(format, args...)), nil)
 }
 
-func (rp *runnablePass) what() string {
-	return fmt.Sprintf("Runnable [%s/%s]", rp.obj.GetNamespace(), rp.obj.GetName())
-}
+func (rp *runnablePass) what() string { return runnableWhat(rp.obj) }
 
-// realize stamps a run if the inputs changed, then reads the runs. The
-// error is transient (retry with backoff); everything else ends as a
-// condition and waits for an event.
+// realize loads what the Runnable's decisions need (runnableplan.go) and
+// executes them: create a run for a new input set, fill the status from the
+// runs, delete what retention lets go. The error is transient (retry with
+// backoff); everything else ends as a condition and waits for an event.
 func (rp *runnablePass) realize() error {
-	ns := rp.obj.GetNamespace()
+	// Load: the spec, the run template, the selected object.
 	if s, ok := rp.obj.Object["spec"]; ok {
 		if err := api.Decode(s, &rp.spec); err != nil {
 			rp.fail(ReasonRunnableInvalidSpec, "cannot read the spec of %s: %v", rp.what(), err)
@@ -294,35 +286,20 @@ func (rp *runnablePass) realize() error {
 		rp.fail(step.ReasonStampFailure, "ClusterRunTemplate [%s] is invalid: %v", tmplName, err)
 		return nil
 	}
-
-	tc := render.NewContext(api.KindRunnable, runnableForContext(rp.obj), nil, render.Inputs{}, nil)
+	var selected *unstructured.Unstructured
 	if rp.spec.Selector != nil {
-		sel := rp.selected()
-		if sel == nil {
+		if selected = rp.selected(); selected == nil {
 			return nil
 		}
-		tc["selected"] = sel.Object
 	}
-	objs, err := render.Simple().Render(rp.ctx, &api.TemplateSpec{Template: rt.Template}, tc)
-	if err == nil && len(objs) != 1 {
-		err = fmt.Errorf("the template rendered %d objects, want 1", len(objs))
-	}
-	if err != nil {
-		rp.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rp.what(), tmplName, err)
-		return nil
-	}
-	desired := objs[0]
-	if desired.GetName() == "" && desired.GetGenerateName() == "" {
-		rp.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: the object has neither metadata.name nor metadata.generateName (use generateName: every input set creates a new object)", rp.what(), tmplName)
-		return nil
-	}
-	if got := desired.GetNamespace(); got != "" && got != ns {
-		rp.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: it names namespace [%s]; runs are created only in the Runnable's namespace", rp.what(), tmplName, got)
-		return nil
-	}
-	digest := apply.Digest(desired.Object)
 
-	gvk := desired.GroupVersionKind()
+	// Plan the run; load its kind and the runs.
+	run, digest, no := stampRun(rp.ctx, rp.obj, rt, tmplName, selected)
+	if no != nil {
+		rp.fail(no.reason, "%s", no.message)
+		return nil
+	}
+	gvk := run.GroupVersionKind()
 	tg, err := rp.w.Resolve(gvk)
 	switch {
 	case err != nil && stamp.Classify(err) == stamp.NotServed:
@@ -345,45 +322,26 @@ func (rp *runnablePass) realize() error {
 		return err
 	}
 
-	if runs.NeedsCreate(list, digest) {
-		if rp.r.recent.Pending(rp.user, digest, list) {
-			// Created a moment ago; the cache has not shown it yet.
-			rp.keepStatus, rp.requeue = true, 300*time.Millisecond
-			return nil
-		}
-		created, err := rp.create(desired, tg.GVR, digest, tmplName)
+	// Execute.
+	switch decideRun(list, digest, rp.r.recent.Pending(rp.user, digest, list)) {
+	case runWait:
+		// Created a moment ago; the cache has not shown it yet.
+		rp.keepStatus, rp.requeue = true, 300*time.Millisecond
+		return nil
+	case runCreate:
+		created, err := rp.create(run, tg.GVR, digest, tmplName)
 		if created == nil {
 			return err
 		}
 		list = append([]runs.Run{runs.FromObject(created, runs.TektonOutcome(created))}, list...)
 	}
-	rp.observe(list, rt, tmplName)
-	return rp.prune(list, tg.GVR)
+	status, rtReady, stamped := runsStatus(rp.prev, list, rt.Outputs, tmplName)
+	rp.status.Outputs, rp.status.LatestRunRef, rp.status.LatestSuccessfulRunRef = status.Outputs, status.LatestRunRef, status.LatestSuccessfulRunRef
+	rp.setStatus(rtReady, stamped)
+	return rp.prune(tg.GVR, runs.Prune(list, runs.PolicyOf(rp.spec.RetentionPolicy)))
 }
 
-// runnableForContext is the Runnable as templates see it: without status
-// and write bookkeeping, so that Kontinue's own status writes can never
-// change a rendered run and start a run storm.
-func runnableForContext(obj *unstructured.Unstructured) map[string]any {
-	out := make(map[string]any, len(obj.Object))
-	for k, v := range obj.Object {
-		if k != "status" {
-			out[k] = v
-		}
-	}
-	if md, ok := obj.Object["metadata"].(map[string]any); ok {
-		m := make(map[string]any, len(md))
-		for k, v := range md {
-			if k != "managedFields" && k != "resourceVersion" {
-				m[k] = v
-			}
-		}
-		out["metadata"] = m
-	}
-	return out
-}
-
-// selected returns the one object the Runnable's selector matches, or nil
+// selected loads the one object the Runnable's selector matches, or nil
 // (the status says why, or a cache is still syncing).
 func (rp *runnablePass) selected() *unstructured.Unstructured {
 	s := rp.spec.Selector
@@ -419,26 +377,11 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 		listNS = ""
 	}
 	objs, _ := rp.r.m.tracker.List(key, listNS)
-	var live []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetDeletionTimestamp() == nil {
-			live = append(live, o)
-		}
+	sel, no := selectOne(rp.obj, gvk.Kind, ls, objs)
+	if no != nil {
+		rp.fail(no.reason, "%s", no.message)
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i].GetName() < live[j].GetName() })
-	switch len(live) {
-	case 1:
-		return live[0]
-	case 0:
-		rp.fail(ReasonSelectorMatchError, "%s: no %s in namespace [%s] matches spec.selector labels [%s]; exactly one must", rp.what(), gvk.Kind, ns, ls)
-	default:
-		var names []string
-		for _, o := range live {
-			names = append(names, o.GetName())
-		}
-		rp.fail(ReasonSelectorMatchError, "%s: %d objects of kind %s in namespace [%s] match spec.selector labels [%s]: [%s]; exactly one must", rp.what(), len(live), gvk.Kind, ns, ls, strings.Join(names, ", "))
-	}
-	return nil
+	return sel
 }
 
 // listRuns returns this Runnable's runs, newest first: those labelled with
@@ -460,24 +403,11 @@ func (rp *runnablePass) serviceAccount() string {
 	return "default"
 }
 
-// create creates a run as the Runnable's service account. On failure it
-// records the condition and returns nil (and an error when retrying helps).
-func (rp *runnablePass) create(desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, tmplName string) (*unstructured.Unstructured, error) {
+// create creates a run (stampRun) as the Runnable's service account. On
+// failure it records the condition and returns nil (and an error when
+// retrying helps).
+func (rp *runnablePass) create(run *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, tmplName string) (*unstructured.Unstructured, error) {
 	ns := rp.obj.GetNamespace()
-	run := desired.DeepCopy()
-	run.SetNamespace(ns)
-	l := run.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[StampedLabel] = "true"
-	l[LabelRunnableName] = rp.obj.GetName()
-	l[LabelRunTemplateName] = tmplName
-	run.SetLabels(l)
-	run.SetOwnerReferences([]metav1.OwnerReference{{
-		APIVersion: api.Group + "/" + api.Version, Kind: api.KindRunnable,
-		Name: rp.obj.GetName(), UID: rp.obj.GetUID(), Controller: ptr.To(true),
-	}})
 	sa := rp.serviceAccount()
 	what := fmt.Sprintf("%s for %s from ClusterRunTemplate [%s]", run.GetKind(), rp.what(), tmplName)
 	cl, err := rp.r.m.clients.For(ns, sa)
@@ -511,85 +441,11 @@ func (rp *runnablePass) create(desired *unstructured.Unstructured, gvr schema.Gr
 	return created, nil
 }
 
-// observe fills the status from the runs (newest first): the newest run's
-// Succeeded condition and the outputs of the newest succeeded run.
-func (rp *runnablePass) observe(list []runs.Run, rt api.RunTemplateSpec, tmplName string) {
-	rtReady := st.Cond(CondRunTemplateReady, st.True, ReasonRunTemplateFound, "")
-	rp.status.Outputs = rp.prev.Outputs
-	rp.status.LatestRunRef = rp.prev.LatestRunRef
-	rp.status.LatestSuccessfulRunRef = rp.prev.LatestSuccessfulRunRef
-	var stamped *metav1.Condition
-	if len(list) > 0 {
-		newest := list[0].Obj
-		rp.status.LatestRunRef = refOfRun(newest)
-		c := mirrorSucceeded(newest)
-		stamped = &c
-	}
-	if i := runs.NewestSucceeded(list); i >= 0 {
-		ok := list[i].Obj
-		rp.status.LatestSuccessfulRunRef = refOfRun(ok)
-		out, err := runOutputs(rt.Outputs, ok)
-		if err != nil {
-			rtReady = st.Cond(CondRunTemplateReady, st.False, ReasonOutputPathNotSatisfied,
-				fmt.Sprintf("unable to read outputs of ClusterRunTemplate [%s] from succeeded %s [%s/%s]: %v", tmplName, ok.GetKind(), ok.GetNamespace(), ok.GetName(), err))
-		} else {
-			rp.status.Outputs = out
-		}
-	}
-	rp.setStatus(rtReady, stamped)
-}
-
-// mirrorSucceeded is the StampedObjectCondition: the run's Succeeded
-// condition, its message prefixed with the run so a person can find it.
-func mirrorSucceeded(run *unstructured.Unstructured) metav1.Condition {
-	what := fmt.Sprintf("%s [%s/%s]", run.GetKind(), run.GetNamespace(), run.GetName())
-	status, reason, msg, found := runs.SucceededCondition(run)
-	if !found {
-		return st.Cond(CondStampedObject, st.Unknown, ReasonSucceededNotReported, what+" has not reported a Succeeded condition yet")
-	}
-	s := metav1.ConditionStatus(status)
-	if s != st.True && s != st.False {
-		s = st.Unknown
-	}
-	if reason == "" {
-		reason = ReasonSucceededCondition
-	}
-	m := what + ": Succeeded is " + status
-	if msg != "" {
-		m += ": " + msg
-	}
-	return st.Cond(CondStampedObject, s, reason, m)
-}
-
-// runOutputs evaluates the run template's output paths on a run.
-func runOutputs(outs map[string]string, run *unstructured.Unstructured) (map[string]any, error) {
-	doc, err := json.Marshal(run.Object)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(outs))
-	for n := range outs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make(map[string]any, len(outs))
-	for _, n := range names {
-		p, err := paths.Compile(step.TrimTag(outs[n]))
-		if err != nil {
-			return nil, fmt.Errorf("output [%s]: %w", n, err)
-		}
-		v, err := p.Value(doc)
-		if err != nil {
-			return nil, fmt.Errorf("output [%s] at path [%s]: %w", n, outs[n], err)
-		}
-		out[n] = v
-	}
-	return out, nil
-}
-
-// prune deletes the finished runs retention does not keep.
-func (rp *runnablePass) prune(list []runs.Run, gvr schema.GroupVersionResource) error {
-	if len(runs.Prune(list, runs.PolicyOf(rp.spec.RetentionPolicy))) == 0 {
+// prune deletes the finished runs retention lets go. A forbidden deletion
+// is not returned (retrying cannot help until RBAC changes): the Session
+// notes it.
+func (rp *runnablePass) prune(gvr schema.GroupVersionResource, doomed []runs.Run) error {
+	if len(doomed) == 0 {
 		return nil
 	}
 	ns, sa := rp.obj.GetNamespace(), rp.serviceAccount()
@@ -597,8 +453,6 @@ func (rp *runnablePass) prune(list []runs.Run, gvr schema.GroupVersionResource) 
 	if err != nil {
 		return err
 	}
-	// A forbidden deletion is not returned (retrying cannot help until RBAC
-	// changes): the Session notes it.
-	_, err = rp.w.RemoveRuns(rp.ctx, cl, gvr, runs.Prune(list, runs.PolicyOf(rp.spec.RetentionPolicy)), rp.obj, ns+"/"+sa, "(retention policy)")
+	_, err = rp.w.RemoveRuns(rp.ctx, cl, gvr, doomed, rp.obj, ns+"/"+sa, "(retention policy)")
 	return err
 }

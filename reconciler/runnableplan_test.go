@@ -1,0 +1,253 @@
+package reconciler
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/runs"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
+)
+
+func testRunnable() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "carto.run/v1alpha1", "kind": "Runnable",
+		"metadata": map[string]any{"name": "lint", "namespace": "ns", "uid": "u-1", "resourceVersion": "7", "managedFields": []any{}},
+		"spec":     map[string]any{"inputs": map[string]any{"url": "git://a"}},
+		"status":   map[string]any{"outputs": map[string]any{"x": "y"}},
+	}}
+}
+
+// taskRun is a run whose Succeeded condition is status ("": none) with
+// reason and message, and status.out out.
+func taskRun(name, status, reason, msg string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tekton.dev/v1", "kind": "TaskRun",
+		"metadata": map[string]any{"name": name, "namespace": "ns"}}}
+	if status != "" {
+		u.Object["status"] = map[string]any{"out": name + "-out", "conditions": []any{
+			map[string]any{"type": "Succeeded", "status": status, "reason": reason, "message": msg}}}
+	}
+	return u
+}
+
+func TestSelectOne(t *testing.T) {
+	obj := func(name string, deleting bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"kind": "Pipeline", "metadata": map[string]any{"name": name}}}
+		if deleting {
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+		}
+		return u
+	}
+	sel := labels.SelectorFromSet(labels.Set{"app": "x"})
+	tests := []struct {
+		name    string
+		listed  []*unstructured.Unstructured
+		want    string
+		message string
+	}{
+		{"exactly one", []*unstructured.Unstructured{obj("p", false)}, "p", ""},
+		{"one live, one being deleted", []*unstructured.Unstructured{obj("old", true), obj("p", false)}, "p", ""},
+		{"none", nil, "", "no Pipeline in namespace [ns] matches spec.selector labels [app=x]; exactly one must"},
+		{"only one being deleted", []*unstructured.Unstructured{obj("old", true)}, "", "no Pipeline"},
+		{"several, named in order", []*unstructured.Unstructured{obj("b", false), obj("a", false)}, "", "2 objects of kind Pipeline in namespace [ns] match spec.selector labels [app=x]: [a, b]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, no := selectOne(testRunnable(), "Pipeline", sel, tt.listed)
+			if tt.want != "" {
+				require.Nil(t, no)
+				assert.Equal(t, tt.want, got.GetName())
+				return
+			}
+			assert.Nil(t, got)
+			require.NotNil(t, no)
+			assert.Equal(t, ReasonSelectorMatchError, no.reason)
+			assert.Contains(t, no.message, tt.message)
+			assert.Contains(t, no.message, "Runnable [ns/lint]")
+		})
+	}
+}
+
+func TestStampRun(t *testing.T) {
+	tmpl := func(md map[string]any) api.RunTemplateSpec {
+		return api.RunTemplateSpec{Template: map[string]any{"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "metadata": md,
+			"spec": map[string]any{"url": "$(runnable.spec.inputs.url)$", "sel": "$(selected.metadata.name)$"}}}
+	}
+	selected := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "pipeline"}}}
+	tests := []struct {
+		name    string
+		rt      api.RunTemplateSpec
+		reason  string
+		message string
+	}{
+		{"generateName", tmpl(map[string]any{"generateName": "lint-", "labels": map[string]any{"team": "a"}}), "", ""},
+		{"a name", tmpl(map[string]any{"name": "lint-run"}), "", ""},
+		{"no name", tmpl(map[string]any{}), step.ReasonStampFailure, "neither metadata.name nor metadata.generateName"},
+		{"another namespace", tmpl(map[string]any{"generateName": "x-", "namespace": "other"}), step.ReasonStampFailure, "names namespace [other]"},
+		{"the Runnable's resourceVersion is hidden: its status writes never start a run",
+			api.RunTemplateSpec{Template: map[string]any{"kind": "X", "metadata": map[string]any{"generateName": "x-"}, "rv": "$(runnable.metadata.resourceVersion)$"}},
+			step.ReasonStampFailure, "runnable.metadata.resourceVersion"},
+		{"a bad tag", api.RunTemplateSpec{Template: map[string]any{"kind": "X", "metadata": map[string]any{"generateName": "x-"}, "a": "$(nope.x)$"}}, step.ReasonStampFailure, "from ClusterRunTemplate [tmpl]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run, digest, no := stampRun(context.Background(), testRunnable(), tt.rt, "tmpl", selected)
+			if tt.reason != "" {
+				require.NotNil(t, no)
+				assert.Equal(t, tt.reason, no.reason)
+				assert.Contains(t, no.message, tt.message)
+				return
+			}
+			require.Nil(t, no, "%v", no)
+			assert.NotEmpty(t, digest)
+			assert.Equal(t, "ns", run.GetNamespace())
+			assert.Equal(t, "git://a", run.Object["spec"].(map[string]any)["url"])
+			assert.Equal(t, "pipeline", run.Object["spec"].(map[string]any)["sel"])
+			l := run.GetLabels()
+			assert.Equal(t, "true", l[StampedLabel])
+			assert.Equal(t, "lint", l[LabelRunnableName])
+			assert.Equal(t, "tmpl", l[LabelRunTemplateName])
+			c := metav1.GetControllerOf(run)
+			require.NotNil(t, c)
+			assert.Equal(t, "u-1", string(c.UID))
+
+			again, d2, _ := stampRun(context.Background(), testRunnable(), tt.rt, "tmpl", selected)
+			assert.Equal(t, digest, d2, "same inputs, same input set")
+			assert.Equal(t, run, again)
+		})
+	}
+	r := testRunnable()
+	_ = unstructured.SetNestedField(r.Object, "git://b", "spec", "inputs", "url")
+	_, d1, _ := stampRun(context.Background(), testRunnable(), tmpl(map[string]any{"generateName": "x-"}), "tmpl", selected)
+	_, d2, _ := stampRun(context.Background(), r, tmpl(map[string]any{"generateName": "x-"}), "tmpl", selected)
+	assert.NotEqual(t, d1, d2, "new inputs, new input set")
+}
+
+func TestDecideRun(t *testing.T) {
+	with := func(digest string) []runs.Run {
+		u := taskRun("r", "True", "", "")
+		u.SetLabels(map[string]string{runs.LabelInputDigest: digest})
+		return []runs.Run{runs.FromObject(u, runs.Succeeded)}
+	}
+	tests := []struct {
+		name    string
+		list    []runs.Run
+		pending bool
+		want    runsDecision
+	}{
+		{"no run yet", nil, false, runCreate},
+		{"the newest run has these inputs", with("d1"), false, runExists},
+		{"new inputs", with("d0"), false, runCreate},
+		{"new inputs, a run created a moment ago", with("d0"), true, runWait},
+		{"pending does not matter when a run exists", with("d1"), true, runExists},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, decideRun(tt.list, "d1", tt.pending)) })
+	}
+}
+
+func TestRunsStatus(t *testing.T) {
+	prev := runnableStatus{Outputs: map[string]any{"out": "old"}, LatestRunRef: &runRef{Name: "r0"}, LatestSuccessfulRunRef: &runRef{Name: "r0"}}
+	run := func(u *unstructured.Unstructured) runs.Run { return runs.FromObject(u, runs.TektonOutcome(u)) }
+	outs := map[string]string{"out": ".status.out"}
+	tests := []struct {
+		name       string
+		list       []runs.Run
+		outs       map[string]string
+		outputs    map[string]any
+		latest     string
+		successful string
+		stamped    metav1.ConditionStatus // "": no condition (the previous stays)
+		rtReady    metav1.ConditionStatus
+	}{
+		{"no runs: the previous status stays", nil, outs, prev.Outputs, "r0", "r0", "", st.True},
+		{"newest running: last good outputs", []runs.Run{run(taskRun("r2", "Unknown", "Running", "")), run(taskRun("r1", "True", "", ""))}, outs,
+			map[string]any{"out": "r1-out"}, "r2", "r1", st.Unknown, st.True},
+		{"newest succeeded", []runs.Run{run(taskRun("r2", "True", "", "")), run(taskRun("r1", "True", "", ""))}, outs,
+			map[string]any{"out": "r2-out"}, "r2", "r2", st.True, st.True},
+		{"newest failed: outputs of the last success", []runs.Run{run(taskRun("r2", "False", "Failed", "boom")), run(taskRun("r1", "True", "", ""))}, outs,
+			map[string]any{"out": "r1-out"}, "r2", "r1", st.False, st.True},
+		{"no Succeeded condition yet", []runs.Run{run(taskRun("r1", "", "", ""))}, outs, prev.Outputs, "r1", "r0", st.Unknown, st.True},
+		{"an output path that is not there", []runs.Run{run(taskRun("r1", "True", "", ""))}, map[string]string{"out": ".status.nope"},
+			prev.Outputs, "r1", "r1", st.True, st.False},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, rtReady, stamped := runsStatus(prev, tt.list, tt.outs, "tmpl")
+			assert.Equal(t, tt.outputs, s.Outputs)
+			assert.Equal(t, tt.latest, s.LatestRunRef.Name)
+			assert.Equal(t, tt.successful, s.LatestSuccessfulRunRef.Name)
+			if tt.stamped == "" {
+				assert.Nil(t, stamped)
+			} else {
+				require.NotNil(t, stamped)
+				assert.Equal(t, tt.stamped, stamped.Status, stamped.Message)
+			}
+			assert.Equal(t, tt.rtReady, rtReady.Status, rtReady.Message)
+			if tt.rtReady == st.False {
+				assert.Equal(t, ReasonOutputPathNotSatisfied, rtReady.Reason)
+				assert.Contains(t, rtReady.Message, "ClusterRunTemplate [tmpl]")
+			}
+		})
+	}
+}
+
+func TestMirrorSucceeded(t *testing.T) {
+	tests := []struct {
+		name    string
+		run     *unstructured.Unstructured
+		status  metav1.ConditionStatus
+		reason  string
+		message string
+	}{
+		{"not reported", taskRun("r", "", "", ""), st.Unknown, ReasonSucceededNotReported, "TaskRun [ns/r] has not reported a Succeeded condition yet"},
+		{"succeeded, no reason", taskRun("r", "True", "", ""), st.True, ReasonSucceededCondition, "TaskRun [ns/r]: Succeeded is True"},
+		{"failed, its reason and message", taskRun("r", "False", "TaskRunFailed", "step lint exited 1"), st.False, "TaskRunFailed", "TaskRun [ns/r]: Succeeded is False: step lint exited 1"},
+		{"an odd status is Unknown", taskRun("r", "Maybe", "Hmm", ""), st.Unknown, "Hmm", "Succeeded is Maybe"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mirrorSucceeded(tt.run)
+			assert.Equal(t, CondStampedObject, c.Type)
+			assert.Equal(t, tt.status, c.Status)
+			assert.Equal(t, tt.reason, c.Reason)
+			assert.Contains(t, c.Message, tt.message)
+		})
+	}
+}
+
+func TestRunOutputs(t *testing.T) {
+	run := taskRun("r", "True", "", "")
+	run.Object["status"].(map[string]any)["results"] = []any{map[string]any{"name": "digest", "value": "sha256:1"}}
+	tests := []struct {
+		name string
+		outs map[string]string
+		want map[string]any
+		err  string
+	}{
+		{"none", nil, map[string]any{}, ""},
+		{"plain and tagged paths", map[string]string{"out": ".status.out", "tagged": "$(status.out)$"}, map[string]any{"out": "r-out", "tagged": "r-out"}, ""},
+		{"a filter", map[string]string{"digest": `status.results[?(@.name=="digest")].value`}, map[string]any{"digest": "sha256:1"}, ""},
+		{"missing", map[string]string{"a": ".status.out", "b": ".status.nope"}, nil, "output [b] at path [.status.nope]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := runOutputs(tt.outs, run)
+			if tt.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
