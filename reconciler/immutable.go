@@ -195,15 +195,13 @@ func (op *ownerPass) removeStaleRunObjects() error {
 			continue
 		}
 		for _, o := range objs {
-			k := refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}
-			if op.keep.has(k) {
-				continue
+			if !op.keep.has(refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}) {
+				op.watch.Watch(key) // watch until they are gone
+				break
 			}
+		}
+		for _, o := range op.keep.staleRuns(gvr, objs, current) {
 			step := o.GetLabels()[LabelResourceName]
-			op.watch.Watch(key) // watch until they are gone
-			if !op.keep.reached[step] && pointsAtRun(current[step], gvr, objs) {
-				continue // the step failed early this time: keep its history
-			}
 			if err := op.deleteRun(gvr, o, fmt.Sprintf("step [%s] no longer creates runs", step)); err != nil {
 				// Listed in status.orphans, so the next reconcile looks again
 				// even when no step names this kind any more.
@@ -231,18 +229,4 @@ func (op *ownerPass) ownerRuns(key tracking.Key) ([]*unstructured.Unstructured, 
 		out[i] = r.Obj
 	}
 	return out, err
-}
-
-// pointsAtRun reports whether a step's current stampedRef is one of the
-// owner's runs of gvr (objs).
-func pointsAtRun(ref *st.StampedRef, gvr schema.GroupVersionResource, objs []*unstructured.Unstructured) bool {
-	if ref == nil || refKeyOf(*ref).gvr != gvr {
-		return false
-	}
-	for _, o := range objs {
-		if o.GetName() == ref.Name && o.GetNamespace() == ref.Namespace {
-			return true
-		}
-	}
-	return false
 }

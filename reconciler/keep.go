@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -46,6 +47,69 @@ func (k *keepSet) run(ref st.StampedRef) { k.runs[refKeyOf(ref)] = true }
 
 // has reports whether an object must stay.
 func (k *keepSet) has(key refKey) bool { return k.refs[key] || k.runs[key] }
+
+// orphan is an object a previous status listed that no step keeps now.
+type orphan struct {
+	ref  st.StampedRef
+	key  refKey
+	step string // "": listed in status.orphans
+}
+
+// orphans are the objects the previous status listed (in its steps, then
+// as orphans) that must go: not kept, each once.
+func (k *keepSet) orphans(prev st.OwnerStatus) []orphan {
+	var out []orphan
+	seen := map[refKey]bool{}
+	add := func(ref st.StampedRef, step string) {
+		key := refKeyOf(ref)
+		if k.has(key) || seen[key] {
+			return
+		}
+		seen[key] = true
+		out = append(out, orphan{ref: ref, key: key, step: step})
+	}
+	for _, res := range prev.Resources {
+		for _, ref := range refsOf(res) {
+			add(ref, res.Name)
+		}
+	}
+	for _, ref := range prev.Orphans {
+		add(ref, "")
+	}
+	return out
+}
+
+// staleRuns are the owner's runs of gvr (objs) that must go: not kept, and
+// not the history of a step that failed before reaching its runs this time
+// and still points at one of them (current: each step's stampedRef now).
+func (k *keepSet) staleRuns(gvr schema.GroupVersionResource, objs []*unstructured.Unstructured, current map[string]*st.StampedRef) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if k.has(refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}) {
+			continue
+		}
+		step := o.GetLabels()[LabelResourceName]
+		if !k.reached[step] && pointsAtRun(current[step], gvr, objs) {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// pointsAtRun reports whether a step's current stampedRef is one of the
+// owner's runs of gvr (objs).
+func pointsAtRun(ref *st.StampedRef, gvr schema.GroupVersionResource, objs []*unstructured.Unstructured) bool {
+	if ref == nil || refKeyOf(*ref).gvr != gvr {
+		return false
+	}
+	for _, o := range objs {
+		if o.GetName() == ref.Name && o.GetNamespace() == ref.Namespace {
+			return true
+		}
+	}
+	return false
+}
 
 type refKey struct {
 	gvr             schema.GroupVersionResource

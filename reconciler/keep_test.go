@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -33,4 +34,78 @@ func TestKeepSet(t *testing.T) {
 	assert.False(t, k.has(refKey{gvr: runGVR, namespace: "ns", name: "r1"}), "retention has it")
 	assert.True(t, k.reached["test"])
 	assert.False(t, k.reached["build"])
+}
+
+func TestOrphans(t *testing.T) {
+	img := st.StampedRef{APIVersion: "kpack.io/v1alpha2", Kind: "Image", Namespace: "ns", Name: "app", Resource: "images.kpack.io"}
+	cm := st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "app", Resource: "configmaps"}
+	shadow := st.StampedRef{APIVersion: "kpack.io/v1alpha2", Kind: "Image", Namespace: "ns", Name: "app-last-good", Resource: "images.kpack.io"}
+	left := st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "left", Resource: "configmaps"}
+	prev := st.OwnerStatus{
+		Resources: []st.Resource{{Name: "build", StampedRef: &img, ShadowRef: &shadow}, {Name: "config", StampedRef: &cm, StampedObjects: []st.StampedRef{cm, img}}},
+		Orphans:   []st.StampedRef{left, cm},
+	}
+	tests := []struct {
+		name string
+		now  []st.Resource
+		want []string // kind/name step
+	}{
+		{"every step still points at its objects", prev.Resources, []string{"ConfigMap/left "}},
+		{"the shadow is gone from status", []st.Resource{{Name: "build", StampedRef: &img}, {Name: "config", StampedRef: &cm}}, []string{"Image/app-last-good build", "ConfigMap/left "}},
+		{"a step left the chain: each object once, with the step that had it first", nil,
+			[]string{"Image/app build", "Image/app-last-good build", "ConfigMap/app config", "ConfigMap/left "}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newKeepSet()
+			k.resources(tt.now)
+			var got []string
+			for _, o := range k.orphans(prev) {
+				got = append(got, o.ref.Kind+"/"+o.ref.Name+" "+o.step)
+				assert.Equal(t, refKeyOf(o.ref), o.key)
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestStaleRuns(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
+	run := func(name, step string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tekton.dev/v1", "kind": "TaskRun",
+			"metadata": map[string]any{"name": name, "namespace": "ns", "labels": map[string]any{LabelResourceName: step}}}}
+	}
+	ref := func(name string) *st.StampedRef {
+		return &st.StampedRef{APIVersion: "tekton.dev/v1", Kind: "TaskRun", Namespace: "ns", Name: name, Resource: "taskruns.tekton.dev"}
+	}
+	objs := []*unstructured.Unstructured{run("t2", "test"), run("t1", "test"), run("o1", "old")}
+	tests := []struct {
+		name    string
+		reached []string
+		kept    []string
+		current map[string]*st.StampedRef
+		want    []string
+	}{
+		{"runs retention keeps stay, a removed step's go", []string{"test"}, []string{"t2", "t1"}, map[string]*st.StampedRef{"test": ref("t2")}, []string{"o1"}},
+		{"retention let one go", []string{"test"}, []string{"t2"}, map[string]*st.StampedRef{"test": ref("t2")}, []string{"t1", "o1"}},
+		{"a step that failed early and still points at its run keeps its history", nil, nil, map[string]*st.StampedRef{"test": ref("t2")}, []string{"o1"}},
+		{"a step that failed early and now points elsewhere (became mutable) does not", nil, nil,
+			map[string]*st.StampedRef{"test": {APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "t", Resource: "configmaps"}}, []string{"t2", "t1", "o1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newKeepSet()
+			for _, s := range tt.reached {
+				k.reach(s)
+			}
+			for _, n := range tt.kept {
+				k.run(*ref(n))
+			}
+			var got []string
+			for _, o := range k.staleRuns(gvr, objs, tt.current) {
+				got = append(got, o.GetName())
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
 }

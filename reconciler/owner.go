@@ -364,28 +364,10 @@ func (op *ownerPass) chooseChain() (selector.ChainChoice, *chainSpec) {
 // owner's labels. What cannot be deleted stays in status.orphans.
 func (op *ownerPass) removeOrphans() error {
 	var firstErr error
-	type candidate struct {
-		ref  st.StampedRef
-		step string
-	}
-	var cands []candidate
-	for _, res := range op.prev.Resources {
-		for _, ref := range refsOf(res) {
-			cands = append(cands, candidate{ref, res.Name})
-		}
-	}
-	for _, ref := range op.prev.Orphans {
-		cands = append(cands, candidate{ref, ""})
-	}
-	seen := map[refKey]bool{}
+	orphans := op.keep.orphans(op.prev)
 	op.status.Orphans = nil
-	for _, c := range cands {
-		k := refKeyOf(c.ref)
-		if op.keep.has(k) || seen[k] {
-			continue
-		}
-		seen[k] = true
-		if err := op.deleteOrphan(k, c.ref, c.step); err != nil {
+	for _, c := range orphans {
+		if err := op.deleteOrphan(c.key, c.ref, c.step); err != nil {
 			klog.InfoS("could not remove orphaned object; will retry", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()),
 				"object", c.ref.Kind+"/"+c.ref.Name, "err", err.Error())
 			op.status.Orphans = append(op.status.Orphans, c.ref)
