@@ -52,6 +52,7 @@ type options struct {
 	burst         int
 	resync        time.Duration
 	installCRDs   bool
+	kstatus       bool
 	shutdownGrace time.Duration
 
 	leaderElect bool
@@ -91,6 +92,7 @@ func main() {
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst of queries to the API server, with a positive --kube-api-qps")
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Hour, "informer resync period")
 	fs.BoolVar(&o.installCRDs, "install-crds", false, "apply Kontinue's CRDs at start")
+	fs.BoolVar(&o.kstatus, "kstatus-conditions", false, "add kstatus's Reconciling and Stalled conditions to Workloads and Deliverables, so that Flux, Argo CD and other kstatus users see failures (the Helm chart turns it on)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 30*time.Second, "time in-flight reconciles get to finish on SIGTERM")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run the controllers only while holding a Lease, so that replicas can wait as standbys (the Deployment sets it)")
 	fs.StringVar(&o.election.namespace, "leader-election-namespace", "", "namespace of the Lease; default: the pod's namespace")
@@ -148,7 +150,7 @@ func run(o options, cfg *rest.Config) error {
 			return err
 		}
 	}
-	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, Resync: o.resync, ShutdownGrace: o.shutdownGrace})
+	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus})
 	if err != nil {
 		return err
 	}

@@ -8,3 +8,9 @@ package annotations
 // reconcile now: a change of its value is a change of the owner, so the
 // controller takes it at once, as for any edit of the object.
 const ReconcileRequest = "kontinue.dev/reconcile-requested-at"
+
+// AdoptBy, set on an existing object by someone who may write it, lets the
+// owner it names ("Workload/app" or "Deliverable/app", same namespace) take
+// the object over when a template stamps an object of that name. Without it
+// Kontinue never writes to an object it did not stamp for that owner.
+const AdoptBy = "kontinue.dev/adopt-by"

@@ -142,8 +142,15 @@ type kontinueProcess struct {
 }
 
 func startKontinue(cfg *rest.Config) *kontinueProcess {
+	return startKontinueWith(cfg, func(*reconciler.Options) {})
+}
+
+// startKontinueWith starts the in-process Kontinue with options changed by set.
+func startKontinueWith(cfg *rest.Config, set func(*reconciler.Options)) *kontinueProcess {
 	ctx, cancel := context.WithCancel(context.Background())
-	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: 4, Resync: 10 * time.Hour, ShutdownGrace: 5 * time.Second})
+	opts := reconciler.Options{Workers: 4, Resync: 10 * time.Hour, ShutdownGrace: 5 * time.Second}
+	set(&opts)
+	m, err := reconciler.NewManager(cfg, opts)
 	if err != nil {
 		panic(err)
 	}

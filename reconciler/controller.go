@@ -99,6 +99,9 @@ func NewController(name string, r Reconciler) *Controller {
 // Enqueue adds a key.
 func (c *Controller) Enqueue(key Key) { c.Queue.Add(key) }
 
+// Forget resets key's backoff: its next failure is retried soon again.
+func (c *Controller) Forget(key Key) { c.Queue.Forget(key) }
+
 // Run starts workers and blocks until stop is done, then drains the queue:
 // in-flight reconciles finish, nothing new starts. Reconciles run with ctx,
 // which may outlive stop by a grace period.
@@ -135,7 +138,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	case err != nil:
 		outcome = "error"
 		c.Queue.AddRateLimited(key)
-		klog.InfoS("reconcile failed, retrying with backoff", "controller", c.Name, "key", key.String(), "err", err.Error())
+		klog.ErrorS(err, "reconcile failed, retrying with backoff", "controller", c.Name, "key", key.String())
 	case res.RequeueAfter > 0:
 		outcome = "requeue"
 		c.Queue.Forget(key)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -27,6 +28,11 @@ type Options struct {
 	Resync  time.Duration
 	// ShutdownGrace bounds how long in-flight reconciles may run after stop.
 	ShutdownGrace time.Duration
+	// KstatusConditions adds Reconciling and Stalled to owners' conditions
+	// (kstatus). Off by default: Cartographer's status has exactly four
+	// conditions, and tools comparing the whole list (its own suite does)
+	// would see a difference.
+	KstatusConditions bool
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the
@@ -237,7 +243,16 @@ func (m *Manager) route(ev tracking.Event) {
 			return // our own status write, or nothing we read
 		}
 		f := flavorOfOwner(gvr)
-		f.enqueue(m, keyOf(f.OwnerKind, ev.Obj))
+		k := keyOf(f.OwnerKind, ev.Obj)
+		if ev.Type == tracking.Updated && reconcileRequested(ev.Old, ev.Obj) {
+			// A person asked for a reconcile now (`kontinue reconcile`):
+			// whatever the owner waited for (RBAC, discovery, a backoff),
+			// it is looked at at once, and a new failure backs off from
+			// the start again.
+			m.unblockOne(k)
+			m.owners[f.OwnerKind].ctrl.Forget(k)
+		}
+		f.enqueue(m, k)
 	case gvr == SupplyChainGVR || gvr == DeliveryGVR:
 		if ev.Type == tracking.Updated && !specOrLabelsChanged(ev.Old, ev.Obj) {
 			return
@@ -389,6 +404,12 @@ func ownerChanged(old, cur *unstructured.Unstructured) bool {
 		return true
 	}
 	return !reflect.DeepEqual(old.Object["spec"], cur.Object["spec"])
+}
+
+// reconcileRequested reports whether the reconcile request annotation
+// changed.
+func reconcileRequested(old, cur *unstructured.Unstructured) bool {
+	return old != nil && old.GetAnnotations()[annotations.ReconcileRequest] != cur.GetAnnotations()[annotations.ReconcileRequest]
 }
 
 func specOrLabelsChanged(old, cur *unstructured.Unstructured) bool {

@@ -323,15 +323,22 @@ func (op *ownerPass) realize() (Result, error) {
 // fail records that the owner cannot be realized at all: the chain condition
 // and Ready say why; stamped objects and step statuses stay as they were.
 func (op *ownerPass) fail(condType, reason, msg string) {
-	conds := []metav1.Condition{st.Cond(condType, st.False, reason, msg)}
-	conds = append(conds, st.Cond(st.Ready, st.False, reason, msg))
-	op.status.Conditions = st.Merge(conds, op.prev.Conditions, op.owner.GetGeneration(), op.now)
+	op.setConditions(st.Cond(condType, st.False, reason, msg), st.Cond(st.Ready, st.False, reason, msg))
 	// A chosen chain is named even when it is not ready; without one the
 	// owner keeps the chain it had (as Cartographer does).
 	if op.status.SupplyChainRef == nil && op.status.DeliveryRef == nil {
 		op.status.SupplyChainRef = op.prev.SupplyChainRef
 		op.status.DeliveryRef = op.prev.DeliveryRef
 	}
+}
+
+// setConditions sets the owner's conditions, in the contract's order and
+// ending with Ready, followed by the kstatus ones when they are on.
+func (op *ownerPass) setConditions(conds ...metav1.Condition) {
+	if op.r.m.opts.KstatusConditions {
+		conds = append(conds, st.Kstatus(conds[len(conds)-1])...)
+	}
+	op.status.Conditions = st.Merge(conds, op.prev.Conditions, op.owner.GetGeneration(), op.now)
 }
 
 func (op *ownerPass) chooseChain() (selector.ChainChoice, *chainSpec) {

@@ -70,7 +70,7 @@ func (op *ownerPass) walk(chainReady metav1.Condition) (Result, error) {
 	hl := st.Summarize(st.ResourcesHealthy, step.ReasonHealthyConditionRule, healthy...)
 	hl.Reason = step.ReasonHealthyConditionRule
 	ready := st.Summarize(st.Ready, "Ready", chainReady, sub, hl)
-	op.status.Conditions = st.Merge([]metav1.Condition{chainReady, sub, hl, ready}, op.prev.Conditions, op.owner.GetGeneration(), op.now)
+	op.setConditions(chainReady, sub, hl, ready)
 	return res, transient
 }
 
@@ -181,7 +181,7 @@ func (op *ownerPass) stepDone(sc *stepCtx, out outputs, submitted metav1.Conditi
 	if sc.prev != nil {
 		prevConds = sc.prev.Conditions
 		if old := st.Find(prevConds, st.Healthy); old != nil && old.Status != h.Status {
-			op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", op.owner.GetName(), sc.step.Name, h.Status, h.Reason)
+			op.w.Events.Event(op.owner, eventType(h.Status), stamp.EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", op.owner.GetName(), sc.step.Name, h.Status, h.Reason)
 		}
 	}
 	sc.res.Conditions = st.Merge(conds, prevConds, op.owner.GetGeneration(), op.now)
@@ -190,22 +190,42 @@ func (op *ownerPass) stepDone(sc *stepCtx, out outputs, submitted metav1.Conditi
 }
 
 // logStep logs a step whose readiness changed (and every step at -v=4),
-// with the owner, step and template on the line.
+// with the owner, step, template and object on the line. A step that turns
+// False is a failure someone must act on: an error line, and a Warning
+// event on the owner with the step's reason (once per change).
 func (op *ownerPass) logStep(sc *stepCtx, ready metav1.Condition, prev []metav1.Condition) {
 	tmpl := ""
 	if sc.tmplName != "" {
 		tmpl = sc.kind + "/" + sc.tmplName
 	}
 	kv := []any{"owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "chain", op.chainName, "step", sc.step.Name,
-		"template", tmpl, "ready", ready.Status, "reason", ready.Reason}
-	if old := st.Find(prev, st.Ready); old == nil || old.Status != ready.Status || old.Reason != ready.Reason {
-		if ready.Message != "" {
-			kv = append(kv, "message", ready.Message)
-		}
+		"template", tmpl}
+	if ref := sc.res.StampedRef; ref != nil {
+		kv = append(kv, "object", ref.Kind+"/"+ref.Namespace+"/"+ref.Name)
+	}
+	kv = append(kv, "ready", ready.Status, "reason", ready.Reason)
+	old := st.Find(prev, st.Ready)
+	if old != nil && old.Status == ready.Status && old.Reason == ready.Reason {
+		klog.V(4).InfoS("step realized", kv...)
+		return
+	}
+	if ready.Message != "" {
+		kv = append(kv, "message", ready.Message)
+	}
+	if ready.Status != st.False {
 		klog.InfoS("step changed", kv...)
 		return
 	}
-	klog.V(4).InfoS("step realized", kv...)
+	klog.ErrorS(nil, "step failed", kv...)
+	op.r.m.w.Events.Event(op.owner, corev1.EventTypeWarning, ready.Reason, "step [%s]: %s", sc.step.Name, ready.Message)
+}
+
+// eventType is Warning for a False status, else Normal.
+func eventType(s metav1.ConditionStatus) string {
+	if s == st.False {
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
 }
 
 func prevOutputs(p *st.Resource) []st.Output {

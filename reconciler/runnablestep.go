@@ -272,6 +272,11 @@ func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource
 			return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
 		}
 	}
+	if asServiceAccount {
+		if c := op.claim(cl, gvr, what, desired, cached); c != nil {
+			return appliedGenerated{stepResult: op.stepDone(sc, nil, *c, nil)}, false
+		}
+	}
 	live, wrote, err := op.w.Apply(op.ctx, cl, gvr, desired, cached)
 	if err != nil {
 		c, transient := op.applyFailure(what, err)

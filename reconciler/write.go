@@ -62,6 +62,9 @@ func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstr
 		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
 		return nil, false, &c, nil
 	}
+	if c := op.claim(cl, t.gvr, t.what, desired, cached); c != nil {
+		return nil, false, c, nil
+	}
 	live, wrote, err := op.w.Apply(op.ctx, cl, t.gvr, desired, cached)
 	if err != nil {
 		c, transient := op.applyFailure(t.what, err)
@@ -71,6 +74,29 @@ func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstr
 		op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
 	}
 	return live, wrote, nil, nil
+}
+
+// claim refuses to write to an object this owner did not stamp
+// (stamp.Claim). The cache holds only what Kontinue stamped, so an object
+// missing there may still exist, made by someone else: it is looked up
+// once, as the step's service account, before the write that would create
+// it — never on an object the cache has. Not found, or not readable, lets
+// the apply decide.
+func (op *ownerPass) claim(cl dynamic.Interface, gvr schema.GroupVersionResource, what string, desired, cached *unstructured.Unstructured) *metav1.Condition {
+	live := cached
+	if live == nil {
+		got, err := cl.Resource(gvr).Namespace(desired.GetNamespace()).Get(op.ctx, desired.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		live = got
+	}
+	owner := stamp.Owner{Kind: op.r.flavor.OwnerKind, Name: op.owner.GetName(), UID: op.owner.GetUID()}
+	if ok, why := stamp.Claim(live, owner); !ok {
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf("unable to apply %s: %s", what, why))
+		return &c
+	}
+	return nil
 }
 
 // current is the live object (nil: missing), watched for this owner.

@@ -25,8 +25,13 @@ const (
 	EventStampedObjectNotRemoved = "StampedObjectNotRemoved"
 	// EventResourceOutputChanged: a step found a new output.
 	EventResourceOutputChanged = "ResourceOutputChanged"
-	// EventResourceHealthyStatusChange: a step's Healthy status changed.
+	// EventResourceHealthyStatusChange: a step's Healthy status changed
+	// (Warning when it is now False).
 	EventResourceHealthyStatusChange = "ResourceHealthyStatusChanged"
+	// A step whose Ready turns False gets a Warning event whose reason is
+	// the step's own (TemplateStampFailure, TemplateRejectedByAPIServer,
+	// ServiceAccountError, FailedConditionMet, an unhealthy step's Healthy
+	// reason …), once per change, naming the step.
 	// EventTemplatesNotFound (Warning, on a chain): the message names each
 	// missing template by kind and name (the condition, in Cartographer's
 	// words, names only the steps).

@@ -243,3 +243,25 @@ func ConditionOf(u *unstructured.Unstructured, typ string) (LiveCondition, bool)
 	}
 	return LiveCondition{}, false
 }
+
+// kstatus condition types: abnormal-true, so that tools built on kstatus
+// (Flux, Argo CD, kubectl wait …) tell a failing or working owner from a
+// healthy one. Cartographer has neither.
+const (
+	Reconciling = "Reconciling"
+	Stalled     = "Stalled"
+)
+
+// Kstatus returns the kstatus conditions that go with an owner's Ready:
+// Stalled when Ready is False (the owner cannot progress until its inputs
+// or the cluster change), Reconciling when Ready is Unknown (work is in
+// progress), none when Ready is True. Each takes Ready's reason and message.
+func Kstatus(ready metav1.Condition) []metav1.Condition {
+	switch ready.Status {
+	case False:
+		return []metav1.Condition{Cond(Stalled, True, ready.Reason, ready.Message)}
+	case True:
+		return nil
+	}
+	return []metav1.Condition{Cond(Reconciling, True, ready.Reason, ready.Message)}
+}

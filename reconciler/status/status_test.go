@@ -107,3 +107,11 @@ func TestSummarize(t *testing.T) {
 		})
 	}
 }
+
+func TestKstatus(t *testing.T) {
+	assert.Empty(t, Kstatus(Cond(Ready, True, "Ready", "")))
+	assert.Equal(t, []metav1.Condition{Cond(Stalled, True, "TemplateStampFailure", "bad tag")},
+		Kstatus(Cond(Ready, False, "TemplateStampFailure", "bad tag")))
+	assert.Equal(t, []metav1.Condition{Cond(Reconciling, True, "MissingValueAtPath", "waiting")},
+		Kstatus(Cond(Ready, Unknown, "MissingValueAtPath", "waiting")))
+}

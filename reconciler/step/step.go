@@ -30,14 +30,17 @@ import (
 
 // Step reasons (ResourceSubmitted), the contract's.
 const (
-	ReasonSubmitted            = "ResourceSubmissionComplete"
-	ReasonMissingValueAtPath   = "MissingValueAtPath"
-	ReasonStampFailure         = "TemplateStampFailure"
-	ReasonRejected             = "TemplateRejectedByAPIServer"
-	ReasonRetrievalFailure     = "TemplateObjectRetrievalFailure"
-	ReasonOptionsMatchError    = "TemplateOptionsMatchError"
-	ReasonResolveOptionsError  = "ResolveTemplateOptionsError"
-	ReasonServiceAccountError  = "ServiceAccountError"
+	ReasonSubmitted           = "ResourceSubmissionComplete"
+	ReasonMissingValueAtPath  = "MissingValueAtPath"
+	ReasonStampFailure        = "TemplateStampFailure"
+	ReasonRejected            = "TemplateRejectedByAPIServer"
+	ReasonRetrievalFailure    = "TemplateObjectRetrievalFailure"
+	ReasonOptionsMatchError   = "TemplateOptionsMatchError"
+	ReasonResolveOptionsError = "ResolveTemplateOptionsError"
+	ReasonServiceAccountError = "ServiceAccountError"
+	// ReasonNotOwned (Kontinue): an object of the stamped name exists and
+	// was not stamped for this owner; Kontinue leaves it alone.
+	ReasonNotOwned             = "StampedObjectNotOwned"
 	ReasonUnknownError         = "UnknownError"
 	ReasonPassThrough          = "PassThrough"
 	ReasonConditionNotMet      = "ConditionNotMet"
