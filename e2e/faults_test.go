@@ -209,7 +209,7 @@ metadata:
   name: bystander-src
   labels: {kontinue.dev/stamped: "true", carto.run/workload-name: %[1]s, carto.run/workload-namespace: %[2]s,
     carto.run/resource-name: src, carto.run/template-lifecycle: mutable, carto.run/supply-chain-name: %[3]s}
-data: {url: x, rev: y}
+data: {url: x, rev: "y"}
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -709,12 +709,14 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	require.NoError(t, env.cluster.StartAPIServer(context.Background()))
 	t.Logf("API server down %s; Kontinue logged %d lines (%d in the first 2s), made %.0f requests (%.0f in the first 2s)",
 		down.Round(100*time.Millisecond), logAfter-logBefore, logMid-logBefore, reqAfter-reqBefore, reqMid-reqBefore)
-	// While the server is away: backoff, not a loop. After the first 2 s,
-	// at most 2 log lines and 5 requests per second (informers retry with
-	// backoff, reconciles back off per key), whatever the number of owners.
+	// While the server is away: backoff, not a loop, and not one per owner.
+	// After the first 2 s (every queued key fails once), at most 2 log lines
+	// per second, and at most 2 requests per second plus what the informers'
+	// own reflectors make (client-go backs each off from 800ms: fewer than 6
+	// lists per informer in 13 s), whatever the number of owners.
 	steady := (outage - 2*time.Second).Seconds()
-	assert.LessOrEqual(t, float64(logAfter-logMid), 2*steady, "log lines while the API server was away (after the first 2s)\n%s", tail(proc.logPath, 40))
-	assert.LessOrEqual(t, reqAfter-reqMid, 5*steady, "requests while the API server was away (after the first 2s)")
+	assert.LessOrEqual(t, float64(logAfter-logMid), 2*steady, "log lines while the API server was away (after the first 2s)\n%s", tail(proc.logPath, 10))
+	assert.LessOrEqual(t, reqAfter-reqMid, 2*steady+6*baseInformers, "requests while the API server was away (after the first 2s)")
 
 	// More changes once it is back; Kontinue was not restarted.
 	for i := 1; i < n/2; i += 2 {
@@ -788,7 +790,7 @@ func TestFaultLeaderFailoverUnderLoad(t *testing.T) {
 
 	// The watcher: never two processes reporting leader 1 at once.
 	stop := make(chan struct{})
-	var twoLeaders atomic.Int64
+	var twoLeaders, samples atomic.Int64
 	var holders sync.Map
 	watched := make(chan struct{})
 	go func() {
@@ -808,6 +810,7 @@ func TestFaultLeaderFailoverUnderLoad(t *testing.T) {
 					leaders++
 				}
 			}
+			samples.Add(1)
 			if leaders > 1 {
 				twoLeaders.Add(1)
 			}
@@ -859,9 +862,8 @@ func TestFaultLeaderFailoverUnderLoad(t *testing.T) {
 		live = append(rest, fresh)
 		ps := append([]*kontinueProc(nil), live...)
 		procsMu.Unlock()
-		next := leaderOf(t, 30*time.Second, k.ns, lease, ids, ps...)
-		require.NotEqual(t, fresh, next, "the standby, not the newcomer, takes over")
-		leader = next
+		// The standby or the newcomer: both wait for the lease to expire.
+		leader = leaderOf(t, 30*time.Second, k.ns, lease, ids, ps...)
 	}
 	work.Wait()
 	eventually(t, 6*time.Minute, func() string {
@@ -871,6 +873,7 @@ func TestFaultLeaderFailoverUnderLoad(t *testing.T) {
 	})
 	close(stop)
 	<-watched
+	t.Logf("%d samples of kontinue_leader and the Lease", samples.Load())
 	assert.Zero(t, twoLeaders.Load(), "samples in which two processes reported kontinue_leader 1")
 	holders.Range(func(h, _ any) bool {
 		known := false
