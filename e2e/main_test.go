@@ -81,7 +81,9 @@ func runSuite(m *testing.M) int {
 	if !env.external {
 		klogToFile(root)
 		env.kontinue = startKontinue(cfg)
-		defer env.kontinue.stop()
+		// Tests that restart Kontinue replace env.kontinue: stop the one
+		// running at the end, not the first.
+		defer func() { env.kontinue.stop() }()
 	}
 	return m.Run()
 }
