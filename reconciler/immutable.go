@@ -60,7 +60,7 @@ func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 	w.gvr = tg.GVR
 	key := tg.Watch()
 	op.watch.Watch(key)
-	list, err := op.listStepRuns(sc, key)
+	list, err := op.listStepRuns(sc, key, o.Digest)
 	if err != nil {
 		return fail(st.Unknown, step.ReasonUnknownError, err, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
 	}
@@ -99,11 +99,11 @@ func (w *immutableWriter) remove(p step.Plan) error {
 
 // listStepRuns returns the step's runs, newest first: objects of the
 // template's kind carrying this owner's and step's labels, whose controller
-// is this very owner.
-func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key) ([]runs.Run, error) {
+// is this very owner. digest is the input set rendered now.
+func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key, digest string) ([]runs.Run, error) {
 	f := op.r.flavor
 	ns := op.owner.GetNamespace()
-	return op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(),
+	return op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(), Current: digest,
 		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}})
 }
 

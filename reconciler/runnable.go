@@ -317,7 +317,7 @@ func (rp *runnablePass) realize() error {
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	list, err := rp.listRuns(key)
+	list, err := rp.listRuns(key, digest)
 	if err != nil {
 		return err
 	}
@@ -387,8 +387,8 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 // listRuns returns this Runnable's runs, newest first: those labelled with
 // its name whose controller is this very Runnable (by UID), so that a
 // Runnable deleted and created again does not adopt old runs.
-func (rp *runnablePass) listRuns(key tracking.Key) ([]runs.Run, error) {
-	list, err := rp.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(),
+func (rp *runnablePass) listRuns(key tracking.Key, digest string) ([]runs.Run, error) {
+	list, err := rp.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(), Current: digest,
 		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}})
 	for i := range list {
 		list[i].Outcome = runs.TektonOutcome(list[i].Obj)

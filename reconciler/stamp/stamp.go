@@ -182,8 +182,8 @@ func (w *Writer) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.Gro
 	return live, cached == nil || cached.GetResourceVersion() != live.GetResourceVersion(), nil
 }
 
-// Create creates a run through cl, stamped with its input digest and
-// creation time (runs sort by it).
+// Create creates a run through cl, stamped with its input digest and, for
+// people, its creation time (runs.AnnotationCreatedAt: never read).
 func (w *Writer) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
 	obj = obj.DeepCopy()
 	l := obj.GetLabels()
@@ -222,6 +222,9 @@ type RunQuery struct {
 	// Controller is the UID the runs' controller reference must name, so
 	// that an owner deleted and created again does not adopt old runs.
 	Controller types.UID
+	// Current is the input digest rendered now: among runs created in the
+	// same second it is the newest (runs.SortNewestFirst).
+	Current string
 }
 
 // ListRuns returns the runs newest first (outcome Running: the caller
@@ -260,7 +263,7 @@ func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
 		}
 		out = append(out, runs.FromObject(o, runs.Running))
 	}
-	runs.SortNewestFirst(out)
+	runs.SortNewestFirst(out, q.Current)
 	return out, nil
 }
 
