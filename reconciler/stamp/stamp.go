@@ -225,16 +225,21 @@ type RunQuery struct {
 	// Current is the input digest rendered now: among runs created in the
 	// same second it is the newest (runs.SortNewestFirst).
 	Current string
+	// Live asks the API server even when the cache has synced: before a
+	// create the cache calls for, since a cache can lag for longer than
+	// runs.Recent remembers a create (a watch gap after an outage, a create
+	// whose answer was lost).
+	Live bool
 }
 
 // ListRuns returns the runs newest first (outcome Running: the caller
 // judges them): objects with an input digest, not being deleted, controlled
-// by q.Controller. Before the cache has synced it asks the API server,
-// because deciding on an empty cache would create a duplicate.
+// by q.Controller. Before the cache has synced (or when q.Live) it asks the
+// API server, because deciding on an empty cache would create a duplicate.
 func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
 	sel := labels.SelectorFromSet(q.Labels)
 	var objs []*unstructured.Unstructured
-	if q.Watch(q.Kind) {
+	if q.Watch(q.Kind) && !q.Live {
 		all, _ := w.tracker.List(q.Kind, q.Namespace)
 		for _, o := range all {
 			if sel.Matches(labels.Set(o.GetLabels())) {
