@@ -134,7 +134,7 @@ func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, 
 		r.err = transient
 		return nil, r, false
 	}
-	op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
+	op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
 	klog.V(2).InfoS("created run", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "run", created.GetName(), "digest", digest)
 	return created, stepResult{}, true
 }

@@ -286,7 +286,7 @@ func (op *ownerPass) realize() (Result, error) {
 	choice, chain := op.chooseChain()
 	if chain == nil {
 		if prev := st.Find(op.prev.Conditions, f.ChainReadyCondition); len(choice.Candidates) > 0 && (prev == nil || prev.Reason != choice.Reason) {
-			op.w.Events.Event(op.owner, corev1.EventTypeWarning, choice.Reason,
+			op.r.m.w.Events.Event(op.owner, corev1.EventTypeWarning, choice.Reason,
 				"%s selected by %s whose selectors are equally specific: make one of them more specific",
 				f.OwnerKind, strings.Join(choice.Candidates, ", "))
 		}

@@ -165,7 +165,7 @@ func (op *ownerPass) stepDone(sc *stepCtx, out outputs, submitted metav1.Conditi
 		var changed []string
 		sc.res.Outputs, changed = st.Outputs(out, prevOutputs(sc.prev), op.now)
 		if len(changed) > 0 && sc.prev != nil {
-			op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventResourceOutputChanged, "[%s] found a new output in step [%s]: %s", op.owner.GetName(), sc.step.Name, strings.Join(changed, ", "))
+			op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventResourceOutputChanged, "[%s] found a new output in step [%s]: %s", op.owner.GetName(), sc.step.Name, strings.Join(changed, ", "))
 		}
 	}
 	ready := st.Summarize(st.Ready, "Ready", submitted, h)
@@ -181,7 +181,7 @@ func (op *ownerPass) stepDone(sc *stepCtx, out outputs, submitted metav1.Conditi
 	if sc.prev != nil {
 		prevConds = sc.prev.Conditions
 		if old := st.Find(prevConds, st.Healthy); old != nil && old.Status != h.Status {
-			op.w.Events.Event(op.owner, eventType(h.Status), stamp.EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", op.owner.GetName(), sc.step.Name, h.Status, h.Reason)
+			op.r.m.w.Events.Event(op.owner, eventType(h.Status), stamp.EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", op.owner.GetName(), sc.step.Name, h.Status, h.Reason)
 		}
 	}
 	sc.res.Conditions = st.Merge(conds, prevConds, op.owner.GetGeneration(), op.now)

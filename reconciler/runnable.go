@@ -445,7 +445,7 @@ func (rp *runnablePass) create(run *unstructured.Unstructured, gvr schema.GroupV
 		}
 	}
 	rp.r.recent.Remember(rp.user, digest, string(created.GetUID()))
-	rp.w.Events.Event(rp.obj, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
+	rp.r.m.w.Events.Event(rp.obj, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
 	klog.V(2).InfoS("created run", "runnable", rp.user, "run", created.GetName(), "digest", digest)
 	return created, nil
 }

@@ -285,7 +285,7 @@ func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource
 		return appliedGenerated{stepResult: r}, false
 	}
 	if wrote {
-		op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
+		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
 	}
 	return appliedGenerated{live: live}, true
 }

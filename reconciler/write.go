@@ -72,7 +72,7 @@ func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstr
 		return nil, false, &c, transient
 	}
 	if wrote {
-		op.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
+		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
 	}
 	return live, wrote, nil, nil
 }

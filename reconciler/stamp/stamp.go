@@ -1,8 +1,9 @@
 // Package stamp is the only code that writes stamped objects and runs: it
 // resolves a kind to its resource, reads the live object (cache, or the API
 // server while the cache is cold), applies, creates and deletes, lists the
-// runs of a step or Runnable, prunes them by retention, classifies API errors
-// and records the events about all of it. Deciding what to write is not its
+// runs of a step or Runnable, removes the runs retention lets go (the callers
+// decide which), classifies API errors and records the events about all of
+// it. Deciding what to write is not its
 // business: the reconcilers and reconciler/step do that.
 package stamp
 

@@ -20,7 +20,8 @@ func Gated(spec *api.TemplateSpec) bool {
 }
 
 // Lifecycle is how a step's objects live. Each has its file in this package
-// (what the step decides) and its executor in reconciler (what it writes).
+// (its Strategy: what the step writes and decides) and its writer in
+// reconciler (how it writes).
 type Lifecycle int
 
 // Lifecycles.
@@ -29,7 +30,7 @@ const (
 	// template says what success is, with a shadow after a failure
 	// (shadow.go).
 	Mutable Lifecycle = iota
-	// Immutable: a new run per input set (runs.go).
+	// Immutable: a new run per input set (immutable.go).
 	Immutable
 	// Runnable: a generated Runnable creates the runs (runnable.go).
 	Runnable
