@@ -33,6 +33,9 @@ var env struct {
 	// external: Kontinue runs outside this process (e.g. deployed in kind).
 	external bool
 	kontinue *kontinueProcess
+	// cluster is the local control plane the suite started (nil when
+	// KUBECONFIG names another cluster): fault tests stop its API server.
+	cluster *localcluster.Cluster
 }
 
 func TestMain(m *testing.M) {
@@ -56,6 +59,7 @@ func runSuite(m *testing.M) int {
 		}
 		defer func() { _ = cluster.Stop() }()
 		env.kubeconfig = cluster.Kubeconfig
+		env.cluster = cluster
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.kubeconfig)
 	if err != nil {
@@ -77,7 +81,9 @@ func runSuite(m *testing.M) int {
 	if !env.external {
 		klogToFile(root)
 		env.kontinue = startKontinue(cfg)
-		defer env.kontinue.stop()
+		// Tests that restart Kontinue replace env.kontinue: stop the one
+		// running at the end, not the first.
+		defer func() { env.kontinue.stop() }()
 	}
 	return m.Run()
 }

@@ -9,13 +9,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -83,6 +86,9 @@ type Controller struct {
 	Queue    workqueue.TypedRateLimitingInterface[Key]
 	R        Reconciler
 	Observer Observer
+	// Gate, when set, holds the workers while the API server is away
+	// (shared by every controller of a Manager).
+	Gate *APIGate
 }
 
 // NewController returns a controller whose queue backs off per key
@@ -127,6 +133,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.Queue.Done(key)
+	c.Gate.Wait(ctx)
 	start := time.Now()
 	res, err := c.reconcile(ctx, key)
 	outcome := "success"
@@ -135,6 +142,13 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		outcome = "terminal"
 		c.Queue.Forget(key)
 		klog.V(2).InfoS("reconcile ended on a recorded error", "controller", c.Name, "key", key.String(), "err", err.Error())
+	case err != nil && c.Gate.Fail(err, start):
+		// Not this key's fault: no backoff growing through the outage and
+		// no line per key; the workers wait at the gate until the server
+		// answers, then the key comes back at once.
+		outcome = "error"
+		c.Queue.Forget(key)
+		c.Queue.AddAfter(key, gatedRetry)
 	case err != nil:
 		outcome = "error"
 		c.Queue.AddRateLimited(key)
@@ -162,4 +176,136 @@ func (c *Controller) reconcile(ctx context.Context, key Key) (res Result, err er
 		}
 	}()
 	return c.R.Reconcile(ctx, key)
+}
+
+// gatedRetry is when a key that failed on an unreachable API server is
+// tried again: short and fixed, since the gate (not the key) waits.
+const gatedRetry = 100 * time.Millisecond
+
+// Probe backoff of the APIGate.
+const (
+	gateProbeFirst = 500 * time.Millisecond
+	gateProbeMax   = 10 * time.Second
+)
+
+// APIGate handles an API server outage once for all controllers: the first
+// reconcile that finds the server unreachable closes the gate and logs it;
+// workers then wait at the gate while one of them probes the server with
+// backoff, instead of every key retrying (and logging) on its own backoff;
+// the first probe that succeeds opens the gate and logs the recovery.
+type APIGate struct {
+	probe func(ctx context.Context) error
+
+	mu      sync.Mutex
+	down    bool
+	since   time.Time     // when the gate closed
+	opened  time.Time     // when it last opened
+	open    chan struct{} // closed when the gate opens
+	probing bool
+}
+
+// NewAPIGate returns an open gate that probes the server with probe.
+func NewAPIGate(probe func(ctx context.Context) error) *APIGate {
+	return &APIGate{probe: probe}
+}
+
+// Unreachable reports whether err says that the API server could not be
+// reached or cannot serve at all (as opposed to an answer about a request).
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) || utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		apierrors.IsServiceUnavailable(err) {
+		return true
+	}
+	// Errors flattened into text on the way (discovery, fmt.Errorf %v).
+	s := err.Error()
+	return strings.Contains(s, "connect: connection refused") || strings.Contains(s, "connection reset by peer")
+}
+
+// answered reports whether a probe's error is an answer that only this
+// request got (401, 403, 404: the server serves), so that an RBAC without
+// access to /readyz cannot hold the gate closed forever. 5xx and 429 mean
+// the server is not ready yet.
+func answered(err error) bool {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Status().Code
+	return c != 0 && c < 500 && c != 429
+}
+
+// Fail records a reconcile's error; it reports whether the error is the
+// API server being unreachable (the caller then requeues without backoff).
+// A reconcile that started before the gate last opened does not close it
+// again: its failure is the outage already over.
+func (g *APIGate) Fail(err error, started time.Time) bool {
+	if g == nil || !Unreachable(err) {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.down && !started.Before(g.opened) {
+		g.down, g.since, g.open = true, time.Now(), make(chan struct{})
+		klog.InfoS("API server unreachable; reconciles wait until it answers again", "err", err.Error())
+	}
+	return true
+}
+
+// Down reports whether the gate is closed.
+func (g *APIGate) Down() bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.down
+}
+
+// Wait returns at once while the gate is open; while it is closed it
+// blocks until it opens (or ctx ends), one caller probing the server.
+func (g *APIGate) Wait(ctx context.Context) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	if !g.down {
+		g.mu.Unlock()
+		return
+	}
+	open, probe := g.open, !g.probing
+	g.probing = true
+	g.mu.Unlock()
+	if !probe {
+		select {
+		case <-open:
+		case <-ctx.Done():
+		}
+		return
+	}
+	for delay := gateProbeFirst; ; delay = min(2*delay, gateProbeMax) {
+		select {
+		case <-ctx.Done():
+			g.mu.Lock()
+			g.probing = false
+			g.mu.Unlock()
+			return
+		case <-time.After(delay):
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := g.probe(pctx)
+		cancel()
+		if err == nil || answered(err) {
+			g.mu.Lock()
+			now := time.Now()
+			klog.InfoS("API server answers again; reconciles resume", "after", now.Sub(g.since).Round(100*time.Millisecond).String())
+			g.down, g.probing, g.opened = false, false, now
+			close(g.open)
+			g.mu.Unlock()
+			return
+		}
+	}
 }

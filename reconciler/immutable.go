@@ -60,11 +60,20 @@ func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 	w.gvr = tg.GVR
 	key := tg.Watch()
 	op.watch.Watch(key)
-	list, err := op.listStepRuns(sc, key)
+	list, err := op.listStepRuns(sc, key, o.Digest, false)
 	if err != nil {
 		return fail(st.Unknown, step.ReasonUnknownError, err, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
 	}
-	return step.Seen{Runs: list, Pending: op.r.m.runnables.recent.Pending(w.memo, o.Digest, list)}, nil
+	pending := op.r.m.runnables.recent.Pending(w.memo, o.Digest, list)
+	if !pending && runs.NeedsCreate(list, o.Digest) {
+		// Start would create a run because the cache says so: the API
+		// server confirms first (creates are rare, a duplicate run is not
+		// undone).
+		if list, err = op.listStepRuns(sc, key, o.Digest, true); err != nil {
+			return fail(st.Unknown, step.ReasonUnknownError, err, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
+		}
+	}
+	return step.Seen{Runs: list, Pending: pending}, nil
 }
 
 // write creates the Plan's run.
@@ -99,11 +108,12 @@ func (w *immutableWriter) remove(p step.Plan) error {
 
 // listStepRuns returns the step's runs, newest first: objects of the
 // template's kind carrying this owner's and step's labels, whose controller
-// is this very owner.
-func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key) ([]runs.Run, error) {
+// is this very owner. digest is the input set rendered now; live asks the
+// API server rather than the cache.
+func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key, digest string, live bool) ([]runs.Run, error) {
 	f := op.r.flavor
 	ns := op.owner.GetNamespace()
-	return op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(),
+	return op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(), Current: digest, Live: live,
 		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}})
 }
 

@@ -1,25 +1,36 @@
 package reconciler
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
+	"kontinue.dev/kontinue/reconciler/runs"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
 // keepSet is what orphan and stale-run removal must leave alone after one
 // reconcile of an owner: the objects its steps point at, the runs retention
-// keeps, and the steps that reached their runs (or Runnable) this time, so
-// that a step that failed early keeps what it had.
+// keeps, the objects the steps rendered (applied or not), and the steps
+// that reached their runs (or Runnable) this time, so that a step that
+// failed early keeps what it had.
 type keepSet struct {
 	refs    map[refKey]bool
 	runs    map[refKey]bool
+	wanted  map[refKey]bool
 	reached map[string]bool
 }
 
 func newKeepSet() *keepSet {
-	return &keepSet{refs: map[refKey]bool{}, runs: map[refKey]bool{}, reached: map[string]bool{}}
+	return &keepSet{refs: map[refKey]bool{}, runs: map[refKey]bool{}, wanted: map[refKey]bool{}, reached: map[string]bool{}}
 }
+
+// want keeps an object a step rendered in this reconcile, whether or not it
+// was applied: a step that failed half-way still wants its first objects.
+// Unlike refs, resources does not reset it.
+func (k *keepSet) want(ref st.StampedRef) { k.wanted[refKeyOf(ref)] = true }
 
 // resource keeps what a step's status points at.
 func (k *keepSet) resource(res st.Resource) {
@@ -75,6 +86,68 @@ func (k *keepSet) orphans(prev st.OwnerStatus) []orphan {
 	}
 	for _, ref := range prev.Orphans {
 		add(ref, "")
+	}
+	return out
+}
+
+// sweepsUnrecorded reports whether objects no status names may be looked
+// for and removed after this reconcile (unrecorded): only when every step
+// was submitted, so that bad input, a step that cannot render or a
+// transient failure never deletes an object a step may still want.
+func sweepsUnrecorded(now st.OwnerStatus) bool {
+	c := st.Find(now.Conditions, st.ResourcesSubmitted)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+// wantedKinds are the kinds of the objects the steps rendered or point at:
+// where objects applied but never recorded are looked for.
+func (k *keepSet) wantedKinds() []schema.GroupVersionResource {
+	seen := map[schema.GroupVersionResource]bool{}
+	var out []schema.GroupVersionResource
+	for _, m := range []map[refKey]bool{k.wanted, k.refs} {
+		for key := range m {
+			if !seen[key.gvr] {
+				seen[key.gvr] = true
+				out = append(out, key.gvr)
+			}
+		}
+	}
+	return out
+}
+
+// unrecorded are the owner's stamped objects of gvr (objs, from the cache)
+// that were applied but never recorded in a status (a crash or a status
+// conflict between the apply and the status write, a later object of the
+// same step rejected), and that no step wants now: labelled for the owner
+// (ownerLabels), controlled by this very owner (by UID, so an owner deleted
+// and created again never deletes its predecessor's objects, nor anything
+// someone else controls), not a run (staleRuns decides those), not named
+// by the previous status (orphans decides those), not kept, not rendered in
+// this reconcile, not already being deleted.
+func (k *keepSet) unrecorded(prev st.OwnerStatus, owner types.UID, ownerLabels labels.Selector, gvr schema.GroupVersionResource, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	named := map[refKey]bool{}
+	for _, res := range prev.Resources {
+		for _, ref := range refsOf(res) {
+			named[refKeyOf(ref)] = true
+		}
+	}
+	for _, ref := range prev.Orphans {
+		named[refKeyOf(ref)] = true
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		key := refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}
+		l := o.GetLabels()
+		switch {
+		case !ownerLabels.Matches(labels.Set(l)), l[runs.LabelInputDigest] != "", o.GetDeletionTimestamp() != nil:
+			continue
+		case named[key], k.has(key), k.wanted[key]:
+			continue
+		}
+		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != owner {
+			continue
+		}
+		out = append(out, o)
 	}
 	return out
 }

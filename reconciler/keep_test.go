@@ -4,9 +4,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
+	"kontinue.dev/kontinue/reconciler/runs"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
@@ -106,6 +111,87 @@ func TestStaleRuns(t *testing.T) {
 				got = append(got, o.GetName())
 			}
 			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestUnrecorded(t *testing.T) {
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	const owner = types.UID("owner-uid")
+	ownerLabels := labels.SelectorFromSet(labels.Set{StampedLabel: "true", LabelWorkloadName: "app", LabelWorkloadNamespace: "ns"})
+	cm := func(name string, mod func(u *unstructured.Unstructured)) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+		u.SetNamespace("ns")
+		u.SetName(name)
+		u.SetLabels(map[string]string{StampedLabel: "true", LabelWorkloadName: "app", LabelWorkloadNamespace: "ns", LabelResourceName: "pair"})
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "carto.run/v1alpha1", Kind: "Workload", Name: "app", UID: owner, Controller: ptr.To(true)}})
+		if mod != nil {
+			mod(u)
+		}
+		return u
+	}
+	ref := func(name string) st.StampedRef {
+		return st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name, Resource: "configmaps"}
+	}
+	recorded, orphan := ref("recorded"), ref("listed-orphan")
+	prev := st.OwnerStatus{Resources: []st.Resource{{Name: "pair", StampedRef: &recorded}}, Orphans: []st.StampedRef{orphan}}
+
+	tests := []struct {
+		name string
+		obj  *unstructured.Unstructured
+		gone bool
+	}{
+		{"applied, never recorded, not wanted: goes", cm("unrecorded", nil), true},
+		{"rendered in this reconcile (applied or not): stays", cm("wanted", nil), false},
+		{"pointed at by the new status: stays", cm("kept", nil), false},
+		{"named by the previous status: orphan removal decides", cm("recorded", nil), false},
+		{"listed in status.orphans: orphan removal decides", cm("listed-orphan", nil), false},
+		{"a run (input digest): stale-run removal decides", cm("run", func(u *unstructured.Unstructured) {
+			u.SetLabels(map[string]string{StampedLabel: "true", LabelWorkloadName: "app", LabelWorkloadNamespace: "ns", runs.LabelInputDigest: "d1"})
+		}), false},
+		{"controlled by an owner of the same name deleted earlier: stays", cm("old-owner", func(u *unstructured.Unstructured) {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "carto.run/v1alpha1", Kind: "Workload", Name: "app", UID: "old", Controller: ptr.To(true)}})
+		}), false},
+		{"no controller (taken over by a person): stays", cm("no-controller", func(u *unstructured.Unstructured) {
+			u.SetOwnerReferences(nil)
+		}), false},
+		{"another owner's labels: stays", cm("other", func(u *unstructured.Unstructured) {
+			u.SetLabels(map[string]string{StampedLabel: "true", LabelWorkloadName: "other", LabelWorkloadNamespace: "ns"})
+		}), false},
+		{"already being deleted: stays", cm("deleting", func(u *unstructured.Unstructured) {
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+		}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newKeepSet()
+			k.want(ref("wanted"))
+			k.resources([]st.Resource{{Name: "pair", StampedRef: ptr.To(ref("kept"))}})
+			got := k.unrecorded(prev, owner, ownerLabels, gvr, []*unstructured.Unstructured{tt.obj})
+			assert.Equal(t, tt.gone, len(got) == 1, "%v", got)
+		})
+	}
+
+	k := newKeepSet()
+	k.want(ref("wanted"))
+	k.resources(nil)
+	assert.Equal(t, []schema.GroupVersionResource{gvr}, k.wantedKinds(), "rendered objects survive resources()")
+}
+
+func TestSweepsUnrecorded(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		conds []metav1.Condition
+		want  bool
+	}{
+		{"no step walked (bad input, no chain)", nil, false},
+		{"a step failed", []metav1.Condition{st.Cond(st.ResourcesSubmitted, st.False, "TemplateRejectedByAPIServer", "")}, false},
+		{"a step could not tell", []metav1.Condition{st.Cond(st.ResourcesSubmitted, st.Unknown, "UnknownError", "")}, false},
+		{"every step submitted", []metav1.Condition{st.Cond(st.ResourcesSubmitted, st.True, "ResourceSubmissionComplete", "")}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, sweepsUnrecorded(st.OwnerStatus{Conditions: tt.conds}))
 		})
 	}
 }

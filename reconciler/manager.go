@@ -135,6 +135,12 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.chains = newChainReconciler(m)
 	m.runnables = newRunnableReconciler(m)
+	gate := NewAPIGate(func(ctx context.Context) error {
+		return dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+	})
+	for _, c := range m.Controllers() {
+		c.Gate = gate
+	}
 	return m, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -386,10 +388,61 @@ func (op *ownerPass) removeOrphans() error {
 			}
 		}
 	}
+	if err := op.removeUnrecorded(); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	if err := op.removeStaleRuns(); err != nil && firstErr == nil {
 		firstErr = err // runs are found by label again on retry
 	}
 	return firstErr
+}
+
+// removeUnrecorded deletes the owner's objects that were applied but never
+// recorded in status, once no step wants them (keepSet.unrecorded decides).
+// They are found in the caches of the kinds the steps stamp; Runnables and
+// run templates are stale-run removal's. What cannot be deleted is listed
+// in status.orphans, so that it is retried like any orphan.
+func (op *ownerPass) removeUnrecorded() error {
+	if !sweepsUnrecorded(op.status) {
+		return nil
+	}
+	f := op.r.flavor
+	ns := op.owner.GetNamespace()
+	sel := labels.SelectorFromSet(labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns})
+	var firstErr error
+	for _, gvr := range op.keep.wantedKinds() {
+		if gvr == RunnableGVR || gvr == RunTemplateGVR {
+			continue
+		}
+		objs, synced := op.r.m.tracker.List(tracking.Key{GVR: gvr, Selector: StampedSelector}, ns)
+		if !synced {
+			continue // looked at again on a later reconcile
+		}
+		for _, o := range op.keep.unrecorded(op.prev, op.owner.GetUID(), sel, gvr, objs) {
+			ref := st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)}
+			err := op.deleteUnrecorded(gvr, o)
+			if err == nil {
+				continue
+			}
+			klog.InfoS("could not remove an object never recorded in status; will retry", "owner", op.r.user(ns, op.owner.GetName()),
+				"object", ref.Kind+"/"+ref.Name, "err", err.Error())
+			op.status.Orphans = append(op.status.Orphans, ref)
+			if !apierrors.IsForbidden(err) && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
+}
+
+func (op *ownerPass) deleteUnrecorded(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+	cl, err := op.stampClient()
+	if err != nil {
+		return err
+	}
+	sa := op.serviceAccount()
+	step := obj.GetLabels()[LabelResourceName]
+	return op.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("(applied for step [%s] but never recorded in status, no longer wanted)", step))
 }
 
 func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) error {

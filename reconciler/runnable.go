@@ -317,7 +317,7 @@ func (rp *runnablePass) realize() error {
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	list, err := rp.listRuns(key)
+	list, err := rp.listRuns(key, digest, false)
 	if err != nil {
 		return err
 	}
@@ -329,6 +329,14 @@ func (rp *runnablePass) realize() error {
 		rp.keepStatus, rp.requeue = true, 300*time.Millisecond
 		return nil
 	case runCreate:
+		// The cache says create: the API server confirms first (creates
+		// are rare, a duplicate run is not undone).
+		if list, err = rp.listRuns(key, digest, true); err != nil {
+			return err
+		}
+		if decideRun(list, digest, false) != runCreate {
+			break
+		}
 		created, err := rp.create(run, tg.GVR, digest, tmplName)
 		if created == nil {
 			return err
@@ -386,9 +394,10 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 
 // listRuns returns this Runnable's runs, newest first: those labelled with
 // its name whose controller is this very Runnable (by UID), so that a
-// Runnable deleted and created again does not adopt old runs.
-func (rp *runnablePass) listRuns(key tracking.Key) ([]runs.Run, error) {
-	list, err := rp.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(),
+// Runnable deleted and created again does not adopt old runs. live asks the
+// API server rather than the cache.
+func (rp *runnablePass) listRuns(key tracking.Key, digest string, live bool) ([]runs.Run, error) {
+	list, err := rp.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(), Current: digest, Live: live,
 		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}})
 	for i := range list {
 		list[i].Outcome = runs.TektonOutcome(list[i].Obj)

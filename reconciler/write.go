@@ -49,6 +49,7 @@ func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (t
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
 	op.watch.Watch(t.key)
 	op.keep.ref(t.ref)
+	op.keep.want(t.ref)
 	return t, nil, nil
 }
 

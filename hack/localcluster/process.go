@@ -23,6 +23,8 @@ type process struct {
 	pid     int
 	dir     string // the cluster state folder; appears in the command line
 	logPath string
+	args    []string // command line (processes started by us only)
+	detach  bool
 
 	cmd     *exec.Cmd
 	done    chan struct{} // closed once cmd.Wait returned
@@ -48,7 +50,7 @@ func launch(name, path string, args []string, dir, logPath string, detach bool) 
 	}
 	p := &process{
 		name: name, path: path, pid: cmd.Process.Pid, dir: dir, logPath: logPath,
-		cmd: cmd, done: make(chan struct{}),
+		args: args, detach: detach, cmd: cmd, done: make(chan struct{}),
 	}
 	go func() {
 		p.waitErr = cmd.Wait()

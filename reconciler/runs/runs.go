@@ -18,7 +18,10 @@ import (
 
 // Bookkeeping Kontinue writes on every run. The digest is recorded on the
 // object itself, not only in memory, so that a restart or a resync never
-// creates a second run for the same input set.
+// creates a second run for the same input set. The creation time is written
+// for people (sub-second, in the creating replica's clock) and never read:
+// anyone can edit it and clocks differ, so runs are ordered by
+// metadata.creationTimestamp.
 const (
 	LabelInputDigest    = "kontinue.dev/input-digest"
 	AnnotationCreatedAt = "kontinue.dev/created-at"
@@ -54,25 +57,27 @@ type Run struct {
 	Obj     *unstructured.Unstructured
 }
 
-// FromObject reads a run's bookkeeping. Created is the creation time
-// Kontinue recorded (nanoseconds), else metadata.creationTimestamp (seconds).
+// FromObject reads a run's bookkeeping. Created is
+// metadata.creationTimestamp: the API server sets it and no client can
+// change it, so neither an edited annotation nor a replica's clock can
+// reorder runs.
 func FromObject(u *unstructured.Unstructured, outcome Outcome) Run {
-	r := Run{Name: u.GetName(), UID: string(u.GetUID()), Digest: u.GetLabels()[LabelInputDigest], Outcome: outcome, Obj: u}
-	if t, err := time.Parse(time.RFC3339Nano, u.GetAnnotations()[AnnotationCreatedAt]); err == nil {
-		r.Created = t
-	} else {
-		r.Created = u.GetCreationTimestamp().Time
-	}
-	return r
+	return Run{Name: u.GetName(), UID: string(u.GetUID()), Digest: u.GetLabels()[LabelInputDigest], Outcome: outcome, Obj: u,
+		Created: u.GetCreationTimestamp().Time}
 }
 
-// SortNewestFirst orders runs by creation, newest first; equal times (two
-// runs created in the same second by another tool) order by name, so the
-// choice is stable.
-func SortNewestFirst(rs []Run) {
+// SortNewestFirst orders runs by creation, newest first. Creation times
+// have a resolution of one second: within a second the run of current (the
+// input set rendered now) comes first, so that a run just created for the
+// current inputs is the newest and no second one is created; then by name,
+// so the choice is stable.
+func SortNewestFirst(rs []Run, current string) {
 	sort.SliceStable(rs, func(i, j int) bool {
 		if !rs[i].Created.Equal(rs[j].Created) {
 			return rs[i].Created.After(rs[j].Created)
+		}
+		if ci, cj := current != "" && rs[i].Digest == current, current != "" && rs[j].Digest == current; ci != cj {
+			return ci
 		}
 		return rs[i].Name > rs[j].Name
 	})

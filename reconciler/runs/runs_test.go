@@ -76,17 +76,45 @@ func TestNewestSucceededAndNeedsCreate(t *testing.T) {
 }
 
 func TestSortNewestFirst(t *testing.T) {
-	rs := []Run{
-		{Name: "old", Created: t0},
-		{Name: "new", Created: t0.Add(time.Millisecond)},
-		{Name: "tie-a", Created: t0.Add(-time.Second)},
-		{Name: "tie-b", Created: t0.Add(-time.Second)},
+	sec := t0.Add(-time.Second)
+	for _, tc := range []struct {
+		name    string
+		runs    []Run
+		current string
+		want    string
+	}{
+		{"by creation, then name", []Run{
+			{Name: "old", Created: t0},
+			{Name: "new", Created: t0.Add(time.Second)},
+			{Name: "tie-a", Created: sec},
+			{Name: "tie-b", Created: sec},
+		}, "", "new old tie-b tie-a"},
+		{"same second: the current input set first, whatever its name", []Run{
+			{Name: "b", Digest: "d1", Created: t0},
+			{Name: "a", Digest: "d2", Created: t0},
+		}, "d2", "a b"},
+		{"the current input set does not beat a later second", []Run{
+			{Name: "z", Digest: "d2", Created: sec},
+			{Name: "a", Digest: "d1", Created: t0},
+		}, "d2", "a z"},
+		{"no current input set: by name", []Run{
+			{Name: "a", Digest: "", Created: t0},
+			{Name: "b", Digest: "d1", Created: t0},
+		}, "", "b a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			SortNewestFirst(tc.runs, tc.current)
+			assert.Equal(t, tc.want, names(tc.runs))
+		})
 	}
-	SortNewestFirst(rs)
-	assert.Equal(t, "new old tie-b tie-a", names(rs))
+	// A run created for the current inputs within the second of another
+	// one is the newest: no second run for the same inputs.
+	rs := []Run{{Name: "b", Digest: "d1", Created: t0}, {Name: "a", Digest: "d2", Created: t0}}
+	SortNewestFirst(rs, "d2")
+	assert.False(t, NeedsCreate(rs, "d2"))
 }
 
-func TestFromObjectPrefersRecordedNanoseconds(t *testing.T) {
+func TestFromObjectUsesTheServersCreationTime(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
 	u.SetName("r1")
 	u.SetUID("u1")
@@ -96,10 +124,10 @@ func TestFromObjectPrefersRecordedNanoseconds(t *testing.T) {
 	assert.True(t, r.Created.Equal(t0))
 	r.Created = t0
 	assert.Equal(t, Run{Name: "r1", UID: "u1", Digest: "abc", Created: t0, Outcome: Failed, Obj: u}, r)
-	u.SetAnnotations(map[string]string{AnnotationCreatedAt: t0.Add(5 * time.Millisecond).Format(time.RFC3339Nano)})
-	assert.True(t, t0.Add(5*time.Millisecond).Equal(FromObject(u, Running).Created))
-	u.SetAnnotations(map[string]string{AnnotationCreatedAt: "garbage"})
-	assert.True(t, t0.Equal(FromObject(u, Running).Created), "unparsable annotation falls back")
+	for _, forged := range []string{"2099-01-01T00:00:00Z", t0.Add(-time.Hour).Format(time.RFC3339Nano), t0.Add(5 * time.Millisecond).Format(time.RFC3339Nano), "garbage"} {
+		u.SetAnnotations(map[string]string{AnnotationCreatedAt: forged})
+		assert.True(t, t0.Equal(FromObject(u, Running).Created), "annotation %q is never read", forged)
+	}
 }
 
 func TestRecent(t *testing.T) {

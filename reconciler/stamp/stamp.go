@@ -183,8 +183,8 @@ func (w *Writer) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.Gro
 	return live, cached == nil || cached.GetResourceVersion() != live.GetResourceVersion(), nil
 }
 
-// Create creates a run through cl, stamped with its input digest and
-// creation time (runs sort by it).
+// Create creates a run through cl, stamped with its input digest and, for
+// people, its creation time (runs.AnnotationCreatedAt: never read).
 func (w *Writer) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
 	obj = obj.DeepCopy()
 	l := obj.GetLabels()
@@ -223,16 +223,24 @@ type RunQuery struct {
 	// Controller is the UID the runs' controller reference must name, so
 	// that an owner deleted and created again does not adopt old runs.
 	Controller types.UID
+	// Current is the input digest rendered now: among runs created in the
+	// same second it is the newest (runs.SortNewestFirst).
+	Current string
+	// Live asks the API server even when the cache has synced: before a
+	// create the cache calls for, since a cache can lag for longer than
+	// runs.Recent remembers a create (a watch gap after an outage, a create
+	// whose answer was lost).
+	Live bool
 }
 
 // ListRuns returns the runs newest first (outcome Running: the caller
 // judges them): objects with an input digest, not being deleted, controlled
-// by q.Controller. Before the cache has synced it asks the API server,
-// because deciding on an empty cache would create a duplicate.
+// by q.Controller. Before the cache has synced (or when q.Live) it asks the
+// API server, because deciding on an empty cache would create a duplicate.
 func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
 	sel := labels.SelectorFromSet(q.Labels)
 	var objs []*unstructured.Unstructured
-	if q.Watch(q.Kind) {
+	if q.Watch(q.Kind) && !q.Live {
 		all, _ := w.tracker.List(q.Kind, q.Namespace)
 		for _, o := range all {
 			if sel.Matches(labels.Set(o.GetLabels())) {
@@ -261,7 +269,7 @@ func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
 		}
 		out = append(out, runs.FromObject(o, runs.Running))
 	}
-	runs.SortNewestFirst(out)
+	runs.SortNewestFirst(out, q.Current)
 	return out, nil
 }
 
