@@ -414,7 +414,7 @@ func (op *ownerPass) removeUnrecorded() error {
 		if gvr == RunnableGVR || gvr == RunTemplateGVR {
 			continue
 		}
-		objs, synced := op.r.m.tracker.List(tracking.Key{GVR: gvr, Selector: StampedSelector}, ns)
+		objs, synced := op.r.m.tracker.ListControlledBy(tracking.Key{GVR: gvr, Selector: StampedSelector}, op.owner.GetUID())
 		if !synced {
 			continue // looked at again on a later reconcile
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -278,6 +279,44 @@ func (t *Tracker) List(k Key, namespace string) (objs []*unstructured.Unstructur
 	return objs, true
 }
 
+// controllerIndex indexes cached objects by the UID of their controller
+// reference, so that an owner finds what it controls without walking every
+// object of the kind: per-reconcile work stays independent of the
+// cluster's size.
+const controllerIndex = "controller"
+
+func controllerUID(obj any) ([]string, error) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, nil
+	}
+	for _, r := range o.GetOwnerReferences() {
+		if r.Controller != nil && *r.Controller {
+			return []string{string(r.UID)}, nil
+		}
+	}
+	return nil, nil
+}
+
+// ListControlledBy returns the cached objects of k whose controller
+// reference names uid; synced is false while the informer has not synced.
+func (t *Tracker) ListControlledBy(k Key, uid types.UID) (objs []*unstructured.Unstructured, synced bool) {
+	t.mu.Lock()
+	e := t.entries[k]
+	t.mu.Unlock()
+	if e == nil || !e.informer.HasSynced() {
+		return nil, false
+	}
+	items, _ := e.informer.GetIndexer().ByIndex(controllerIndex, string(uid))
+	objs = make([]*unstructured.Unstructured, 0, len(items))
+	for _, it := range items {
+		if u, ok := it.(*unstructured.Unstructured); ok {
+			objs = append(objs, u)
+		}
+	}
+	return objs, true
+}
+
 // Synced reports whether the informer of k has synced.
 func (t *Tracker) Synced(k Key) bool {
 	t.mu.Lock()
@@ -317,6 +356,8 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 	}
 	inf := t.informer(k, t.resync)
 	_ = inf.SetTransform(stripManagedFields)
+	// Added before the informer runs (it refuses indexers afterwards).
+	_ = inf.AddIndexers(cache.Indexers{controllerIndex: controllerUID})
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		klog.V(1).InfoS("watch error", "watch", k.String(), "err", err.Error())
 	})

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
@@ -197,4 +198,29 @@ func TestStopResourceReturnsItsUsers(t *testing.T) {
 	users := tr.StopResource(cms.GVR.GroupResource())
 	assert.Equal(t, []string{"Workload/ns/a", "Workload/ns/b"}, users, "sorted, without the permanent user")
 	assert.Equal(t, map[Key]int{secrets: 1}, tr.Active())
+}
+
+func TestListControlledBy(t *testing.T) {
+	owned := func(name, uid string, controller bool) *unstructured.Unstructured {
+		u := cm("a", name, "1")
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "carto.run/v1alpha1", Kind: "Workload", Name: "w", UID: types.UID(uid), Controller: &controller}})
+		return u
+	}
+	w := newWorld()
+	w.objs[cms] = []*unstructured.Unstructured{owned("mine", "u1", true), owned("mine-too", "u1", true),
+		owned("other", "u2", true), owned("not-controller", "u1", false), cm("a", "none", "1")}
+	tr, _ := startTracker(t, w)
+	_, synced := tr.ListControlledBy(cms, "u1")
+	assert.False(t, synced, "no watch yet")
+	tr.Begin("u").Watch(cms)
+	waitSynced(t, tr, cms)
+	got, synced := tr.ListControlledBy(cms, "u1")
+	require.True(t, synced)
+	var names []string
+	for _, o := range got {
+		names = append(names, o.GetName())
+	}
+	assert.ElementsMatch(t, []string{"mine", "mine-too"}, names)
+	none, _ := tr.ListControlledBy(cms, "u3")
+	assert.Empty(t, none)
 }
