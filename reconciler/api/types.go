@@ -319,6 +319,21 @@ type ObservedMatch struct {
 type RunTemplateSpec struct {
 	Template map[string]any    `json:"template"`
 	Outputs  map[string]string `json:"outputs,omitempty"`
+	// Kontinue: what a run's success and failure are. A template with
+	// runnable: true copies its rule here; unset, the run's Succeeded
+	// condition decides, as in Cartographer.
+	HealthRule         *HealthRule         `json:"healthRule,omitempty"`
+	ObservedCompletion *ObservedCompletion `json:"observedCompletion,omitempty"`
+	ObservedMatches    []ObservedMatch     `json:"observedMatches,omitempty"`
+}
+
+// Criterion is the run template's success rule as a template spec (nil:
+// none, the Succeeded condition decides).
+func (rt RunTemplateSpec) Criterion() *TemplateSpec {
+	if rt.HealthRule == nil && rt.ObservedCompletion == nil && len(rt.ObservedMatches) == 0 {
+		return nil
+	}
+	return &TemplateSpec{HealthRule: rt.HealthRule, ObservedCompletion: rt.ObservedCompletion, ObservedMatches: rt.ObservedMatches}
 }
 
 // RunnableSpec is the spec of a Runnable.
