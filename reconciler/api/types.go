@@ -194,6 +194,11 @@ type TemplateSpec struct {
 
 	// Shadow "last good" objects (seed 004); nil means enabled where possible.
 	Shadow *bool `json:"shadow,omitempty"`
+
+	// ProgressDeadline (a Go duration, e.g. "10m"): how long a gated
+	// step's object may work on one input set before that set counts as
+	// failed; empty means the default.
+	ProgressDeadline string `json:"progressDeadline,omitempty"`
 }
 
 // Lifecycles.
