@@ -12,8 +12,9 @@ import (
 // A gated step whose object never finishes an input set: past the
 // template's progressDeadline the set counts as failed, the newest held set
 // goes in, and the step reports ProgressDeadlineExceeded when nothing newer
-// waits. Both kinds of gated rule: observedCompletion (with a failure rule,
-// so a shadow is stamped from the last good inputs) and observedMatches.
+// waits. Both kinds of gated rule, observedCompletion and observedMatches:
+// the deadline's failure stamps a shadow from the last good inputs, as a
+// failure rule's would.
 func TestProgressDeadline(t *testing.T) {
 	for _, bad := range []string{"soon", "0s", "-1m"} {
 		err := applyErr(t, "", fmt.Sprintf("apiVersion: carto.run/v1alpha1\nkind: ClusterTemplate\nmetadata: {name: deadline-%d}\nspec:\n  alwaysSuccessful: true\n  progressDeadline: %q\n  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\n", len(bad), bad))
@@ -61,15 +62,25 @@ func TestProgressDeadline(t *testing.T) {
 			assert.Equal(t, "False", ownerCondition(w, "Ready")["status"])
 			require.NotEmpty(t, stepStatus(w, "build")["processingInputDigest"])
 			assert.Equal(t, "img-c1", nested(get(t, configMapGVR, ns, "app-deploy").Object, "data", "image"))
-			if name == "observedCompletion" {
-				waitFor(t, testGVR, ns, shadowOfBuild, fieldIs("c1", "spec", "commit"))
-			}
+			// A failure like any other: a shadow from the last good inputs,
+			// which serves the outputs once it is in success.
+			waitFor(t, testGVR, ns, shadowOfBuild, fieldIs("c1", "spec", "commit"))
+			sh := get(t, testGVR, ns, shadowOfBuild)
+			setStatus(t, testGVR, ns, shadowOfBuild, map[string]any{"observedGeneration": sh.GetGeneration(), "commit": "c1",
+				"latestImage": "img-c1-rebased", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}})
+			waitDeployed(t, ns, "img-c1-rebased")
 
 			// The object finishes after all: success counts, the clock stops.
 			tc.report(t, ns, "img-c3")
 			waitDeployed(t, ns, "img-c3")
 			w = waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
 			assert.Nil(t, stepStatus(w, "build")["processingInputDigest"])
+			eventually(t, 30*time.Second, func() string {
+				if !gone(testGVR, ns, shadowOfBuild) {
+					return "shadow still exists"
+				}
+				return ""
+			})
 		})
 	}
 }

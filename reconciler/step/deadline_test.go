@@ -102,3 +102,64 @@ func TestDeadlineReleasesHeldInputs(t *testing.T) {
 	assert.Equal(t, metav1.NewTime(t0), *res.ProcessingSince)
 	assert.Equal(t, ob.State.ProcessingSince, StateOf(&res).ProcessingSince, "the clock survives the status")
 }
+
+// Every failure of a gated step makes a shadow, whatever detected it: the
+// failure rule, or the progress deadline for rules that cannot fail
+// otherwise; the shadow serves the outputs while it is in success.
+func TestShadowForEveryFailure(t *testing.T) {
+	matches := &api.TemplateSpec{ImagePath: ".status.image", ProgressDeadline: "1m",
+		ObservedMatches: []api.ObservedMatch{{Input: "spec.tag", Output: "status.tag"}}}
+	succeedOnly := &api.TemplateSpec{ImagePath: ".status.image", ProgressDeadline: "1m",
+		ObservedCompletion: &api.ObservedCompletion{Succeeded: api.Rules{{Key: "status.ok", Value: true}}}}
+	withFailure := gatedSpec()
+	withFailure.ProgressDeadline = "1m"
+	lastGood := object("app", "d0", nil).Object
+	good := State{Good: Outputs{"image": "img@d0"}, GoodDigest: "d0", LastGoodObject: lastGood}
+	matched := func(digest, image string) map[string]any {
+		return map[string]any{"tag": "registry/" + digest, "image": image, "ok": true}
+	}
+	tests := []struct {
+		name   string
+		spec   *api.TemplateSpec
+		status map[string]any
+		now    time.Time
+		reason string // the primary's Healthy reason
+		shadow bool
+	}{
+		{"failure rule", withFailure, failedOn(), t0, "FailedConditionMet", true},
+		{"failure rule, within the deadline", withFailure, processing(), t0, "ConditionNotMet", false},
+		{"failure rule, past the deadline", withFailure, processing(), t0.Add(time.Minute), ReasonProgressDeadlineExceeded, true},
+		{"observedMatches within the deadline", matches, map[string]any{"tag": "old"}, t0, "ConditionNotMet", false},
+		{"observedMatches past the deadline", matches, map[string]any{"tag": "old"}, t0.Add(time.Minute), ReasonProgressDeadlineExceeded, true},
+		{"succeeded only, past the deadline", succeedOnly, processing(), t0.Add(time.Minute), ReasonProgressDeadlineExceeded, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good
+			s.ProcessingDigest, s.ProcessingSince = "d1", t0
+			o := observed(tt.spec, "d1", s)
+			o.Now = tt.now
+			ob := Observe(o, object("app", "d1", tt.status), false)
+			require.NotNil(t, ob.Healthy)
+			assert.Equal(t, tt.reason, ob.Healthy.Reason, ob.Healthy.Message)
+			require.Equal(t, tt.shadow, ob.ShadowWant != nil)
+			if !tt.shadow {
+				return
+			}
+			assert.Equal(t, st.False, ob.Healthy.Status)
+			assert.Equal(t, "app-last-good", ob.ShadowWant.GetName())
+			assert.Equal(t, "registry/d0", ob.ShadowWant.Object["spec"].(map[string]any)["tag"], "stamped from the last good inputs")
+
+			// The shadow, rebuilt outside, in success: it serves the outputs.
+			live := object("app-last-good", "d0", matched("d0", "img@d0-rebased"))
+			served := ob.WithShadow(st.StampedRef{Kind: "Image", Name: "app-last-good"}, live, o)
+			assert.Equal(t, Outputs{"image": "img@d0-rebased"}, served.Outputs())
+			assert.Equal(t, ServedByShadow, served.State.ServedBy)
+			assert.Contains(t, served.Healthy.Message, "outputs served by shadow")
+
+			// Not in success: downstream keeps the last good outputs.
+			waiting := ob.WithShadow(st.StampedRef{Kind: "Image", Name: "app-last-good"}, object("app-last-good", "d0", processing()), o)
+			assert.Equal(t, Outputs{"image": "img@d0"}, waiting.Outputs())
+		})
+	}
+}
