@@ -557,7 +557,8 @@ func TestOwnerStatus(t *testing.T) {
 		assert.ElementsMatch(t, []string{"kind", "name"}, propNames(prop(t, status, ref)), kind)
 		res := prop(t, status, "resources.[]")
 		assert.ElementsMatch(t, []string{"name", "stampedRef", "stampedObjects", "templateRef", "inputs",
-			"outputs", "conditions", "inputDigest", "servedBy", "outputValues", "heldInputDigest", "shadowRef", "lastGoodObject"}, propNames(res), kind)
+			"outputs", "conditions", "inputDigest", "servedBy", "outputValues", "heldInputDigest", "shadowRef", "lastGoodObject",
+			"processingInputDigest", "processingSince"}, propNames(res), kind)
 		assert.ElementsMatch(t, []string{"apiVersion", "kind", "namespace", "name", "resource"}, propNames(prop(t, status, "orphans.[]")), kind)
 		refFields := []string{"apiVersion", "kind", "namespace", "name", "resource"}
 		assert.ElementsMatch(t, refFields, propNames(prop(t, res, "stampedRef")), kind)
@@ -624,7 +625,7 @@ func TestSharedPartsDoNotDrift(t *testing.T) {
 	}
 
 	shared := []string{"template", "goTemplate", "helm", "ytt", "primary", "params", "healthRule",
-		"alwaysSuccessful", "lifecycle", "retentionPolicy", "shadow"}
+		"alwaysSuccessful", "lifecycle", "retentionPolicy", "shadow", "progressDeadline"}
 	base := prop(t, root(api.KindClusterTemplate), "spec")
 	for _, kind := range api.TemplateKinds {
 		spec := prop(t, root(kind), "spec")

@@ -121,6 +121,7 @@ kind: ClusterSourceTemplate
 metadata: {name: %[1]s-lint}
 spec:
   runnable: true
+  healthRule: {singleConditionType: Succeeded}
   urlPath: spec.params[?(@.name=="repository")].value
   revisionPath: spec.params[?(@.name=="revision")].value
   template:

@@ -780,6 +780,7 @@ kind: ClusterSourceTemplate
 metadata: {name: %[2]s}
 spec:
   runnable: true
+  healthRule: {singleConditionType: Succeeded}
   urlPath: spec.params[?(@.name=="repository")].value
   revisionPath: spec.params[?(@.name=="revision")].value
   template:
@@ -978,6 +979,7 @@ kind: ClusterTemplate
 metadata: {name: %[2]s}
 spec:
   runnable: true
+  healthRule: {alwaysHealthy: {}}
   template:
     apiVersion: v1
     kind: Pod
@@ -1032,4 +1034,53 @@ func TestRunnablesSharingARunTemplate(t *testing.T) {
 	k.waitRunnable("a", "Ready", "True", "Ready")
 	r := get(t, immRunnableGVR, k.ns, "b")
 	assert.Nil(t, nested(r.Object, "status", "outputs"), "b reads only its own runs")
+}
+
+// runnable: true with a rule other than Tekton's: the template's
+// observedCompletion decides each run's success (status.phase Done, no
+// Succeeded condition) and failure (status.phase Error); the generated
+// ClusterRunTemplate carries the rule; a template without a rule is refused
+// by the CRD.
+func TestRunnableTrueSuccessCriterion(t *testing.T) {
+	k := newRunKit(t)
+	chain, lint, deploy := uniq(k.ns, "chain"), uniq(k.ns, "lint"), uniq(k.ns, "deploy")
+	withRule := strings.Replace(k.runnableTrueChain(chain, lint, deploy), "  healthRule: {singleConditionType: Succeeded}\n",
+		"  observedCompletion:\n    succeeded: {key: status.phase, value: Done}\n    failed: {key: status.phase, value: Error}\n", 1)
+	require.Contains(t, withRule, "observedCompletion")
+	apply(t, k.ns, withRule)
+	k.setCommit("app", chain, "c1")
+
+	runs := k.waitRevisions("app-linter", "c1")
+	crts := k.generatedRunTemplates("app")
+	require.Len(t, crts, 1)
+	assert.Equal(t, map[string]any{
+		"succeeded": []any{map[string]any{"key": "status.phase", "value": "Done"}},
+		"failed":    []any{map[string]any{"key": "status.phase", "value": "Error"}},
+	}, nested(crts[0].Object, "spec", "observedCompletion"))
+
+	// Succeeded=True means nothing to this rule.
+	k.finish(runs[0].GetName(), "True", nil)
+	time.Sleep(500 * time.Millisecond) // proving that downstream does not move
+	assert.Equal(t, "<none>", k.deployedRevision())
+	setStatus(t, immPipelineRunGVR, k.ns, runs[0].GetName(), map[string]any{"phase": "Done"})
+	k.waitDeployed("c1")
+	rn := k.waitRunnable("app-linter", "StampedObjectCondition", "True", "SucceededConditionMet")
+	assert.Equal(t, runs[0].GetName(), nested(rn.Object, "status", "latestSuccessfulRunRef", "name"))
+
+	// The failure rule: the run failed, the step is unhealthy, downstream
+	// keeps c1.
+	k.setCommit("app", chain, "c2")
+	runs = k.waitRevisions("app-linter", "c2", "c1")
+	setStatus(t, immPipelineRunGVR, k.ns, runs[0].GetName(), map[string]any{"phase": "Error"})
+	k.waitRunnable("app-linter", "StampedObjectCondition", "False", "FailedConditionMet")
+	w := waitOwner(t, workloadGVR, k.ns, "app", "Ready", "False", "HealthyConditionRule")
+	assert.Contains(t, fmt.Sprint(condition(stepStatus(w, "lint"), "Healthy")["message"]), "FailedConditionMet")
+	assert.Equal(t, "c1", k.deployedRevision())
+	assert.Equal(t, runs[1].GetName(), nested(get(t, immRunnableGVR, k.ns, "app-linter").Object, "status", "latestSuccessfulRunRef", "name"))
+
+	// No rule: refused by the API server, with the reason.
+	noRule := strings.Replace(k.runnableTrueChain(chain, uniq(k.ns, "norule"), deploy), "  healthRule: {singleConditionType: Succeeded}\n", "", 1)
+	err := applyErr(t, k.ns, strings.SplitN(noRule, "---", 2)[0])
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "runnable: true needs a rule that says when a run has succeeded")
 }

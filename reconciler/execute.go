@@ -91,6 +91,9 @@ func (op *ownerPass) execute(sc *stepCtx, objs []*unstructured.Unstructured, in 
 	if p.Requeue > 0 && (r.requeue == 0 || p.Requeue < r.requeue) {
 		r.requeue = p.Requeue
 	}
+	if ob.Recheck > 0 && (r.requeue == 0 || ob.Recheck < r.requeue) {
+		r.requeue = ob.Recheck
+	}
 	return r
 }
 
@@ -99,7 +102,8 @@ func (op *ownerPass) observed(sc *stepCtx, objs []*unstructured.Unstructured, in
 	i := primaryIndex(sc.spec, objs)
 	primary := objs[i]
 	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Desired: primary,
-		Digest: primary.GetAnnotations()[AnnotationDigest], State: step.StateOf(sc.prev), Objects: objs, Primary: i}
+		Digest: primary.GetAnnotations()[AnnotationDigest], State: step.StateOf(sc.prev), Objects: objs, Primary: i,
+		Now: op.now.Time}
 	if in.Deployment != nil {
 		o.Deployment = outputs{"url": in.Deployment.URL, "revision": in.Deployment.Revision}
 	}

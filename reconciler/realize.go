@@ -103,6 +103,7 @@ func (op *ownerPass) realizeStep(def api.Step, outs map[string]outputs) stepResu
 		sc.res.TemplateRef, sc.res.Outputs = sc.prev.TemplateRef, sc.prev.Outputs
 		sc.res.InputDigest, sc.res.OutputValues = sc.prev.InputDigest, sc.prev.OutputValues
 		sc.res.ShadowRef, sc.res.ServedBy, sc.res.LastGoodObject = sc.prev.ShadowRef, sc.prev.ServedBy, sc.prev.LastGoodObject
+		sc.res.ProcessingInputDigest, sc.res.ProcessingSince = sc.prev.ProcessingInputDigest, sc.prev.ProcessingSince
 	}
 
 	name, passThrough, err := op.chooseTemplate(def)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/health"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -217,6 +218,7 @@ type runnablePass struct {
 	key    Key
 	user   string
 	spec   api.RunnableSpec
+	crit   *api.TemplateSpec // the run template's success rule (nil: Succeeded)
 	now    metav1.Time
 	prev   runnableStatus
 	status runnableStatus
@@ -286,6 +288,11 @@ func (rp *runnablePass) realize() error {
 		rp.fail(step.ReasonStampFailure, "ClusterRunTemplate [%s] is invalid: %v", tmplName, err)
 		return nil
 	}
+	rp.crit = rt.Criterion()
+	if err := health.Validate(rp.crit, api.KindClusterRunTemplate); err != nil {
+		rp.fail(step.ReasonStampFailure, "ClusterRunTemplate [%s] is invalid: %v", tmplName, err)
+		return nil
+	}
 	var selected *unstructured.Unstructured
 	if rp.spec.Selector != nil {
 		if selected = rp.selected(); selected == nil {
@@ -341,9 +348,9 @@ func (rp *runnablePass) realize() error {
 		if created == nil {
 			return err
 		}
-		list = append([]runs.Run{runs.FromObject(created, runs.TektonOutcome(created))}, list...)
+		list = append([]runs.Run{runs.FromObject(created, runOutcome(rp.crit, created))}, list...)
 	}
-	status, rtReady, stamped := runsStatus(rp.prev, list, rt.Outputs, tmplName)
+	status, rtReady, stamped := runsStatus(rp.prev, list, rt.Outputs, rp.crit, tmplName)
 	rp.status.Outputs, rp.status.LatestRunRef, rp.status.LatestSuccessfulRunRef = status.Outputs, status.LatestRunRef, status.LatestSuccessfulRunRef
 	rp.setStatus(rtReady, stamped)
 	return rp.prune(tg.GVR, runs.Prune(list, runs.PolicyOf(rp.spec.RetentionPolicy)))
@@ -400,7 +407,7 @@ func (rp *runnablePass) listRuns(key tracking.Key, digest string, live bool) ([]
 	list, err := rp.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(), Current: digest, Live: live,
 		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}})
 	for i := range list {
-		list[i].Outcome = runs.TektonOutcome(list[i].Obj)
+		list[i].Outcome = runOutcome(rp.crit, list[i].Obj)
 	}
 	return list, err
 }

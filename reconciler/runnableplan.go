@@ -21,6 +21,7 @@ import (
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/health"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runs"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -150,18 +151,53 @@ func decideRun(list []runs.Run, digest string, pending bool) runsDecision {
 	return runCreate
 }
 
-// runsStatus is the status the runs (newest first) give, from the previous
-// one: the newest run's Succeeded condition (StampedObjectCondition; nil:
-// no run, the previous one stays) and the outputs of the newest succeeded
-// run. RunTemplateReady says when those outputs cannot be read.
-func runsStatus(prev runnableStatus, list []runs.Run, outs map[string]string, tmplName string) (runnableStatus, metav1.Condition, *metav1.Condition) {
+// runOutcome judges a run by the run template's criterion (nil: its
+// Succeeded condition, as Cartographer does).
+func runOutcome(crit *api.TemplateSpec, run *unstructured.Unstructured) runs.Outcome {
+	if crit == nil {
+		return runs.TektonOutcome(run)
+	}
+	switch judgeRun(crit, run).Outcome {
+	case health.Succeeded:
+		return runs.Succeeded
+	case health.Failed:
+		return runs.Failed
+	}
+	return runs.Running
+}
+
+func judgeRun(crit *api.TemplateSpec, run *unstructured.Unstructured) health.Result {
+	doc, err := json.Marshal(run.Object)
+	if err != nil {
+		return health.Result{Outcome: health.Processing, Status: health.StatusUnknown, Reason: health.ReasonInvalidObject, Message: err.Error()}
+	}
+	return health.Evaluate(crit, api.KindClusterRunTemplate, doc, nil)
+}
+
+// runCondition is the StampedObjectCondition of the newest run: what the
+// criterion says of it, or its Succeeded condition when there is none.
+func runCondition(crit *api.TemplateSpec, run *unstructured.Unstructured) metav1.Condition {
+	if crit == nil {
+		return mirrorSucceeded(run)
+	}
+	h := judgeRun(crit, run)
+	what := fmt.Sprintf("%s [%s/%s]", run.GetKind(), run.GetNamespace(), run.GetName())
+	return st.Cond(CondStampedObject, metav1.ConditionStatus(h.Status), h.Reason, what+": "+h.Message)
+}
+
+// runsStatus is the status the runs (newest first, their Outcome judged by
+// crit) give, from the previous one: the newest run's condition
+// (StampedObjectCondition; nil: no run, the previous one stays) and the
+// outputs of the newest succeeded run. RunTemplateReady says when those
+// outputs cannot be read.
+func runsStatus(prev runnableStatus, list []runs.Run, outs map[string]string, crit *api.TemplateSpec, tmplName string) (runnableStatus, metav1.Condition, *metav1.Condition) {
 	s := runnableStatus{Outputs: prev.Outputs, LatestRunRef: prev.LatestRunRef, LatestSuccessfulRunRef: prev.LatestSuccessfulRunRef}
 	rtReady := st.Cond(CondRunTemplateReady, st.True, ReasonRunTemplateFound, "")
 	var stamped *metav1.Condition
 	if len(list) > 0 {
 		newest := list[0].Obj
 		s.LatestRunRef = refOfRun(newest)
-		c := mirrorSucceeded(newest)
+		c := runCondition(crit, newest)
 		stamped = &c
 	}
 	if i := runs.NewestSucceeded(list); i >= 0 {

@@ -181,7 +181,7 @@ func TestRunsStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, rtReady, stamped := runsStatus(prev, tt.list, tt.outs, "tmpl")
+			s, rtReady, stamped := runsStatus(prev, tt.list, tt.outs, nil, "tmpl")
 			assert.Equal(t, tt.outputs, s.Outputs)
 			assert.Equal(t, tt.latest, s.LatestRunRef.Name)
 			assert.Equal(t, tt.successful, s.LatestSuccessfulRunRef.Name)
@@ -222,6 +222,66 @@ func TestMirrorSucceeded(t *testing.T) {
 			assert.Contains(t, c.Message, tt.message)
 		})
 	}
+}
+
+// A run template's criterion (runnable: true copies the template's) decides
+// a run's outcome and the StampedObjectCondition; without one, Succeeded.
+func TestRunOutcomeByCriterion(t *testing.T) {
+	phase := func(name, p string, gen, observed int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Job",
+			"metadata": map[string]any{"name": name, "namespace": "ns", "generation": gen}}}
+		if p != "" {
+			u.Object["status"] = map[string]any{"phase": p, "observedGeneration": observed}
+		}
+		return u
+	}
+	completion := api.RunTemplateSpec{ObservedCompletion: &api.ObservedCompletion{
+		Succeeded: api.Rules{{Key: "status.phase", Value: "Done"}},
+		Failed:    api.Rules{{Key: "status.phase", Value: "Error"}},
+	}}.Criterion()
+	unhealthy := api.RunTemplateSpec{HealthRule: &api.HealthRule{MultiMatch: &api.MultiMatch{
+		Healthy:   api.MatchSet{MatchFields: []api.FieldRequirement{{Key: "status.phase", Operator: "In", Values: []any{"Done"}}}},
+		Unhealthy: api.MatchSet{MatchFields: []api.FieldRequirement{{Key: "status.phase", Operator: "In", Values: []any{"Error"}}}},
+	}}}.Criterion()
+	matches := api.RunTemplateSpec{ObservedMatches: []api.ObservedMatch{{Input: "metadata.name", Output: "status.phase"}}}.Criterion()
+	tests := []struct {
+		name    string
+		crit    *api.TemplateSpec
+		run     *unstructured.Unstructured
+		outcome runs.Outcome
+		status  metav1.ConditionStatus
+	}{
+		{"no criterion: Succeeded True", nil, taskRun("r", "True", "", ""), runs.Succeeded, st.True},
+		{"no criterion: a phase means nothing", nil, phase("r", "Done", 1, 1), runs.Running, st.Unknown},
+		{"observedCompletion succeeded", completion, phase("r", "Done", 1, 1), runs.Succeeded, st.True},
+		{"observedCompletion failed", completion, phase("r", "Error", 1, 1), runs.Failed, st.False},
+		{"observedCompletion, no status yet", completion, phase("r", "", 1, 0), runs.Running, st.Unknown},
+		{"observedCompletion on an older generation", completion, phase("r", "Done", 2, 1), runs.Running, st.Unknown},
+		{"a criterion ignores Succeeded", completion, taskRun("r", "True", "", ""), runs.Running, st.Unknown},
+		{"healthRule healthy", unhealthy, phase("r", "Done", 1, 1), runs.Succeeded, st.True},
+		{"healthRule unhealthy", unhealthy, phase("r", "Error", 1, 1), runs.Failed, st.False},
+		{"observedMatches", matches, phase("r", "r", 1, 1), runs.Succeeded, st.True},
+		{"observedMatches unmet", matches, phase("r", "x", 1, 1), runs.Running, st.Unknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.outcome, runOutcome(tt.crit, tt.run))
+			c := runCondition(tt.crit, tt.run)
+			assert.Equal(t, CondStampedObject, c.Type)
+			assert.Equal(t, tt.status, c.Status, c.Message)
+			assert.Contains(t, c.Message, "[ns/r]")
+		})
+	}
+
+	// The newest run failing by the criterion: outputs stay the last
+	// success's, the condition is False.
+	list := []runs.Run{runs.FromObject(phase("r2", "Error", 1, 1), runs.Failed), runs.FromObject(phase("r1", "Done", 1, 1), runs.Succeeded)}
+	s, _, stamped := runsStatus(runnableStatus{}, list, map[string]string{"phase": "status.phase"}, completion, "tmpl")
+	assert.Equal(t, map[string]any{"phase": "Done"}, s.Outputs)
+	assert.Equal(t, "r1", s.LatestSuccessfulRunRef.Name)
+	require.NotNil(t, stamped)
+	assert.Equal(t, st.False, stamped.Status)
+	assert.Equal(t, "FailedConditionMet", stamped.Reason)
 }
 
 func TestRunOutputs(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -72,6 +73,16 @@ func generatedRunTemplateName(ownerKind, ns, owner, step string) string {
 		return "run-" + h
 	}
 	return base + "-" + h
+}
+
+// runtimeJSON is v as a JSON object of unstructured values.
+func runtimeJSON(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
 }
 
 // quoteKey makes an input name usable inside a path's ['…'].
@@ -184,6 +195,18 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 			m[k] = v
 		}
 		_ = unstructured.SetNestedField(crt.Object, m, "spec", "outputs")
+	}
+	// The template's rule judges every run (the CRD requires one).
+	if crit := sc.spec; step.HasRunCriterion(crit) {
+		rule, err := runtimeJSON(api.RunTemplateSpec{HealthRule: crit.HealthRule, ObservedCompletion: crit.ObservedCompletion, ObservedMatches: crit.ObservedMatches})
+		if err != nil {
+			return fail(st.False, step.ReasonStampFailure, "unable to copy the success rule of template [%s/%s] for step [%s]: %v", sc.kind, sc.tmplName, sc.step.Name, err)
+		}
+		for _, k := range []string{"healthRule", "observedCompletion", "observedMatches"} {
+			if v, ok := rule[k]; ok {
+				_ = unstructured.SetNestedField(crt.Object, v, "spec", k)
+			}
+		}
 	}
 	crt.SetLabels(labels)
 	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", op.r.flavor.OwnerKind, ns, owner, sc.step.Name)})

@@ -194,6 +194,11 @@ type TemplateSpec struct {
 
 	// Shadow "last good" objects (seed 004); nil means enabled where possible.
 	Shadow *bool `json:"shadow,omitempty"`
+
+	// ProgressDeadline (a Go duration, e.g. "10m"): how long a gated
+	// step's object may work on one input set before that set counts as
+	// failed; empty means the default.
+	ProgressDeadline string `json:"progressDeadline,omitempty"`
 }
 
 // Lifecycles.
@@ -319,6 +324,21 @@ type ObservedMatch struct {
 type RunTemplateSpec struct {
 	Template map[string]any    `json:"template"`
 	Outputs  map[string]string `json:"outputs,omitempty"`
+	// Kontinue: what a run's success and failure are. A template with
+	// runnable: true copies its rule here; unset, the run's Succeeded
+	// condition decides, as in Cartographer.
+	HealthRule         *HealthRule         `json:"healthRule,omitempty"`
+	ObservedCompletion *ObservedCompletion `json:"observedCompletion,omitempty"`
+	ObservedMatches    []ObservedMatch     `json:"observedMatches,omitempty"`
+}
+
+// Criterion is the run template's success rule as a template spec (nil:
+// none, the Succeeded condition decides).
+func (rt RunTemplateSpec) Criterion() *TemplateSpec {
+	if rt.HealthRule == nil && rt.ObservedCompletion == nil && len(rt.ObservedMatches) == 0 {
+		return nil
+	}
+	return &TemplateSpec{HealthRule: rt.HealthRule, ObservedCompletion: rt.ObservedCompletion, ObservedMatches: rt.ObservedMatches}
 }
 
 // RunnableSpec is the spec of a Runnable.

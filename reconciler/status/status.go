@@ -76,6 +76,11 @@ type Resource struct {
 	// LastGoodObject is the object rendered from the last input set that
 	// succeeded: what a shadow is stamped from.
 	LastGoodObject map[string]any `json:"lastGoodObject,omitempty"`
+	// ProcessingInputDigest is the input set a gated step's object has
+	// been working on since ProcessingSince, without succeeding or failing:
+	// the clock of the template's progress deadline.
+	ProcessingInputDigest string       `json:"processingInputDigest,omitempty"`
+	ProcessingSince       *metav1.Time `json:"processingSince,omitempty"`
 }
 
 // StampedRef points at a stamped object.

@@ -2,6 +2,7 @@ package step
 
 import (
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,6 +54,46 @@ func IsImmutable(spec *api.TemplateSpec) bool {
 	return spec != nil && (spec.Lifecycle == api.LifecycleImmutable || spec.Lifecycle == api.LifecycleTekton)
 }
 
+// DefaultProgressDeadline is the progress deadline of a template that sets
+// none: long enough for a build, short enough that an input set an object
+// never finishes does not hold the newer ones for good.
+const DefaultProgressDeadline = 10 * time.Minute
+
+// ProgressDeadline is the template's progressDeadline (the default when
+// unset or not a positive duration; the CRD refuses those).
+func ProgressDeadline(spec *api.TemplateSpec) time.Duration {
+	if d, err := time.ParseDuration(spec.ProgressDeadline); err == nil && d > 0 {
+		return d
+	}
+	return DefaultProgressDeadline
+}
+
+// Deadline applies the template's progress deadline to h, what the object
+// (what) reports on input set digest at now. The clock runs from the
+// first reconcile that saw the object processing that set, and stops
+// when the object itself succeeds or fails; past the deadline the set
+// counts as failed (ProgressDeadlineExceeded), and stays so until the
+// object reports an outcome or gets another set. It returns the result,
+// the state with the clock, and when to look again (0: no need).
+func Deadline(spec *api.TemplateSpec, s State, digest, what string, h health.Result, now time.Time) (health.Result, State, time.Duration) {
+	if h.Outcome != health.Processing || digest == "" {
+		s.ProcessingDigest, s.ProcessingSince = "", time.Time{}
+		return h, s, 0
+	}
+	if s.ProcessingDigest != digest || s.ProcessingSince.IsZero() {
+		s.ProcessingDigest, s.ProcessingSince = digest, now
+	}
+	d := ProgressDeadline(spec)
+	left := s.ProcessingSince.Add(d).Sub(now)
+	if left > 0 {
+		// A moment past the deadline, so that the recheck finds it passed.
+		return h, s, left + time.Second
+	}
+	return health.Result{Outcome: health.Failed, Status: health.StatusFalse, Reason: ReasonProgressDeadlineExceeded, HasRule: true, CanFail: true,
+		Message: fmt.Sprintf("%s has neither succeeded nor failed on input set %s within the progress deadline %s (processing since %s): %s",
+			what, digest, d, s.ProcessingSince.UTC().Format(time.RFC3339), h.Message)}, s, 0
+}
+
 // Admit decides, before a gated step applies o.Desired, whether it must hold
 // the new input set: the live primary carries another input set and has not
 // yet succeeded or failed on it. Sets in between are never queued: the next
@@ -73,6 +114,8 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 		return ob
 	}
 	h := health.Evaluate(o.Spec, o.Kind, doc, nil)
+	var recheck time.Duration
+	h, ob.State, recheck = Deadline(o.Spec, ob.State, liveDigest, describe(live), h, o.Now)
 	// A deployment's outputs are its inputs, and the new ones are not what
 	// succeeded: its last good outputs are already in State.
 	if h.Outcome == health.Succeeded && o.Kind != api.KindClusterDeploymentTemplate {
@@ -86,7 +129,7 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 	if h.Outcome != health.Processing {
 		return ob
 	}
-	ob.Held, ob.HeldDigest, ob.Gated = true, o.Digest, true
+	ob.Held, ob.HeldDigest, ob.Gated, ob.Recheck = true, o.Digest, true, recheck
 	ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonInputsHeld,
 		fmt.Sprintf("step [%s] holds new inputs (input set %s) until %s has succeeded or failed on input set %s: %s",
 			o.Step, o.Digest, describe(live), liveDigest, h.Message))
@@ -126,6 +169,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 		h = health.Result{Outcome: health.Processing, Status: health.StatusUnknown, Reason: ReasonConditionNotMet, HasRule: true, CanFail: h.CanFail,
 			Message: fmt.Sprintf("new inputs applied to %s; waiting for it to report on them", what)}
 	}
+	h, ob.State, ob.Recheck = Deadline(o.Spec, ob.State, live.GetAnnotations()[AnnotationDigest], what, h, o.Now)
 	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
 	// Outputs only from success on the inputs Kontinue applied; until then
 	// (and after a failure) downstream keeps the last good ones.
@@ -138,6 +182,8 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 	}
 	ob.planShadow(o, live, h, succeeded)
 	switch {
+	case o.Kind == api.KindClusterDeploymentTemplate && h.Reason == ReasonProgressDeadlineExceeded:
+		ob.Submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonProgressDeadlineExceeded, fmt.Sprintf("resource [%s] %s", o.Step, h.Message))
 	case o.Kind == api.KindClusterDeploymentTemplate && h.Outcome == health.Failed:
 		ob.Submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet,
 			fmt.Sprintf("resource [%s] failed condition met: %s", o.Step, deploymentMessage(o.Spec, doc, h)))
@@ -222,6 +268,11 @@ func withShadow(ob Observation) Plan {
 func (mutable) Record(ob Observation, res *st.Resource) {
 	s := ob.State
 	res.HeldInputDigest = ob.HeldDigest
+	res.ProcessingInputDigest, res.ProcessingSince = s.ProcessingDigest, nil
+	if !s.ProcessingSince.IsZero() {
+		t := metav1.NewTime(s.ProcessingSince)
+		res.ProcessingSince = &t
+	}
 	res.ShadowRef, res.ServedBy, res.LastGoodObject = s.ShadowRef, s.ServedBy, s.LastGoodObject
 	if ob.Gated {
 		res.InputDigest, res.OutputValues = s.GoodDigest, s.Good

@@ -271,7 +271,8 @@ func runNames(rs []runs.Run) []string {
 }
 
 func TestRunnableStrategy(t *testing.T) {
-	spec := &api.TemplateSpec{Runnable: true, ImagePath: ".status.image", Template: map[string]any{"kind": "TaskRun"}}
+	spec := &api.TemplateSpec{Runnable: true, ImagePath: ".status.image", Template: map[string]any{"kind": "TaskRun"},
+		HealthRule: &api.HealthRule{SingleConditionType: "Succeeded"}}
 	rendered := &unstructured.Unstructured{Object: map[string]any{"kind": "TaskRun"}}
 	o := Observed{Kind: api.KindClusterImageTemplate, Step: "build", Template: "t", Spec: spec, Objects: []*unstructured.Unstructured{rendered}}
 	s := StrategyOf(spec)
@@ -281,6 +282,25 @@ func TestRunnableStrategy(t *testing.T) {
 	noTemplate := o
 	noTemplate.Spec = &api.TemplateSpec{Runnable: true}
 	assert.Contains(t, s.Check(noTemplate).Message, "needs spec.template")
+	for name, rule := range map[string]*api.TemplateSpec{
+		"none":             {},
+		"alwaysSuccessful": {AlwaysSuccessful: true},
+	} {
+		noRule := o
+		noRule.Spec = &api.TemplateSpec{Runnable: true, Template: spec.Template, AlwaysSuccessful: rule.AlwaysSuccessful}
+		assert.Contains(t, s.Check(noRule).Message, "needs a rule that says when a run has succeeded", name)
+	}
+	for name, rule := range map[string]*api.TemplateSpec{
+		"healthRule":         {HealthRule: &api.HealthRule{AlwaysHealthy: &struct{}{}}},
+		"observedCompletion": {ObservedCompletion: &api.ObservedCompletion{Succeeded: api.Rules{{Key: "status.phase", Value: "Done"}}}},
+		"observedMatches":    {ObservedMatches: []api.ObservedMatch{{Input: "spec.a", Output: "status.a"}}},
+	} {
+		withRule := o
+		r := *rule
+		r.Runnable, r.Template = true, spec.Template
+		withRule.Spec = &r
+		assert.Nil(t, s.Check(withRule), name)
+	}
 	two := o
 	two.Objects = []*unstructured.Unstructured{rendered, rendered}
 	assert.Contains(t, s.Check(two).Message, "exactly one object, not 2")

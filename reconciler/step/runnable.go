@@ -84,6 +84,13 @@ func ObserveRunnable(o Observed, rn *unstructured.Unstructured) Observation {
 	return ob
 }
 
+// HasRunCriterion reports whether a template says when one of its runs has
+// succeeded: runnable: true needs it, since the objects it stamps need not
+// be Tekton's (whose Succeeded condition Cartographer assumes).
+func HasRunCriterion(spec *api.TemplateSpec) bool {
+	return spec.HealthRule != nil || spec.ObservedCompletion != nil || len(spec.ObservedMatches) > 0
+}
+
 // runnable is the Strategy of runnable: true. The executor generates the
 // ClusterRunTemplate and the Runnable (Observed.Objects, the Runnable at
 // Primary); both are applied, in that order, and the step observes the
@@ -95,6 +102,9 @@ func (runnable) Lifecycle() Lifecycle { return Runnable }
 func (runnable) Check(o Observed) *metav1.Condition {
 	if o.Spec.Template == nil {
 		return refused("step [%s]: template [%s/%s] sets runnable: true, which needs spec.template (the $(…)$ engine)", o.Step, o.Kind, o.Template)
+	}
+	if !HasRunCriterion(o.Spec) {
+		return refused("step [%s]: template [%s/%s] sets runnable: true, which needs a rule that says when a run has succeeded: healthRule, observedCompletion or observedMatches", o.Step, o.Kind, o.Template)
 	}
 	if len(o.Objects) != 1 {
 		return refused("step [%s]: template [%s/%s] sets runnable: true and must stamp exactly one object, not %d", o.Step, o.Kind, o.Template, len(o.Objects))

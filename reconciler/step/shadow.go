@@ -31,10 +31,11 @@ const (
 	ServedByShadow  = "shadow"
 )
 
-// ShadowCapable: the template says what failure is (without it Kontinue
-// cannot tell a failed primary), the object is updated in place (immutable
-// runs keep their old good run anyway), and the template did not opt out.
-// A deployment template passes its input through: a copy adds nothing.
+// ShadowCapable: the step is gated and can fail (observedCompletion.failed,
+// or any gated rule but alwaysSuccessful through the progress deadline),
+// the object is updated in place (immutable runs keep their old good run
+// anyway), and the template did not opt out. A deployment template passes
+// its input through: a copy adds nothing.
 func ShadowCapable(kind string, spec *api.TemplateSpec) bool {
 	if kind == api.KindClusterDeploymentTemplate || (spec.Shadow != nil && !*spec.Shadow) {
 		return false
@@ -42,7 +43,7 @@ func ShadowCapable(kind string, spec *api.TemplateSpec) bool {
 	if spec.Lifecycle != "" && spec.Lifecycle != api.LifecycleMutable {
 		return false
 	}
-	return Gated(spec) && spec.ObservedCompletion != nil && len(spec.ObservedCompletion.Failed) > 0
+	return Gated(spec) && !spec.AlwaysSuccessful
 }
 
 // ShadowName derives a name that cannot collide with the primary's and

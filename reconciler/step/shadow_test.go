@@ -35,11 +35,13 @@ func TestShadowCapable(t *testing.T) {
 		want bool
 	}{
 		{"failure rule", api.KindClusterImageTemplate, api.TemplateSpec{ObservedCompletion: failing}, true},
-		{"no failure rule", api.KindClusterImageTemplate, api.TemplateSpec{ObservedCompletion: succeedOnly}, false},
+		{"no failure rule: the progress deadline fails it", api.KindClusterImageTemplate, api.TemplateSpec{ObservedCompletion: succeedOnly}, true},
+		{"observedMatches: the progress deadline fails it", api.KindClusterImageTemplate, api.TemplateSpec{ObservedMatches: []api.ObservedMatch{{Input: "a", Output: "b"}}}, true},
+		{"alwaysSuccessful never fails", api.KindClusterImageTemplate, api.TemplateSpec{AlwaysSuccessful: true}, false},
+		{"healthRule only: not gated, Cartographer's behaviour", api.KindClusterImageTemplate, api.TemplateSpec{HealthRule: &api.HealthRule{SingleConditionType: "Ready"}}, false},
 		{"opted out", api.KindClusterImageTemplate, api.TemplateSpec{ObservedCompletion: failing, Shadow: &no}, false},
 		{"immutable", api.KindClusterImageTemplate, api.TemplateSpec{ObservedCompletion: failing, Lifecycle: api.LifecycleTekton}, false},
 		{"deployment", api.KindClusterDeploymentTemplate, api.TemplateSpec{ObservedCompletion: failing}, false},
-		{"healthRule only", api.KindClusterImageTemplate, api.TemplateSpec{HealthRule: &api.HealthRule{SingleConditionType: "Ready"}}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { assert.Equal(t, c.want, ShadowCapable(c.kind, &c.spec)) })

@@ -19,6 +19,7 @@ package step
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,6 +50,9 @@ const (
 	// ReasonInputsHeld: the step holds newer inputs until its object has
 	// succeeded or failed on the ones it has.
 	ReasonInputsHeld = "InputsHeld"
+	// ReasonProgressDeadlineExceeded: the object worked on one input set
+	// longer than the template's progressDeadline; the set counts as failed.
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
 
 // AnnotationDigest holds the digest of the object Kontinue last applied: its
@@ -67,6 +71,10 @@ type State struct {
 	LastGoodObject map[string]any
 	ShadowRef      *st.StampedRef
 	ServedBy       string
+	// ProcessingDigest is the input set the object has worked on since
+	// ProcessingSince without succeeding or failing (the deadline's clock).
+	ProcessingDigest string
+	ProcessingSince  time.Time
 }
 
 // StateOf reads the State from a step's previous status (nil: none).
@@ -74,7 +82,11 @@ func StateOf(prev *st.Resource) State {
 	if prev == nil {
 		return State{}
 	}
-	s := State{GoodDigest: prev.InputDigest, LastGoodObject: prev.LastGoodObject, ShadowRef: prev.ShadowRef, ServedBy: prev.ServedBy}
+	s := State{GoodDigest: prev.InputDigest, LastGoodObject: prev.LastGoodObject, ShadowRef: prev.ShadowRef, ServedBy: prev.ServedBy,
+		ProcessingDigest: prev.ProcessingInputDigest}
+	if prev.ProcessingSince != nil {
+		s.ProcessingSince = prev.ProcessingSince.Time
+	}
 	if prev.OutputValues != nil {
 		s.Good = Outputs(prev.OutputValues)
 	}
@@ -97,6 +109,9 @@ type Observed struct {
 	// Objects are every object to stamp, Desired at Primary.
 	Objects []*unstructured.Unstructured
 	Primary int
+	// Now is the reconcile's time (the progress deadline's clock); step
+	// never reads a clock itself.
+	Now time.Time
 }
 
 // Observation is a step's decision in one reconcile.
@@ -115,8 +130,11 @@ type Observation struct {
 	// caller stamps it and reports back with WithShadow or ShadowFailed
 	// before it reads Outputs: a shadow in success serves the outputs.
 	ShadowWant *unstructured.Unstructured
-	out        Outputs
-	runDigest  string // an immutable step's: the input set of the run whose outputs are published
+	// Recheck: look again after this long, when the progress deadline
+	// passes with nothing else to wake the step (0: no need).
+	Recheck   time.Duration
+	out       Outputs
+	runDigest string // an immutable step's: the input set of the run whose outputs are published
 }
 
 // Outputs are what downstream steps get (nil: they wait).
