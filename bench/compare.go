@@ -197,11 +197,14 @@ type floorSample struct {
 
 // process is a controller under test.
 type process struct {
-	cmd  *exec.Cmd
-	pid  int
-	done chan struct{}
+	cmd     *exec.Cmd
+	pid     int
+	done    chan struct{}
+	waitErr error
 }
 
+// startProcess runs bin with args, env added to the bench's environment,
+// output to logPath; it dies with the bench.
 func startProcess(bin, logPath string, args, env []string) (*process, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -217,18 +220,19 @@ func startProcess(bin, logPath string, args, env []string) (*process, error) {
 	}
 	p := &process{cmd: cmd, pid: cmd.Process.Pid, done: make(chan struct{})}
 	go func() {
-		_ = cmd.Wait()
+		p.waitErr = cmd.Wait()
 		logf.Close()
 		close(p.done)
 	}()
 	return p, nil
 }
 
-func (p *process) stop() {
+// signalStop asks p to stop (SIGTERM) and kills it after grace.
+func (p *process) signalStop(grace time.Duration) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(time.Minute):
+	case <-time.After(grace):
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}
@@ -297,7 +301,7 @@ func runContender(ctx context.Context, o options, name, work, binDir, cartoBin, 
 	if err != nil {
 		return nil, nil, err
 	}
-	defer p.stop()
+	defer p.signalStop(time.Minute)
 	pids := map[string]int{name: p.pid}
 	for k, v := range c.pids {
 		pids[k] = v

@@ -18,14 +18,11 @@ import (
 // kontinue is Kontinue running as a separate process, as in production:
 // its memory and API calls are its own.
 type kontinue struct {
-	cmd        *exec.Cmd
-	pid        int
+	*process
 	metricsURL string
 	readyURL   string
 	logPath    string
 	started    time.Time
-	done       chan struct{}
-	waitErr    error
 }
 
 // startKontinue runs bin with args plus free metrics and probe ports, with
@@ -38,26 +35,12 @@ func startKontinue(bin, logPath string, args, env []string) (*kontinue, error) {
 	metrics := "127.0.0.1:" + strconv.Itoa(ports[0])
 	probes := "127.0.0.1:" + strconv.Itoa(ports[1])
 	args = append(args, "--metrics-bind-address="+metrics, "--health-probe-bind-address="+probes)
-	logf, err := os.Create(logPath)
+	p, err := startProcess(bin, logPath, args, env)
 	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), env...)
-	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	k := &kontinue{cmd: cmd, pid: cmd.Process.Pid, metricsURL: "http://" + metrics + "/metrics",
-		readyURL: "http://" + probes + "/readyz", logPath: logPath, started: time.Now(), done: make(chan struct{})}
-	go func() {
-		k.waitErr = cmd.Wait()
-		logf.Close()
-		close(k.done)
-	}()
-	return k, nil
+	return &kontinue{process: p, metricsURL: "http://" + metrics + "/metrics",
+		readyURL: "http://" + probes + "/readyz", logPath: logPath, started: time.Now()}, nil
 }
 
 func (k *kontinue) exited() bool {
