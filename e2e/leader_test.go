@@ -77,8 +77,40 @@ func freeAddr(t *testing.T) string {
 }
 
 // startKontinueProc starts the binary with JSON logs in a file next to the
-// suite's log, and kills it when the test ends.
+// suite's log, and kills it when the test ends. A port freeAddr picked can
+// be taken (as the source port of some connection) before Kontinue binds
+// it: then it starts again on new ports.
 func startKontinueProc(t *testing.T, name string, args ...string) *kontinueProc {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		p := startKontinueProcOnce(t, name, args...)
+		if attempt < 5 && p.bindFailed() {
+			continue
+		}
+		return p
+	}
+}
+
+// bindFailed waits until both listeners are bound (two "serving" lines) or
+// the process exited, and reports whether it exited on a taken address.
+func (p *kontinueProc) bindFailed() bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile(p.logPath)
+		if strings.Count(string(b), `"msg":"serving"`) >= 2 {
+			return false
+		}
+		select {
+		case <-p.done:
+			b, _ = os.ReadFile(p.logPath)
+			return strings.Contains(string(b), "address already in use")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+func startKontinueProcOnce(t *testing.T, name string, args ...string) *kontinueProc {
 	t.Helper()
 	bin := buildKontinue(t)
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
