@@ -241,9 +241,11 @@ func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
 	sel := labels.SelectorFromSet(q.Labels)
 	var objs []*unstructured.Unstructured
 	if q.Watch(q.Kind) && !q.Live {
-		all, _ := w.tracker.List(q.Kind, q.Namespace)
+		// The controller index, not the namespace: an owner's reconcile
+		// must not cost a walk over every object of its kind.
+		all, _ := w.tracker.ListControlledBy(q.Kind, q.Controller)
 		for _, o := range all {
-			if sel.Matches(labels.Set(o.GetLabels())) {
+			if o.GetNamespace() == q.Namespace && sel.Matches(labels.Set(o.GetLabels())) {
 				objs = append(objs, o)
 			}
 		}
