@@ -6,14 +6,12 @@ package tracking
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -355,7 +353,7 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 		panic("tracking: Ensure before Start") // programming error, not input
 	}
 	inf := t.informer(k, t.resync)
-	_ = inf.SetTransform(stripManagedFields)
+	_ = inf.SetTransform(compact)
 	// Added before the informer runs (it refuses indexers afterwards).
 	_ = inf.AddIndexers(cache.Indexers{controllerIndex: controllerUID})
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
@@ -407,19 +405,4 @@ func (t *Tracker) handlerFor(k Key) cache.ResourceEventHandler {
 			}
 		},
 	}
-}
-
-// stripManagedFields keeps managedFields out of the cache: they are large and
-// Kontinue never reads them.
-func stripManagedFields(obj any) (any, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		if md, ok := u.Object["metadata"].(map[string]any); ok {
-			delete(md, "managedFields")
-		}
-		return u, nil
-	}
-	if _, ok := obj.(runtime.Object); !ok {
-		return nil, fmt.Errorf("unexpected object %T", obj)
-	}
-	return obj, nil
 }
