@@ -155,6 +155,7 @@ func run(o options, cfg *rest.Config) error {
 		return err
 	}
 	m.OnApply = metrics.Applied
+	m.OnEventDropped = metrics.EventDropped
 	for _, c := range m.Controllers() {
 		c.Observer = metrics.Observer{}
 		metrics.SetWorkers(c.Name, o.workers)

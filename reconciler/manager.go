@@ -68,6 +68,9 @@ type Manager struct {
 	// OnApply, when set, is told of every apply (true) and every apply
 	// skipped because the live object was up to date (false).
 	OnApply func(applied bool)
+	// OnEventDropped, when set, is told of each Normal event dropped
+	// because its namespace's event budget was spent.
+	OnEventDropped func(reason string)
 }
 
 type blockCause int
@@ -128,7 +131,13 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m.tracker = tracking.New(dyn, opts.Resync, m.route)
-	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, stamp.NewEvents(evDyn), m.noteApply)
+	events := stamp.NewEvents(evDyn)
+	events.Dropped = func(reason string) {
+		if m.OnEventDropped != nil {
+			m.OnEventDropped(reason)
+		}
+	}
+	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, events, m.noteApply)
 	idx := newIndex()
 	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)

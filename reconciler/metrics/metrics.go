@@ -33,10 +33,13 @@ var (
 	}, []string{"verb"})
 	informers = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_active_informers", Help: "Informers currently running."})
 	cached    = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_cached_objects", Help: "Objects held in informer caches."})
+	dropped   = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kontinue_events_dropped_total", Help: "Normal events not recorded because their namespace's event budget was spent, by reason.",
+	}, []string{"reason"})
 )
 
 func init() {
-	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached,
+	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue()
 	registerStandard()
@@ -63,6 +66,9 @@ func Applied(applied bool) {
 		applies.WithLabelValues("skipped").Inc()
 	}
 }
+
+// EventDropped counts a Normal event past its namespace's budget.
+func EventDropped(reason string) { dropped.WithLabelValues(reason).Inc() }
 
 // SetInformers records the tracker's state.
 func SetInformers(active, objects int) {

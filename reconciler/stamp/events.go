@@ -2,6 +2,7 @@ package stamp
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,8 +46,11 @@ var eventsGVR = corev1.SchemeGroupVersion.WithResource("events")
 // Events records Kubernetes events through the dynamic client, with
 // client-go's aggregation and spam filtering.
 type Events struct {
-	b   record.EventBroadcaster
-	rec record.EventRecorder
+	b      record.EventBroadcaster
+	rec    record.EventRecorder
+	budget *eventBudget
+	// Dropped is called for each Normal event past its namespace's budget.
+	Dropped func(reason string)
 }
 
 // NewEvents starts a recorder; Shutdown flushes it.
@@ -55,11 +59,19 @@ func NewEvents(dyn dynamic.Interface) *Events {
 	// minutes: an owner whose steps change often would lose its events.
 	b := record.NewBroadcaster(record.WithCorrelatorOptions(record.CorrelatorOptions{BurstSize: 100, QPS: 1.0 / 60}))
 	b.StartRecordingToSink(&dynamicSink{dyn: dyn})
-	return &Events{b: b, rec: b.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "kontinue"})}
+	return &Events{b: b, rec: b.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "kontinue"}),
+		budget: newEventBudget(NormalEventRate, NormalEventBurst)}
 }
 
-// Event records an event on obj.
+// Event records an event on obj. Normal events past the namespace's budget
+// are dropped (see NormalEventBurst).
 func (e *Events) Event(obj *unstructured.Unstructured, typ, reason, msgFmt string, args ...any) {
+	if typ == corev1.EventTypeNormal && e.budget != nil && !e.budget.allow(obj.GetNamespace(), time.Now()) {
+		if e.Dropped != nil {
+			e.Dropped(reason)
+		}
+		return
+	}
 	e.rec.Eventf(obj, typ, reason, msgFmt, args...)
 }
 
