@@ -391,8 +391,11 @@ func (b *bench) converge(ctx context.Context) error {
 	a0, _ := b.apiserver.scrape(ctx)
 	cpu := b.cpuMeter()
 	logf("creating %d workloads", o.n)
-	// A CPU profile over about the time the writes need at the client rate.
-	b.waitProfile = b.prof.cpu(ctx, "cpu-convergence", time.Duration(float64(o.n*stepsPerWorkload)/o.qps*float64(time.Second)))
+	// A CPU profile over about the whole convergence: the profile endpoint
+	// needs its length up front, and the client rate says nothing about it
+	// when there is no client limit. ~16 ms per workload covers the runs
+	// measured so far; a longer profile only adds the settle.
+	b.waitProfile = b.prof.cpu(ctx, "cpu-convergence", min(max(time.Duration(o.n)*16*time.Millisecond, 5*time.Second), 10*time.Minute))
 	start := time.Now()
 	createdAt := make([]time.Time, o.n)
 	createErr := make(chan error, 1)
