@@ -3,6 +3,7 @@ package tracking
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,56 +47,93 @@ var unshared = map[string]bool{"uid": true, "resourceVersion": true, "creationTi
 
 func internMap(m map[string]any) {
 	for k, v := range m {
-		// Assigning under an equal key stores the interned key too.
-		m[intern(k)] = internValue(k, v)
+		ik := intern(k)
+		nv, changed := internValue(k, v)
+		if changed || unsafe.StringData(ik) != unsafe.StringData(k) {
+			// Assigning under an equal key stores the shared key too.
+			m[ik] = nv
+		}
 	}
 }
 
-func internValue(key string, v any) any {
+// internValue returns v with its strings shared, and whether v itself must
+// be replaced (a string value is replaced by the shared boxed copy, so
+// that not even the interface's box is repeated).
+func internValue(key string, v any) (any, bool) {
 	switch x := v.(type) {
 	case map[string]any:
 		internMap(x)
 	case []any:
 		for i := range x {
-			x[i] = internValue("", x[i])
+			if nv, changed := internValue("", x[i]); changed {
+				x[i] = nv
+			}
 		}
 	case string:
-		if !unshared[key] {
-			return intern(x)
+		if !unshared[key] && len(x) > 0 && len(x) <= maxInterned {
+			return internBoxed(v, x)
 		}
 	}
-	return v
+	return v, false
 }
 
-// interned is the table of shared strings. unique.Make would not do: its
-// canonical strings are forgotten once no Handle is left, and cached
-// objects keep strings, not handles. The table only grows, so it is
-// bounded; past the bound a string is simply kept as it came.
+// interned is the table of shared strings, each with its boxed form (a
+// string in an interface is a pointer to a string header: sharing the
+// box saves that too). unique.Make would not do: its canonical strings are
+// forgotten once no Handle is left, and cached objects keep strings, not
+// handles. The table only grows, so it is bounded; past the bound a string
+// is kept as it came.
 var interned = struct {
 	sync.RWMutex
-	m map[string]string
-}{m: map[string]string{}}
+	m map[string]any
+}{m: map[string]any{}}
 
 const maxInternedStrings = 1 << 15
+
+// shared returns the shared boxed string equal to s, if there is one.
+func shared(s string) (any, bool) {
+	interned.RLock()
+	defer interned.RUnlock()
+	c, ok := interned.m[s]
+	return c, ok
+}
+
+// share adds boxed (which holds s) as the shared copy of s unless there is
+// one already or the table is full, and returns the shared copy.
+func share(s string, boxed any) (any, bool) {
+	interned.Lock()
+	defer interned.Unlock()
+	if c, ok := interned.m[s]; ok {
+		return c, true
+	}
+	if len(interned.m) >= maxInternedStrings {
+		return nil, false
+	}
+	interned.m[s] = boxed
+	return boxed, true
+}
 
 func intern(s string) string {
 	if len(s) > maxInterned || len(s) == 0 {
 		return s
 	}
-	interned.RLock()
-	c, ok := interned.m[s]
-	interned.RUnlock()
+	c, ok := shared(s)
+	if !ok {
+		c, ok = share(s, s)
+	}
 	if ok {
-		return c
+		return c.(string)
 	}
-	interned.Lock()
-	defer interned.Unlock()
-	if c, ok := interned.m[s]; ok {
-		return c
-	}
-	if len(interned.m) >= maxInternedStrings {
-		return s
-	}
-	interned.m[s] = s
 	return s
+}
+
+func internBoxed(v any, s string) (any, bool) {
+	c, ok := shared(s)
+	if !ok {
+		c, ok = share(s, v)
+	}
+	if !ok {
+		return v, false
+	}
+	return c, unsafe.StringData(c.(string)) != unsafe.StringData(s)
 }
