@@ -169,6 +169,10 @@ func TestGatedAndImmutable(t *testing.T) {
 	assert.True(t, Gated(&api.TemplateSpec{ObservedMatches: []api.ObservedMatch{{Input: "a", Output: "b"}}}))
 	assert.True(t, Gated(gatedSpec()))
 	assert.False(t, Gated(healthRuleSpec()))
+	optIn := healthRuleSpec()
+	optIn.Shadow = &yes
+	assert.True(t, Gated(optIn), "shadow: true makes a healthRule a success rule")
+	assert.False(t, Gated(&api.TemplateSpec{Shadow: &yes}), "shadow: true without a rule has nothing to judge")
 	assert.True(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleTekton}))
 	assert.True(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleImmutable}))
 	assert.False(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleMutable}))
