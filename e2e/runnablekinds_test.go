@@ -91,8 +91,12 @@ func TestRunnableTrueCriterionPerKind(t *testing.T) {
 			name: "ClusterSourceTemplate, observedCompletion", flavor: supplyChainFlavor, kind: "ClusterSourceTemplate",
 			outputs: "  urlPath: status.artifact.url\n  revisionPath: spec.params[?(@.name==\"revision\")].value",
 			rule:    "  observedCompletion:\n    succeeded: {key: status.phase, value: Done}\n    failed: {key: status.phase, value: Error}",
-			succeed: func(out string) map[string]any { return map[string]any{"phase": "Done", "artifact": map[string]any{"url": out}} },
-			fail:    func(out string) map[string]any { return map[string]any{"phase": "Error", "artifact": map[string]any{"url": out}} },
+			succeed: func(out string) map[string]any {
+				return map[string]any{"phase": "Done", "artifact": map[string]any{"url": out}}
+			},
+			fail: func(out string) map[string]any {
+				return map[string]any{"phase": "Error", "artifact": map[string]any{"url": out}}
+			},
 			reason:  "FailedConditionMet",
 			consume: "sources: [{name: src, resource: run}]", data: "{url: $(source.url)$, revision: $(source.revision)$}",
 			deployed: func(rev, out string) map[string]any { return map[string]any{"url": out, "revision": rev} },
@@ -141,7 +145,9 @@ func TestRunnableTrueCriterionPerKind(t *testing.T) {
 			rule: `  observedCompletion:
     succeeded: [{key: status.phase, value: Done}, {not: {key: status.degraded, value: true}}]
     failed: {or: [{key: status.phase, value: Error}, {key: status.degraded, value: true}]}`,
-			succeed: func(out string) map[string]any { return map[string]any{"phase": "Done", "artifact": map[string]any{"url": out}} },
+			succeed: func(out string) map[string]any {
+				return map[string]any{"phase": "Done", "artifact": map[string]any{"url": out}}
+			},
 			fail: func(out string) map[string]any {
 				return map[string]any{"phase": "Done", "degraded": true, "artifact": map[string]any{"url": out}}
 			},
