@@ -195,3 +195,17 @@ func TestOutputsJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"image":"x"}`, string(b))
 }
+
+// Output paths may be written as a tag, as in design document 002's
+// example (imagePath: $(status.latestImage)$).
+func TestReadOutputsTaggedPath(t *testing.T) {
+	doc := []byte(`{"status":{"latestImage":"img@d1","url":"u","revision":"r"}}`)
+	for _, path := range []string{"$(status.latestImage)$", " $(status.latestImage)$ ", ".status.latestImage", "status.latestImage"} {
+		out, err := ReadOutputs(api.KindClusterImageTemplate, &api.TemplateSpec{ImagePath: path}, doc, nil)
+		require.NoError(t, err, path)
+		assert.Equal(t, Outputs{"image": "img@d1"}, out, path)
+	}
+	out, err := ReadOutputs(api.KindClusterSourceTemplate, &api.TemplateSpec{URLPath: "$(status.url)$", RevisionPath: "$(status.revision)$"}, doc, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Outputs{"url": "u", "revision": "r"}, out)
+}
