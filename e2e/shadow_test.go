@@ -219,6 +219,19 @@ func TestShadowForHealthRuleFailure(t *testing.T) {
 			assert.Equal(t, "primary", stepStatus(w, "build")["servedBy"])
 		})
 	}
+	t.Run("shadow: true where no shadow can be", func(t *testing.T) {
+		for name, tc := range map[string]struct{ kind, spec, msg string }{
+			"no rule":    {"ClusterImageTemplate", "imagePath: .status.image", "shadow: true needs a rule that says when the object has failed"},
+			"tekton":     {"ClusterImageTemplate", "imagePath: .status.image\n  lifecycle: tekton", "shadow: true is for objects updated in place"},
+			"runnable":   {"ClusterTemplate", "runnable: true\n  healthRule: {singleConditionType: Succeeded}", "shadow: true is for objects updated in place"},
+			"deployment": {"ClusterDeploymentTemplate", "observedMatches: [{input: spec.a, output: status.a}]", "shadow: true is not used on a ClusterDeploymentTemplate"},
+		} {
+			err := applyErr(t, "", fmt.Sprintf("apiVersion: carto.run/v1alpha1\nkind: %s\nmetadata: {name: shadow-%s}\nspec:\n  shadow: true\n  %s\n  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\n",
+				tc.kind, strings.ReplaceAll(name, " ", "-"), tc.spec))
+			require.Error(t, err, name)
+			assert.Contains(t, err.Error(), tc.msg, name)
+		}
+	})
 	t.Run("without shadow: true, Cartographer's behaviour", func(t *testing.T) {
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, "\n  healthRule: {singleConditionType: Ready}"))
