@@ -159,3 +159,92 @@ func TestDeletingWorkloadRemovesShadow(t *testing.T) {
 		return ""
 	})
 }
+
+// reportCond reports on a named build object (primary or shadow) with a
+// condition of type typ, on its current generation.
+func reportCond(t *testing.T, ns, name, typ, status, image string) {
+	t.Helper()
+	b := get(t, testGVR, ns, name)
+	setStatus(t, testGVR, ns, name, map[string]any{
+		"observedGeneration": b.GetGeneration(),
+		"latestImage":        image,
+		"conditions":         []any{map[string]any{"type": typ, "status": status}},
+	})
+}
+
+// A healthRule template that opts in with shadow: true gets shadows like
+// observedCompletion: unhealthy on new inputs (Ready=False, or a
+// Tekton-style Succeeded=False) stamps a shadow from the last healthy
+// inputs, which serves the outputs while the primary fails; the primary's
+// recovery removes it. Without the opt-in, Cartographer's behaviour stays:
+// no shadow, outputs read from the unhealthy primary.
+func TestShadowForHealthRuleFailure(t *testing.T) {
+	for _, typ := range []string{"Ready", "Succeeded"} {
+		t.Run(typ, func(t *testing.T) {
+			ns := newNamespace(t)
+			apply(t, ns, gatedChain(ns, fmt.Sprintf("\n  healthRule: {singleConditionType: %s}\n  shadow: true", typ)))
+			apply(t, ns, gatedWorkload(ns, "good-1"))
+			waitFor(t, testGVR, ns, "app-build", nil)
+			reportCond(t, ns, "app-build", typ, "True", "img-good-1")
+			waitDeployed(t, ns, "img-good-1")
+			waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+
+			apply(t, ns, gatedWorkload(ns, "bad-2"))
+			waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+			reportCond(t, ns, "app-build", typ, "False", "img-bad-2")
+			w := waitStep(t, workloadGVR, ns, "app", "build", "Healthy", "False", typ+"Condition")
+			assert.Contains(t, fmt.Sprint(condition(stepStatus(w, "build"), "Healthy")["message"]), "condition ["+typ+"] is [False]")
+			waitFor(t, testGVR, ns, shadowOfBuild, fieldIs("good-1", "spec", "commit"))
+			assert.Equal(t, "true", get(t, testGVR, ns, shadowOfBuild).GetLabels()["kontinue.dev/shadow"])
+			time.Sleep(time.Second) // proving that the unhealthy primary's output does not flow
+			assert.Equal(t, "img-good-1", nested(get(t, configMapGVR, ns, "app-deploy").Object, "data", "image"), "downstream keeps the last healthy output")
+
+			// The shadow takes the external update and serves it.
+			reportCond(t, ns, shadowOfBuild, typ, "True", "img-good-1-rebased")
+			waitDeployed(t, ns, "img-good-1-rebased")
+			eventually(t, 30*time.Second, func() string {
+				if s := stepStatus(get(t, workloadGVR, ns, "app"), "build"); s["servedBy"] != "shadow" {
+					return fmt.Sprintf("servedBy = %v", s["servedBy"])
+				}
+				return ""
+			})
+
+			// The primary recovers (a fixed commit): its outputs again, the shadow goes.
+			apply(t, ns, gatedWorkload(ns, "good-3"))
+			waitFor(t, testGVR, ns, "app-build", fieldIs("good-3", "spec", "commit"))
+			reportCond(t, ns, "app-build", typ, "True", "img-good-3")
+			waitDeployed(t, ns, "img-good-3")
+			waitGone(t, testGVR, ns, shadowOfBuild)
+			w = waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+			assert.Equal(t, "primary", stepStatus(w, "build")["servedBy"])
+		})
+	}
+	t.Run("shadow: true where no shadow can be", func(t *testing.T) {
+		for name, tc := range map[string]struct{ kind, spec, msg string }{
+			"no rule":    {"ClusterImageTemplate", "imagePath: .status.image", "shadow: true needs a rule that says when the object has failed"},
+			"tekton":     {"ClusterImageTemplate", "imagePath: .status.image\n  lifecycle: tekton", "shadow: true is for objects updated in place"},
+			"runnable":   {"ClusterTemplate", "runnable: true\n  healthRule: {singleConditionType: Succeeded}", "shadow: true is for objects updated in place"},
+			"deployment": {"ClusterDeploymentTemplate", "observedMatches: [{input: spec.a, output: status.a}]", "shadow: true is not used on a ClusterDeploymentTemplate"},
+		} {
+			err := applyErr(t, "", fmt.Sprintf("apiVersion: carto.run/v1alpha1\nkind: %s\nmetadata: {name: shadow-%s}\nspec:\n  shadow: true\n  %s\n  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: x}}\n",
+				tc.kind, strings.ReplaceAll(name, " ", "-"), tc.spec))
+			require.Error(t, err, name)
+			assert.Contains(t, err.Error(), tc.msg, name)
+		}
+	})
+	t.Run("without shadow: true, Cartographer's behaviour", func(t *testing.T) {
+		ns := newNamespace(t)
+		apply(t, ns, gatedChain(ns, "\n  healthRule: {singleConditionType: Ready}"))
+		apply(t, ns, gatedWorkload(ns, "good-1"))
+		waitFor(t, testGVR, ns, "app-build", nil)
+		reportCond(t, ns, "app-build", "Ready", "True", "img-good-1")
+		waitDeployed(t, ns, "img-good-1")
+		apply(t, ns, gatedWorkload(ns, "bad-2"))
+		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+		reportCond(t, ns, "app-build", "Ready", "False", "img-bad-2")
+		waitDeployed(t, ns, "img-bad-2") // outputs read whenever present, healthy or not
+		waitStep(t, workloadGVR, ns, "app", "build", "Healthy", "False", "ReadyCondition")
+		time.Sleep(time.Second)
+		assert.True(t, gone(testGVR, ns, shadowOfBuild), "no shadow without the opt-in")
+	})
+}

@@ -181,6 +181,14 @@ func decide(spec *api.TemplateSpec, r rule, templateKind string, obj []byte, out
 	case ruleObservedMatches:
 		return observedMatches(spec.ObservedMatches, doc)
 	case ruleHealthRule:
+		if spec.Shadow != nil && *spec.Shadow {
+			// shadow: true makes the healthRule a success rule (the step is
+			// gated): like observedCompletion, it holds only once the
+			// object reports on its current spec.
+			if ok, msg := generationObserved(doc, false); !ok {
+				return unknown(ReasonConditionNotMet, msg)
+			}
+		}
 		return healthRule(spec.HealthRule, doc)
 	case ruleTekton:
 		return healthRule(tektonRule, doc)

@@ -323,6 +323,28 @@ func TestHealthRule(t *testing.T) {
 	})
 }
 
+// shadow: true makes a healthRule a success rule: it holds only once the
+// object reports on its current spec; without it, Cartographer's rule reads
+// the conditions as they are.
+func TestHealthRuleWithShadowWaitsForObservedGeneration(t *testing.T) {
+	stale := `{"metadata":{"generation":3},"status":{"observedGeneration":2,"conditions":[{"type":"Ready","status":"False"}]}}`
+	current := `{"metadata":{"generation":3},"status":{"observedGeneration":3,"conditions":[{"type":"Ready","status":"False"}]}}`
+	unreported := `{"metadata":{"generation":3},"status":{"conditions":[{"type":"Ready","status":"True"}]}}`
+	runEval(t, []evalCase{
+		{name: "shadow: true, stale status", spec: `{"shadow":true,"healthRule":{"singleConditionType":"Ready"}}`, obj: stale,
+			outcome: Processing, status: "Unknown", reason: ReasonConditionNotMet,
+			msg: []string{"waiting for status.observedGeneration [2] to equal metadata.generation [3]"}},
+		{name: "shadow: true, current status", spec: `{"shadow":true,"healthRule":{"singleConditionType":"Ready"}}`, obj: current,
+			outcome: Failed, status: "False", reason: "ReadyCondition"},
+		{name: "shadow: true, no observedGeneration: the conditions decide", spec: `{"shadow":true,"healthRule":{"singleConditionType":"Ready"}}`, obj: unreported,
+			outcome: Succeeded, status: "True", reason: "ReadyCondition"},
+		{name: "Cartographer's healthRule reads a stale status as it is", spec: `{"healthRule":{"singleConditionType":"Ready"}}`, obj: stale,
+			outcome: Failed, status: "False", reason: "ReadyCondition"},
+		{name: "shadow: false keeps Cartographer's rule", spec: `{"shadow":false,"healthRule":{"singleConditionType":"Ready"}}`, obj: stale,
+			outcome: Failed, status: "False", reason: "ReadyCondition"},
+	})
+}
+
 func TestMatchFieldOperators(t *testing.T) {
 	mm := func(op, values string) string {
 		return `{"healthRule":{"multiMatch":{"healthy":{"matchFields":[{"key":"status.a","operator":"` + op + `"` + values + `}]},"unhealthy":{}}}}`

@@ -15,9 +15,14 @@ import (
 // Gated reports whether a template says when its object has succeeded: such
 // a step applies new inputs only once the object finished with the current
 // ones, and releases outputs only on success. Templates with only
-// Cartographer's healthRule, or none, keep Cartographer's behaviour.
+// Cartographer's healthRule, or none, keep Cartographer's behaviour, unless
+// a healthRule template asks for shadows (shadow: true): a shadow needs the
+// last input set that succeeded, which only a gated step knows, so the
+// opt-in makes healthRule a success rule (Healthy=True succeeded, False
+// failed, Unknown processing).
 func Gated(spec *api.TemplateSpec) bool {
-	return spec.AlwaysSuccessful || spec.ObservedCompletion != nil || len(spec.ObservedMatches) > 0
+	return spec.AlwaysSuccessful || spec.ObservedCompletion != nil || len(spec.ObservedMatches) > 0 ||
+		(spec.HealthRule != nil && spec.Shadow != nil && *spec.Shadow)
 }
 
 // Lifecycle is how a step's objects live. Each has its file in this package

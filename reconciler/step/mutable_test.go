@@ -169,6 +169,10 @@ func TestGatedAndImmutable(t *testing.T) {
 	assert.True(t, Gated(&api.TemplateSpec{ObservedMatches: []api.ObservedMatch{{Input: "a", Output: "b"}}}))
 	assert.True(t, Gated(gatedSpec()))
 	assert.False(t, Gated(healthRuleSpec()))
+	optIn := healthRuleSpec()
+	optIn.Shadow = &yes
+	assert.True(t, Gated(optIn), "shadow: true makes a healthRule a success rule")
+	assert.False(t, Gated(&api.TemplateSpec{Shadow: &yes}), "shadow: true without a rule has nothing to judge")
 	assert.True(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleTekton}))
 	assert.True(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleImmutable}))
 	assert.False(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleMutable}))
@@ -190,4 +194,18 @@ func TestOutputsJSON(t *testing.T) {
 	b, err := json.Marshal(Outputs{"image": "x"})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"image":"x"}`, string(b))
+}
+
+// Output paths may be written as a tag, as in design document 002's
+// example (imagePath: $(status.latestImage)$).
+func TestReadOutputsTaggedPath(t *testing.T) {
+	doc := []byte(`{"status":{"latestImage":"img@d1","url":"u","revision":"r"}}`)
+	for _, path := range []string{"$(status.latestImage)$", " $(status.latestImage)$ ", ".status.latestImage", "status.latestImage"} {
+		out, err := ReadOutputs(api.KindClusterImageTemplate, &api.TemplateSpec{ImagePath: path}, doc, nil)
+		require.NoError(t, err, path)
+		assert.Equal(t, Outputs{"image": "img@d1"}, out, path)
+	}
+	out, err := ReadOutputs(api.KindClusterSourceTemplate, &api.TemplateSpec{URLPath: "$(status.url)$", RevisionPath: "$(status.revision)$"}, doc, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Outputs{"url": "u", "revision": "r"}, out)
 }

@@ -185,6 +185,24 @@ func TestMutableStrategySeveralObjects(t *testing.T) {
 	assert.Equal(t, o.Objects, p.Objects)
 }
 
+// Several objects, the primary fails on new inputs: only the primary gets a
+// shadow (the others are not judged, and the primary names them).
+func TestMutableStrategySeveralObjectsShadowOnlyThePrimary(t *testing.T) {
+	lastGood := State{Good: Outputs{"image": "img@d0"}, GoodDigest: "d0", LastGoodObject: object("app", "d0", nil).Object, ServedBy: ServedByPrimary}
+	o := mutableObserved(gatedSpec(), "d2", lastGood)
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "cfg"}}}
+	o.Objects = []*unstructured.Unstructured{cm, o.Desired}
+	o.Primary = 1
+	writes, p := drive(t, o, Seen{Live: object("app", "d2", processing())}, world{status: failedOn(), shadow: succeededOn("img@d0-rebased")})
+	require.Equal(t, []string{"apply", "shadow"}, kinds(writes))
+	assert.Equal(t, o.Objects, writes[0].Apply)
+	require.Len(t, writes[1].Apply, 1, "one shadow: the primary's")
+	assert.Equal(t, ShadowName("app"), writes[1].Apply[0].GetName())
+	assert.Equal(t, "Image", writes[1].Apply[0].GetKind())
+	assert.Equal(t, Outputs{"image": "img@d0-rebased"}, p.Done.Outputs())
+	assert.Equal(t, o.Objects, p.Objects, "the step still lists every object it stamped")
+}
+
 func immutableObserved(policy *api.RetentionPolicy) Observed {
 	spec := &api.TemplateSpec{ConfigPath: ".status.out", Lifecycle: api.LifecycleTekton, RetentionPolicy: policy}
 	desired := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tekton.dev/v1", "kind": "TaskRun",

@@ -25,7 +25,7 @@ func TestShadowName(t *testing.T) {
 }
 
 func TestShadowCapable(t *testing.T) {
-	no := false
+	no, yes := false, true
 	failing := &api.ObservedCompletion{Succeeded: api.Rules{{Key: "a", Value: "b"}}, Failed: api.Rules{{Key: "a", Value: "c"}}}
 	succeedOnly := &api.ObservedCompletion{Succeeded: api.Rules{{Key: "a", Value: "b"}}}
 	cases := []struct {
@@ -39,6 +39,11 @@ func TestShadowCapable(t *testing.T) {
 		{"observedMatches: the progress deadline fails it", api.KindClusterImageTemplate, api.TemplateSpec{ObservedMatches: []api.ObservedMatch{{Input: "a", Output: "b"}}}, true},
 		{"alwaysSuccessful never fails", api.KindClusterImageTemplate, api.TemplateSpec{AlwaysSuccessful: true}, false},
 		{"healthRule only: not gated, Cartographer's behaviour", api.KindClusterImageTemplate, api.TemplateSpec{HealthRule: &api.HealthRule{SingleConditionType: "Ready"}}, false},
+		{"healthRule with shadow: true", api.KindClusterImageTemplate, api.TemplateSpec{HealthRule: &api.HealthRule{SingleConditionType: "Ready"}, Shadow: &yes}, true},
+		{"healthRule multiMatch with shadow: true", api.KindClusterSourceTemplate, api.TemplateSpec{HealthRule: &api.HealthRule{MultiMatch: &api.MultiMatch{}}, Shadow: &yes}, true},
+		{"healthRule with shadow: false", api.KindClusterImageTemplate, api.TemplateSpec{HealthRule: &api.HealthRule{SingleConditionType: "Ready"}, Shadow: &no}, false},
+		{"shadow: true without any rule: nothing to fail", api.KindClusterImageTemplate, api.TemplateSpec{Shadow: &yes}, false},
+		{"healthRule with shadow: true, deployment", api.KindClusterDeploymentTemplate, api.TemplateSpec{HealthRule: &api.HealthRule{SingleConditionType: "Ready"}, Shadow: &yes}, false},
 		{"opted out", api.KindClusterImageTemplate, api.TemplateSpec{ObservedCompletion: failing, Shadow: &no}, false},
 		{"immutable", api.KindClusterImageTemplate, api.TemplateSpec{ObservedCompletion: failing, Lifecycle: api.LifecycleTekton}, false},
 		{"deployment", api.KindClusterDeploymentTemplate, api.TemplateSpec{ObservedCompletion: failing}, false},
@@ -126,4 +131,46 @@ func TestObjectFromLive(t *testing.T) {
 	}
 	assert.Equal(t, "app", md["name"])
 	assert.Equal(t, "7", live.GetResourceVersion(), "the live object is not changed")
+}
+
+// A healthRule template that opts in (shadow: true) is gated like
+// observedCompletion: unhealthy on new inputs wants a shadow from the last
+// healthy input set, the shadow serves while healthy, and the primary's
+// recovery releases it. The rule is the same for Ready=False as for a
+// Tekton-style Succeeded=False.
+func TestShadowForHealthRuleFailure(t *testing.T) {
+	yes := true
+	cond := func(typ, status, image string) map[string]any {
+		return map[string]any{"image": image, "conditions": []any{map[string]any{"type": typ, "status": status}}}
+	}
+	for _, typ := range []string{"Ready", "Succeeded"} {
+		t.Run(typ, func(t *testing.T) {
+			spec := &api.TemplateSpec{ImagePath: ".status.image", HealthRule: &api.HealthRule{SingleConditionType: typ}, Shadow: &yes}
+			good := State{Good: Outputs{"image": "img@d0"}, GoodDigest: "d0", LastGoodObject: object("app", "d0", nil).Object}
+			o := observed(spec, "d1", good)
+
+			ob := Observe(o, object("app", "d1", cond(typ, "False", "img@d0")), false)
+			require.NotNil(t, ob.ShadowWant, "unhealthy on new inputs: a shadow")
+			assert.Equal(t, "app-last-good", ob.ShadowWant.GetName())
+			assert.Equal(t, "d0", ob.ShadowWant.GetAnnotations()[AnnotationDigest])
+			assert.Equal(t, st.False, ob.Healthy.Status)
+			assert.Equal(t, typ+"Condition", ob.Healthy.Reason)
+			assert.Equal(t, Outputs{"image": "img@d0"}, ob.Outputs(), "an unhealthy primary's outputs are not passed on")
+
+			ref := st.StampedRef{Kind: "Image", Namespace: "ns", Name: "app-last-good"}
+			served := ob.WithShadow(ref, object("app-last-good", "d0", cond(typ, "True", "img@rebased")), o)
+			assert.Equal(t, Outputs{"image": "img@rebased"}, served.Outputs())
+			assert.Equal(t, ServedByShadow, served.State.ServedBy)
+
+			o.State = served.State
+			rec := Observe(o, object("app", "d1", cond(typ, "True", "img@d1")), false)
+			assert.Nil(t, rec.ShadowWant, "the primary recovered")
+			assert.Nil(t, rec.State.ShadowRef)
+			assert.Equal(t, Outputs{"image": "img@d1"}, rec.Outputs())
+			assert.Equal(t, "d1", rec.State.GoodDigest)
+
+			ext := Observe(observed(spec, "d0", good), object("app", "d0", cond(typ, "False", "img@d0")), false)
+			assert.Nil(t, ext.ShadowWant, "unhealthy on the last good inputs: external, no shadow")
+		})
+	}
 }
