@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -447,4 +449,26 @@ func (s *Server) Viewers() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.subs)
+}
+
+// NewForConfig makes a server reading with cfg's identity.
+func NewForConfig(cfg *rest.Config, opts Options) (*Server, error) {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return New(dyn, opts), nil
+}
+
+// ServiceAccountConfig is cfg impersonating the ServiceAccount ref
+// ("namespace/name"): the controller serves the dashboard with that
+// account's rights, never its own.
+func ServiceAccountConfig(cfg *rest.Config, ref string) (*rest.Config, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("want a ServiceAccount as namespace/name, got %q", ref)
+	}
+	out := rest.CopyConfig(cfg)
+	out.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + name}
+	return out, nil
 }

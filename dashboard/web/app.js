@@ -66,7 +66,7 @@ function connect() {
   es.addEventListener('owner', (e) => {
     const o = JSON.parse(e.data);
     state.owners.set(ownerKey(o.ownerKind, o.namespace, o.name), o);
-    changed(ownerKey(o.ownerKind, o.namespace, o.name));
+    changed();
   });
   es.addEventListener('ownerDeleted', (e) => {
     const o = JSON.parse(e.data);
@@ -79,10 +79,8 @@ function connect() {
 }
 
 let pending = false;
-let flashKey = null;
-function changed(key) {
+function changed() {
   state.updates++;
-  if (key) flashKey = key;
   if (pending) return;
   pending = true;
   requestAnimationFrame(() => { pending = false; render(); });
@@ -111,7 +109,6 @@ function render() {
   const scroll = window.scrollY;
   main.replaceChildren(...(r.view === 'chain' ? chainPage(r) : r.view === 'owner' ? ownerPage(r) : homePage()));
   window.scrollTo(0, scroll);
-  flashKey = null;
 }
 
 function renderHeader() {
@@ -276,7 +273,7 @@ function stepCard(o, st, chain) {
   const used = cs ? optionUsed(cs, st) : -1;
   if (cs && cs.options && cs.options.length) {
     row('option', used >= 0 ? (cs.options[used].passThrough ? 'passThrough: ' + cs.options[used].passThrough : cs.options[used].name) +
-      (cs.options[used].selector ? ' (' + cs.options[used].selector + ')' : '') : 'none matched');
+      ' (' + (cs.options[used].selector || 'empty selector: matches all') + ')' : 'none matched');
   } else if (st.passThrough) {
     row('option', 'passThrough' + (st.submitted && st.submitted.message ? ': ' + st.submitted.message : ''));
   }
@@ -304,13 +301,12 @@ function stepCard(o, st, chain) {
     h('h3', {}, h('span', { class: 'dot ' + cls }), st.name, chip(st.ready.status, st.ready.status === 'True' ? 'Ready' : (st.ready.reason || st.ready.status))),
     h('dl', {}, rows),
     msgs.map((c) => h('div', { class: 'message ' + stateClass(c.status), 'data-condition': c.type }, c.type + ': ' + c.message)));
-  if (flashKey === ownerKey(o.ownerKind, o.namespace, o.name)) card.classList.add('flash');
   return card;
 }
 
 // ---- the graph ---------------------------------------------------------------
 
-const NODE_W = 230, COL_GAP = 80, ROW_GAP = 22, PAD = 16, OPT_H = 20;
+const NODE_W = 210, COL_GAP = 64, ROW_GAP = 22, PAD = 16, OPT_H = 20;
 
 function nodeHeight(cs) { return 62 + (cs.options ? cs.options.length * (OPT_H + 4) + 4 : 0); }
 
@@ -360,7 +356,8 @@ function graph(chain, owner) {
     if (st && st.template) tmpl += ' · ' + st.template.name;
     else if (cs.templateName) tmpl += ' · ' + cs.templateName;
     else if (st && st.passThrough) tmpl += ' · pass-through';
-    g.append(s('text', { class: 'tmpl', x: 12, y: 39 }, cut(tmpl, 34)));
+    else if (cs.options && cs.options.length) tmpl += ' · ' + cs.options.length + ' options';
+    g.append(s('text', { class: 'tmpl', x: 12, y: 39 }, cut(tmpl, 31)));
     if (st) {
       const label = st.ready.status === 'True' ? 'Ready' : (st.ready.reason || st.ready.status);
       g.append(s('text', { class: 'reason', x: 12, y: 55 }, cut(label, 32)));
@@ -370,7 +367,7 @@ function graph(chain, owner) {
       const y = 62 + i * (OPT_H + 4);
       g.append(s('g', { class: 'opt' + (i === used ? ' used' : '') },
         s('rect', { x: 10, y, width: NODE_W - 20, height: OPT_H, rx: 4 }),
-        s('text', { x: 16, y: y + 14 }, cut((op.passThrough ? '⤳ passThrough ' + op.passThrough : '⑂ ' + op.name) + (op.selector ? '  [' + op.selector + ']' : ''), 36))));
+        s('text', { x: 16, y: y + 14 }, cut((op.passThrough ? 'pass-through ' + op.passThrough : op.name) + '  [' + (op.selector || 'all') + ']', 33))));
     });
     g.addEventListener('click', () => {
       const card = document.getElementById('step-' + cs.name);
