@@ -293,7 +293,7 @@ subjects: [{kind: ServiceAccount, name: viewer, namespace: ` + k.ns + `}]
 	var s dashboard.Snapshot
 	eventually(t, 20*time.Second, func() string {
 		s = dashboardState(t, url)
-		if len(s.Owners) == 0 || s.Identity.User == "" || !kindState(s, "clustersupplychains").Forbidden {
+		if len(s.Owners) == 0 || s.Identity.User == "" || !kindState(s, "clustersupplychains").Forbidden || !kindState(s, "workloads").Synced {
 			return fmt.Sprintf("owners %v, user %q, kinds %+v", ownerNames(s), s.Identity.User, s.Kinds)
 		}
 		return ""
@@ -307,8 +307,12 @@ subjects: [{kind: ServiceAccount, name: viewer, namespace: ` + k.ns + `}]
 	require.NotEmpty(t, s.Owners[0].Graph.Steps, "the owner's steps drawn without its chain")
 
 	// The other namespace, and all namespaces: forbidden, nothing shown.
+	var otherURL string
 	for _, args := range [][]string{{"-n", other}, {}} {
 		url := startDashboard(t, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+		if otherURL == "" {
+			otherURL = url
+		}
 		eventually(t, 20*time.Second, func() string {
 			s = dashboardState(t, url)
 			if !kindState(s, "workloads").Forbidden {
@@ -318,6 +322,20 @@ subjects: [{kind: ServiceAccount, name: viewer, namespace: ` + k.ns + `}]
 		})
 		require.Empty(t, s.Owners, "%v", args)
 	}
+	// The page says so plainly.
+	b := startBrowser(t)
+	b.navigate(otherURL)
+	eventually(t, 20*time.Second, func() string {
+		warn := b.evalString(`(document.querySelector('#warnings [data-kind="workloads"]') || {}).innerText || ''`)
+		if !strings.Contains(warn, "Not allowed to list workloads") || !strings.Contains(warn, "forbidden") {
+			return "warning: " + warn
+		}
+		return ""
+	})
+	require.Contains(t, b.evalString(`document.getElementById('identity').innerText`), user)
+	require.NotContains(t, b.evalString(`document.body.innerText`), "theirs")
+	b.screenshot("_output/dashboard/forbidden.png")
+
 	// The same as the admin: both.
 	url = startDashboard(t, "--kubeconfig", env.kubeconfig)
 	eventually(t, 20*time.Second, func() string {
