@@ -369,3 +369,58 @@ subjects: [{kind: ServiceAccount, name: viewer, namespace: ` + k.ns + `}]
 	require.Error(t, err)
 	_ = os.Remove(kubeconfig)
 }
+
+// TestControllerDashboard: the controller's dashboard endpoint (off by
+// default) reads as the configured ServiceAccount, never with the
+// controller's own rights, and refuses the reconcile POST (read-only).
+func TestControllerDashboard(t *testing.T) {
+	k := newKit(t)
+	k.workload("app", k.name("none"), "")
+	k.apply(`
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: viewer}
+`)
+	user := "system:serviceaccount:" + k.ns + ":viewer"
+
+	// Without the ServiceAccount the controller refuses to start.
+	p := startKontinueProc(t, "no-sa", "--dashboard-bind-address="+freeAddr(t))
+	select {
+	case <-p.done:
+		require.Error(t, p.err)
+		require.Contains(t, tail(p.logPath, 5), "--dashboard-bind-address needs --dashboard-service-account")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the controller started a dashboard without a ServiceAccount")
+	}
+
+	addr := freeAddr(t)
+	startKontinueProc(t, "dash", "--dashboard-bind-address="+addr, "--dashboard-service-account="+k.ns+"/viewer")
+	url := "http://" + addr + "/"
+	var s dashboard.Snapshot
+	eventually(t, 30*time.Second, func() string {
+		if code, _, err := httpGet(url + "api/state"); err != nil || code != http.StatusOK {
+			return fmt.Sprintf("GET api/state: %d %v", code, err)
+		}
+		s = dashboardState(t, url)
+		if s.Identity.User == "" || !kindState(s, "workloads").Forbidden {
+			return fmt.Sprintf("identity %+v, kinds %+v", s.Identity, s.Kinds)
+		}
+		return ""
+	})
+	require.Equal(t, user, s.Identity.User, "impersonated")
+	require.True(t, s.Identity.ReadOnly)
+	require.Empty(t, s.Owners, "the controller may list every Workload; the ServiceAccount may not")
+	code, page, err := httpGet(url)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, page, "app.js")
+
+	req, err := http.NewRequest(http.MethodPost, url+"api/reconcile", strings.NewReader(`{"kind":"Workload","namespace":"`+k.ns+`","name":"app"}`))
+	require.NoError(t, err)
+	req.Header.Set(dashboard.CSRFHeader, "1")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+	require.Empty(t, get(t, workloadGVR, k.ns, "app").GetAnnotations()[annotations.ReconcileRequest])
+}
