@@ -170,7 +170,6 @@ function homePage() {
     h('h1', {}, 'Chains'),
     rows.length ? h('table', {}, h('tr', {}, ['name', 'kind', 'ready', 'steps', 'owners', 'owners ready'].map((t) => h('th', {}, t))), rows)
       : h('p', { class: 'muted' }, 'No ClusterSupplyChain or ClusterDelivery visible.'),
-    h('h1', { style: null }, ' '),
     h('h1', {}, 'Workloads and Deliverables'),
     owners.length ? h('table', {}, h('tr', {}, ['namespace', 'name', 'kind', 'chain', 'ready', 'steps', 'message'].map((t) => h('th', {}, t))), owners)
       : h('p', { class: 'muted' }, 'No Workload or Deliverable visible.'),
