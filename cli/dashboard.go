@@ -63,6 +63,7 @@ func runDashboard(e *env, addr string, args []string) error {
 	srv := dashboard.New(dyn, dashboard.Options{
 		Namespace: e.cfg.Namespace, // only an explicit -n: the context's namespace is no reason to hide others
 		Identity:  identity,
+		LocalOnly: true,
 		Reconcile: func(ctx context.Context, kind, ns, name string) (string, error) {
 			k, err := parseKind(kind)
 			if err != nil {

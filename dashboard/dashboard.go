@@ -49,6 +49,10 @@ type Options struct {
 	// Reconcile backs the page's "reconcile now" button; nil makes the
 	// dashboard read-only (no button, the POST is refused).
 	Reconcile ReconcileFunc
+	// LocalOnly refuses requests whose Host is not localhost or an IP
+	// address: `kontinue dashboard` listens on loopback with the caller's
+	// credentials, and must not answer a site that rebinds its name there.
+	LocalOnly bool
 }
 
 // KindState is one resource the dashboard watches, and whether it could list it.
@@ -82,8 +86,12 @@ type Server struct {
 	owners map[string]Entry      // by ownerKey
 	chains map[string]view.Chain // by view.ChainKey, counts not set
 	counts map[string][2]int     // last counts sent, by view.ChainKey
-	who    string                // the identity, as the API server names it
-	subs   map[chan []byte]struct{}
+	// chainsTimer is the pending send of the chain list, chainsForce
+	// whether a chain itself changed since the last one.
+	chainsTimer *time.Timer
+	chainsForce bool
+	who         string // the identity, as the API server names it
+	subs        map[chan []byte]struct{}
 }
 
 // New makes a server reading with dyn.
@@ -322,23 +330,39 @@ func (s *Server) chainsLocked() []view.Chain {
 	return chains
 }
 
-// sendCountsLocked sends the chain list when a chain changed (force) or an
-// owner change moved a count.
+// chainsDelay coalesces updates of the chain list: a burst of owner
+// changes (the first list, a chain change fanning out to its owners) sends
+// it once.
+const chainsDelay = 200 * time.Millisecond
+
+// sendCountsLocked schedules sending the chain list: always when a chain
+// changed (force), else when an owner change moved a count.
 func (s *Server) sendCountsLocked(force bool) {
-	chains := s.chainsLocked()
-	counts := make(map[string][2]int, len(chains))
-	changed := force || len(counts) != len(s.counts)
-	for _, c := range chains {
-		k := view.ChainKey(c.ChainKind, c.Name)
-		counts[k] = [2]int{c.Owners, c.OwnersReady}
-		if s.counts[k] != counts[k] {
-			changed = true
+	s.chainsForce = s.chainsForce || force
+	if s.chainsTimer != nil {
+		return
+	}
+	s.chainsTimer = time.AfterFunc(chainsDelay, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.chainsTimer = nil
+		changed := s.chainsForce
+		s.chainsForce = false
+		chains := s.chainsLocked()
+		counts := make(map[string][2]int, len(chains))
+		for _, c := range chains {
+			k := view.ChainKey(c.ChainKind, c.Name)
+			counts[k] = [2]int{c.Owners, c.OwnersReady}
+			if old, ok := s.counts[k]; !ok || old != counts[k] {
+				changed = true
+			}
 		}
-	}
-	s.counts = counts
-	if changed {
-		s.broadcastLocked("chains", chains)
-	}
+		changed = changed || len(counts) != len(s.counts)
+		s.counts = counts
+		if changed {
+			s.broadcastLocked("chains", chains)
+		}
+	})
 }
 
 func (s *Server) kindsLocked() []KindState {

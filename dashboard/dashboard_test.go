@@ -77,3 +77,19 @@ func TestHandlerReadOnlyAndEmbedded(t *testing.T) {
 		require.NotContains(t, rec.Body.String(), "https://", "%s fetches nothing from the internet", path)
 	}
 }
+
+func TestLocalHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1:8082": true, "localhost:8082": true, "localhost": true, "[::1]:8082": true, "10.0.0.7:80": true,
+		"localhost.:8082": true, "evil.example.com:8082": false, "evil.example.com": false, "127.0.0.1.nip.io:8082": false, "": false,
+	} {
+		require.Equal(t, want, localHost(host), host)
+	}
+	s := New(nil, Options{LocalOnly: true})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/api/state", nil)
+	req.Host = "rebound.example.com:8082"
+	s.Handler().ServeHTTP(rec, req)
+	require.Equal(t, http.StatusMisdirectedRequest, rec.Code)
+	require.Contains(t, rec.Body.String(), "refused")
+}

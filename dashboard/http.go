@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,7 +45,28 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, s.Snapshot())
 	})
 	mux.HandleFunc("POST /api/reconcile", s.reconcile)
-	return mux
+	if !s.opts.LocalOnly {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !localHost(r.Host) {
+			http.Error(w, "refused: the dashboard answers only to localhost or an IP address (Host "+r.Host+")", http.StatusMisdirectedRequest)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// localHost tells whether a Host header names this machine in a way no web
+// site can take over: localhost or an IP address. A site that points its
+// own name at 127.0.0.1 (DNS rebinding) sends its own name, and is refused.
+func localHost(host string) bool {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.Trim(h, "[]"), ".")
+	return h == "localhost" || net.ParseIP(h) != nil
 }
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {

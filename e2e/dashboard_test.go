@@ -177,7 +177,8 @@ func TestDashboardInBrowser(t *testing.T) {
 
 // TestDashboardReconcileNeedsTheHeader: the only write refuses a request
 // without the dashboard's header (what a cross-site form sends) or from
-// another origin, and says what is missing.
+// another origin, and says what is missing; a request naming another host
+// is refused altogether.
 func TestDashboardReconcileNeedsTheHeader(t *testing.T) {
 	k := newKit(t)
 	chain := k.name("dash")
@@ -215,6 +216,18 @@ func TestDashboardReconcileNeedsTheHeader(t *testing.T) {
 	body = `{"kind":"Workload","namespace":"` + k.ns + `","name":"nope"}`
 	code, msg = post("1", "")
 	require.Equal(t, http.StatusNotFound, code, msg)
+
+	// A site that points its own name at the dashboard's address (DNS
+	// rebinding) sends its own Host: refused, nothing read.
+	req, err := http.NewRequest(http.MethodGet, url+"api/state", nil)
+	require.NoError(t, err)
+	req.Host = "rebound.example.com"
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusMisdirectedRequest, res.StatusCode)
+	require.NotContains(t, string(b), k.ns)
 }
 
 // state reads the dashboard's snapshot.
