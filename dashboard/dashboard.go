@@ -113,7 +113,6 @@ func New(dyn dynamic.Interface, opts Options) *Server {
 			f = nsFactory
 		}
 		k.informer = f.ForResource(k.gvr).Informer()
-		k := k
 		// A reader without list rights sees the kind marked, not a
 		// failure: the informer keeps retrying (with backoff), so rights
 		// granted later show up without a restart.

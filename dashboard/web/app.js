@@ -118,7 +118,7 @@ function renderHeader() {
   if (id.readOnly) parts.push('read-only');
   document.getElementById('identity').textContent = parts.join(' · ');
   const warnings = document.getElementById('warnings');
-  warnings.replaceChildren(...state.kinds.filter((k) => !k.synced && k.error).map((k) =>
+  warnings.replaceChildren(...state.kinds.filter((k) => k.error && (!k.synced || k.forbidden)).map((k) =>
     h('div', { class: 'warn', 'data-kind': k.resource },
       h('strong', {}, k.forbidden ? 'Not allowed to list ' + k.resource : 'Cannot list ' + k.resource),
       ': ', k.forbidden ? 'this identity may not list them, so none are shown. ' : '', cut(k.error, 300))));
