@@ -8,7 +8,7 @@ BIN      := _output/bin
 STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build test unit e2e conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane bench clean
+.PHONY: all build test unit e2e chromium conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane bench clean
 
 all: build
 
@@ -25,8 +25,13 @@ test: lint unit e2e conformance
 unit: controlplane
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 
-e2e: controlplane
+e2e: controlplane chromium
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+
+## chromium: Debian's chromium, which the dashboard's e2e test drives
+## headless; installed with apt-get when missing (needs root).
+chromium:
+	@hack/install-chromium.sh >/dev/null
 
 ## conformance: Cartographer v0.8.11's own kuttl suite, unmodified, against
 ## Kontinue on a fresh local control plane (docs/conformance.md). Run one

@@ -36,6 +36,7 @@ import (
 	"kontinue.dev/kontinue/cli"
 	"kontinue.dev/kontinue/clientconfig"
 	"kontinue.dev/kontinue/crds"
+	"kontinue.dev/kontinue/dashboard"
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/metrics"
 	"kontinue.dev/kontinue/version"
@@ -47,6 +48,8 @@ type options struct {
 	metricsAddr   string
 	probeAddr     string
 	pprofAddr     string
+	dashboardAddr string
+	dashboardSA   string
 	workers       int
 	qps           float64
 	burst         int
@@ -79,13 +82,15 @@ func main() {
 	var o options
 	fs := flag.NewFlagSet("kontinue", flag.ExitOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: kontinue [flags]   run the controller\n       kontinue crds|version|get|render|reconcile|help   (kontinue help)\n\nFlags of the controller:\n")
+		fmt.Fprintf(fs.Output(), "Usage: kontinue [flags]   run the controller\n       kontinue crds|version|get|render|reconcile|dashboard|help   (kontinue help)\n\nFlags of the controller:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default: $KUBECONFIG (several files, as kubectl), else ~/.kube/config, else the in-cluster configuration")
 	fs.StringVar(&o.kubeContext, "context", "", "kubeconfig context to use; default: the current context")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; \"0\" disables them")
+	fs.StringVar(&o.dashboardAddr, "dashboard-bind-address", "0", "address of the read-only dashboard (docs/dashboard.md); \"0\" disables it; needs --dashboard-service-account")
+	fs.StringVar(&o.dashboardSA, "dashboard-service-account", "", "namespace/name of the ServiceAccount whose rights the dashboard reads with (never the controller's own)")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof endpoints (profiling); \"0\" disables them")
 	fs.IntVar(&o.workers, "workers", 16, "reconcile workers per controller: a reconcile mostly waits for the API server, so more workers than cores keep it busy")
 	fs.Float64Var(&o.qps, "kube-api-qps", -1, "client-side limit of queries per second to the API server; negative: none, the API server's Priority and Fairness bounds Kontinue (events keep their own limit)")
@@ -161,7 +166,7 @@ func run(o options, cfg *rest.Config) error {
 		metrics.SetWorkers(c.Name, o.workers)
 	}
 	lead := &leadership{}
-	if err := serve(ctx, o, m, lead); err != nil {
+	if err := serve(ctx, o, cfg, m, lead); err != nil {
 		return err
 	}
 	work := func(ctx context.Context) error {
@@ -185,7 +190,7 @@ func run(o options, cfg *rest.Config) error {
 }
 
 // serve starts the metrics and probe endpoints.
-func serve(ctx context.Context, o options, m *reconciler.Manager, lead *leadership) error {
+func serve(ctx context.Context, o options, cfg *rest.Config, m *reconciler.Manager, lead *leadership) error {
 	start := func(addr string, h http.Handler) error {
 		if addr == "0" || addr == "" {
 			return nil
@@ -227,6 +232,9 @@ func serve(ctx context.Context, o options, m *reconciler.Manager, lead *leadersh
 	if err := start(o.probeAddr, probes); err != nil {
 		return err
 	}
+	if err := serveDashboard(ctx, o, cfg, start); err != nil {
+		return err
+	}
 	prof := http.NewServeMux()
 	prof.HandleFunc("/debug/pprof/", pprof.Index)
 	prof.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -234,6 +242,29 @@ func serve(ctx context.Context, o options, m *reconciler.Manager, lead *leadersh
 	prof.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	prof.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	return start(o.pprofAddr, prof)
+}
+
+// serveDashboard serves the dashboard read-only with the rights of the
+// configured ServiceAccount (impersonated), when enabled. It runs on every
+// replica, leader or not: it only reads.
+func serveDashboard(ctx context.Context, o options, cfg *rest.Config, start func(string, http.Handler) error) error {
+	if o.dashboardAddr == "0" || o.dashboardAddr == "" {
+		return nil
+	}
+	if o.dashboardSA == "" {
+		return fmt.Errorf("--dashboard-bind-address needs --dashboard-service-account: the dashboard never reads with the controller's own rights")
+	}
+	saCfg, err := dashboard.ServiceAccountConfig(cfg, o.dashboardSA)
+	if err != nil {
+		return fmt.Errorf("--dashboard-service-account: %w", err)
+	}
+	saCfg.UserAgent = "kontinue-dashboard/" + version.Version
+	srv, err := dashboard.NewForConfig(saCfg, dashboard.Options{Identity: "ServiceAccount " + o.dashboardSA})
+	if err != nil {
+		return err
+	}
+	go srv.Run(ctx)
+	return start(o.dashboardAddr, srv.Handler())
 }
 
 // installCRDs applies the embedded CRDs and waits until they are served.

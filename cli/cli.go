@@ -1,5 +1,6 @@
 // Package cli is Kontinue's command line, in the same binary as the
-// controller: `kontinue get`, `render`, `reconcile`, `version` (docs/cli.md).
+// controller: `kontinue get`, `render`, `reconcile`, `dashboard`, `version`
+// (docs/cli.md).
 // Flags follow kubectl's: --kubeconfig, --context, -n/--namespace,
 // -A/--all-namespaces, -o.
 package cli
@@ -30,7 +31,7 @@ type command struct {
 }
 
 func commands() []*command {
-	return []*command{getCommand(), renderCommand(), reconcileCommand(), versionCommand()}
+	return []*command{getCommand(), renderCommand(), reconcileCommand(), dashboardCommand(), versionCommand()}
 }
 
 // IsCommand tells whether arg names a CLI subcommand (or help). -h and

@@ -22,7 +22,7 @@ func TestHelpAndVersion(t *testing.T) {
 
 	code, out, _ = run("help")
 	require.Equal(t, 0, code)
-	for _, c := range []string{"get", "render", "reconcile", "version", "crds"} {
+	for _, c := range []string{"get", "render", "reconcile", "dashboard", "version", "crds"} {
 		require.Contains(t, out, "kontinue "+c)
 	}
 	for _, c := range commands() {
@@ -42,7 +42,7 @@ func TestHelpAndVersion(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"nope"}, {"get"}, {"get", "gadgets"}, {"get", "workload", "-x"}, {"get", "workload", "a", "-A"},
-		{"get", "workload", "-o", "table"}, {"reconcile", "workload"}, {"version", "extra"}, {"render", "-f", "x", "--output", "bad"},
+		{"get", "workload", "-o", "table"}, {"reconcile", "workload"}, {"version", "extra"}, {"dashboard", "extra"}, {"render", "-f", "x", "--output", "bad"},
 	} {
 		code, _, errOut := run(args...)
 		require.Equal(t, 2, code, "%v: %s", args, errOut)

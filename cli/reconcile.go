@@ -29,8 +29,7 @@ func reconcileCommand() *command {
 	}
 }
 
-// runReconcile sets the reconcile request annotation to the current time
-// with a merge patch: nothing else of the object changes.
+// runReconcile asks for a reconcile of one owner.
 func runReconcile(e *env, args []string) error {
 	if len(args) != 2 {
 		return usagef("want a kind (workload or deliverable) and a name")
@@ -48,17 +47,26 @@ func runReconcile(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annotations.ReconcileRequest: now}}})
 	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 	defer cancel()
-	_, err = dyn.Resource(k.gvr).Namespace(loaded.Namespace).Patch(ctx, args[1], types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kontinue-cli"})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%s %s/%s not found", k.kind, loaded.Namespace, args[1])
-	}
+	now, err := requestReconcile(ctx, dyn, k, loaded.Namespace, args[1])
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s %s/%s: reconcile requested (%s=%s)\n", k.kind, loaded.Namespace, args[1], annotations.ReconcileRequest, now)
 	return nil
+}
+
+// requestReconcile sets the reconcile request annotation of an owner to the
+// current time with a merge patch (nothing else of the object changes) and
+// returns that time. `kontinue reconcile` and the dashboard's "reconcile
+// now" both call it.
+func requestReconcile(ctx context.Context, dyn dynamic.Interface, k ownerKind, ns, name string) (string, error) {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annotations.ReconcileRequest: now}}})
+	_, err := dyn.Resource(k.gvr).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kontinue-cli"})
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("%s %s/%s not found: %w", k.kind, ns, name, err)
+	}
+	return now, err
 }

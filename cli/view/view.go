@@ -1,7 +1,8 @@
 // Package view turns a Workload or Deliverable, as read from the API server,
 // into the data model `kontinue get` prints: the owner, its conditions and
-// one entry per step of its chain. Build is pure (no cluster access), so a
-// dashboard can reuse it. The JSON form (`kontinue get -o json`) is stable:
+// one entry per step of its chain; and a chain as a graph (chain.go). Build
+// and BuildChain are pure (no cluster access): the dashboard shows the same
+// model. The JSON form (`kontinue get -o json`) is stable:
 // fields are only ever added, and APIVersion changes if one ever changes
 // meaning (docs/cli.md#the-data-model).
 package view

@@ -1,0 +1,95 @@
+package dashboard
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+)
+
+func TestSameOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		host, origin string
+		want         bool
+	}{
+		{"127.0.0.1:8082", "", true},
+		{"127.0.0.1:8082", "http://127.0.0.1:8082", true},
+		{"127.0.0.1:8082", "http://localhost:8082", false},
+		{"127.0.0.1:8082", "http://127.0.0.1:9999", false},
+		{"127.0.0.1:8082", "https://evil.example.com", false},
+		{"127.0.0.1:8082", "null", false},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "http://"+tc.host+"/api/reconcile", nil)
+		if tc.origin != "" {
+			r.Header.Set("Origin", tc.origin)
+		}
+		require.Equal(t, tc.want, sameOrigin(r), "%s from %q", tc.host, tc.origin)
+	}
+}
+
+func TestServiceAccountConfig(t *testing.T) {
+	base := &rest.Config{Host: "https://k8s", BearerToken: "controller"}
+	for _, tc := range []struct {
+		ref, user, err string
+	}{
+		{"team/viewer", "system:serviceaccount:team:viewer", ""},
+		{"viewer", "", "namespace/name"},
+		{"/viewer", "", "namespace/name"},
+		{"team/", "", "namespace/name"},
+		{"a/b/c", "", "namespace/name"},
+	} {
+		got, err := ServiceAccountConfig(base, tc.ref)
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, tc.ref)
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, tc.user, got.Impersonate.UserName)
+		require.Empty(t, base.Impersonate.UserName, "the controller's own config is not changed")
+	}
+}
+
+func TestEvent(t *testing.T) {
+	require.Equal(t, "event: owner\ndata: {\"a\":\"x\\ny\"}\n\n", string(event("owner", map[string]string{"a": "x\ny"})),
+		"one data line: JSON escapes newlines")
+}
+
+// The read-only dashboard (the controller's) refuses the only write, and
+// the page and its assets come from the binary.
+func TestHandlerReadOnlyAndEmbedded(t *testing.T) {
+	s := New(nil, Options{})
+	h := s.Handler()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/api/reconcile", strings.NewReader(`{"kind":"Workload","namespace":"a","name":"b"}`))
+	req.Header.Set(CSRFHeader, "1")
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.Contains(t, rec.Body.String(), "read-only")
+
+	for path, want := range map[string]string{"/": "<script src=\"app.js\">", "/app.js": "EventSource", "/style.css": "--fail"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		require.Equal(t, http.StatusOK, rec.Code, path)
+		require.Contains(t, rec.Body.String(), want, path)
+		require.NotContains(t, rec.Body.String(), "https://", "%s fetches nothing from the internet", path)
+	}
+}
+
+func TestLocalHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1:8082": true, "localhost:8082": true, "localhost": true, "[::1]:8082": true, "10.0.0.7:80": true,
+		"localhost.:8082": true, "evil.example.com:8082": false, "evil.example.com": false, "127.0.0.1.nip.io:8082": false, "": false,
+	} {
+		require.Equal(t, want, localHost(host), host)
+	}
+	s := New(nil, Options{LocalOnly: true})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/api/state", nil)
+	req.Host = "rebound.example.com:8082"
+	s.Handler().ServeHTTP(rec, req)
+	require.Equal(t, http.StatusMisdirectedRequest, rec.Code)
+	require.Contains(t, rec.Body.String(), "refused")
+}

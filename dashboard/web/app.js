@@ -1,0 +1,380 @@
+// Kontinue's dashboard: a snapshot then changes, as server-sent events from
+// the dashboard's informers. Everything shown comes from cli/view's model
+// (OwnerView, ChainView); this file only draws it. Text goes in with
+// textContent, never as HTML.
+'use strict';
+
+const state = { identity: {}, kinds: [], chains: [], owners: new Map(), updates: 0 };
+const SVGNS = 'http://www.w3.org/2000/svg';
+
+function ownerKey(kind, ns, name) { return kind + '/' + ns + '/' + name; }
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'onclick') el.addEventListener('click', v); else el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function s(tag, attrs, ...children) {
+  const el = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v !== undefined && v !== null) el.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+// stateClass maps a condition status to the colour classes.
+function stateClass(status) {
+  switch (status) {
+    case 'True': return 'true';
+    case 'False': return 'false';
+    case undefined: case null: case '': return 'none';
+    default: return 'unknown';
+  }
+}
+
+function chip(status, text) { return h('span', { class: 'chip ' + stateClass(status) }, text || status || 'Unknown'); }
+function cut(str, n) { str = (str || '').replace(/\s+/g, ' ').trim(); return str.length > n ? str.slice(0, n - 1) + '…' : str; }
+function refText(r) { return r ? r.kind + ' ' + (r.namespace ? r.namespace + '/' : '') + r.name : ''; }
+function shortDigest(d) { return (d || '').replace(/^sha256:/, '').slice(0, 12); }
+
+// ---- events ----------------------------------------------------------------
+
+function connect() {
+  const live = document.getElementById('live');
+  const es = new EventSource('events');
+  es.onopen = () => { live.textContent = 'live'; live.className = 'live on'; };
+  es.onerror = () => { live.textContent = 'reconnecting…'; live.className = 'live off'; };
+  es.addEventListener('snapshot', (e) => {
+    const snap = JSON.parse(e.data);
+    state.identity = snap.identity; state.kinds = snap.kinds; state.chains = snap.chains;
+    state.owners = new Map();
+    for (const o of snap.owners) state.owners.set(ownerKey(o.ownerKind, o.namespace, o.name), o);
+    changed();
+  });
+  es.addEventListener('owner', (e) => {
+    const o = JSON.parse(e.data);
+    state.owners.set(ownerKey(o.ownerKind, o.namespace, o.name), o);
+    changed();
+  });
+  es.addEventListener('ownerDeleted', (e) => {
+    const o = JSON.parse(e.data);
+    state.owners.delete(ownerKey(o.ownerKind, o.namespace, o.name));
+    changed();
+  });
+  es.addEventListener('chains', (e) => { state.chains = JSON.parse(e.data); changed(); });
+  es.addEventListener('kinds', (e) => { state.kinds = JSON.parse(e.data); changed(); });
+  es.addEventListener('identity', (e) => { state.identity = JSON.parse(e.data); changed(); });
+}
+
+let pending = false;
+function changed() {
+  state.updates++;
+  if (pending) return;
+  pending = true;
+  requestAnimationFrame(() => { pending = false; render(); });
+}
+
+window.addEventListener('hashchange', render);
+
+// ---- layout ------------------------------------------------------------------
+
+function route() {
+  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  if (parts[0] === 'chain' && parts.length === 3) return { view: 'chain', kind: parts[1], name: parts[2] };
+  if (parts[0] === 'owner' && parts.length === 4) return { view: 'owner', kind: parts[1], namespace: parts[2], name: parts[3] };
+  return { view: 'home' };
+}
+
+function chainHref(kind, name) { return '#/chain/' + encodeURIComponent(kind) + '/' + encodeURIComponent(name); }
+function ownerHref(o) { return '#/owner/' + [o.ownerKind, o.namespace, o.name].map(encodeURIComponent).join('/'); }
+
+function render() {
+  document.body.dataset.updates = state.updates;
+  renderHeader();
+  const r = route();
+  renderSide(r);
+  const main = document.getElementById('main');
+  const scroll = window.scrollY;
+  main.replaceChildren(...(r.view === 'chain' ? chainPage(r) : r.view === 'owner' ? ownerPage(r) : homePage()));
+  window.scrollTo(0, scroll);
+}
+
+function renderHeader() {
+  const id = state.identity || {};
+  const who = id.user ? 'reading as ' + id.user : (id.identity ? 'reading as ' + id.identity : 'reading with your kubeconfig');
+  const parts = [who, id.namespace ? 'namespace ' + id.namespace : 'all namespaces'];
+  if (id.readOnly) parts.push('read-only');
+  document.getElementById('identity').textContent = parts.join(' · ');
+  const warnings = document.getElementById('warnings');
+  warnings.replaceChildren(...state.kinds.filter((k) => k.error && (!k.synced || k.forbidden)).map((k) =>
+    h('div', { class: 'warn', 'data-kind': k.resource },
+      h('strong', {}, k.forbidden ? 'Not allowed to list ' + k.resource : 'Cannot list ' + k.resource),
+      ': ', k.forbidden ? 'this identity may not list them, so none are shown. ' : '', cut(k.error, 300))));
+}
+
+function renderSide(r) {
+  const side = document.getElementById('side');
+  const items = [h('h2', {}, 'Chains')];
+  if (!state.chains.length) items.push(h('div', { class: 'empty' }, 'none visible'));
+  for (const c of state.chains) {
+    const sel = r.view === 'chain' && r.kind === c.chainKind && r.name === c.name;
+    items.push(h('a', { href: chainHref(c.chainKind, c.name), class: sel ? 'sel' : null, 'data-chain': c.name },
+      h('span', { class: 'dot ' + stateClass(c.ready.status) }), c.name,
+      h('span', { class: 'sub' }, c.chainKind + ' · ' + c.owners + ' owner' + (c.owners === 1 ? '' : 's') + ' · ' + c.ownersReady + ' Ready')));
+  }
+  items.push(h('h2', {}, 'Workloads and Deliverables'));
+  if (!state.owners.size) items.push(h('div', { class: 'empty' }, 'none visible'));
+  for (const o of sortedOwners()) {
+    const sel = r.view === 'owner' && r.kind === o.ownerKind && r.namespace === o.namespace && r.name === o.name;
+    items.push(h('a', { href: ownerHref(o), class: sel ? 'sel' : null, 'data-owner': o.namespace + '/' + o.name },
+      h('span', { class: 'dot ' + stateClass(o.ready.status) }), o.namespace + '/' + o.name,
+      h('span', { class: 'sub' }, o.ownerKind + ' · ' + stepsReady(o) + ' steps Ready' + (o.ready.reason && o.ready.status !== 'True' ? ' · ' + o.ready.reason : ''))));
+  }
+  side.replaceChildren(...items);
+}
+
+function sortedOwners() {
+  return [...state.owners.values()].sort((a, b) =>
+    a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name) || a.ownerKind.localeCompare(b.ownerKind));
+}
+
+function stepsReady(o) {
+  const steps = o.steps || [];
+  return steps.filter((s) => s.ready.status === 'True').length + '/' + steps.length;
+}
+
+// ---- pages -------------------------------------------------------------------
+
+function homePage() {
+  const rows = state.chains.map((c) => h('tr', {},
+    h('td', {}, h('a', { href: chainHref(c.chainKind, c.name) }, c.name)),
+    h('td', {}, c.chainKind), h('td', {}, chip(c.ready.status, c.ready.reason || c.ready.status)),
+    h('td', {}, String((c.steps || []).length)), h('td', {}, String(c.owners)), h('td', {}, String(c.ownersReady))));
+  const owners = sortedOwners().map((o) => h('tr', {},
+    h('td', {}, o.namespace), h('td', {}, h('a', { href: ownerHref(o) }, o.name)), h('td', {}, o.ownerKind),
+    h('td', {}, o.chain ? o.chain.name : '-'), h('td', {}, chip(o.ready.status, o.ready.reason || o.ready.status)),
+    h('td', {}, stepsReady(o)), h('td', {}, cut(o.ready.status === 'True' ? '' : o.ready.message, 120))));
+  return [
+    h('h1', {}, 'Chains'),
+    rows.length ? h('table', {}, h('tr', {}, ['name', 'kind', 'ready', 'steps', 'owners', 'owners ready'].map((t) => h('th', {}, t))), rows)
+      : h('p', { class: 'muted' }, 'No ClusterSupplyChain or ClusterDelivery visible.'),
+    h('h1', {}, 'Workloads and Deliverables'),
+    owners.length ? h('table', {}, h('tr', {}, ['namespace', 'name', 'kind', 'chain', 'ready', 'steps', 'message'].map((t) => h('th', {}, t))), owners)
+      : h('p', { class: 'muted' }, 'No Workload or Deliverable visible.'),
+  ];
+}
+
+function findChain(kind, name) { return state.chains.find((c) => c.chainKind === kind && c.name === name); }
+
+function chainPage(r) {
+  const c = findChain(r.kind, r.name);
+  if (!c) return [h('h1', {}, r.kind + ' ' + r.name), h('p', { class: 'muted' }, 'Not visible (deleted, or this identity may not read it).')];
+  const out = [
+    h('h1', {}, h('span', { class: 'kind' }, c.chainKind + ' '), c.name),
+    h('div', { class: 'summary' }, chip(c.ready.status, 'Ready: ' + (c.ready.status || 'Unknown') + (c.ready.reason ? ' (' + c.ready.reason + ')' : '')),
+      h('span', {}, c.owners + ' owner' + (c.owners === 1 ? '' : 's') + ', ' + c.ownersReady + ' Ready'),
+      c.selector ? h('span', { class: 'muted' }, 'selects ', h('code', {}, c.selector)) : null),
+  ];
+  if (c.ready.status !== 'True' && c.ready.message) out.push(h('div', { class: 'message ' + stateClass(c.ready.status) }, c.ready.message));
+  out.push(h('div', { class: 'graph' }, graph(c, null)));
+  const owners = sortedOwners().filter((o) => o.chain && o.chain.kind === c.chainKind && o.chain.name === c.name);
+  if (owners.length) {
+    out.push(h('h2', {}, 'Owners on this chain'));
+    out.push(h('table', {}, h('tr', {}, ['namespace', 'name', 'ready', 'steps', 'message'].map((t) => h('th', {}, t))),
+      owners.map((o) => h('tr', {}, h('td', {}, o.namespace), h('td', {}, h('a', { href: ownerHref(o) }, o.name)),
+        h('td', {}, chip(o.ready.status, o.ready.reason || o.ready.status)), h('td', {}, stepsReady(o)),
+        h('td', {}, cut(o.ready.status === 'True' ? '' : o.ready.message, 140))))));
+  }
+  return out;
+}
+
+function ownerPage(r) {
+  const o = state.owners.get(ownerKey(r.kind, r.namespace, r.name));
+  if (!o) return [h('h1', {}, r.kind + ' ' + r.namespace + '/' + r.name), h('p', { class: 'muted' }, 'Not visible (deleted, or this identity may not read it).')];
+  const out = [h('h1', { 'data-owner-title': o.name }, h('span', { class: 'kind' }, o.ownerKind + ' '), o.namespace + '/' + o.name)];
+  const summary = h('div', { class: 'summary' },
+    chip(o.ready.status, 'Ready: ' + o.ready.status + (o.ready.reason ? ' (' + o.ready.reason + ')' : '')),
+    o.chain ? h('span', {}, 'on ', h('a', { href: chainHref(o.chain.kind, o.chain.name) }, o.chain.kind + ' ' + o.chain.name)) : h('span', { class: 'muted' }, 'no chain chosen'),
+    h('span', { class: 'muted' }, stepsReady(o) + ' steps Ready'));
+  if (!state.identity.readOnly) summary.append(reconcileButton(o));
+  out.push(summary);
+  if (o.stale) out.push(h('div', { class: 'message unknown' }, 'The status describes generation ' + o.observedGeneration + ' of ' + o.generation + ': Kontinue has not caught up yet.'));
+  if (o.ready.status !== 'True' && o.ready.message) out.push(h('div', { class: 'message ' + stateClass(o.ready.status), id: 'owner-message' }, o.ready.message));
+  if (!o.conditions || !o.conditions.length) out.push(h('div', { class: 'message unknown' }, 'No status yet: is Kontinue running, and does it watch this namespace?'));
+  let chain = o.chain ? findChain(o.chain.kind, o.chain.name) : null;
+  let note = null;
+  if (!chain) {
+    chain = o.graph; // cli/view ChainOf: the steps and inputs of the owner's status
+    note = 'The chain is not visible to this identity: drawn from the owner\'s status (no options).';
+  }
+  if ((o.steps || []).length) {
+    out.push(h('div', { class: 'graph' }, graph(chain, o)));
+    if (note) out.push(h('div', { class: 'note' }, note));
+  }
+  out.push(h('div', { class: 'cards' }, (o.steps || []).map((st) => stepCard(o, st, chain))));
+  if (o.orphans && o.orphans.length) {
+    out.push(h('h2', {}, 'Orphans'), h('p', { class: 'muted' }, 'Stamped objects no step stamps any more; deletion is retried.'),
+      h('ul', {}, o.orphans.map((r) => h('li', {}, refText(r)))));
+  }
+  if (o.conditions && o.conditions.length) {
+    out.push(h('h2', {}, 'Conditions'), h('table', {}, h('tr', {}, ['type', 'status', 'reason', 'message'].map((t) => h('th', {}, t))),
+      o.conditions.map((c) => h('tr', {}, h('td', {}, c.type), h('td', {}, chip(c.status)), h('td', {}, c.reason || ''), h('td', {}, c.message || '')))));
+  }
+  if (o.reconcileRequestedAt) out.push(h('p', { class: 'note', id: 'reconcile-requested' }, 'reconcile requested at ' + o.reconcileRequestedAt));
+  return out;
+}
+
+function reconcileButton(o) {
+  const b = h('button', { id: 'reconcile', title: 'sets kontinue.dev/reconcile-requested-at, as `kontinue reconcile` does' }, 'Reconcile now');
+  b.addEventListener('click', async () => {
+    b.disabled = true;
+    try {
+      const res = await fetch('api/reconcile', { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Kontinue-Dashboard': '1' },
+        body: JSON.stringify({ kind: o.ownerKind, namespace: o.namespace, name: o.name }) });
+      const body = await res.json();
+      b.textContent = res.ok ? 'Requested' : 'Failed: ' + cut(body.error, 80);
+    } catch (err) {
+      b.textContent = 'Failed: ' + err;
+    }
+    setTimeout(() => { b.disabled = false; b.textContent = 'Reconcile now'; }, 3000);
+  });
+  return b;
+}
+
+// stepState is the colour of a step: its Ready condition.
+function stepState(st) { return st ? stateClass(st.ready.status) : 'none'; }
+
+// optionUsed is the option of a chain step the owner's step took: the
+// template it names, or a pass-through.
+function optionUsed(cs, st) {
+  if (!st || !cs.options) return -1;
+  return cs.options.findIndex((op) => (st.passThrough && op.passThrough) || (!st.passThrough && st.template && op.name === st.template.name));
+}
+
+function stepCard(o, st, chain) {
+  const cls = stepState(st);
+  const cs = (chain.steps || []).find((c) => c.name === st.name);
+  const rows = [];
+  const row = (k, ...v) => rows.push(h('dt', {}, k), h('dd', {}, ...v));
+  if (st.template) row('template', st.template.kind + ' ' + st.template.name);
+  const used = cs ? optionUsed(cs, st) : -1;
+  if (cs && cs.options && cs.options.length) {
+    row('option', used >= 0 ? (cs.options[used].passThrough ? 'passThrough: ' + cs.options[used].passThrough : cs.options[used].name) +
+      ' (' + (cs.options[used].selector || 'empty selector: matches all') + ')' : 'none matched');
+  } else if (st.passThrough) {
+    row('option', 'passThrough' + (st.submitted && st.submitted.message ? ': ' + st.submitted.message : ''));
+  }
+  if (st.inputs && st.inputs.length) row('inputs', st.inputs.join(', '));
+  if (st.stamped) row('stamped', refText(st.stamped));
+  for (const ob of st.objects || []) if (!st.stamped || refText(ob) !== refText(st.stamped)) row('object', refText(ob));
+  if (st.health) row('health', chip(st.health === 'Healthy' ? 'True' : st.health === 'Unhealthy' ? 'False' : 'Unknown', st.health),
+    st.healthy && st.healthy.reason ? ' ' + st.healthy.reason : '');
+  for (const out of st.outputs || []) row(out.name, h('code', {}, cut(out.preview, 160)), out.since ? h('span', { class: 'muted' }, ' since ' + out.since) : '');
+  if (st.heldInputDigest) row('held', 'newer inputs ' + shortDigest(st.heldInputDigest) + ' wait until the object finishes with ' + (shortDigest(st.inputDigest) || '-'));
+  if (st.shadow || st.servedBy === 'shadow') row('shadow', 'outputs served by the ' + (st.servedBy || '-') + (st.shadow ? '; last good copy ' + refText(st.shadow) : ''));
+  if (st.runnable) {
+    const rn = st.runnable;
+    let txt = rn.ready.status + (rn.ready.reason ? ' ' + rn.ready.reason : '');
+    if (rn.latestRun) txt += '; latest ' + rn.latestRun.kind + ' ' + rn.latestRun.name + (rn.latestRunSucceeded ? ' (Succeeded: ' + rn.latestRunSucceeded + ')' : '');
+    if (rn.latestSuccessfulRun && (!rn.latestRun || rn.latestSuccessfulRun.name !== rn.latestRun.name)) txt += '; last success ' + rn.latestSuccessfulRun.name;
+    row('runs', txt);
+  }
+  const msgs = [];
+  for (const c of [st.ready, st.submitted, st.healthy]) {
+    if (c && c.status !== 'True' && c.message && !msgs.some((m) => m.message === c.message)) msgs.push(c);
+  }
+  if (st.runnable && st.runnable.latestRunMessage && st.runnable.latestRunSucceeded === 'False') msgs.push({ status: 'False', type: 'Run', message: st.runnable.latestRunMessage });
+  const card = h('div', { class: 'card state-' + cls, id: 'step-' + st.name, 'data-step': st.name, 'data-state': cls },
+    h('h3', {}, h('span', { class: 'dot ' + cls }), st.name, chip(st.ready.status, st.ready.status === 'True' ? 'Ready' : (st.ready.reason || st.ready.status))),
+    h('dl', {}, rows),
+    msgs.map((c) => h('div', { class: 'message ' + stateClass(c.status), 'data-condition': c.type }, c.type + ': ' + c.message)));
+  return card;
+}
+
+// ---- the graph ---------------------------------------------------------------
+
+const NODE_W = 210, COL_GAP = 64, ROW_GAP = 22, PAD = 16, OPT_H = 20;
+
+function nodeHeight(cs) { return 62 + (cs.options ? cs.options.length * (OPT_H + 4) + 4 : 0); }
+
+// graph draws a chain's steps in columns by depth, inputs as arrows, the
+// options of a step as branches inside its box; with an owner, each step
+// in its colour, the option it took highlighted.
+function graph(chain, owner) {
+  const steps = chain.steps || [];
+  const byName = new Map((owner ? owner.steps || [] : []).map((st) => [st.name, st]));
+  const cols = [];
+  for (const cs of steps) (cols[cs.depth] = cols[cs.depth] || []).push(cs);
+  const pos = new Map();
+  let height = 0;
+  cols.forEach((col, d) => {
+    let y = PAD;
+    for (const cs of col || []) {
+      const hgt = nodeHeight(cs);
+      pos.set(cs.name, { x: PAD + d * (NODE_W + COL_GAP), y, h: hgt });
+      y += hgt + ROW_GAP;
+    }
+    height = Math.max(height, y);
+  });
+  const width = PAD * 2 + Math.max(1, cols.length) * (NODE_W + COL_GAP) - COL_GAP;
+  const svg = s('svg', { width, height: Math.max(height, 60), viewBox: '0 0 ' + width + ' ' + Math.max(height, 60), role: 'img', 'aria-label': 'steps of the chain' },
+    s('defs', {}, s('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
+      s('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#94a3b8' }))));
+  for (const cs of steps) {
+    const to = pos.get(cs.name);
+    (cs.inputs || []).forEach((inp, i) => {
+      const from = pos.get(inp.step);
+      if (!from) return;
+      const x1 = from.x + NODE_W, y1 = from.y + 26, x2 = to.x, y2 = to.y + 22 + i * 8;
+      const mx = (x1 + x2) / 2;
+      svg.append(s('path', { class: 'edge', d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2 - 2} ${y2}`, 'marker-end': 'url(#arrow)' }));
+      if (inp.type && inp.type !== 'input') svg.append(s('text', { class: 'edge-label', x: x2 - 8, y: y2 - 4, 'text-anchor': 'end' }, inp.type));
+    });
+  }
+  for (const cs of steps) {
+    const p = pos.get(cs.name);
+    const st = byName.get(cs.name);
+    const cls = owner ? stepState(st) : 'none';
+    const g = s('g', { class: 'node state-' + cls + (st && st.passThrough ? ' passthrough' : ''), 'data-step': cs.name, 'data-state': cls, transform: `translate(${p.x},${p.y})` },
+      s('title', {}, cs.name + (st && st.ready.message ? ': ' + st.ready.message : '')),
+      s('rect', { class: 'box', width: NODE_W, height: p.h, rx: 8 }),
+      s('text', { class: 'title', x: 12, y: 21 }, cut(cs.name, 26)));
+    let tmpl = cs.templateKind ? cs.templateKind.replace(/^Cluster/, '') : '';
+    if (st && st.template) tmpl += ' · ' + st.template.name;
+    else if (cs.templateName) tmpl += ' · ' + cs.templateName;
+    else if (st && st.passThrough) tmpl += ' · pass-through';
+    else if (cs.options && cs.options.length) tmpl += ' · ' + cs.options.length + ' options';
+    g.append(s('text', { class: 'tmpl', x: 12, y: 39 }, cut(tmpl, 31)));
+    if (st) {
+      const label = st.ready.status === 'True' ? 'Ready' : (st.ready.reason || st.ready.status);
+      g.append(s('text', { class: 'reason', x: 12, y: 55 }, cut(label, 32)));
+    }
+    const used = optionUsed(cs, st);
+    (cs.options || []).forEach((op, i) => {
+      const y = 62 + i * (OPT_H + 4);
+      g.append(s('g', { class: 'opt' + (i === used ? ' used' : '') },
+        s('rect', { x: 10, y, width: NODE_W - 20, height: OPT_H, rx: 4 }),
+        s('text', { x: 16, y: y + 14 }, cut((op.passThrough ? 'pass-through ' + op.passThrough : op.name) + '  [' + (op.selector || 'all') + ']', 33))));
+    });
+    g.addEventListener('click', () => {
+      const card = document.getElementById('step-' + cs.name);
+      if (card) card.scrollIntoView({ behavior: 'smooth', block: 'center' });
+    });
+    svg.append(g);
+  }
+  return svg;
+}
+
+connect();
