@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -54,11 +55,14 @@ func (h *helmEngine) chart(ctx context.Context, hs *api.HelmSource) ([]byte, str
 	var version string
 	switch repo.Scheme {
 	case "https", "http":
+		if err := checkScheme(repo.Scheme, h.opts); err != nil {
+			return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("helm.chart.repository [%s]: %v", repo.Redacted(), err)}
+		}
 		data, version, err = h.fromRepository(ctx, repo, c.Name, c.Version)
 	case "oci":
 		data, version, err = h.fromOCI(ctx, repo, c.Name, c.Version)
 	default:
-		return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("helm.chart.repository [%s]: the scheme must be https, http or oci", repo.Redacted())}
+		return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("helm.chart.repository [%s]: the scheme must be https or oci", repo.Redacted())}
 	}
 	origin := fmt.Sprintf("chart [%s %s] from [%s]", c.Name, version, repo.Redacted())
 	if err != nil {
@@ -68,6 +72,9 @@ func (h *helmEngine) chart(ctx context.Context, hs *api.HelmSource) ([]byte, str
 		var se *StampError
 		if errors.As(err, &se) {
 			return nil, "", se
+		}
+		if r, ok := isRefused(err); ok {
+			return nil, "", &StampError{Engine: HelmName, Message: "cannot fetch " + origin, Err: r}
 		}
 		if ctx.Err() != nil {
 			return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("cannot fetch %s within %s", origin, limits.timeout), Err: transientError{ctx.Err()}}
@@ -168,8 +175,13 @@ func (h *helmEngine) fromRepository(ctx context.Context, repo *url.URL, name, wa
 	}
 	// Relative URLs are relative to the repository, as in Helm.
 	u = (&url.URL{Scheme: repo.Scheme, User: repo.User, Host: repo.Host, Path: strings.TrimSuffix(repo.Path, "/") + "/"}).ResolveReference(u)
-	if u.Scheme != "https" && u.Scheme != "http" {
-		return nil, version, &StampError{Engine: HelmName, Message: fmt.Sprintf("chart [%s %s] in repository [%s] has a URL that is not http(s)", name, version, repo.Redacted())}
+	if err := checkScheme(u.Scheme, h.opts); err != nil {
+		return nil, version, &StampError{Engine: HelmName, Message: fmt.Sprintf("chart [%s %s] in repository [%s] has URL [%s]: %v", name, version, repo.Redacted(), u.Redacted(), err)}
+	}
+	// Credentials of the repository URL go to the repository's host only,
+	// as Helm does without --pass-credentials.
+	if u.Host != repo.Host {
+		u.User = nil
 	}
 	data, err := h.get(ctx, u.String(), nil, maxArchiveBytes)
 	if err != nil {
@@ -270,6 +282,9 @@ func (h *helmEngine) do(ctx context.Context, u string, header http.Header) (*htt
 	if err != nil {
 		return nil, err
 	}
+	if err := h.checkProxied(req); err != nil {
+		return nil, err
+	}
 	for k, v := range header {
 		req.Header[k] = v
 	}
@@ -350,7 +365,9 @@ func (h *helmEngine) fromOCI(ctx context.Context, repo *url.URL, name, want stri
 		if l.Size > maxArchiveBytes {
 			return nil, version, &StampError{Engine: HelmName, Message: fmt.Sprintf("chart [%s %s] is %d bytes, more than the %d allowed", name, version, l.Size, maxArchiveBytes)}
 		}
-		data, err := reg.get(ctx, "/blobs/"+l.Digest, "", maxArchiveBytes)
+		// Registries redirect blobs to storage elsewhere; the content is
+		// checked against its digest.
+		data, err := reg.get(allowCrossHost(ctx), "/blobs/"+l.Digest, "", maxArchiveBytes)
 		if err != nil {
 			return nil, version, err
 		}
@@ -409,8 +426,11 @@ func (c *ociClient) login(ctx context.Context, challenge string) error {
 		return fmt.Errorf("the registry requires credentials (challenge %q)", challenge)
 	}
 	realm, err := url.Parse(params["realm"])
-	if err != nil || (realm.Scheme != "https" && realm.Scheme != "http") {
+	if err != nil || realm.Host == "" {
 		return fmt.Errorf("bad token realm %q", params["realm"])
+	}
+	if err := checkScheme(realm.Scheme, c.h.opts); err != nil {
+		return fmt.Errorf("token realm [%s]: %w", realm.Redacted(), err)
 	}
 	q := realm.Query()
 	if s := params["service"]; s != "" {
@@ -469,4 +489,27 @@ func parseChallenge(h string) (string, map[string]string) {
 		rest = strings.TrimLeft(rest, ", ")
 	}
 	return scheme, params
+}
+
+// checkProxied checks the address of a request that goes through a proxy:
+// the dialer then sees only the proxy's address.
+func (h *helmEngine) checkProxied(req *http.Request) error {
+	tr, ok := h.client.Transport.(*http.Transport)
+	if h.opts.AllowPrivateNetworks || !ok || tr.Proxy == nil {
+		return nil
+	}
+	if p, err := tr.Proxy(req); err != nil || p == nil {
+		return err
+	}
+	host := req.URL.Hostname()
+	ips, err := net.DefaultResolver.LookupIPAddr(req.Context(), host)
+	if err != nil {
+		return err
+	}
+	for _, ip := range ips {
+		if !publicIP(ip.IP) {
+			return refuse("host [%s] is at %s, a loopback, private or link-local address: charts are fetched only from public addresses unless Kontinue runs with --helm-allow-private-networks", host, ip.IP)
+		}
+	}
+	return nil
 }
