@@ -160,7 +160,7 @@ func (h *helmEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Cont
 		return objs, err
 	})
 	if errors.Is(err, errNamespaceBusy) {
-		return nil, &StampError{Engine: HelmName, Message: fmt.Sprintf("%s: namespace [%s] already has %d charts rendering; retrying", origin, ns, h.busy.max), Err: transientError{err}}
+		return nil, &StampError{Engine: HelmName, Message: fmt.Sprintf("%s: namespace [%s] already has %d charts rendering", origin, ns, h.busy.max), Err: transientError{errors.New("retrying later")}}
 	}
 	if err != nil {
 		return nil, boundedError(HelmName, ctx, err, origin+" failed to render")
