@@ -7,6 +7,8 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -210,4 +212,38 @@ func TestHelmPrivateAddressRefused(t *testing.T) {
 		"cannot fetch chart [app] from ["+repo.srv.URL+"]",
 		"is at 127.0.0.1, a loopback, private or link-local address: charts are fetched only from public addresses unless Kontinue runs with --helm-allow-private-networks")
 	assert.Empty(t, k.objects(k.ns), "nothing stamped")
+}
+
+// A private chart repository: its credentials come from a Secret in the
+// owner's namespace, read as the owner's service account; an owner whose
+// namespace lacks the Secret gets a condition that names it, not the chart
+// another owner fetched.
+func TestHelmPrivateRepositoryCredentials(t *testing.T) {
+	repo := newChartRepo(t)
+	repo.add(t, "private", "1.0.0", map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}-private}\n"})
+	priv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "bot" || p != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		repo.srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(priv.Close)
+	k := newKit(t)
+	tmpl, chain := k.name("private"), k.name("private-chain")
+	k.apply(k.templateYAML("ClusterTemplate", tmpl, fmt.Sprintf(`
+  helm:
+    chart: {repository: %q, name: private, version: 1.0.0, secretRef: {name: repo-creds}}`, priv.URL)))
+	k.apply(k.chainYAML(chain, "", k.step("deploy", "ClusterTemplate", tmpl, "")))
+	k.apply("\napiVersion: v1\nkind: Secret\nmetadata: {name: repo-creds}\ntype: kubernetes.io/basic-auth\nstringData: {username: bot, password: s3cret}\n")
+	k.workload("app", chain, "")
+	k.waitStep("app", "deploy", "ResourceSubmitted", "True", "ResourceSubmissionComplete")
+	k.waitObj(configMapGVR, "app-private", nil)
+
+	other := newKit(t)
+	other.workload("app", chain, "")
+	w := other.waitStep("app", "deploy", "ResourceSubmitted", "False", "TemplateStampFailure")
+	other.assertCond(other.stepCond(w, "deploy", "ResourceSubmitted"), "False", "TemplateStampFailure",
+		"Secret [repo-creds] of helm.chart.secretRef not found in namespace ["+other.ns+"]")
+	assert.Empty(t, other.objects(other.ns), "nothing stamped")
 }

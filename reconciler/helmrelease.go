@@ -44,6 +44,10 @@ func (op *ownerPass) helmRelease(ctx context.Context, sc *stepCtx) (context.Cont
 	}
 	ctx = render.WithRelease(ctx, &rec.ReleaseRecord)
 	ctx = render.WithLookup(ctx, saLookup{op})
+	if cl, err := op.stampClient(); err == nil {
+		// helm.chart.secretRef is read as the service account.
+		ctx = render.WithServiceAccountGetter(ctx, render.DynamicGetter(cl))
+	}
 	return ctx, rec, nil
 }
 

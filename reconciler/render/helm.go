@@ -96,7 +96,7 @@ func (h *helmEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Cont
 	if err != nil {
 		return nil, err
 	}
-	archive, origin, err := h.chart(ctx, hs)
+	archive, origin, err := h.chart(ctx, hs, ns)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kontinue.dev/kontinue/reconciler/api"
 )
 
 func TestPublicIP(t *testing.T) {
@@ -169,4 +175,77 @@ func TestHelmOCITokenStaysWithTheRegistry(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []string{""}, storageAuth, "the blob was fetched without the registry's token")
+}
+
+// secretGetter serves one Secret in namespace dev.
+type secretGetter map[string]map[string]string
+
+func (s secretGetter) Get(_ context.Context, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	d, ok := s[name]
+	if !ok || ns != "dev" || gvr != secretGVR {
+		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
+	}
+	data := map[string]any{}
+	for k, v := range d {
+		data[k] = base64.StdEncoding.EncodeToString([]byte(v))
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"data": data}}, nil
+}
+
+// Credentials of helm.chart.secretRef go to the repository's host only,
+// and what they fetched is not served to an owner without them.
+func TestHelmPrivateRepository(t *testing.T) {
+	archive := appChart(t, "1.0.0")
+	var mu sync.Mutex
+	otherAuth := []string{}
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		otherAuth = append(otherAuth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		_, _ = w.Write(archive)
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "bot" || p != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/index.yaml":
+			_, _ = fmt.Fprintf(w, "entries: {app: [{version: 1.0.0, urls: [app.tgz]}], ext: [{version: 1.0.0, urls: [%s/ext.tgz]}]}", other.URL)
+		case "/app.tgz":
+			_, _ = w.Write(archive)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	h := newHelmEngine(nil)
+	spec := func(chart, secret string) *api.TemplateSpec {
+		s := repoSpec(srv.URL, chart, "1.0.0")
+		if secret != "" {
+			s.Helm.Chart.SecretRef = &api.SecretRef{Name: secret}
+		}
+		return s
+	}
+	ctx := WithServiceAccountGetter(context.Background(), secretGetter{"creds": {"username": "bot", "password": "s3cret"}, "half": {"username": "bot"}})
+
+	objs, err := h.Render(ctx, spec("app", "creds"), testContext())
+	require.NoError(t, err)
+	assert.Equal(t, "app-1.0.0", chartLabel(t, objs))
+	_, err = h.Render(ctx, spec("ext", "creds"), testContext())
+	require.NoError(t, err)
+	mu.Lock()
+	assert.Equal(t, []string{""}, otherAuth, "no credentials to another host")
+	mu.Unlock()
+
+	_, err = h.Render(ctx, spec("app", ""), testContext())
+	require.Error(t, err, "not from the cache without the credentials")
+	assert.Contains(t, err.Error(), "401")
+	_, err = h.Render(ctx, spec("app", "missing"), testContext())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Secret [missing] of helm.chart.secretRef not found in namespace [dev]")
+	_, err = h.Render(ctx, spec("app", "half"), testContext())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Secret [half] of helm.chart.secretRef needs the keys username and password")
 }
