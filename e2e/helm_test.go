@@ -247,3 +247,48 @@ func TestHelmPrivateRepositoryCredentials(t *testing.T) {
 		"Secret [repo-creds] of helm.chart.secretRef not found in namespace ["+other.ns+"]")
 	assert.Empty(t, other.objects(other.ns), "nothing stamped")
 }
+
+// The release is kept through the owner's service account: one that may
+// not write Secrets gets a condition that says what it needs, and the step
+// recovers when RBAC grants it.
+func TestHelmReleaseNeedsSecretRights(t *testing.T) {
+	repo := newChartRepo(t)
+	repo.add(t, "cms", "1.0.0", map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}-cms}\n"})
+	k := newKit(t)
+	chain := k.helmChain(repo, "cms", "{}")
+	k.apply(`
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: cm-only}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: cm-only}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: cm-only}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-only}
+subjects: [{kind: ServiceAccount, name: cm-only}]
+`)
+	k.workload("app", chain, "  serviceAccountName: cm-only\n")
+	w := k.waitStep("app", "deploy", "ResourceSubmitted", "False", "TemplateStampFailure")
+	k.assertCond(k.stepCond(w, "deploy", "ResourceSubmitted"), "False", "TemplateStampFailure",
+		"service account ["+k.ns+"/cm-only] may not write the Secret [kontinue-helm-", "it needs get, create and patch on secrets in its namespace")
+	assert.Empty(t, k.objects(k.ns), "no object applied before its release is kept")
+	k.assertQuiet(k.wl("app"))
+
+	k.apply(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: cm-only-secrets}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ` + stamperRole + `}
+subjects: [{kind: ServiceAccount, name: cm-only}]
+`)
+	k.waitOwner("app", "Ready", "True", "Ready")
+	k.waitObj(configMapGVR, "app-cms", nil)
+}
