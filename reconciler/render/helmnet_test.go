@@ -249,3 +249,74 @@ func TestHelmPrivateRepository(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Secret [half] of helm.chart.secretRef needs the keys username and password")
 }
+
+// A private OCI registry: the credentials go to the token service it names
+// (Bearer) or to the registry itself (Basic); the token to the registry.
+func TestHelmPrivateOCIRegistry(t *testing.T) {
+	archive := appChart(t, "1.2.0")
+	layer := "sha256:" + digest(archive)
+	for _, scheme := range []string{"Bearer", "Basic"} {
+		t.Run(scheme, func(t *testing.T) {
+			var host string
+			reg := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				u, p, basic := r.BasicAuth()
+				if r.URL.Path == "/token" {
+					if !basic || u != "bot" || p != "s3cret" {
+						w.WriteHeader(http.StatusUnauthorized)
+						return
+					}
+					_, _ = w.Write([]byte(`{"token": "private"}`))
+					return
+				}
+				authorized := r.Header.Get("Authorization") == "Bearer private"
+				if scheme == "Basic" {
+					authorized = basic && u == "bot" && p == "s3cret"
+				}
+				if !authorized {
+					if scheme == "Basic" {
+						w.Header().Set("WWW-Authenticate", `Basic realm="reg"`)
+					} else {
+						w.Header().Set("WWW-Authenticate", `Bearer realm="https://`+host+`/token",service="reg"`)
+					}
+					w.WriteHeader(http.StatusUnauthorized)
+					return
+				}
+				switch r.URL.Path {
+				case "/v2/charts/app/manifests/1.2.0":
+					_, _ = fmt.Fprintf(w, `{"schemaVersion": 2, "layers": [{"mediaType": %q, "digest": %q, "size": %d}]}`, helmChartLayerType, layer, len(archive))
+				case "/v2/charts/app/blobs/" + layer:
+					_, _ = w.Write(archive)
+				default:
+					http.NotFound(w, r)
+				}
+			}))
+			defer reg.Close()
+			host = reg.Listener.Addr().String()
+			h := guarded(t, HelmOptions{AllowPrivateNetworks: true}, reg)
+			spec := repoSpec("oci://"+host+"/charts", "app", "1.2.0")
+			spec.Helm.Chart.SecretRef = &api.SecretRef{Name: "creds"}
+			ctx := WithServiceAccountGetter(context.Background(), secretGetter{"creds": {"username": "bot", "password": "s3cret"}})
+			objs, err := h.Render(ctx, spec, testContext())
+			require.NoError(t, err)
+			assert.Equal(t, "app-1.2.0", chartLabel(t, objs))
+			spec.Helm.Chart.SecretRef = nil
+			_, err = h.Render(ctx, spec, testContext())
+			require.Error(t, err, "not from the cache without the credentials")
+		})
+	}
+}
+
+// One namespace takes at most its share of render slots.
+func TestNamespaceSlots(t *testing.T) {
+	s := nsSlots{max: 2, n: map[string]int{}}
+	assert.True(t, s.take("a"))
+	assert.True(t, s.take("a"))
+	assert.False(t, s.take("a"))
+	assert.True(t, s.take("b"))
+	s.give("a")
+	assert.True(t, s.take("a"))
+	s.give("a")
+	s.give("a")
+	s.give("b")
+	assert.Empty(t, s.n)
+}
