@@ -87,6 +87,7 @@ type helmAnswer struct {
 
 func init() {
 	if os.Getenv(helmChildEnv) == "1" {
+		oomFirst()
 		if !raceEnabled {
 			limitMemory(helmMaxMemory)
 		}
