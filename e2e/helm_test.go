@@ -292,3 +292,29 @@ subjects: [{kind: ServiceAccount, name: cm-only}]
 	k.waitOwner("app", "Ready", "True", "Ready")
 	k.waitObj(configMapGVR, "app-cms", nil)
 }
+
+// A Secret of the release's name that Kontinue did not write for this
+// owner (with or without Kontinue's label) is left as it is, and the step
+// says so.
+func TestHelmReleaseSecretNotTakenOver(t *testing.T) {
+	repo := newChartRepo(t)
+	repo.add(t, "taken", "1.0.0", map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}-taken}\n"})
+	for _, c := range []struct{ name, labels, part string }{
+		// Found in the cache or by the create: either way it is named.
+		{"unlabelled", "{}", "it is left as it is; delete or rename it"},
+		{"labelled", "{kontinue.dev/helm-release: \"true\"}", "is not this Workload's (its ownerReferences do not name it): it is left as it is"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k := newKit(t)
+			secret := render.ReleaseSecretName("Workload", "app", "deploy")
+			k.apply(fmt.Sprintf("\napiVersion: v1\nkind: Secret\nmetadata: {name: %s, labels: %s}\nstringData: {mine: \"yes\"}\n", secret, c.labels))
+			before := get(t, secretGVR, k.ns, secret)
+			k.workload("app", k.helmChain(repo, "taken", "{}"), "")
+			w := k.waitStep("app", "deploy", "ResourceSubmitted", "False", "TemplateStampFailure")
+			k.assertCond(k.stepCond(w, "deploy", "ResourceSubmitted"), "False", "TemplateStampFailure", "the Secret ["+secret+"]", c.part)
+			k.assertQuiet(k.wl("app"), objRef{secretGVR, k.ns, secret})
+			assert.Equal(t, before.GetResourceVersion(), get(t, secretGVR, k.ns, secret).GetResourceVersion(), "left as it was")
+			assert.Empty(t, k.objects(k.ns), "nothing stamped")
+		})
+	}
+}
