@@ -39,6 +39,7 @@ import (
 	"kontinue.dev/kontinue/dashboard"
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/metrics"
+	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/version"
 )
 
@@ -57,6 +58,7 @@ type options struct {
 	installCRDs   bool
 	kstatus       bool
 	shutdownGrace time.Duration
+	helm          render.HelmOptions
 
 	leaderElect bool
 	election    electionOptions
@@ -98,6 +100,8 @@ func main() {
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Hour, "informer resync period")
 	fs.BoolVar(&o.installCRDs, "install-crds", false, "apply Kontinue's CRDs at start")
 	fs.BoolVar(&o.kstatus, "kstatus-conditions", false, "add kstatus's Reconciling and Stalled conditions to Workloads and Deliverables, so that Flux, Argo CD and other kstatus users see failures (the Helm chart turns it on)")
+	fs.BoolVar(&o.helm.AllowPrivateNetworks, "helm-allow-private-networks", false, "let helm templates fetch charts from loopback, private and link-local addresses (refused by default: a template author could otherwise make Kontinue reach in-cluster services or a cloud metadata endpoint)")
+	fs.BoolVar(&o.helm.AllowHTTP, "helm-allow-http", false, "let helm templates fetch charts over plain http (by default https and oci only)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 30*time.Second, "time in-flight reconciles get to finish on SIGTERM")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run the controllers only while holding a Lease, so that replicas can wait as standbys (the Deployment sets it)")
 	fs.StringVar(&o.election.namespace, "leader-election-namespace", "", "namespace of the Lease; default: the pod's namespace")
@@ -156,7 +160,7 @@ func run(o options, cfg *rest.Config) error {
 			return err
 		}
 	}
-	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus})
+	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm})
 	if err != nil {
 		return err
 	}

@@ -123,6 +123,8 @@ func startKontinueProcOnce(t *testing.T, name string, args ...string) *kontinueP
 		"--health-probe-bind-address=" + probeAddr,
 		"--log-format=json",
 		"--shutdown-grace-period=5s",
+		// The suite's chart repositories listen on 127.0.0.1, over http.
+		"--helm-allow-private-networks", "--helm-allow-http",
 	}, args...)
 	cmd := exec.Command(bin, all...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -22,6 +22,7 @@ import (
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/hack/localcluster"
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/render"
 )
 
 // env is the suite's shared state.
@@ -154,7 +155,9 @@ func startKontinue(cfg *rest.Config) *kontinueProcess {
 // startKontinueWith starts the in-process Kontinue with options changed by set.
 func startKontinueWith(cfg *rest.Config, set func(*reconciler.Options)) *kontinueProcess {
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := reconciler.Options{Workers: 4, Resync: 10 * time.Hour, ShutdownGrace: 5 * time.Second}
+	opts := reconciler.Options{Workers: 4, Resync: 10 * time.Hour, ShutdownGrace: 5 * time.Second,
+		// The suite's chart repositories listen on 127.0.0.1, over http.
+		Helm: render.HelmOptions{AllowPrivateNetworks: true, AllowHTTP: true}}
 	set(&opts)
 	m, err := reconciler.NewManager(cfg, opts)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -32,6 +33,11 @@ type Options struct {
 	// conditions, and tools comparing the whole list (its own suite does)
 	// would see a difference.
 	KstatusConditions bool
+	// Helm bounds what helm templates can make Kontinue fetch: private
+	// addresses and plain http are refused unless allowed here. The helm
+	// engine is registered anew with them (render.Register), for the whole
+	// process.
+	Helm render.HelmOptions
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the
@@ -103,6 +109,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	render.Register(render.FieldHelm, render.HelmWith(opts.Helm))
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -265,8 +265,20 @@ func (op *ownerPass) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unst
 	if err != nil {
 		return nil, err
 	}
-	objs, err := eng.Render(render.WithObjectGetter(op.ctx, render.DynamicGetter(op.r.m.dyn)), sc.spec, tc)
+	ctx := render.WithObjectGetter(op.ctx, render.DynamicGetter(op.r.m.dyn))
+	var rec *helmRecord
+	if sc.spec.Helm != nil {
+		if ctx, rec, err = op.helmRelease(ctx, sc); err != nil {
+			return nil, err
+		}
+	}
+	objs, err := eng.Render(ctx, sc.spec, tc)
 	if err != nil {
+		return nil, err
+	}
+	// Before the objects: a release that is not kept would be rendered
+	// again, with new random values.
+	if err := op.keepRelease(sc, rec); err != nil {
 		return nil, err
 	}
 	if len(objs) == 0 {

@@ -227,6 +227,15 @@ type ChartRef struct {
 	Repository string `json:"repository"`
 	Name       string `json:"name"`
 	Version    string `json:"version,omitempty"`
+	// SecretRef names a Secret of the owner's namespace with the
+	// repository's credentials (username, password), read as the owner's
+	// service account.
+	SecretRef *SecretRef `json:"secretRef,omitempty"`
+}
+
+// SecretRef names a Secret in the owner's namespace.
+type SecretRef struct {
+	Name string `json:"name"`
 }
 
 // ConfigMapRef is a packaged chart stored in a ConfigMap key (binaryData).

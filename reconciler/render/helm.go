@@ -8,14 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/engine"
-	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -36,20 +35,27 @@ func init() { Register(FieldHelm, Helm()) }
 // or DNS. A render is cached by chart, values, release and namespace, so a
 // chart that draws random values (generated passwords) renders them once
 // instead of on every reconcile, which would re-apply its objects forever.
-func Helm() Engine { return newHelmEngine(nil) }
+//
+// Chart sources are bounded by HelmOptions (Helm() uses the defaults: https
+// and oci only, public addresses only).
+func Helm() Engine { return newHelmEngineWith(HelmOptions{}, nil) }
 
 type helmEngine struct {
+	opts    HelmOptions
+	busy    nsSlots
 	client  *http.Client
 	charts  *lru // packaged charts by source
 	indexes *lru // repository indexes, for a short while
 	renders *lru // render results
 }
 
-func newHelmEngine(client *http.Client) *helmEngine {
+func newHelmEngineWith(o HelmOptions, client *http.Client) *helmEngine {
 	if client == nil {
-		client = &http.Client{} // default transport: proxies from the environment
+		client = helmHTTPClient(o) // default transport: proxies from the environment
 	}
 	return &helmEngine{
+		opts:    o,
+		busy:    nsSlots{max: max(1, limits.running/2), n: map[string]int{}},
 		client:  client,
 		charts:  newLRU(128, 128<<20),
 		indexes: newLRU(16, 128<<20),
@@ -90,7 +96,7 @@ func (h *helmEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Cont
 	if err != nil {
 		return nil, err
 	}
-	archive, origin, err := h.chart(ctx, hs)
+	archive, origin, err := h.chart(ctx, hs, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -98,29 +104,147 @@ func (h *helmEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Cont
 	if err != nil {
 		return nil, &StampError{Engine: HelmName, Message: "helm.values are not JSON", Err: err}
 	}
-	key := HelmName + "/" + digest(archive) + "/" + digest(vdoc) + "/" + rel + "/" + ns
+	inputs := digest([]byte(digest(archive) + "/" + digest(vdoc) + "/" + rel + "/" + ns))
+
+	// A release kept in the cluster for this owner and step (see
+	// release.go) whose inputs are these is the render: random values,
+	// generated certificates and what `lookup` found stay as they were
+	// until the inputs change. A new render is an upgrade of it.
+	record := releaseFrom(ctx)
+	revision, upgrade := 1, false
+	if record != nil && record.Stored != nil {
+		if record.Stored.Inputs == inputs {
+			return record.Stored.objects(), nil
+		}
+		revision, upgrade = record.Stored.Revision+1, true
+	}
+	key := HelmName + "/" + inputs + "/" + strconv.Itoa(revision) + "/" + ownerKey(tc)
 	if v, ok := h.renders.get(key); ok {
 		r := v.(*helmResult)
 		if r.err != nil {
 			return nil, r.err
 		}
-		return copyObjects(r.objs), nil
+		return h.done(record, inputs, revision, copyObjects(r.objs)), nil
 	}
-	v, err := bounded(ctx, key, func(context.Context) (any, error) {
-		objs, size, err := renderChart(archive, origin, values, rel, ns)
+	req := &helmRequest{Archive: archive, Values: vdoc, Release: rel, Namespace: ns, Revision: revision, Upgrade: upgrade, MaxBytes: limits.bytes}
+	lk := lookupFrom(ctx)
+	v, err := bounded(ctx, key, func(runCtx context.Context) (any, error) {
+		if !h.busy.take(ns) {
+			return nil, errNamespaceBusy
+		}
+		defer h.busy.give(ns)
+		msg, err := runHelm(runCtx, req, lk, ns)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// A chart that ran out of time is not run again for a while:
+			// each run would hold a slot until the deadline.
+			h.renders.add(key, &helmResult{err: timeoutError(HelmName, runCtx)}, 1024, timeoutMemo)
+		}
 		if err != nil {
-			// The same chart and values fail the same way: remember it,
-			// so a chart that fails slowly is not rendered again.
-			h.renders.add(key, &helmResult{err: err}, 1024, 0)
 			return nil, err
 		}
-		h.renders.add(key, &helmResult{objs: objs}, int64(size), 0)
-		return objs, nil
+		objs, err := helmObjects(&msg.helmMessage, origin)
+		var se *StampError
+		if err != nil && !errors.As(err, &se) {
+			return nil, err // not the chart's fault: not kept
+		}
+		// The same chart, values and revision render the same way (or fail
+		// the same way): remember it, so that a chart that fails slowly is
+		// not rendered again. A chart that used `lookup` depends on the
+		// cluster: its objects are kept in the release, not here.
+		switch {
+		case err != nil:
+			h.renders.add(key, &helmResult{err: err}, 1024, 0)
+		case !msg.lookedUp:
+			h.renders.add(key, &helmResult{objs: objs}, int64(msg.size), 0)
+		}
+		return objs, err
 	})
+	if errors.Is(err, errNamespaceBusy) {
+		return nil, &StampError{Engine: HelmName, Message: fmt.Sprintf("%s: namespace [%s] already has %d charts rendering", origin, ns, h.busy.max), Err: transientError{errors.New("retrying later")}}
+	}
 	if err != nil {
 		return nil, boundedError(HelmName, ctx, err, origin+" failed to render")
 	}
-	return copyObjects(v.([]*unstructured.Unstructured)), nil
+	return h.done(record, inputs, revision, copyObjects(v.([]*unstructured.Unstructured))), nil
+}
+
+// timeoutMemo is how long a render that ran out of time is remembered.
+const timeoutMemo = time.Minute
+
+// errNamespaceBusy: the owner's namespace holds its share of render slots.
+var errNamespaceBusy = errors.New("the namespace's renders hold their share of render slots")
+
+// nsSlots bounds the chart renders of one namespace running at once, so
+// that one namespace's charts cannot hold every render slot.
+type nsSlots struct {
+	mu  sync.Mutex
+	max int
+	n   map[string]int
+}
+
+func (s *nsSlots) take(ns string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[ns] >= s.max {
+		return false
+	}
+	s.n[ns]++
+	return true
+}
+
+func (s *nsSlots) give(ns string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n[ns]--; s.n[ns] <= 0 {
+		delete(s.n, ns)
+	}
+}
+
+// done hands the objects of a new render to the caller's release record,
+// which keeps them in the cluster.
+func (h *helmEngine) done(record *ReleaseRecord, inputs string, revision int, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	if record != nil {
+		record.Next = newHelmRelease(inputs, revision, objs)
+	}
+	return objs
+}
+
+// helmObjects decodes the child's result.
+func helmObjects(msg *helmMessage, origin string) ([]*unstructured.Unstructured, error) {
+	switch {
+	case msg.TooLarge:
+		return nil, tooLarge(HelmName)
+	case msg.Fail != "":
+		var err error
+		if msg.Detail != "" {
+			err = errors.New(msg.Detail)
+		}
+		return nil, &StampError{Engine: HelmName, Message: origin + " " + msg.Fail, Err: err}
+	}
+	d := &objectDecoder{engine: HelmName}
+	for _, doc := range msg.Docs {
+		if err := d.decode(doc.Source, []byte(doc.Text)); err != nil {
+			return nil, err
+		}
+	}
+	if len(d.objs) == 0 {
+		return nil, &StampError{Engine: HelmName, Message: origin + " rendered no object"}
+	}
+	return d.objs, nil
+}
+
+// ownerKey names the owner in render keys: renders that may call `lookup`
+// depend on whose service account answers.
+func ownerKey(tc Context) string {
+	for _, k := range []string{"workload", "runnable", "deliverable"} {
+		if o, ok := tc[k].(map[string]any); ok {
+			md, _ := o["metadata"].(map[string]any)
+			uid, _ := md["uid"].(string)
+			name, _ := md["name"].(string)
+			return k + ":" + name + ":" + uid
+		}
+	}
+	return ""
 }
 
 // ownerOf returns the owner's namespace and name from the context.
@@ -154,88 +278,6 @@ func renderValues(values map[string]any, tc Context) (map[string]any, error) {
 		return nil, &StampError{Engine: HelmName, Message: "helm.values: " + se.Message, Err: se.Err}
 	}
 	return out.(map[string]any), nil
-}
-
-// renderChart renders a packaged chart into objects, and returns them with
-// the size of the rendered text.
-func renderChart(archive []byte, origin string, values map[string]any, rel, ns string) ([]*unstructured.Unstructured, int, error) {
-	fail := func(msg string, err error) ([]*unstructured.Unstructured, int, error) {
-		return nil, 0, &StampError{Engine: HelmName, Message: origin + " " + msg, Err: err}
-	}
-	if err := checkDecompressed(archive); err != nil {
-		return fail("cannot be loaded", err)
-	}
-	ch, err := loader.LoadArchive(bytes.NewReader(archive))
-	if err != nil {
-		return fail("cannot be loaded", err)
-	}
-	if ch.Metadata.Type == "library" {
-		return fail("is a library chart, which cannot be rendered on its own", nil)
-	}
-	if err := checkDependencies(ch); err != nil {
-		return fail("cannot be rendered", err)
-	}
-	vals := chartutil.Values(values)
-	if err := chartutil.ProcessDependenciesWithMerge(ch, vals); err != nil {
-		return fail("cannot be rendered", err)
-	}
-	caps := helmCapabilities
-	if kv := ch.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
-		return fail(fmt.Sprintf("requires Kubernetes %s, not %s", kv, caps.KubeVersion.String()), nil)
-	}
-	top, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: rel, Namespace: ns, Revision: 1, IsInstall: true}, caps)
-	if err != nil {
-		return fail("rejects its values", err)
-	}
-	// No client: `lookup` finds nothing, and DNS lookups are off.
-	files, err := engine.Engine{}.Render(ch, top)
-	if err != nil {
-		return fail("failed to render", err)
-	}
-	size := 0
-	for name, text := range files {
-		if strings.HasSuffix(name, "NOTES.txt") {
-			delete(files, name)
-			continue
-		}
-		size += len(text)
-	}
-	if size > limits.bytes {
-		return nil, 0, tooLarge(HelmName)
-	}
-	hooks, manifests, err := releaseutil.SortManifests(files, caps.APIVersions, releaseutil.InstallOrder)
-	if err != nil {
-		return fail("rendered invalid YAML", err)
-	}
-	d := &objectDecoder{engine: HelmName}
-	for _, m := range manifests {
-		if err := d.decode(m.Name, []byte(m.Content)); err != nil {
-			return nil, 0, err
-		}
-	}
-	// Hooks are stamped like the other objects, as `helm template` prints
-	// them; test hooks are not part of a release's workload.
-	for _, hk := range hooks {
-		if isTestHook(hk) {
-			continue
-		}
-		if err := d.decode(hk.Path, []byte(hk.Manifest)); err != nil {
-			return nil, 0, err
-		}
-	}
-	if len(d.objs) == 0 {
-		return fail("rendered no object", nil)
-	}
-	return d.objs, size, nil
-}
-
-func isTestHook(h *release.Hook) bool {
-	for _, e := range h.Events {
-		if e == release.HookTest {
-			return true
-		}
-	}
-	return false
 }
 
 // checkDependencies refuses a chart whose Chart.yaml lists dependencies that
@@ -305,3 +347,6 @@ func IsTransient(err error) bool {
 	var t transientError
 	return errors.As(err, &t)
 }
+
+// Transient marks err as a failure that retrying can fix (IsTransient).
+func Transient(err error) error { return transientError{err} }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -33,7 +34,7 @@ var configMapGVR = schema.GroupVersionResource{Version: "v1", Resource: "configm
 
 // chart returns the packaged chart of hs and a description of it for
 // messages.
-func (h *helmEngine) chart(ctx context.Context, hs *api.HelmSource) ([]byte, string, error) {
+func (h *helmEngine) chart(ctx context.Context, hs *api.HelmSource, ns string) ([]byte, string, error) {
 	switch {
 	case hs.Chart != nil && hs.ConfigMapRef != nil:
 		return nil, "", &StampError{Engine: HelmName, Message: "helm sets both chart and configMapRef: set exactly one"}
@@ -50,15 +51,22 @@ func (h *helmEngine) chart(ctx context.Context, hs *api.HelmSource) ([]byte, str
 	if err != nil || repo.Host == "" {
 		return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("helm.chart.repository [%s] is not a URL", c.Repository)}
 	}
+	cr, err := credentialsOf(ctx, c.SecretRef, ns)
+	if err != nil {
+		return nil, "", err
+	}
 	var data []byte
 	var version string
 	switch repo.Scheme {
 	case "https", "http":
-		data, version, err = h.fromRepository(ctx, repo, c.Name, c.Version)
+		if err := checkScheme(repo.Scheme, h.opts); err != nil {
+			return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("helm.chart.repository [%s]: %v", repo.Redacted(), err)}
+		}
+		data, version, err = h.fromRepository(ctx, repo, c.Name, c.Version, cr)
 	case "oci":
-		data, version, err = h.fromOCI(ctx, repo, c.Name, c.Version)
+		data, version, err = h.fromOCI(ctx, repo, c.Name, c.Version, cr)
 	default:
-		return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("helm.chart.repository [%s]: the scheme must be https, http or oci", repo.Redacted())}
+		return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("helm.chart.repository [%s]: the scheme must be https or oci", repo.Redacted())}
 	}
 	origin := fmt.Sprintf("chart [%s %s] from [%s]", c.Name, version, repo.Redacted())
 	if err != nil {
@@ -68,6 +76,9 @@ func (h *helmEngine) chart(ctx context.Context, hs *api.HelmSource) ([]byte, str
 		var se *StampError
 		if errors.As(err, &se) {
 			return nil, "", se
+		}
+		if r, ok := isRefused(err); ok {
+			return nil, "", &StampError{Engine: HelmName, Message: "cannot fetch " + origin, Err: r}
 		}
 		if ctx.Err() != nil {
 			return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("cannot fetch %s within %s", origin, limits.timeout), Err: transientError{ctx.Err()}}
@@ -127,12 +138,16 @@ type indexEntry struct {
 
 // fromRepository fetches a chart from an http(s) chart repository. It
 // returns the version it found, also with an error once it knows it.
-func (h *helmEngine) fromRepository(ctx context.Context, repo *url.URL, name, want string) ([]byte, string, error) {
+func (h *helmEngine) fromRepository(ctx context.Context, repo *url.URL, name, want string, cr *credentials) ([]byte, string, error) {
 	base := strings.TrimSuffix(repo.String(), "/")
-	if v, ok := h.charts.get(base + "|" + name + "|" + want); ok {
+	// Charts and indexes of a private repository are cached by the
+	// credentials that fetched them: an owner without them does not get
+	// them from the cache.
+	ck := cr.key()
+	if v, ok := h.charts.get(ck + base + "|" + name + "|" + want); ok {
 		return v.([]byte), want, nil
 	}
-	idx, err := h.index(ctx, base)
+	idx, err := h.index(ctx, base, cr)
 	if err != nil {
 		return nil, "", err
 	}
@@ -148,7 +163,7 @@ func (h *helmEngine) fromRepository(ctx context.Context, repo *url.URL, name, wa
 	if err != nil {
 		return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("chart [%s] in repository [%s]: %v", name, repo.Redacted(), err)}
 	}
-	key := base + "|" + name + "|" + version
+	key := ck + base + "|" + name + "|" + version
 	if v, ok := h.charts.get(key); ok {
 		return v.([]byte), version, nil
 	}
@@ -168,10 +183,15 @@ func (h *helmEngine) fromRepository(ctx context.Context, repo *url.URL, name, wa
 	}
 	// Relative URLs are relative to the repository, as in Helm.
 	u = (&url.URL{Scheme: repo.Scheme, User: repo.User, Host: repo.Host, Path: strings.TrimSuffix(repo.Path, "/") + "/"}).ResolveReference(u)
-	if u.Scheme != "https" && u.Scheme != "http" {
-		return nil, version, &StampError{Engine: HelmName, Message: fmt.Sprintf("chart [%s %s] in repository [%s] has a URL that is not http(s)", name, version, repo.Redacted())}
+	if err := checkScheme(u.Scheme, h.opts); err != nil {
+		return nil, version, &StampError{Engine: HelmName, Message: fmt.Sprintf("chart [%s %s] in repository [%s] has URL [%s]: %v", name, version, repo.Redacted(), u.Redacted(), err)}
 	}
-	data, err := h.get(ctx, u.String(), nil, maxArchiveBytes)
+	// Credentials of the repository URL go to the repository's host only,
+	// as Helm does without --pass-credentials.
+	if u.Host != repo.Host {
+		u.User = nil
+	}
+	data, err := h.get(ctx, u.String(), cr.basicFor(u.Host, repo.Host), maxArchiveBytes)
 	if err != nil {
 		return nil, version, err
 	}
@@ -182,11 +202,11 @@ func (h *helmEngine) fromRepository(ctx context.Context, repo *url.URL, name, wa
 	return data, version, nil
 }
 
-func (h *helmEngine) index(ctx context.Context, base string) (*repoIndex, error) {
-	if v, ok := h.indexes.get(base); ok {
+func (h *helmEngine) index(ctx context.Context, base string, cr *credentials) (*repoIndex, error) {
+	if v, ok := h.indexes.get(cr.key() + base); ok {
 		return v.(*repoIndex), nil
 	}
-	data, err := h.get(ctx, base+"/index.yaml", nil, maxIndexBytes)
+	data, err := h.get(ctx, base+"/index.yaml", cr.basic(), maxIndexBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +214,7 @@ func (h *helmEngine) index(ctx context.Context, base string) (*repoIndex, error)
 	if err := yaml.Unmarshal(data, idx); err != nil {
 		return nil, &StampError{Engine: HelmName, Message: "the index.yaml of repository [" + redact(base) + "] is not valid", Err: err}
 	}
-	h.indexes.add(base, idx, int64(len(data)), indexTTL)
+	h.indexes.add(cr.key()+base, idx, int64(len(data)), indexTTL)
 	return idx, nil
 }
 
@@ -270,6 +290,9 @@ func (h *helmEngine) do(ctx context.Context, u string, header http.Header) (*htt
 	if err != nil {
 		return nil, err
 	}
+	if err := h.checkProxied(req); err != nil {
+		return nil, err
+	}
 	for k, v := range header {
 		req.Header[k] = v
 	}
@@ -307,9 +330,9 @@ type ociManifest struct {
 
 // fromOCI pulls a chart from oci://host/path: the repository is path/name
 // and the tag the version ('+' written '_', as Helm pushes it).
-func (h *helmEngine) fromOCI(ctx context.Context, repo *url.URL, name, want string) ([]byte, string, error) {
+func (h *helmEngine) fromOCI(ctx context.Context, repo *url.URL, name, want string, cr *credentials) ([]byte, string, error) {
 	path := strings.Trim(strings.Trim(repo.Path, "/")+"/"+name, "/")
-	reg := &ociClient{h: h, host: repo.Host, repo: path}
+	reg := &ociClient{h: h, host: repo.Host, repo: path, creds: cr}
 	version := want
 	if _, err := semver.StrictNewVersion(want); err != nil {
 		// Not an exact version: choose among the tags.
@@ -331,7 +354,7 @@ func (h *helmEngine) fromOCI(ctx context.Context, repo *url.URL, name, want stri
 			return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("chart [%s] in registry [%s]: %v", name, repo.Redacted(), err)}
 		}
 	}
-	key := "oci://" + repo.Host + "/" + path + "|" + version
+	key := cr.key() + "oci://" + repo.Host + "/" + path + "|" + version
 	if v, ok := h.charts.get(key); ok {
 		return v.([]byte), version, nil
 	}
@@ -350,7 +373,9 @@ func (h *helmEngine) fromOCI(ctx context.Context, repo *url.URL, name, want stri
 		if l.Size > maxArchiveBytes {
 			return nil, version, &StampError{Engine: HelmName, Message: fmt.Sprintf("chart [%s %s] is %d bytes, more than the %d allowed", name, version, l.Size, maxArchiveBytes)}
 		}
-		data, err := reg.get(ctx, "/blobs/"+l.Digest, "", maxArchiveBytes)
+		// Registries redirect blobs to storage elsewhere; the content is
+		// checked against its digest.
+		data, err := reg.get(allowCrossHost(ctx), "/blobs/"+l.Digest, "", maxArchiveBytes)
 		if err != nil {
 			return nil, version, err
 		}
@@ -367,7 +392,9 @@ type ociClient struct {
 	h     *helmEngine
 	host  string
 	repo  string
+	creds *credentials
 	token string
+	basic bool // the registry asked for Basic credentials
 }
 
 // get GETs /v2/<repo><suffix>, fetching an anonymous token when the
@@ -381,6 +408,10 @@ func (c *ociClient) get(ctx context.Context, suffix, accept string, max int64) (
 		}
 		if c.token != "" {
 			header.Set("Authorization", "Bearer "+c.token)
+		} else if c.basic {
+			for k, v := range c.creds.basic() {
+				header[k] = v
+			}
 		}
 		resp, err := c.h.do(ctx, u, header)
 		if err != nil {
@@ -405,12 +436,19 @@ func (c *ociClient) get(ctx context.Context, suffix, accept string, max int64) (
 // login gets an anonymous pull token from the realm of a Bearer challenge.
 func (c *ociClient) login(ctx context.Context, challenge string) error {
 	scheme, params := parseChallenge(challenge)
+	if strings.EqualFold(scheme, "basic") && c.creds != nil {
+		c.basic = true
+		return nil
+	}
 	if !strings.EqualFold(scheme, "bearer") || params["realm"] == "" {
 		return fmt.Errorf("the registry requires credentials (challenge %q)", challenge)
 	}
 	realm, err := url.Parse(params["realm"])
-	if err != nil || (realm.Scheme != "https" && realm.Scheme != "http") {
+	if err != nil || realm.Host == "" {
 		return fmt.Errorf("bad token realm %q", params["realm"])
+	}
+	if err := checkScheme(realm.Scheme, c.h.opts); err != nil {
+		return fmt.Errorf("token realm [%s]: %w", realm.Redacted(), err)
 	}
 	q := realm.Query()
 	if s := params["service"]; s != "" {
@@ -422,23 +460,25 @@ func (c *ociClient) login(ctx context.Context, challenge string) error {
 	}
 	q.Set("scope", scope)
 	realm.RawQuery = q.Encode()
-	body, err := c.h.get(ctx, realm.String(), nil, maxManifestBytes)
+	// The credentials go to the token service the registry names, as
+	// docker and helm send them; the token comes back to the registry only.
+	body, err := c.h.get(ctx, realm.String(), c.creds.basic(), maxManifestBytes)
 	if err != nil {
-		return fmt.Errorf("anonymous token: %w", err)
+		return fmt.Errorf("token: %w", err)
 	}
 	var tok struct {
 		Token       string `json:"token"`
 		AccessToken string `json:"access_token"`
 	}
 	if err := json.Unmarshal(body, &tok); err != nil {
-		return fmt.Errorf("anonymous token: %w", err)
+		return fmt.Errorf("token: %w", err)
 	}
 	c.token = tok.Token
 	if c.token == "" {
 		c.token = tok.AccessToken
 	}
 	if c.token == "" {
-		return errors.New("anonymous token: the realm returned no token")
+		return errors.New("token: the realm returned no token")
 	}
 	return nil
 }
@@ -469,4 +509,109 @@ func parseChallenge(h string) (string, map[string]string) {
 		rest = strings.TrimLeft(rest, ", ")
 	}
 	return scheme, params
+}
+
+// checkProxied checks the address of a request that goes through a proxy:
+// the dialer then sees only the proxy's address.
+func (h *helmEngine) checkProxied(req *http.Request) error {
+	tr, ok := h.client.Transport.(*http.Transport)
+	if h.opts.AllowPrivateNetworks || !ok || tr.Proxy == nil {
+		return nil
+	}
+	if p, err := tr.Proxy(req); err != nil || p == nil {
+		return err
+	}
+	host := req.URL.Hostname()
+	ips, err := net.DefaultResolver.LookupIPAddr(req.Context(), host)
+	if err != nil {
+		return err
+	}
+	for _, ip := range ips {
+		if !publicIP(ip.IP) {
+			return refuse("host [%s] is at %s, a loopback, private or link-local address: charts are fetched only from public addresses unless Kontinue runs with --helm-allow-private-networks", host, ip.IP)
+		}
+	}
+	return nil
+}
+
+// credentials of a private chart repository or registry.
+type credentials struct{ username, password string }
+
+// key prefixes cache keys of what was fetched with cr ("" without).
+func (cr *credentials) key() string {
+	if cr == nil {
+		return ""
+	}
+	return digest([]byte(cr.username + "\x00" + cr.password))[:16] + "@"
+}
+
+// basic is the Authorization header of cr (nil without).
+func (cr *credentials) basic() http.Header {
+	if cr == nil {
+		return nil
+	}
+	req := &http.Request{Header: http.Header{}}
+	req.SetBasicAuth(cr.username, cr.password)
+	return req.Header
+}
+
+// basicFor is basic() for a request to host, and nothing for another host
+// than the repository's.
+func (cr *credentials) basicFor(host, repoHost string) http.Header {
+	if host != repoHost {
+		return nil
+	}
+	return cr.basic()
+}
+
+var secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+
+type saGetterKey struct{}
+
+// WithServiceAccountGetter returns ctx carrying g, which reads as the
+// owner's service account: the helm engine reads helm.chart.secretRef with
+// it.
+func WithServiceAccountGetter(ctx context.Context, g ObjectGetter) context.Context {
+	return context.WithValue(ctx, saGetterKey{}, g)
+}
+
+// credentialsOf reads the Secret of helm.chart.secretRef in the owner's
+// namespace as the owner's service account.
+func credentialsOf(ctx context.Context, ref *api.SecretRef, ns string) (*credentials, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	fail := func(msg string, err error) (*credentials, error) {
+		return nil, &StampError{Engine: HelmName, Message: msg, Err: err}
+	}
+	if ref.Name == "" {
+		return fail("helm.chart.secretRef needs a name", nil)
+	}
+	g, _ := ctx.Value(saGetterKey{}).(ObjectGetter)
+	if g == nil {
+		return fail("cannot read Secret ["+ref.Name+"] of helm.chart.secretRef: the helm engine was given no service account to read it as", nil)
+	}
+	s, err := g.Get(ctx, secretGVR, ns, ref.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fail(fmt.Sprintf("Secret [%s] of helm.chart.secretRef not found in namespace [%s]", ref.Name, ns), nil)
+	case apierrors.IsForbidden(err):
+		return fail(fmt.Sprintf("the service account may not read Secret [%s] of helm.chart.secretRef", ref.Name), err)
+	case err != nil:
+		return fail(fmt.Sprintf("cannot read Secret [%s] of helm.chart.secretRef", ref.Name), transientError{err})
+	}
+	data, _ := s.Object["data"].(map[string]any)
+	val := func(k string) string {
+		v, _ := data[k].(string)
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+	cr := &credentials{username: val("username"), password: val("password")}
+	if cr.username == "" || cr.password == "" {
+		return fail(fmt.Sprintf("Secret [%s] of helm.chart.secretRef needs the keys username and password", ref.Name), nil)
+	}
+	return cr, nil
 }

@@ -34,6 +34,7 @@ const yttFile = "stdin.yml"
 
 func init() {
 	if os.Getenv(yttChildEnv) == "1" {
+		oomFirst()
 		if !raceEnabled {
 			limitMemory(yttMaxMemory)
 		}

@@ -48,6 +48,8 @@ type Writer struct {
 	// noted is told of every apply (true) and every apply skipped because
 	// the live object was up to date (false): metrics.
 	noted func(applied bool)
+	// written are the records written lately (records.go).
+	written recentWrites
 }
 
 // NewWriter returns a Writer. noted may be nil.

@@ -1,0 +1,145 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/stamp"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// A helm step keeps its release (what it last rendered, and the revision)
+// in a Secret of the owner's namespace (render/release.go): read here
+// before rendering, written through stamp before the new objects are
+// applied, with the owner's service account.
+
+var secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+
+// helmRelease returns ctx carrying the step's kept release and a `lookup`
+// answered as the owner's service account, and the record the engine fills.
+func (op *ownerPass) helmRelease(ctx context.Context, sc *stepCtx) (context.Context, *helmRecord, error) {
+	ns, name := op.owner.GetNamespace(), op.releaseSecretName(sc)
+	live, err := op.current(tracking.Key{GVR: secretGVR, Selector: render.ReleaseSelector}, ns, name)
+	if err != nil {
+		return nil, nil, render.Transient(fmt.Errorf("unable to read the Secret [%s] that keeps the step's Helm release: %w", name, err))
+	}
+	live = op.r.m.w.Record(live, ns, name)
+	rec := &helmRecord{exists: live != nil}
+	if live != nil {
+		if !ownedByUID(live, op.owner) {
+			return nil, nil, fmt.Errorf("the Secret [%s] that keeps the step's Helm release is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.r.flavor.OwnerKind)
+		}
+		if rec.Stored, err = render.ParseReleaseSecret(live); err != nil {
+			// Edited by hand: render anew, as a first install.
+			klog.InfoS("helm release unreadable, rendering anew", "owner", op.r.user(ns, op.owner.GetName()), "step", sc.step.Name, "secret", name, "err", err)
+		}
+	}
+	ctx = render.WithRelease(ctx, &rec.ReleaseRecord)
+	ctx = render.WithLookup(ctx, saLookup{op})
+	if cl, err := op.stampClient(); err == nil {
+		// helm.chart.secretRef is read as the service account.
+		ctx = render.WithServiceAccountGetter(ctx, render.DynamicGetter(cl))
+	}
+	return ctx, rec, nil
+}
+
+type helmRecord struct {
+	render.ReleaseRecord
+	exists bool // the Secret exists (readable or not)
+}
+
+// keepRelease writes the release the engine rendered, if it rendered.
+func (op *ownerPass) keepRelease(sc *stepCtx, rec *helmRecord) error {
+	if rec == nil || rec.Next == nil {
+		return nil
+	}
+	ns, name := op.owner.GetNamespace(), op.releaseSecretName(sc)
+	owner := metav1.OwnerReference{APIVersion: api.Group + "/" + api.Version, Kind: op.r.flavor.OwnerKind, Name: op.owner.GetName(), UID: op.owner.GetUID()}
+	secret, err := render.ReleaseSecret(ns, name, owner, sc.step.Name, rec.Next)
+	if err != nil {
+		return err
+	}
+	cl, err := op.stampClient()
+	if err != nil {
+		return render.Transient(err)
+	}
+	sa := op.serviceAccount()
+	if err := op.w.KeepRecord(op.ctx, cl, secret, !rec.exists); err != nil {
+		switch stamp.Classify(err) {
+		case stamp.Forbidden:
+			return fmt.Errorf("service account [%s/%s] may not write the Secret [%s] that keeps the step's Helm release (it needs get, create and patch on secrets in its namespace): %w", sa.Namespace, sa.Name, name, err)
+		case stamp.AlreadyExists:
+			return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and was not written by Kontinue for this %s: it is left as it is; delete or rename it", name, op.r.flavor.OwnerKind)
+		case stamp.Rejected:
+			return fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err)
+		}
+		return render.Transient(fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err))
+	}
+	return nil
+}
+
+func (op *ownerPass) releaseSecretName(sc *stepCtx) string {
+	return render.ReleaseSecretName(op.r.flavor.OwnerKind, op.owner.GetName(), sc.step.Name)
+}
+
+func ownedByUID(o, owner *unstructured.Unstructured) bool {
+	for _, r := range o.GetOwnerReferences() {
+		if r.UID == owner.GetUID() {
+			return true
+		}
+	}
+	return false
+}
+
+// saLookup answers Helm's `lookup` as the owner's service account, for
+// namespaced kinds only (the engine keeps it to the owner's namespace).
+type saLookup struct{ op *ownerPass }
+
+func (l saLookup) Lookup(ctx context.Context, apiVersion, kind, namespace, name string) (map[string]any, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, err
+	}
+	t, err := l.op.r.m.w.Resolve(gv.WithKind(kind))
+	if err != nil {
+		return nil, err
+	}
+	if !t.Namespaced {
+		return nil, fmt.Errorf("kind [%s] is cluster-scoped: lookup reads only the owner's namespace", kind)
+	}
+	cl, err := l.op.stampClient()
+	if err != nil {
+		return nil, err
+	}
+	sa := l.op.serviceAccount()
+	r := cl.Resource(t.GVR).Namespace(namespace)
+	var o map[string]any
+	if name != "" {
+		var got *unstructured.Unstructured
+		if got, err = r.Get(ctx, name, metav1.GetOptions{}); err == nil {
+			o = got.Object
+		}
+	} else {
+		var got *unstructured.UnstructuredList
+		if got, err = r.List(ctx, metav1.ListOptions{}); err == nil {
+			o = got.UnstructuredContent()
+		}
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("service account [%s/%s] may not read it", sa.Namespace, sa.Name)
+	case err != nil:
+		return nil, err
+	}
+	return o, nil
+}
