@@ -9,11 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"kontinue.dev/kontinue/annotations"
@@ -349,6 +352,28 @@ subjects: [{kind: ServiceAccount, name: viewer, namespace: ` + k.ns + `}]
 	require.NotContains(t, b.evalString(`document.body.innerText`), "theirs")
 	b.screenshot("_output/dashboard/forbidden.png")
 
+	// Granted in the other namespace: the page drops the warning and shows
+	// its workload, without a reload (the informer's list is retried with
+	// backoff, up to 30 s apart).
+	b.eval(`window.__sameDocument = 7`)
+	apply(t, other, `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: viewer}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: `+role+`}
+subjects: [{kind: ServiceAccount, name: viewer, namespace: `+k.ns+`}]
+`)
+	eventually(t, 60*time.Second, func() string {
+		if warn := b.evalString(`(document.querySelector('#warnings [data-kind="workloads"]') || {}).innerText || ''`); warn != "" {
+			return "warning still shown: " + warn
+		}
+		if !strings.Contains(b.evalString(`document.body.innerText`), "theirs") {
+			return "their workload not shown"
+		}
+		return ""
+	})
+	require.Equal(t, float64(7), b.eval(`window.__sameDocument`), "updated in place, not reloaded")
+
 	// The same as the admin: both.
 	url = startDashboard(t, "--kubeconfig", env.kubeconfig)
 	eventually(t, 20*time.Second, func() string {
@@ -380,8 +405,80 @@ subjects: [{kind: ServiceAccount, name: viewer, namespace: ` + k.ns + `}]
 	require.Empty(t, s.Owners)
 	_, err = dashboard.ServiceAccountConfig(env.cfg, "no-slash")
 	require.Error(t, err)
+
+	// Rights revoked after the first list, then granted again: the kind is
+	// flagged, then the flag goes although no workload changed. The
+	// API server keeps a watch open after its RBAC changes, so the test
+	// cuts the dashboard's watches to make it ask again.
+	cutter := &watchCutter{}
+	saCfg.WrapTransport = cutter.wrap
+	srv, err = dashboard.NewForConfig(saCfg, dashboard.Options{Namespace: k.ns})
+	require.NoError(t, err)
+	go srv.Run(ctx)
+	eventually(t, 20*time.Second, func() string {
+		s = srv.Snapshot()
+		if !kindState(s, "workloads").Synced || len(s.Owners) != 1 {
+			return fmt.Sprintf("owners %v, kinds %+v", ownerNames(s), s.Kinds)
+		}
+		return ""
+	})
+	bindings := env.dyn.Resource(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}).Namespace(k.ns)
+	binding, err := bindings.Get(context.Background(), "viewer", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, bindings.Delete(context.Background(), "viewer", metav1.DeleteOptions{}))
+	eventually(t, 60*time.Second, func() string {
+		cutter.cut()
+		if s = srv.Snapshot(); !kindState(s, "workloads").Forbidden {
+			return fmt.Sprintf("kinds %+v", s.Kinds)
+		}
+		return ""
+	})
+	binding.SetResourceVersion("")
+	binding.SetUID("")
+	_, err = bindings.Create(context.Background(), binding, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, func() string {
+		if ks := kindState(srv.Snapshot(), "workloads"); ks.Forbidden || ks.Error != "" {
+			return fmt.Sprintf("workloads still flagged: %+v", ks)
+		}
+		return ""
+	})
+	require.Equal(t, []string{k.ns + "/mine"}, ownerNames(srv.Snapshot()))
 	_ = os.Remove(kubeconfig)
 }
+
+// watchCutter ends the watches made through it on cut(), as an API
+// server restart or a watch timeout would.
+type watchCutter struct {
+	mu      sync.Mutex
+	cancels []context.CancelFunc
+}
+
+func (c *watchCutter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if q := req.URL.Query().Get("watch"); q != "true" && q != "1" {
+			return rt.RoundTrip(req)
+		}
+		ctx, cancel := context.WithCancel(req.Context())
+		c.mu.Lock()
+		c.cancels = append(c.cancels, cancel)
+		c.mu.Unlock()
+		return rt.RoundTrip(req.WithContext(ctx))
+	})
+}
+
+func (c *watchCutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cancel := range c.cancels {
+		cancel()
+	}
+	c.cancels = nil
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestControllerDashboard: the controller's dashboard endpoint (off by
 // default) reads as the configured ServiceAccount, never with the
