@@ -176,6 +176,49 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.screenshot("_output/dashboard/chain.png")
 	b.navigate(url + "#/")
 	b.screenshot("_output/dashboard/home.png")
+
+	// Held inputs (gating_test.go's chain): while the build works on c2,
+	// c3 waits, and the step's card says so.
+	gated := newNamespace(t)
+	apply(t, gated, gatedChain(gated, readyRule))
+	apply(t, gated, gatedWorkload(gated, "c1"))
+	waitFor(t, testGVR, gated, "app-build", nil)
+	build(t, gated, "True", "img-c1")
+	waitDeployed(t, gated, "img-c1")
+	apply(t, gated, gatedWorkload(gated, "c2"))
+	waitFor(t, testGVR, gated, "app-build", fieldIs("c2", "spec", "commit"))
+	apply(t, gated, gatedWorkload(gated, "c3"))
+	waitOwner(t, workloadGVR, gated, "app", "ResourcesSubmitted", "Unknown", "InputsHeld")
+	b.navigate(url + "#/owner/Workload/" + gated + "/app")
+	eventually(t, 20*time.Second, func() string {
+		card := b.evalString(`(document.querySelector('.card[data-step="build"]') || {}).innerText || ''`)
+		if !strings.Contains(card, "held") || !strings.Contains(card, "wait until the object finishes with") {
+			return "build card: " + card
+		}
+		return ""
+	})
+	// A shadow (shadow_test.go's first steps): the primary fails on a bad
+	// commit, the shadow of the last good inputs serves the outputs.
+	shadowed := newNamespace(t)
+	apply(t, shadowed, gatedChain(shadowed, readyRule))
+	apply(t, shadowed, gatedWorkload(shadowed, "good-1"))
+	waitFor(t, testGVR, shadowed, "app-build", nil)
+	buildObj(t, shadowed, "app-build", "True", "img-good-1")
+	waitDeployed(t, shadowed, "img-good-1")
+	apply(t, shadowed, gatedWorkload(shadowed, "bad-2"))
+	waitFor(t, testGVR, shadowed, "app-build", fieldIs("bad-2", "spec", "commit"))
+	buildObj(t, shadowed, "app-build", "False", "img-good-1")
+	waitFor(t, testGVR, shadowed, shadowOfBuild, nil)
+	buildObj(t, shadowed, shadowOfBuild, "True", "img-good-1-rebased")
+	b.navigate(url + "#/owner/Workload/" + shadowed + "/app")
+	eventually(t, 30*time.Second, func() string {
+		card := b.evalString(`(document.querySelector('.card[data-step="build"]') || {}).innerText || ''`)
+		if !strings.Contains(card, "outputs served by the shadow; last good copy Test "+shadowed+"/"+shadowOfBuild) {
+			return "build card: " + card
+		}
+		return ""
+	})
+	b.screenshot("_output/dashboard/shadow.png")
 }
 
 // TestDashboardReconcileNeedsTheHeader: the only write refuses a request
