@@ -23,9 +23,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -61,7 +62,8 @@ type KindState struct {
 	Resource   string `json:"resource"`
 	Namespaced bool   `json:"namespaced"`
 	// Synced is true once the first list arrived; Error is the last list
-	// or watch error while not synced (e.g. forbidden).
+	// or watch error while not synced, or a refusal after it (forbidden),
+	// until the API server accepts a list or watch again.
 	Synced bool   `json:"synced"`
 	Error  string `json:"error,omitempty"`
 	// Forbidden is true when the identity may not list the kind.
@@ -98,8 +100,6 @@ type Server struct {
 func New(dyn dynamic.Interface, opts Options) *Server {
 	s := &Server{dyn: dyn, opts: opts, owners: map[string]Entry{}, chains: map[string]view.Chain{},
 		counts: map[string][2]int{}, subs: map[chan []byte]struct{}{}}
-	nsFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, opts.Namespace, nil)
-	clusterFactory := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	for _, k := range []*KindState{
 		{Kind: api.KindWorkload, Resource: "workloads", Namespaced: true},
 		{Kind: api.KindDeliverable, Resource: "deliverables", Namespaced: true},
@@ -108,26 +108,15 @@ func New(dyn dynamic.Interface, opts Options) *Server {
 		{Kind: api.KindRunnable, Resource: "runnables", Namespaced: true},
 	} {
 		k.gvr = gvr(k.Resource)
-		f := clusterFactory
+		ns := ""
 		if k.Namespaced {
-			f = nsFactory
+			ns = opts.Namespace
 		}
-		k.informer = f.ForResource(k.gvr).Informer()
+		k.informer = s.newInformer(k, ns)
 		// A reader without list rights sees the kind marked, not a
 		// failure: the informer keeps retrying (with backoff), so rights
 		// granted later show up without a restart.
-		_ = k.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if k.Synced && !apierrors.IsForbidden(err) {
-				return // a watch that ended; the reflector resumes it
-			}
-			msg := err.Error()
-			if msg != k.Error {
-				k.Error, k.Forbidden = msg, apierrors.IsForbidden(err)
-				s.broadcastLocked("kinds", s.kindsLocked())
-			}
-		})
+		_ = k.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { s.failed(k, err) })
 		var handler func(obj any, deleted bool)
 		switch k.Resource {
 		case "workloads", "deliverables":
@@ -145,6 +134,55 @@ func New(dyn dynamic.Interface, opts Options) *Server {
 		s.kinds = append(s.kinds, k)
 	}
 	return s
+}
+
+// newInformer is dynamicinformer's informer for k, except that a list or
+// watch the API server accepts tells the kind is readable: rights granted
+// again after a refusal clear the refusal even when no object changed
+// (the reflector calls the error handler on failures only).
+func (s *Server) newInformer(k *KindState, namespace string) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list, err := s.dyn.Resource(k.gvr).Namespace(namespace).List(ctx, o)
+			if err == nil {
+				s.readable(k)
+			}
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := s.dyn.Resource(k.gvr).Namespace(namespace).Watch(ctx, o)
+			if err == nil {
+				s.readable(k)
+			}
+			return w, err
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, s.dyn),
+		&unstructured.Unstructured{}, cache.SharedIndexInformerOptions{ObjectDescription: k.gvr.String()})
+}
+
+// failed records a list or watch error of k's informer.
+func (s *Server) failed(k *KindState, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	forbidden := apierrors.IsForbidden(err)
+	if k.Synced && !forbidden {
+		return // a watch that ended; the reflector resumes it
+	}
+	if msg := err.Error(); msg != k.Error || forbidden != k.Forbidden {
+		k.Error, k.Forbidden = msg, forbidden
+		s.broadcastLocked("kinds", s.kindsLocked())
+	}
+}
+
+// readable clears k's error: the API server just accepted a list or watch.
+func (s *Server) readable(k *KindState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k.Error != "" || k.Forbidden {
+		k.Error, k.Forbidden = "", false
+		s.broadcastLocked("kinds", s.kindsLocked())
+	}
 }
 
 // Run starts the informers and serves events until ctx ends.

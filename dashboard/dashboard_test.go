@@ -1,12 +1,15 @@
 package dashboard
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 )
 
@@ -92,4 +95,70 @@ func TestLocalHost(t *testing.T) {
 	s.Handler().ServeHTTP(rec, req)
 	require.Equal(t, http.StatusMisdirectedRequest, rec.Code)
 	require.Contains(t, rec.Body.String(), "refused")
+}
+
+// A kind refused after its first list is flagged; a list or watch the API
+// server accepts again clears the flag and tells the viewers, also when no
+// object changed (no informer event would).
+func TestKindRefusedThenReadable(t *testing.T) {
+	s := New(nil, Options{})
+	k := s.kinds[0]
+	c := s.subscribe()
+	require.Contains(t, string(<-c), "event: snapshot")
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "carto.run", Resource: "workloads"}, "", errors.New("no RBAC"))
+	kind := func() KindState {
+		for _, k := range s.Snapshot().Kinds {
+			if k.Resource == "workloads" {
+				return k
+			}
+		}
+		t.Fatal("no workloads kind")
+		return KindState{}
+	}
+	nextKinds := func() string {
+		select {
+		case m := <-c:
+			require.Contains(t, string(m), "event: kinds")
+			return string(m)
+		default:
+			t.Fatal("no kinds event sent")
+			return ""
+		}
+	}
+	noEvent := func(why string) {
+		select {
+		case m := <-c:
+			t.Fatalf("%s, sent %s", why, m)
+		default:
+		}
+	}
+
+	s.failed(k, forbidden)
+	require.True(t, kind().Forbidden)
+	require.Contains(t, nextKinds(), `"forbidden":true`)
+	s.failed(k, forbidden)
+	noEvent("the same refusal again")
+
+	s.readable(k)
+	require.False(t, kind().Forbidden)
+	require.Empty(t, kind().Error)
+	require.NotContains(t, nextKinds(), `"forbidden":true`)
+	s.readable(k)
+	noEvent("readable again")
+
+	// Synced, then revoked, then granted again.
+	s.mu.Lock()
+	k.Synced = true
+	s.mu.Unlock()
+	s.failed(k, errors.New("watch closed"))
+	noEvent("an ended watch of a synced kind is resumed, not shown")
+	require.Empty(t, kind().Error)
+	s.failed(k, forbidden)
+	require.True(t, kind().Forbidden)
+	require.Contains(t, nextKinds(), `"forbidden":true`)
+	s.readable(k)
+	require.False(t, kind().Forbidden)
+	require.Empty(t, kind().Error)
+	require.True(t, kind().Synced)
+	require.NotContains(t, nextKinds(), `"forbidden":true`)
 }

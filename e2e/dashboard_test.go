@@ -9,11 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"kontinue.dev/kontinue/annotations"
@@ -173,6 +176,49 @@ func TestDashboardInBrowser(t *testing.T) {
 	b.screenshot("_output/dashboard/chain.png")
 	b.navigate(url + "#/")
 	b.screenshot("_output/dashboard/home.png")
+
+	// Held inputs (gating_test.go's chain): while the build works on c2,
+	// c3 waits, and the step's card says so.
+	gated := newNamespace(t)
+	apply(t, gated, gatedChain(gated, readyRule))
+	apply(t, gated, gatedWorkload(gated, "c1"))
+	waitFor(t, testGVR, gated, "app-build", nil)
+	build(t, gated, "True", "img-c1")
+	waitDeployed(t, gated, "img-c1")
+	apply(t, gated, gatedWorkload(gated, "c2"))
+	waitFor(t, testGVR, gated, "app-build", fieldIs("c2", "spec", "commit"))
+	apply(t, gated, gatedWorkload(gated, "c3"))
+	waitOwner(t, workloadGVR, gated, "app", "ResourcesSubmitted", "Unknown", "InputsHeld")
+	b.navigate(url + "#/owner/Workload/" + gated + "/app")
+	eventually(t, 20*time.Second, func() string {
+		card := b.evalString(`(document.querySelector('.card[data-step="build"]') || {}).innerText || ''`)
+		if !strings.Contains(card, "held") || !strings.Contains(card, "wait until the object finishes with") {
+			return "build card: " + card
+		}
+		return ""
+	})
+	// A shadow (shadow_test.go's first steps): the primary fails on a bad
+	// commit, the shadow of the last good inputs serves the outputs.
+	shadowed := newNamespace(t)
+	apply(t, shadowed, gatedChain(shadowed, readyRule))
+	apply(t, shadowed, gatedWorkload(shadowed, "good-1"))
+	waitFor(t, testGVR, shadowed, "app-build", nil)
+	buildObj(t, shadowed, "app-build", "True", "img-good-1")
+	waitDeployed(t, shadowed, "img-good-1")
+	apply(t, shadowed, gatedWorkload(shadowed, "bad-2"))
+	waitFor(t, testGVR, shadowed, "app-build", fieldIs("bad-2", "spec", "commit"))
+	buildObj(t, shadowed, "app-build", "False", "img-good-1")
+	waitFor(t, testGVR, shadowed, shadowOfBuild, nil)
+	buildObj(t, shadowed, shadowOfBuild, "True", "img-good-1-rebased")
+	b.navigate(url + "#/owner/Workload/" + shadowed + "/app")
+	eventually(t, 30*time.Second, func() string {
+		card := b.evalString(`(document.querySelector('.card[data-step="build"]') || {}).innerText || ''`)
+		if !strings.Contains(card, "outputs served by the shadow; last good copy Test "+shadowed+"/"+shadowOfBuild) {
+			return "build card: " + card
+		}
+		return ""
+	})
+	b.screenshot("_output/dashboard/shadow.png")
 }
 
 // TestDashboardReconcileNeedsTheHeader: the only write refuses a request
@@ -349,6 +395,28 @@ subjects: [{kind: ServiceAccount, name: viewer, namespace: ` + k.ns + `}]
 	require.NotContains(t, b.evalString(`document.body.innerText`), "theirs")
 	b.screenshot("_output/dashboard/forbidden.png")
 
+	// Granted in the other namespace: the page drops the warning and shows
+	// its workload, without a reload (the informer's list is retried with
+	// backoff, up to 30 s apart).
+	b.eval(`window.__sameDocument = 7`)
+	apply(t, other, `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: viewer}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: `+role+`}
+subjects: [{kind: ServiceAccount, name: viewer, namespace: `+k.ns+`}]
+`)
+	eventually(t, 60*time.Second, func() string {
+		if warn := b.evalString(`(document.querySelector('#warnings [data-kind="workloads"]') || {}).innerText || ''`); warn != "" {
+			return "warning still shown: " + warn
+		}
+		if !strings.Contains(b.evalString(`document.body.innerText`), "theirs") {
+			return "their workload not shown"
+		}
+		return ""
+	})
+	require.Equal(t, float64(7), b.eval(`window.__sameDocument`), "updated in place, not reloaded")
+
 	// The same as the admin: both.
 	url = startDashboard(t, "--kubeconfig", env.kubeconfig)
 	eventually(t, 20*time.Second, func() string {
@@ -380,8 +448,80 @@ subjects: [{kind: ServiceAccount, name: viewer, namespace: ` + k.ns + `}]
 	require.Empty(t, s.Owners)
 	_, err = dashboard.ServiceAccountConfig(env.cfg, "no-slash")
 	require.Error(t, err)
+
+	// Rights revoked after the first list, then granted again: the kind is
+	// flagged, then the flag goes although no workload changed. The
+	// API server keeps a watch open after its RBAC changes, so the test
+	// cuts the dashboard's watches to make it ask again.
+	cutter := &watchCutter{}
+	saCfg.WrapTransport = cutter.wrap
+	srv, err = dashboard.NewForConfig(saCfg, dashboard.Options{Namespace: k.ns})
+	require.NoError(t, err)
+	go srv.Run(ctx)
+	eventually(t, 20*time.Second, func() string {
+		s = srv.Snapshot()
+		if !kindState(s, "workloads").Synced || len(s.Owners) != 1 {
+			return fmt.Sprintf("owners %v, kinds %+v", ownerNames(s), s.Kinds)
+		}
+		return ""
+	})
+	bindings := env.dyn.Resource(schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}).Namespace(k.ns)
+	binding, err := bindings.Get(context.Background(), "viewer", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, bindings.Delete(context.Background(), "viewer", metav1.DeleteOptions{}))
+	eventually(t, 60*time.Second, func() string {
+		cutter.cut()
+		if s = srv.Snapshot(); !kindState(s, "workloads").Forbidden {
+			return fmt.Sprintf("kinds %+v", s.Kinds)
+		}
+		return ""
+	})
+	binding.SetResourceVersion("")
+	binding.SetUID("")
+	_, err = bindings.Create(context.Background(), binding, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 60*time.Second, func() string {
+		if ks := kindState(srv.Snapshot(), "workloads"); ks.Forbidden || ks.Error != "" {
+			return fmt.Sprintf("workloads still flagged: %+v", ks)
+		}
+		return ""
+	})
+	require.Equal(t, []string{k.ns + "/mine"}, ownerNames(srv.Snapshot()))
 	_ = os.Remove(kubeconfig)
 }
+
+// watchCutter ends the watches made through it on cut(), as an API
+// server restart or a watch timeout would.
+type watchCutter struct {
+	mu      sync.Mutex
+	cancels []context.CancelFunc
+}
+
+func (c *watchCutter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if q := req.URL.Query().Get("watch"); q != "true" && q != "1" {
+			return rt.RoundTrip(req)
+		}
+		ctx, cancel := context.WithCancel(req.Context())
+		c.mu.Lock()
+		c.cancels = append(c.cancels, cancel)
+		c.mu.Unlock()
+		return rt.RoundTrip(req.WithContext(ctx))
+	})
+}
+
+func (c *watchCutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cancel := range c.cancels {
+		cancel()
+	}
+	c.cancels = nil
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestControllerDashboard: the controller's dashboard endpoint (off by
 // default) reads as the configured ServiceAccount, never with the

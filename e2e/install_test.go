@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -9,6 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -214,4 +218,63 @@ func kontinueSAConfig(t *testing.T) *rest.Config {
 	cfg := rest.AnonymousClientConfig(env.cfg)
 	cfg.BearerToken = token
 	return cfg
+}
+
+// TestInstallDashboardImpersonation renders the chart with the dashboard
+// on and applies its dashboard objects: Kontinue's account may act as the
+// dashboard's ServiceAccount, and as no other account of that namespace,
+// even when rbac.impersonation binds kontinue-impersonator nowhere.
+func TestInstallDashboardImpersonation(t *testing.T) {
+	ensureInstallNamespace(t, installObjects(t))
+	controller := "kontinue-dash-e2e" // not the installed account, whose impersonation may be cluster-wide
+	ch, err := loader.LoadDir(filepath.Join(env.root, "deploy", "chart"))
+	require.NoError(t, err)
+	vals, err := chartutil.ToRenderValues(ch, map[string]any{
+		"dashboard":      map[string]any{"enabled": true},
+		"rbac":           map[string]any{"impersonation": []any{}},
+		"serviceAccount": map[string]any{"name": controller},
+	}, chartutil.ReleaseOptions{Name: "kontinue", Namespace: installNS, IsInstall: true}, chartutil.DefaultCapabilities)
+	require.NoError(t, err)
+	out, err := engine.Render(ch, vals)
+	require.NoError(t, err)
+	var applied int
+	for name, doc := range out {
+		if !strings.HasSuffix(name, "/templates/dashboard.yaml") && !strings.HasSuffix(name, "/templates/serviceaccount.yaml") {
+			continue
+		}
+		for _, d := range strings.Split(doc, "\n---\n") {
+			if o := obj(d); o.GetKind() != "Service" && o.GetKind() != "" {
+				r := resourceFor(t, o, o.GetNamespace())
+				apply(t, "", d)
+				t.Cleanup(func() { _ = r.Delete(context.Background(), o.GetName(), metav1.DeleteOptions{}) })
+				applied++
+			}
+		}
+	}
+	require.Equal(t, 4, applied, "Kontinue's and the dashboard's ServiceAccounts, the Role and its binding")
+
+	req := obj(`{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "metadata": {"name": "` + controller + `"}, "spec": {"expirationSeconds": 600}}`)
+	got, err := env.dyn.Resource(installSAGVR).Namespace(installNS).Create(context.Background(), req, metav1.CreateOptions{}, "token")
+	require.NoError(t, err)
+	as := func(sa string) (string, error) {
+		cfg := rest.AnonymousClientConfig(env.cfg)
+		cfg.BearerToken, _ = nested(got.Object, "status", "token").(string)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: stamp.ServiceAccountUser(installNS, sa)}
+		review := obj(`{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}`)
+		r, err := dynamic.NewForConfigOrDie(cfg).Resource(schema.GroupVersionResource{Group: "authentication.k8s.io", Version: "v1", Resource: "selfsubjectreviews"}).
+			Create(context.Background(), review, metav1.CreateOptions{})
+		if err != nil {
+			return "", err
+		}
+		user, _ := nested(r.Object, "status", "userInfo", "username").(string)
+		return user, nil
+	}
+	eventually(t, 20*time.Second, func() string { // RBAC reaches the authorizer through its informers
+		if user, err := as("dashboard-viewer"); err != nil || user != stamp.ServiceAccountUser(installNS, "dashboard-viewer") {
+			return fmt.Sprintf("as dashboard-viewer: %q %v", user, err)
+		}
+		return ""
+	})
+	_, err = as("default")
+	require.True(t, apierrors.IsForbidden(err), "impersonating another account of %s: %v", installNS, err)
 }

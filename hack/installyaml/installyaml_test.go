@@ -86,6 +86,80 @@ func TestChartValues(t *testing.T) {
 	require.Contains(t, fmt.Sprint(nested(byKind(objs, "Deployment")[0].Object, "spec", "template", "spec", "containers")), "--metrics-bind-address=0")
 }
 
+// TestChartDashboard: the controller's dashboard is off by default; on, the
+// Deployment passes the flags and names the port, a Service fronts it, and
+// Kontinue may impersonate that one ServiceAccount (to read as it), which
+// the chart creates when it is in the release namespace but gives no rights.
+func TestChartDashboard(t *testing.T) {
+	render := func(values map[string]any) []*unstructured.Unstructured {
+		docs, err := RenderChart(repo(t), values)
+		require.NoError(t, err)
+		return parse(t, []byte(strings.Join(docs, "\n---\n")))
+	}
+	container := func(objs []*unstructured.Unstructured) map[string]any {
+		cs := nested(byKind(objs, "Deployment")[0].Object, "spec", "template", "spec", "containers").([]any)
+		return cs[0].(map[string]any)
+	}
+	named := func(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+		for _, o := range byKind(objs, kind) {
+			if o.GetName() == name {
+				return o
+			}
+		}
+		return nil
+	}
+
+	objs := render(nil)
+	require.NotContains(t, fmt.Sprint(container(objs)["args"]), "--dashboard")
+	require.NotContains(t, fmt.Sprint(container(objs)["ports"]), "dashboard")
+	require.Nil(t, named(objs, "Service", "kontinue-dashboard"))
+	require.Nil(t, named(objs, "Role", "kontinue-dashboard-impersonator"))
+
+	objs = render(map[string]any{"dashboard": map[string]any{"enabled": true}, "rbac": map[string]any{"impersonation": []any{"team-a"}}})
+	args := container(objs)["args"].([]any)
+	require.Contains(t, args, "--dashboard-bind-address=:8082")
+	require.Contains(t, args, "--dashboard-service-account="+Namespace+"/dashboard-viewer")
+	require.Contains(t, container(objs)["ports"], map[string]any{"name": "dashboard", "containerPort": int64(8082), "protocol": "TCP"})
+	svc := named(objs, "Service", "kontinue-dashboard")
+	require.NotNil(t, svc)
+	require.Equal(t, []any{map[string]any{"name": "dashboard", "port": int64(8082), "targetPort": "dashboard", "protocol": "TCP"}}, nested(svc.Object, "spec", "ports"))
+	sa := named(objs, "ServiceAccount", "dashboard-viewer")
+	require.NotNil(t, sa)
+	require.Equal(t, Namespace, sa.GetNamespace())
+	role := named(objs, "Role", "kontinue-dashboard-impersonator")
+	require.NotNil(t, role)
+	require.Equal(t, Namespace, role.GetNamespace())
+	require.Equal(t, []rule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{"dashboard-viewer"}, Verbs: []string{"impersonate"}}},
+		rules(t, role), "that one account, even when rbac.impersonation lists other namespaces")
+	binding := named(objs, "RoleBinding", "kontinue-dashboard-impersonator")
+	require.NotNil(t, binding)
+	require.Equal(t, []any{map[string]any{"kind": "ServiceAccount", "name": "kontinue", "namespace": Namespace}}, nested(binding.Object, "subjects"))
+	for _, b := range append(byKind(objs, "RoleBinding"), byKind(objs, "ClusterRoleBinding")...) {
+		for _, s := range nested(b.Object, "subjects").([]any) {
+			require.NotEqual(t, "dashboard-viewer", s.(map[string]any)["name"], "the chart gives the dashboard's account no rights (%s)", b.GetName())
+		}
+	}
+
+	// An account elsewhere, another port, no Service, RBAC brought by the user.
+	objs = render(map[string]any{"dashboard": map[string]any{"enabled": true, "port": 9000, "serviceAccount": "team-a/viewer", "service": false},
+		"rbac": map[string]any{"create": false}})
+	args = container(objs)["args"].([]any)
+	require.Contains(t, args, "--dashboard-bind-address=:9000")
+	require.Contains(t, args, "--dashboard-service-account=team-a/viewer")
+	require.Nil(t, named(objs, "Service", "kontinue-dashboard"))
+	require.Nil(t, named(objs, "ServiceAccount", "viewer"), "an account in another namespace is the user's")
+	require.Nil(t, named(objs, "Role", "kontinue-dashboard-impersonator"))
+
+	objs = render(map[string]any{"dashboard": map[string]any{"enabled": true, "serviceAccount": "team-a/viewer"}})
+	role = named(objs, "Role", "kontinue-dashboard-impersonator")
+	require.NotNil(t, role)
+	require.Equal(t, "team-a", role.GetNamespace())
+	require.Equal(t, []string{"viewer"}, rules(t, role)[0].ResourceNames)
+
+	_, err := RenderChart(repo(t), map[string]any{"dashboard": map[string]any{"enabled": true, "serviceAccount": ""}})
+	require.ErrorContains(t, err, "dashboard.serviceAccount")
+}
+
 func TestGenerateSetsImage(t *testing.T) {
 	b, err := Generate(repo(t), "registry.example/kontinue:v1")
 	require.NoError(t, err)

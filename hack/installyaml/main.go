@@ -42,7 +42,7 @@ const (
 
 // templateOrder puts the chart's templates in install order: what others
 // need first.
-var templateOrder = []string{"serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "pdb.yaml", "service.yaml", "servicemonitor.yaml"}
+var templateOrder = []string{"serviceaccount.yaml", "rbac.yaml", "deployment.yaml", "pdb.yaml", "service.yaml", "servicemonitor.yaml", "dashboard.yaml"}
 
 // RenderChart renders deploy/chart with values (nil: the defaults) and
 // returns its documents in install order, empty ones dropped.
