@@ -154,7 +154,7 @@ func startKontinue(cfg *rest.Config) *kontinueProcess {
 // startKontinueWith starts the in-process Kontinue with options changed by set.
 func startKontinueWith(cfg *rest.Config, set func(*reconciler.Options)) *kontinueProcess {
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := reconciler.Options{Workers: 4, Resync: 10 * time.Hour, ShutdownGrace: 5 * time.Second}
+	opts := reconciler.Options{Workers: 4, Resync: 10 * time.Hour, ShutdownGrace: 5 * time.Second, OnReconcile: reconciles.add}
 	set(&opts)
 	m, err := reconciler.NewManager(cfg, opts)
 	if err != nil {

@@ -3,12 +3,17 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"kontinue.dev/kontinue/reconciler"
 )
 
 // A template that stamps an object someone else made (a name from a
@@ -99,4 +104,97 @@ func TestTwoOwnersOneName(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// reconciles counts, per key, the reconciles of the in-process Kontinue
+// (which events wake which owner).
+var reconciles = &keyCounter{n: map[reconciler.Key]int{}}
+
+type keyCounter struct {
+	mu sync.Mutex
+	n  map[reconciler.Key]int
+}
+
+func (c *keyCounter) add(k reconciler.Key) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[k]++
+}
+
+func (c *keyCounter) get(k reconciler.Key) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[k]
+}
+
+// An object carrying Kontinue's labels that Kontinue did not stamp for the
+// owner they name: in another namespace it never wakes that owner (a
+// tenant cannot keep someone else's owner busy), and in the owner's own
+// namespace it is not taken for a stamped object: never deleted as an
+// orphan of the owner.
+func TestForeignObjectWithOurLabels(t *testing.T) {
+	if env.external {
+		t.Skip("counts the in-process Kontinue's reconciles")
+	}
+	k, other := newKit(t), newKit(t)
+	tmpl, chain := k.name("labelled"), k.name("labelled-chain")
+	k.apply(k.templateYAML("ClusterTemplate", tmpl, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-cfg}
+    data: {owner: $(workload.metadata.name)$}`))
+	k.apply(k.chainYAML(chain, "", k.step("config", "ClusterTemplate", tmpl, "")))
+	k.workload("app", chain, "")
+	k.waitOwner("app", "Ready", "True", "Ready")
+	key := reconciler.Key{Kind: "Workload", NamespacedName: types.NamespacedName{Namespace: k.ns, Name: "app"}}
+	foreignLabels := fmt.Sprintf("{kontinue.dev/stamped: \"true\", carto.run/workload-name: app, carto.run/workload-namespace: %s, carto.run/resource-name: config}", k.ns)
+
+	// Another namespace: updates of the decoy do not reconcile the owner.
+	k.assertQuiet(k.wl("app"))
+	before := reconciles.get(key)
+	for i := 0; i < 10; i++ {
+		other.apply(fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: decoy, labels: %s}
+data: {n: "%d"}
+`, foreignLabels, i))
+	}
+	time.Sleep(2 * time.Second)
+	assert.Equal(t, before, reconciles.get(key), "an object in another namespace carrying the owner's labels woke it")
+
+	// The control: a hand edit of the owner's own object does wake it (and
+	// is undone), so the counter counts.
+	k.update(configMapGVR, k.ns, "app-cfg", func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedField(u.Object, "edited", "data", "owner"))
+	})
+	k.waitObj(configMapGVR, "app-cfg", k.dataIs("owner", "app"))
+	assert.Greater(t, reconciles.get(key), before)
+
+	// The owner's namespace: a person's object with the owner's labels,
+	// which the owner's status names as an orphan, is not deleted: it
+	// was not stamped by this owner (no controller reference to it).
+	k.apply(fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: precious, labels: %s}
+data: {mine: "yes"}
+`, foreignLabels))
+	precious := get(t, configMapGVR, k.ns, "precious")
+	w := get(t, workloadGVR, k.ns, "app")
+	status, _ := w.Object["status"].(map[string]any)
+	status["orphans"] = []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "namespace": k.ns, "name": "precious", "resource": "configmaps"}}
+	setStatus(t, workloadGVR, k.ns, "app", status)
+	k.poke("app")
+	k.waitObjStatus("app", func(u *unstructured.Unstructured) string {
+		if o := nested(u.Object, "status", "orphans"); o != nil {
+			return fmt.Sprintf("orphans still %v", o)
+		}
+		return ""
+	})
+	got, err := tryGet(configMapGVR, k.ns, "precious")
+	require.NoError(t, err, "the person's object carrying the owner's labels was deleted as an orphan")
+	assert.Equal(t, precious.GetResourceVersion(), got.GetResourceVersion())
+	k.waitOwner("app", "Ready", "True", "Ready")
 }

@@ -89,6 +89,8 @@ type Controller struct {
 	// Gate, when set, holds the workers while the API server is away
 	// (shared by every controller of a Manager).
 	Gate *APIGate
+	// OnReconcile, when set, is told of every key taken from the queue.
+	OnReconcile func(Key)
 }
 
 // NewController returns a controller whose queue backs off per key
@@ -134,6 +136,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.Queue.Done(key)
 	c.Gate.Wait(ctx)
+	if c.OnReconcile != nil {
+		c.OnReconcile(key)
+	}
 	start := time.Now()
 	res, err := c.reconcile(ctx, key)
 	outcome := "success"

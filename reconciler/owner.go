@@ -452,8 +452,8 @@ func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) erro
 		return err
 	}
 	l := live.GetLabels()
-	if l[f.LabelOwnerName] != op.owner.GetName() || l[f.LabelOwnerNS] != op.owner.GetNamespace() {
-		return nil // not ours (any more): never delete it
+	if l[f.LabelOwnerName] != op.owner.GetName() || l[f.LabelOwnerNS] != op.owner.GetNamespace() || !op.controls(live) {
+		return nil // not ours (any more), or made by someone else since: never delete it
 	}
 	cl, err := op.stampClient()
 	if err != nil {
@@ -464,4 +464,15 @@ func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) erro
 	}
 	sa := op.serviceAccount()
 	return op.w.Remove(op.ctx, cl, k.gvr, live, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
+}
+
+// controls reports whether obj was stamped by this very owner: its
+// controller reference names the owner's UID. Labels anyone can set are not
+// proof.
+func (op *ownerPass) controls(obj *unstructured.Unstructured) bool {
+	if obj == nil {
+		return false
+	}
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == op.owner.GetUID()
 }
