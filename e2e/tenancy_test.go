@@ -198,3 +198,110 @@ data: {mine: "yes"}
 	assert.Equal(t, precious.GetResourceVersion(), got.GetResourceVersion())
 	k.waitOwner("app", "Ready", "True", "Ready")
 }
+
+// A Runnable's spec.selector sees only what the Runnable's service account
+// may list in the Runnable's namespace: cluster-scoped kinds are refused,
+// an account without RBAC sees nothing (and the status names nothing it
+// cannot read), and no cluster-wide watch is started for it.
+func TestRunnableSelectorStaysInItsRights(t *testing.T) {
+	if env.external {
+		t.Skip("reads the in-process Kontinue's watches")
+	}
+	k := newRunKit(t)
+	other := newNamespace(t)
+	tmpl := uniq(k.ns, "selects")
+	apply(t, k.ns, fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: ClusterRunTemplate
+metadata: {name: %s}
+spec:
+  template:
+    apiVersion: tekton.dev/v1beta1
+    kind: PipelineRun
+    metadata: %s
+    spec:
+      pipelineRef: {name: $(selected.metadata.name)$}
+      params: [{name: revision, value: $(runnable.spec.inputs.revision)$}]
+`, tmpl, genName))
+
+	t.Run("a cluster-scoped kind is refused", func(t *testing.T) {
+		k := k.with(t)
+		k.runnable("namespaces", tmpl, "r1", fmt.Sprintf(`  selector:
+    resource: {apiVersion: v1, kind: Namespace}
+    matchingLabels: {kubernetes.io/metadata.name: %s}`, other))
+		r := k.waitRunnable("namespaces", "RunTemplateReady", "False", "InvalidSpec")
+		msg := fmt.Sprint(condition(r.Object, "RunTemplateReady", "status")["message"])
+		assert.Contains(t, msg, "kind [Namespace], which is cluster-scoped")
+		assert.NotContains(t, msg, other)
+		assert.Empty(t, k.runs("namespaces"))
+	})
+
+	t.Run("secrets the service account may not list", func(t *testing.T) {
+		k := k.with(t)
+		secret := `
+apiVersion: v1
+kind: Secret
+metadata: {name: %s, labels: {e2e/selected: "yes"}}
+stringData: {token: t}
+`
+		apply(t, other, fmt.Sprintf(secret, "other-secret"))
+		apply(t, k.ns, fmt.Sprintf(secret, "own-secret"))
+		// The account may create runs, not read Secrets.
+		apply(t, k.ns, `
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: runner}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: runs}
+rules: [{apiGroups: [tekton.dev], resources: ["*"], verbs: [get, list, watch, create, delete]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: runner-runs}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: runs}
+subjects: [{kind: ServiceAccount, name: runner, namespace: `+k.ns+`}]
+`)
+		k.runnable("secrets", tmpl, "r1", `  serviceAccountName: runner
+  selector:
+    resource: {apiVersion: v1, kind: Secret}
+    matchingLabels: {e2e/selected: "yes"}`)
+		r := k.waitRunnable("secrets", "RunTemplateReady", "False", "SelectorMatchError")
+		msg := fmt.Sprint(condition(r.Object, "RunTemplateReady", "status")["message"])
+		assert.Contains(t, msg, "service account ["+k.ns+"/runner] may not list secrets")
+		assert.NotContains(t, msg, "own-secret")
+		assert.NotContains(t, msg, "other-secret")
+		assert.Empty(t, k.runs("secrets"))
+		assertNoClusterWideSecretWatch(t)
+
+		// RBAC for Secrets in its namespace: it selects its own Secret,
+		// never the other namespace's.
+		apply(t, k.ns, `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: read-secrets}
+rules: [{apiGroups: [""], resources: [secrets], verbs: [list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: runner-secrets}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: read-secrets}
+subjects: [{kind: ServiceAccount, name: runner, namespace: `+k.ns+`}]
+`)
+		runs := k.waitRevisions("secrets", "r1")
+		assert.Equal(t, "own-secret", nested(runs[0].Object, "spec", "pipelineRef", "name"))
+		assertNoClusterWideSecretWatch(t)
+	})
+}
+
+// assertNoClusterWideSecretWatch: every Secret watch Kontinue runs for a
+// selector is limited to a namespace and a service account.
+func assertNoClusterWideSecretWatch(t *testing.T) {
+	t.Helper()
+	for key := range env.kontinue.m.Tracker().Active() {
+		if key.GVR.Resource == "secrets" && key.Selector != reconciler.StampedSelector {
+			assert.True(t, key.Namespace != "" && key.As != "", "a Secret watch reaching beyond one namespace and account: %s", key)
+		}
+	}
+}

@@ -131,7 +131,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.tracker = tracking.New(dyn, opts.Resync, m.route)
+	m.tracker = tracking.New(dyn, m.clients.For, opts.Resync, m.route)
 	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, stamp.NewEvents(evDyn), m.noteApply)
 	idx := newIndex()
 	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {

@@ -381,17 +381,31 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.matchingLabels: %v", rp.what(), err)
 		return nil
 	}
-	key := tracking.Key{GVR: tg.GVR, Selector: ls.String()}
-	rp.selKey = &key
-	if !rp.watch.Watch(key) {
+	if !tg.Namespaced {
+		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.selector names kind [%s], which is cluster-scoped; a Runnable selects only objects of its own namespace", rp.what(), gvk.Kind)
+		return nil
+	}
+	// The selection sees what the Runnable's service account may list in
+	// its namespace, and nothing else: the watch lists as that account,
+	// in that namespace only. Kontinue's own rights never widen it.
+	sa := rp.serviceAccount()
+	key := tracking.Key{GVR: tg.GVR, Selector: ls.String(), Namespace: ns, As: ns + "/" + sa}
+	if !rp.watch.Glance(key) {
+		if err := rp.r.m.tracker.Err(key); err != nil && stamp.Classify(err) == stamp.Forbidden {
+			// Not kept: the watch stops at the end of this reconcile, and
+			// RBAC news brings the Runnable back.
+			_ = rp.w.Note(err)
+			rp.fail(ReasonSelectorMatchError, "%s: service account [%s/%s] may not list %s in namespace [%s]; spec.selector sees only what it may read", rp.what(), ns, sa, tg.GVR.Resource, ns)
+			return nil
+		}
+		rp.watch.Watch(key)
+		rp.selKey = &key
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	listNS := ns
-	if !tg.Namespaced {
-		listNS = ""
-	}
-	objs, _ := rp.r.m.tracker.List(key, listNS)
+	rp.watch.Watch(key)
+	rp.selKey = &key
+	objs, _ := rp.r.m.tracker.List(key, ns)
 	sel, no := selectOne(rp.obj, gvk.Kind, ls, objs)
 	if no != nil {
 		rp.fail(no.reason, "%s", no.message)
