@@ -111,14 +111,36 @@ func TestTwoOwnersOneName(t *testing.T) {
 var reconciles = &keyCounter{n: map[reconciler.Key]int{}}
 
 type keyCounter struct {
-	mu sync.Mutex
-	n  map[reconciler.Key]int
+	mu   sync.Mutex
+	n    map[reconciler.Key]int
+	last map[reconciler.Key][]time.Time // the latest reconciles' times
 }
 
 func (c *keyCounter) add(k reconciler.Key) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n[k]++
+	if c.last == nil {
+		c.last = map[reconciler.Key][]time.Time{}
+	}
+	if l := append(c.last[k], time.Now()); len(l) > 64 {
+		c.last[k] = l[1:]
+	} else {
+		c.last[k] = l
+	}
+}
+
+// since returns the times of k's reconciles after t.
+func (c *keyCounter) since(k reconciler.Key, t time.Time) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Time
+	for _, at := range c.last[k] {
+		if at.After(t) {
+			out = append(out, at)
+		}
+	}
+	return out
 }
 
 func (c *keyCounter) get(k reconciler.Key) int {
@@ -304,4 +326,45 @@ func assertNoClusterWideSecretWatch(t *testing.T) {
 			assert.True(t, key.Namespace != "" && key.As != "", "a Secret watch reaching beyond one namespace and account: %s", key)
 		}
 	}
+}
+
+// A render that runs out of time is retried with backoff (not left failed
+// until something unrelated changes), and the step recovers by itself when
+// the template is fixed. Kontinue runs with a short render bound so that
+// the time-out is cheap; the template writes a byte now and then, so its
+// abandoned render stops at the engine's own bound.
+func TestSlowRenderIsRetriedWithBackoff(t *testing.T) {
+	if env.external {
+		t.Skip("restarts the in-process Kontinue with a short render bound")
+	}
+	env.kontinue.stop()
+	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) { o.RenderTimeout = 200 * time.Millisecond })
+	t.Cleanup(func() {
+		env.kontinue.stop()
+		env.kontinue = startKontinue(env.cfg)
+	})
+	k := newKit(t)
+	tmpl, chain := k.name("slow"), k.name("slow-chain")
+	slow := `
+  goTemplate: |
+    {{ range until 60000 }}{{ range until 60000 }}{{ end }}x{{ end }}
+    {apiVersion: v1, kind: ConfigMap, metadata: {name: slow}}`
+	k.apply(k.templateYAML("ClusterTemplate", tmpl, slow))
+	k.apply(k.chainYAML(chain, "", k.step("config", "ClusterTemplate", tmpl, "")))
+	start := time.Now()
+	k.workload("app", chain, "")
+	w := k.waitStep("app", "config", "ResourceSubmitted", "False", "TemplateStampFailure")
+	k.assertCond(k.stepCond(w, "config", "ResourceSubmitted"), "False", "TemplateStampFailure", "did not finish within")
+
+	key := reconciler.Key{Kind: "Workload", NamespacedName: types.NamespacedName{Namespace: k.ns, Name: "app"}}
+	time.Sleep(5 * time.Second)
+	at := reconciles.since(key, start)
+	require.GreaterOrEqual(t, len(at), 4, "a timed-out render is retried: reconciles at %v", at)
+	first, last := at[1].Sub(at[0]), at[len(at)-1].Sub(at[len(at)-2])
+	assert.Greater(t, last, 2*first, "the retries back off: gaps %s then %s", first, last)
+
+	k.apply(k.templateYAML("ClusterTemplate", tmpl, `
+  goTemplate: |
+    {apiVersion: v1, kind: ConfigMap, metadata: {name: fast}}`))
+	k.waitOwner("app", "Ready", "True", "Ready")
 }

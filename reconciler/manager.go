@@ -33,6 +33,9 @@ type Options struct {
 	// conditions, and tools comparing the whole list (its own suite does)
 	// would see a difference.
 	KstatusConditions bool
+	// RenderTimeout, when set, bounds each render below the engines' own
+	// bound (render/bounds.go): tests make a render time out cheaply.
+	RenderTimeout time.Duration
 	// OnReconcile, when set, is told of every key a controller takes from
 	// its queue (tests: which events wake which owner).
 	OnReconcile func(Key)

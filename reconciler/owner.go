@@ -105,7 +105,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	user := key.String()
 	obj, synced := r.m.tracker.Get(tracking.Key{GVR: r.flavor.OwnerGVR}, ns, name)
 	if !synced {
-		return Result{RequeueAfter: time.Second}, nil
+		return Result{RequeueAfter: time.Second, Wait: true}, nil
 	}
 	if obj == nil || obj.GetDeletionTimestamp() != nil {
 		// Stamped objects carry our ownerReference: the garbage collector
@@ -119,7 +119,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		return Result{}, nil
 	}
 	if r.awaitOwnWrite(user, obj) {
-		return Result{RequeueAfter: 50 * time.Millisecond}, nil
+		return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
 	}
 	obj = obj.DeepCopy()
 	op := newOwnerPass(ctx, r, obj)

@@ -167,7 +167,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	user := key.String()
 	obj, synced := r.m.tracker.Get(tracking.Key{GVR: RunnableGVR}, ns, name)
 	if !synced {
-		return Result{RequeueAfter: time.Second}, nil
+		return Result{RequeueAfter: time.Second, Wait: true}, nil
 	}
 	if obj == nil || obj.GetDeletionTimestamp() != nil {
 		// Runs carry a controller reference to the Runnable: the garbage
@@ -199,7 +199,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	if runErr != nil {
 		return Result{}, runErr
 	}
-	return Result{RequeueAfter: rp.requeue}, nil
+	return Result{RequeueAfter: rp.requeue, Wait: true}, nil // rp.requeue is always a wait
 }
 
 func (r *runnableReconciler) writeStatus(ctx context.Context, rp *runnablePass) error {
