@@ -368,3 +368,51 @@ func TestSlowRenderIsRetriedWithBackoff(t *testing.T) {
     {apiVersion: v1, kind: ConfigMap, metadata: {name: fast}}`))
 	k.waitOwner("app", "Ready", "True", "Ready")
 }
+
+// A step whose outputs and last good object are too large for the API
+// server to take in the owner's status (about 1 MiB each, twice): the
+// status is still written, without them, and says so; it follows later
+// changes instead of staying stale.
+func TestHugeOutputsDoNotStickTheStatus(t *testing.T) {
+	k := newKit(t)
+	chain := k.name("huge-chain")
+	var steps string
+	for _, n := range []string{"a", "b"} {
+		tmpl := k.name("huge-" + n)
+		k.apply(k.templateYAML("ClusterConfigTemplate", tmpl, `
+  configPath: .data
+  alwaysSuccessful: true
+  params: [{name: rev, default: "1"}]
+  goTemplate: |
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: {{ .workload.metadata.name }}-huge-`+n+`}
+    data:
+      blob: {{ repeat 60000 "0123456789abcdef" }}
+      rev: "{{ .params.rev }}"`))
+		steps += k.step("config-"+n, "ClusterConfigTemplate", tmpl, "")
+	}
+	k.apply(k.chainYAML(chain, "", steps))
+	k.workload("app", chain, "")
+	w := k.waitOwner("app", "Ready", "True", "Ready")
+	c := ownerCondition(w, "StatusTruncated")
+	require.NotNil(t, c, "the owner says its status was cut")
+	k.assertCond(c, "True", "StatusTooLarge", "outputValues", "not kept in status")
+	k.waitEvent("app", "StatusTooLarge", "outputValues")
+	k.assertQuiet(k.wl("app"))
+	assert.Len(t, nested(w.Object, "status", "resources").([]any), 2)
+	for _, n := range []string{"config-a", "config-b"} {
+		assert.NotEmpty(t, outputsOf(stepStatus(w, n)), "outputs keep their preview and digest")
+	}
+
+	// A change reaches the status: it is not stuck on a write that fails.
+	k.workload("app", chain, "\n  params: [{name: rev, value: \"2\"}]")
+	k.waitObjStatus("app", func(u *unstructured.Unstructured) string {
+		if g, og := u.GetGeneration(), nested(u.Object, "status", "observedGeneration"); fmt.Sprint(g) != fmt.Sprint(og) {
+			return fmt.Sprintf("observedGeneration %v, generation %d", og, g)
+		}
+		return ""
+	})
+	k.waitOwner("app", "Ready", "True", "Ready")
+	k.waitObj(configMapGVR, "app-huge-b", k.dataIs("rev", "2"))
+}
