@@ -75,11 +75,12 @@ func (b *bench) measureFloor(ctx context.Context) error {
 
 	limited := rest.CopyConfig(b.cfg)
 	limited.QPS, limited.Burst = float32(o.qps), o.burst
+	limited = stamp.SharedRateLimiter(limited) // one budget, as Kontinue has
 	ownerClient, err := dynamic.NewForConfig(limited)
 	if err != nil {
 		return err
 	}
-	stamper, err := stamp.NewClients(limited).For(floorNS, "default")
+	stamper, err := stamp.NewClients(limited, 0).For(floorNS, "default")
 	if err != nil {
 		return err
 	}

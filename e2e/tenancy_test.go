@@ -416,3 +416,36 @@ func TestHugeOutputsDoNotStickTheStatus(t *testing.T) {
 	k.waitOwner("app", "Ready", "True", "Ready")
 	k.waitObj(configMapGVR, "app-huge-b", k.dataIs("rev", "2"))
 }
+
+// Kontinue keeps a bounded number of impersonating clients: owners of more
+// service accounts than that still converge (a dropped client is made
+// again on demand), and the pool never grows past its bound.
+func TestImpersonatingClientsAreBounded(t *testing.T) {
+	if env.external {
+		t.Skip("restarts the in-process Kontinue with a small client pool")
+	}
+	env.kontinue.stop()
+	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) { o.MaxClients = 2 })
+	t.Cleanup(func() {
+		env.kontinue.stop()
+		env.kontinue = startKontinue(env.cfg)
+	})
+	kits := []*kit{newKit(t), newKit(t), newKit(t), newKit(t)}
+	tmpl, chain := kits[0].name("pooled"), kits[0].name("pooled-chain")
+	kits[0].apply(kits[0].cmTemplate(tmpl, "cfg", `{v: "1"}`))
+	kits[0].apply(kits[0].chainYAML(chain, "", kits[0].step("config", "ClusterTemplate", tmpl, "")))
+	for _, k := range kits {
+		k.workload("app", chain, "")
+	}
+	for _, k := range kits {
+		k.waitOwner("app", "Ready", "True", "Ready")
+		assert.LessOrEqual(t, env.kontinue.m.Clients(), 2)
+	}
+	// The first namespace's client was dropped: a hand edit is still undone.
+	k := kits[0]
+	k.update(configMapGVR, k.ns, "app-cfg", func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedField(u.Object, "edited", "data", "v"))
+	})
+	k.waitObj(configMapGVR, "app-cfg", k.dataIs("v", "1"))
+	assert.LessOrEqual(t, env.kontinue.m.Clients(), 2)
+}

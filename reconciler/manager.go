@@ -33,6 +33,9 @@ type Options struct {
 	// conditions, and tools comparing the whole list (its own suite does)
 	// would see a difference.
 	KstatusConditions bool
+	// MaxClients bounds the impersonating clients kept (one per service
+	// account; stamp.DefaultMaxClients when 0).
+	MaxClients int
 	// RenderTimeout, when set, bounds each render below the engines' own
 	// bound (render/bounds.go): tests make a render time out cheaply.
 	RenderTimeout time.Duration
@@ -103,6 +106,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
+	// One client-side budget for Kontinue's own requests and those of every
+	// service account it impersonates (none with a negative QPS).
+	cfg = stamp.SharedRateLimiter(cfg)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -114,7 +120,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	m := &Manager{
 		dyn:     dyn,
 		mapper:  tracking.NewMapper(dc),
-		clients: stamp.NewClients(cfg),
+		clients: stamp.NewClients(cfg, opts.MaxClients),
 		opts:    opts,
 		owners:  map[string]*ownerReconciler{},
 		blocked: map[Key]blockCause{},
@@ -151,6 +157,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	return m, nil
 }
+
+// Clients is how many impersonating clients are kept (metrics, tests).
+func (m *Manager) Clients() int { return m.clients.Len() }
 
 // Tracker exposes the tracker (metrics, tests).
 func (m *Manager) Tracker() *tracking.Tracker { return m.tracker }

@@ -33,10 +33,11 @@ var (
 	}, []string{"verb"})
 	informers = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_active_informers", Help: "Informers currently running."})
 	cached    = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_cached_objects", Help: "Objects held in informer caches."})
+	clients   = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_impersonating_clients", Help: "Clients kept that act as a service account (bounded)."})
 )
 
 func init() {
-	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached,
+	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, clients,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue()
 	registerStandard()
@@ -63,6 +64,9 @@ func Applied(applied bool) {
 		applies.WithLabelValues("skipped").Inc()
 	}
 }
+
+// SetClients records how many impersonating clients are kept.
+func SetClients(n int) { clients.Set(float64(n)) }
 
 // SetInformers records the tracker's state.
 func SetInformers(active, objects int) {
