@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -448,4 +449,31 @@ func TestImpersonatingClientsAreBounded(t *testing.T) {
 	})
 	k.waitObj(configMapGVR, "app-cfg", k.dataIs("v", "1"))
 	assert.LessOrEqual(t, env.kontinue.m.Clients(), 2)
+}
+
+// A run whose outputs are too large for the Runnable's status: the status
+// is still written, without them, and says why; smaller outputs later are
+// written again.
+func TestHugeRunOutputsDoNotStickTheRunnable(t *testing.T) {
+	k := newRunKit(t)
+	tmpl := uniq(k.ns, "bigout")
+	apply(t, k.ns, k.runTemplate(tmpl, genName, "    a: status.report\n    b: status.report"))
+	k.runnable("big", tmpl, "r1", "")
+	runs := k.waitRevisions("big", "r1")
+	k.finish(runs[0].GetName(), "True", map[string]any{"report": strings.Repeat("0123456789abcdef", 60000)})
+	r := k.waitRunnable("big", "RunTemplateReady", "False", "OutputsTooLarge")
+	k.assertRunnableMessage(r, "outputs of run ["+runs[0].GetName()+"]", "more than the")
+	assert.Nil(t, nested(r.Object, "status", "outputs"))
+
+	k.finish(runs[0].GetName(), "True", map[string]any{"report": "small"})
+	k.waitRunnable("big", "Ready", "True", "Ready")
+	assert.Equal(t, map[string]any{"a": "small", "b": "small"}, k.outputs("big"))
+}
+
+func (k *runKit) assertRunnableMessage(r *unstructured.Unstructured, parts ...string) {
+	k.t.Helper()
+	msg := fmt.Sprint(condition(r.Object, "RunTemplateReady", "status")["message"])
+	for _, p := range parts {
+		assert.Contains(k.t, msg, p)
+	}
 }

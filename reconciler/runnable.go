@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ const (
 	ReasonSucceededCondition      = "SucceededCondition"
 	ReasonSucceededNotReported    = "SucceededConditionNotReported"
 	ReasonNoStampedObjectRunnable = "NoStampedObject"
+	ReasonOutputsTooLarge         = "OutputsTooLarge"
 )
 
 // recentRunTTL bounds how long a just-created run is remembered while the
@@ -203,6 +205,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 }
 
 func (r *runnableReconciler) writeStatus(ctx context.Context, rp *runnablePass) error {
+	rp.bound()
 	_, err := r.m.w.WriteStatus(ctx, RunnableGVR, rp.obj, rp.status)
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile; its delete event cleans up
@@ -245,6 +248,38 @@ func (rp *runnablePass) setStatus(rtReady metav1.Condition, stamped *metav1.Cond
 	ready := st.Summarize(st.Ready, "Ready", rtReady, *stamped)
 	rp.status.ObservedGeneration = rp.obj.GetGeneration()
 	rp.status.Conditions = st.Merge([]metav1.Condition{rtReady, *stamped, ready}, rp.prev.Conditions, rp.obj.GetGeneration(), rp.now)
+}
+
+// bound keeps the status within what the API server takes for the
+// Runnable: outputs that would not fit are not written (a value is there
+// whole or not at all) and RunTemplateReady says so; whoever reads them
+// waits as for a run without outputs. A status that fails to write would
+// leave the Runnable stale for good.
+func (rp *runnablePass) bound() {
+	if rp.status.Outputs == nil {
+		return
+	}
+	rest := make(map[string]any, len(rp.obj.Object))
+	for k, v := range rp.obj.Object {
+		if k != "status" {
+			rest[k] = v
+		}
+	}
+	b, _ := json.Marshal(rest)
+	free := st.ObjectLimit - len(b) - statusMargin
+	whole, _ := json.Marshal(rp.status)
+	if len(whole) <= free {
+		return
+	}
+	out, _ := json.Marshal(rp.status.Outputs)
+	rp.status.Outputs = nil
+	run := "its runs"
+	if ref := rp.status.LatestSuccessfulRunRef; ref != nil {
+		run = "run [" + ref.Name + "]"
+	}
+	stamped := st.Find(rp.status.Conditions, CondStampedObject)
+	rp.setStatus(st.Cond(CondRunTemplateReady, st.False, ReasonOutputsTooLarge,
+		fmt.Sprintf("%s: the outputs of %s take %d KiB, more than the %d KiB its status can hold; they are not written", rp.what(), run, (len(out)+1023)/1024, max(free, 0)/1024)), stamped)
 }
 
 // fail records why the Runnable cannot stamp: outputs and run references
