@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler"
@@ -476,4 +477,67 @@ func (k *runKit) assertRunnableMessage(r *unstructured.Unstructured, parts ...st
 	for _, p := range parts {
 		assert.Contains(k.t, msg, p)
 	}
+}
+
+// A Runnable whose runs are of a kind whose list always fails (a CRD whose
+// conversion webhook does not answer): its watch never syncs, and the
+// Runnable, which waits for it, is looked at again less and less often
+// instead of five times a second forever.
+func TestWaitForAWatchThatNeverSyncsBacksOff(t *testing.T) {
+	if env.external {
+		t.Skip("counts the in-process Kontinue's reconciles")
+	}
+	k := newRunKit(t)
+	suffix := strings.TrimPrefix(k.ns, "e2e-")
+	kind, plural := "Stuck"+suffix, "stucks"+suffix
+	apply(t, "", fmt.Sprintf(`
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: %[2]s.test.run}
+spec:
+  group: test.run
+  scope: Namespaced
+  names: {plural: %[2]s, singular: %[3]s, kind: %[1]s, listKind: %[1]sList}
+  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1]
+      clientConfig: {url: "https://127.0.0.1:1/convert"}
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+  - {name: v2, served: true, storage: false, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+`, kind, plural, strings.ToLower(kind)))
+	// One object stored as v1: listing v2 needs the webhook, which fails.
+	v1 := schema.GroupVersionResource{Group: "test.run", Version: "v1", Resource: plural}
+	eventually(t, 30*time.Second, func() string {
+		_, err := env.dyn.Resource(v1).Namespace(k.ns).Create(context.Background(), &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "test.run/v1", "kind": kind, "metadata": map[string]any{"name": "stored",
+				"labels": map[string]any{"kontinue.dev/stamped": "true"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	tmpl := uniq(k.ns, "stuck")
+	apply(t, "", fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: ClusterRunTemplate
+metadata: {name: %s}
+spec:
+  template:
+    apiVersion: test.run/v2
+    kind: %s
+    metadata: {generateName: run-}
+    spec: {revision: $(runnable.spec.inputs.revision)$}
+`, tmpl, kind))
+	start := time.Now()
+	k.runnable("stuck", tmpl, "r1", "")
+	key := reconciler.Key{Kind: "Runnable", NamespacedName: types.NamespacedName{Namespace: k.ns, Name: "stuck"}}
+	time.Sleep(8 * time.Second)
+	at := reconciles.since(key, start)
+	t.Logf("%d reconciles in 8 s: %v", len(at), at)
+	require.GreaterOrEqual(t, len(at), 3, "the Runnable waits for the watch and looks again")
+	assert.LessOrEqual(t, len(at), 10, "a fixed 200 ms wait would be ~40 reconciles")
+	first, last := at[1].Sub(at[0]), at[len(at)-1].Sub(at[len(at)-2])
+	assert.Greater(t, last, 4*first, "the waits grow: %s then %s", first, last)
 }
