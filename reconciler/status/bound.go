@@ -31,10 +31,15 @@ func Bound(s *OwnerStatus, free int) []string {
 		s.Conditions[i].Message = cutMessage(s.Conditions[i].Message)
 	}
 	for i := range s.Resources {
-		r := &s.Resources[i]
-		for j := range r.Conditions {
-			r.Conditions[j].Message = cutMessage(r.Conditions[j].Message)
+		for j := range s.Resources[i].Conditions {
+			s.Resources[i].Conditions[j].Message = cutMessage(s.Resources[i].Conditions[j].Message)
 		}
+	}
+	if total := size(s); total <= FieldLimit && total <= free {
+		return nil // the usual case: one marshal
+	}
+	for i := range s.Resources {
+		r := &s.Resources[i]
 		if n := size(r.LastGoodObject); r.LastGoodObject != nil && n > FieldLimit {
 			r.LastGoodObject = nil
 			notes = append(notes, dropped(r.Name, "lastGoodObject", n, fmt.Sprintf("over the %s one field may take", kib(FieldLimit))))
