@@ -425,14 +425,16 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 	// in that namespace only. Kontinue's own rights never widen it.
 	sa := rp.serviceAccount()
 	key := tracking.Key{GVR: tg.GVR, Selector: ls.String(), Namespace: ns, As: ns + "/" + sa}
-	if !rp.watch.Glance(key) {
-		if err := rp.r.m.tracker.Err(key); err != nil && stamp.Classify(err) == stamp.Forbidden {
-			// Not kept: the watch stops at the end of this reconcile, and
-			// RBAC news brings the Runnable back.
-			_ = rp.w.Note(err)
-			rp.fail(ReasonSelectorMatchError, "%s: service account [%s/%s] may not list %s in namespace [%s]; spec.selector sees only what it may read", rp.what(), ns, sa, tg.GVR.Resource, ns)
-			return nil
-		}
+	synced := rp.watch.Glance(key)
+	if err := rp.r.m.tracker.Err(key); err != nil && stamp.Classify(err) == stamp.Forbidden {
+		// Not kept: the watch stops at the end of this reconcile (its
+		// cache, if any, is not used), and RBAC news brings the Runnable
+		// back with a new one.
+		_ = rp.w.Note(err)
+		rp.fail(ReasonSelectorMatchError, "%s: service account [%s/%s] may not list %s in namespace [%s]; spec.selector sees only what it may read", rp.what(), ns, sa, tg.GVR.Resource, ns)
+		return nil
+	}
+	if !synced {
 		rp.watch.Watch(key)
 		rp.selKey = &key
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond

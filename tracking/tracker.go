@@ -364,14 +364,16 @@ func (t *Tracker) ListControlledBy(k Key, uid types.UID) (objs []*unstructured.U
 	return objs, true
 }
 
-// Err is the last list or watch error of k's informer while it has not
-// synced (nil once it has, or when k is not tracked): why a watch does not
-// sync, e.g. its service account may not list the kind.
+// Err is the last list or watch error of k's informer (nil: none yet, or
+// k is not tracked): why a watch does not sync, e.g. its service account
+// may not list the kind; after it synced, why its cache may be stale (a
+// re-list refused once the account lost its rights). An error stays until
+// the informer stops: callers that act on it drop the watch.
 func (t *Tracker) Err(k Key) error {
 	t.mu.Lock()
 	e := t.entries[k]
 	t.mu.Unlock()
-	if e == nil || e.informer.HasSynced() {
+	if e == nil {
 		return nil
 	}
 	e.errMu.Lock()
