@@ -541,3 +541,35 @@ spec:
 	first, last := at[1].Sub(at[0]), at[len(at)-1].Sub(at[len(at)-2])
 	assert.Greater(t, last, 4*first, "the waits grow: %s then %s", first, last)
 }
+
+// A gated step whose object name is taken by someone else's object that
+// carries Kontinue's labels and an input-set annotation, and reports no
+// outcome: the step does not hold its inputs for that object (its health
+// is not the step's), it reports the object as not its own.
+func TestGatedStepIgnoresAForeignObject(t *testing.T) {
+	k := newKit(t)
+	tmpl, chain := k.name("gated"), k.name("gated-chain")
+	k.apply(k.templateYAML("ClusterTemplate", tmpl, readyRule+`
+  template:
+    apiVersion: test.run/v1alpha1
+    kind: Test
+    metadata: {name: taken}
+    spec: {owner: $(workload.metadata.name)$}`))
+	k.apply(k.chainYAML(chain, "", k.step("build", "ClusterTemplate", tmpl, "")))
+	k.apply(fmt.Sprintf(`
+apiVersion: test.run/v1alpha1
+kind: Test
+metadata:
+  name: taken
+  labels: {kontinue.dev/stamped: "true", carto.run/workload-name: app, carto.run/workload-namespace: %s, carto.run/resource-name: build}
+  annotations: {kontinue.dev/applied-digest: forged}
+spec: {mine: "yes"}
+`, k.ns))
+	before := get(t, testGVR, k.ns, "taken").GetResourceVersion()
+	k.workload("app", chain, "")
+	w := k.waitStep("app", "build", "ResourceSubmitted", "False", "StampedObjectNotOwned")
+	k.assertCond(k.stepCond(w, "build", "ResourceSubmitted"), "False", "StampedObjectNotOwned", "Test ["+k.ns+"/taken]")
+	assert.Nil(t, stepStatus(w, "build")["stampedRef"], "the person's object is not the step's")
+	k.assertQuiet(k.wl("app"))
+	assert.Equal(t, before, get(t, testGVR, k.ns, "taken").GetResourceVersion())
+}
