@@ -213,6 +213,7 @@ func serve(ctx context.Context, o options, cfg *rest.Config, m *reconciler.Manag
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		metrics.SetInformers(len(m.Tracker().Active()), m.Tracker().CachedObjects())
+		metrics.SetClients(m.Clients())
 		promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 	}))
 	if err := start(o.metricsAddr, mux); err != nil {

@@ -81,7 +81,7 @@ func (b *bench) measureFloor(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stamper, err := stamp.NewClients(limited).For(floorNS, "default")
+	stamper, err := stamp.NewClients(limited, 0).For(floorNS, "default")
 	if err != nil {
 		return err
 	}

@@ -130,7 +130,7 @@ spec:
 
 	var mu sync.Mutex
 	var seen []string
-	tr := tracking.New(env.dyn, time.Hour, func(ev tracking.Event) {
+	tr := tracking.New(env.dyn, nil, time.Hour, func(ev tracking.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, ev.Obj.GetName())

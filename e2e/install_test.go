@@ -181,7 +181,7 @@ func TestInstallRBACImpersonation(t *testing.T) {
 	_, err := stamp.ServerSideApply(ctx, own, configMapGVR, withNS(cm("own"), ns), "kontinue")
 	require.True(t, apierrors.IsForbidden(err), "Kontinue itself created a ConfigMap: %v", err)
 
-	clients := stamp.NewClients(sa)
+	clients := stamp.NewClients(sa, 0)
 	cl, err := clients.For(ns, "default")
 	require.NoError(t, err)
 	_, err = stamp.ServerSideApply(ctx, cl, configMapGVR, withNS(cm("stamped"), ns), "kontinue")

@@ -155,7 +155,7 @@ func startKontinue(cfg *rest.Config) *kontinueProcess {
 // startKontinueWith starts the in-process Kontinue with options changed by set.
 func startKontinueWith(cfg *rest.Config, set func(*reconciler.Options)) *kontinueProcess {
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := reconciler.Options{Workers: 4, Resync: 10 * time.Hour, ShutdownGrace: 5 * time.Second,
+	opts := reconciler.Options{Workers: 4, Resync: 10 * time.Hour, ShutdownGrace: 5 * time.Second, OnReconcile: reconciles.add,
 		// The suite's chart repositories listen on 127.0.0.1, over http.
 		Helm: render.HelmOptions{AllowPrivateNetworks: true, AllowHTTP: true}}
 	set(&opts)

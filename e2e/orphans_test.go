@@ -103,10 +103,12 @@ func TestOrphansAreRemoved(t *testing.T) {
 }
 
 // Kontinue deletes an object it no longer stamps only while the object
-// still carries this workload's labels. The test records in the workload's
-// status three objects a since-removed step once stamped (the state after,
-// say, a restart): one still labelled for the workload (deleted), one whose
-// owner labels were changed by hand (kept), one without labels (kept).
+// still carries this workload's labels and its controller reference. The
+// test records in the workload's status three objects a since-removed step
+// once stamped (the state after, say, a restart): one still labelled for
+// and controlled by the workload (deleted), one whose owner labels were
+// changed by hand (kept), one without labels (kept). An object with the
+// labels but no controller reference is TestForeignObjectWithOurLabels's.
 func TestOrphanWithChangedOwnerLabelsIsKept(t *testing.T) {
 	k := newKit(t)
 	tmpl, chain := k.name("keep"), k.name("keep-chain")
@@ -118,10 +120,24 @@ func TestOrphanWithChangedOwnerLabelsIsKept(t *testing.T) {
 	labels := func(owner string) string {
 		return fmt.Sprintf(`{kontinue.dev/stamped: "true", carto.run/workload-name: %s, carto.run/workload-namespace: %s, carto.run/resource-name: old}`, owner, k.ns)
 	}
+	// The status first: the objects' events must find them recorded.
+	w := get(t, workloadGVR, k.ns, "app")
+	res, _, _ := unstructured.NestedSlice(w.Object, "status", "resources")
+	for _, n := range []string{"mine", "relabelled", "unlabelled"} {
+		res = append(res, map[string]any{"name": "old-" + n, "stampedRef": map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "namespace": k.ns, "name": n, "resource": "configmaps"}})
+	}
+	require.NoError(t, unstructured.SetNestedSlice(w.Object, res, "status", "resources"))
+	_, err := env.dyn.Resource(workloadGVR).Namespace(k.ns).UpdateStatus(context.Background(), w, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	uid := get(t, workloadGVR, k.ns, "app").GetUID()
 	k.apply(`
 apiVersion: v1
 kind: ConfigMap
-metadata: {name: mine, labels: ` + labels("app") + `}
+metadata:
+  name: mine
+  labels: ` + labels("app") + `
+  ownerReferences: [{apiVersion: carto.run/v1alpha1, kind: Workload, name: app, uid: ` + string(uid) + `, controller: true}]
 ---
 apiVersion: v1
 kind: ConfigMap
@@ -132,15 +148,6 @@ kind: ConfigMap
 metadata: {name: unlabelled}
 `)
 	keep := k.rvs(k.cm("relabelled"), k.cm("unlabelled"))
-	w := get(t, workloadGVR, k.ns, "app")
-	res, _, _ := unstructured.NestedSlice(w.Object, "status", "resources")
-	for _, n := range []string{"mine", "relabelled", "unlabelled"} {
-		res = append(res, map[string]any{"name": "old-" + n, "stampedRef": map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap", "namespace": k.ns, "name": n, "resource": "configmaps"}})
-	}
-	require.NoError(t, unstructured.SetNestedSlice(w.Object, res, "status", "resources"))
-	_, err := env.dyn.Resource(workloadGVR).Namespace(k.ns).UpdateStatus(context.Background(), w, metav1.UpdateOptions{})
-	require.NoError(t, err)
 	k.poke("app") // a status write alone does not make Kontinue reconcile
 
 	k.waitAbsent(configMapGVR, "mine")

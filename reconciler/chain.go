@@ -57,7 +57,7 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	name := key.Name
 	obj, synced := r.m.tracker.Get(tracking.Key{GVR: gvr}, "", name)
 	if !synced {
-		return Result{RequeueAfter: time.Second}, nil
+		return Result{RequeueAfter: time.Second, Wait: true}, nil
 	}
 	if obj == nil {
 		return Result{}, nil

@@ -29,6 +29,29 @@ type Result struct {
 	// RequeueAfter > 0 reconciles the key again after that delay (an
 	// expected wait, e.g. for a cache to sync): not an error, no backoff.
 	RequeueAfter time.Duration
+	// Wait says that RequeueAfter waits for something to show up (a
+	// cache to sync, a create to reach the cache): consecutive waits of a
+	// key back off (waitDelay), so that something that never shows up (a
+	// watch that never syncs) is not looked at five times a second forever.
+	// Without it RequeueAfter is a timer (a deadline) and is kept.
+	Wait bool
+}
+
+// maxWait caps the backoff of consecutive waits of one key.
+const maxWait = time.Minute
+
+// waitDelay is the delay of a key's wait after it waited waits times in a
+// row: first, doubled for each, up to maxWait (a first delay above the cap
+// is kept).
+func waitDelay(first time.Duration, waits int) time.Duration {
+	if first >= maxWait {
+		return first
+	}
+	d := first
+	for i := 0; i < waits && d < maxWait; i++ {
+		d *= 2
+	}
+	return min(d, maxWait)
 }
 
 // Key is what a controller reconciles: an object of a kind. Every key
@@ -89,6 +112,29 @@ type Controller struct {
 	// Gate, when set, holds the workers while the API server is away
 	// (shared by every controller of a Manager).
 	Gate *APIGate
+	// OnReconcile, when set, is told of every key taken from the queue.
+	OnReconcile func(Key)
+
+	waitsMu sync.Mutex
+	waits   map[Key]int // consecutive waits (Result.Wait) by key
+}
+
+// requeueDelay is when a key whose reconcile ended with res comes back
+// (res.RequeueAfter > 0: its wait, backed off; else 0), and records the
+// wait: any other outcome ends the key's run of waits.
+func (c *Controller) requeueDelay(key Key, res Result) time.Duration {
+	c.waitsMu.Lock()
+	defer c.waitsMu.Unlock()
+	if res.RequeueAfter <= 0 || !res.Wait {
+		delete(c.waits, key)
+		return res.RequeueAfter
+	}
+	if c.waits == nil {
+		c.waits = map[Key]int{}
+	}
+	n := c.waits[key]
+	c.waits[key] = n + 1
+	return waitDelay(res.RequeueAfter, n)
 }
 
 // NewController returns a controller whose queue backs off per key
@@ -134,8 +180,15 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.Queue.Done(key)
 	c.Gate.Wait(ctx)
+	if c.OnReconcile != nil {
+		c.OnReconcile(key)
+	}
 	start := time.Now()
 	res, err := c.reconcile(ctx, key)
+	if err != nil {
+		res = Result{}
+	}
+	delay := c.requeueDelay(key, res)
 	outcome := "success"
 	switch {
 	case err != nil && errors.Is(err, ErrTerminal):
@@ -156,7 +209,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	case res.RequeueAfter > 0:
 		outcome = "requeue"
 		c.Queue.Forget(key)
-		c.Queue.AddAfter(key, res.RequeueAfter)
+		c.Queue.AddAfter(key, delay)
 	default:
 		c.Queue.Forget(key)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestUnreachable(t *testing.T) {
@@ -114,4 +115,45 @@ func TestAPIGate(t *testing.T) {
 	up.Store(true)
 	g.Wait(ctx)
 	assert.False(t, g.Down())
+}
+
+func TestWaitDelay(t *testing.T) {
+	for _, tt := range []struct {
+		first time.Duration
+		waits int
+		want  time.Duration
+	}{
+		{200 * time.Millisecond, 0, 200 * time.Millisecond},
+		{200 * time.Millisecond, 1, 400 * time.Millisecond},
+		{200 * time.Millisecond, 4, 3200 * time.Millisecond},
+		{200 * time.Millisecond, 9, maxWait},
+		{200 * time.Millisecond, 1000, maxWait},
+		{time.Second, 5, 32 * time.Second},
+		{time.Second, 6, maxWait},
+		{5 * time.Minute, 3, 5 * time.Minute}, // above the cap: kept
+	} {
+		assert.Equal(t, tt.want, waitDelay(tt.first, tt.waits), "first %s, %d waits", tt.first, tt.waits)
+	}
+}
+
+// Consecutive waits of a key back off; a timer, a success or an error ends
+// the run; keys do not share a run.
+func TestRequeueDelay(t *testing.T) {
+	c := NewController("test", ReconcileFunc(func(context.Context, Key) (Result, error) { return Result{}, nil }))
+	a, b := Key{Kind: "Runnable", NamespacedName: types.NamespacedName{Name: "a"}}, Key{Kind: "Runnable", NamespacedName: types.NamespacedName{Name: "b"}}
+	wait := Result{RequeueAfter: 200 * time.Millisecond, Wait: true}
+	var got []time.Duration
+	for range 4 {
+		got = append(got, c.requeueDelay(a, wait))
+	}
+	assert.Equal(t, []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond}, got)
+	assert.Equal(t, 200*time.Millisecond, c.requeueDelay(b, wait), "another key waits from the start")
+	assert.Equal(t, 5*time.Second, c.requeueDelay(a, Result{RequeueAfter: 5 * time.Second}), "a timer is kept as asked")
+	assert.Equal(t, 200*time.Millisecond, c.requeueDelay(a, wait), "the timer ended the run of waits")
+	assert.Equal(t, time.Duration(0), c.requeueDelay(a, Result{}))
+	assert.Equal(t, 200*time.Millisecond, c.requeueDelay(a, wait))
+	assert.Len(t, c.waits, 2)
+	c.requeueDelay(a, Result{})
+	c.requeueDelay(b, Result{})
+	assert.Empty(t, c.waits, "nothing kept for keys that do not wait")
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +39,15 @@ type Options struct {
 	// engine is registered anew with them (render.Register), for the whole
 	// process.
 	Helm render.HelmOptions
+	// MaxClients bounds the impersonating clients kept (one per service
+	// account; stamp.DefaultMaxClients when 0).
+	MaxClients int
+	// RenderTimeout, when set, bounds each render below the engines' own
+	// bound (render/bounds.go): tests make a render time out cheaply.
+	RenderTimeout time.Duration
+	// OnReconcile, when set, is told of every key a controller takes from
+	// its queue (tests: which events wake which owner).
+	OnReconcile func(Key)
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the
@@ -105,6 +115,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
+	// One client-side budget for Kontinue's own requests and those of every
+	// service account it impersonates (none with a negative QPS).
+	cfg = stamp.SharedRateLimiter(cfg)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -117,7 +130,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	m := &Manager{
 		dyn:     dyn,
 		mapper:  tracking.NewMapper(dc),
-		clients: stamp.NewClients(cfg),
+		clients: stamp.NewClients(cfg, opts.MaxClients),
 		opts:    opts,
 		owners:  map[string]*ownerReconciler{},
 		blocked: map[Key]blockCause{},
@@ -137,7 +150,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.tracker = tracking.New(dyn, opts.Resync, m.route)
+	m.tracker = tracking.New(dyn, m.clients.For, opts.Resync, m.route)
 	events := stamp.NewEvents(evDyn)
 	events.Dropped = func(reason string) {
 		if m.OnEventDropped != nil {
@@ -156,9 +169,13 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	})
 	for _, c := range m.Controllers() {
 		c.Gate = gate
+		c.OnReconcile = opts.OnReconcile
 	}
 	return m, nil
 }
+
+// Clients is how many impersonating clients are kept (metrics, tests).
+func (m *Manager) Clients() int { return m.clients.Len() }
 
 // Tracker exposes the tracker (metrics, tests).
 func (m *Manager) Tracker() *tracking.Tracker { return m.tracker }
@@ -298,21 +315,41 @@ func (m *Manager) route(ev tracking.Event) {
 	}
 }
 
-// routeStamped sends an event about a stamped object to its owner.
-// The owner its labels named before an update is told too: a hand edit of
-// those labels must reach the owner that stamped the object, to be undone.
+// routeStamped sends an event about a stamped object to its owner: the
+// one its controller reference names, in its own namespace, if that owner
+// is the one in the cache (same UID). Labels alone decide nothing: anyone
+// who may write an object can set them, and an object in another
+// namespace carrying them must not wake (or keep busy) someone else's
+// owner. The owner the object had before an update is told too: a hand
+// edit must reach the owner that stamped the object, to be undone.
 func (m *Manager) routeStamped(ev tracking.Event) {
 	for _, obj := range []*unstructured.Unstructured{ev.Obj, ev.Old} {
 		if obj == nil {
 			continue
 		}
-		l := obj.GetLabels()
-		for _, o := range m.owners {
-			if name := l[o.flavor.LabelOwnerName]; name != "" {
-				o.ctrl.Enqueue(Key{Kind: o.flavor.OwnerKind, NamespacedName: types.NamespacedName{Namespace: l[o.flavor.LabelOwnerNS], Name: name}})
-			}
+		if k, ok := m.stampedBy(obj); ok {
+			m.owners[k.Kind].ctrl.Enqueue(k)
 		}
 	}
+}
+
+// stampedBy is the owner that stamped obj: its controller reference names
+// an owner kind, and the owner of that name in obj's namespace has that
+// UID. A map lookup in the owners' cache, no listing: route may call it.
+func (m *Manager) stampedBy(obj *unstructured.Unstructured) (Key, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil {
+		return Key{}, false
+	}
+	o := m.owners[ref.Kind]
+	if o == nil {
+		return Key{}, false
+	}
+	owner, _ := m.tracker.Get(tracking.Key{GVR: o.flavor.OwnerGVR}, obj.GetNamespace(), ref.Name)
+	if owner == nil || owner.GetUID() != ref.UID {
+		return Key{}, false
+	}
+	return Key{Kind: o.flavor.OwnerKind, NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}, true
 }
 
 func (m *Manager) crdChanged(ev tracking.Event) {

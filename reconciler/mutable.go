@@ -39,7 +39,13 @@ func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 	}
 	var seen step.Seen
 	if step.NeedsLive(w.sc.spec) {
-		seen.Live, _ = w.op.current(w.targets[o.Desired].key, o.Desired.GetNamespace(), o.Desired.GetName())
+		live, _ := w.op.current(w.targets[o.Desired].key, o.Desired.GetNamespace(), o.Desired.GetName())
+		// Only this owner's object may hold the step or lend it health: an
+		// object of that name someone else made (with our labels, in the
+		// cache) is refused at the write instead (stamp.Claim).
+		if w.op.controls(live) {
+			seen.Live = live
+		}
 	}
 	return seen, nil
 }

@@ -105,7 +105,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	user := key.String()
 	obj, synced := r.m.tracker.Get(tracking.Key{GVR: r.flavor.OwnerGVR}, ns, name)
 	if !synced {
-		return Result{RequeueAfter: time.Second}, nil
+		return Result{RequeueAfter: time.Second, Wait: true}, nil
 	}
 	if obj == nil || obj.GetDeletionTimestamp() != nil {
 		// Stamped objects carry our ownerReference: the garbage collector
@@ -119,7 +119,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		return Result{}, nil
 	}
 	if r.awaitOwnWrite(user, obj) {
-		return Result{RequeueAfter: 50 * time.Millisecond}, nil
+		return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
 	}
 	obj = obj.DeepCopy()
 	op := newOwnerPass(ctx, r, obj)
@@ -212,6 +212,7 @@ type ownWrite struct {
 
 // writeStatus writes the owner's status only when it changed.
 func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, op *ownerPass) error {
+	op.bound(obj)
 	written, err := r.m.w.WriteStatus(ctx, r.flavor.OwnerGVR, obj, op.status)
 	if written != nil {
 		r.recordWrite(r.user(obj.GetNamespace(), obj.GetName()), written)
@@ -452,8 +453,8 @@ func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) erro
 		return err
 	}
 	l := live.GetLabels()
-	if l[f.LabelOwnerName] != op.owner.GetName() || l[f.LabelOwnerNS] != op.owner.GetNamespace() {
-		return nil // not ours (any more): never delete it
+	if l[f.LabelOwnerName] != op.owner.GetName() || l[f.LabelOwnerNS] != op.owner.GetNamespace() || !op.controls(live) {
+		return nil // not ours (any more), or made by someone else since: never delete it
 	}
 	cl, err := op.stampClient()
 	if err != nil {
@@ -465,3 +466,49 @@ func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) erro
 	sa := op.serviceAccount()
 	return op.w.Remove(op.ctx, cl, k.gvr, live, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
 }
+
+// controls reports whether obj was stamped by this very owner: its
+// controller reference names the owner's UID. Labels anyone can set are not
+// proof.
+func (op *ownerPass) controls(obj *unstructured.Unstructured) bool {
+	if obj == nil {
+		return false
+	}
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == op.owner.GetUID()
+}
+
+// statusMargin is kept free of the object's limit for what the API server
+// adds to it (managedFields of the status write, timestamps).
+const statusMargin = 64 << 10
+
+// bound keeps the status within what the API server takes for the owner
+// obj (st.Bound), and says what it cut in the StatusTruncated condition,
+// with a Warning event when that changes: a status that fails to write
+// would leave the owner stale for good.
+func (op *ownerPass) bound(obj *unstructured.Unstructured) {
+	rest := make(map[string]any, len(obj.Object))
+	for k, v := range obj.Object {
+		if k != "status" {
+			rest[k] = v
+		}
+	}
+	b, _ := json.Marshal(rest)
+	notes := st.Bound(&op.status, st.ObjectLimit-len(b)-statusMargin)
+	if len(notes) == 0 {
+		return
+	}
+	msg := strings.Join(notes, "; ")
+	c := st.Merge([]metav1.Condition{st.Cond(CondStatusTruncated, st.True, ReasonStatusTooLarge, msg)}, op.prev.Conditions, obj.GetGeneration(), op.now)[0]
+	op.status.Conditions = append(op.status.Conditions, c)
+	if p := st.Find(op.prev.Conditions, CondStatusTruncated); p == nil || p.Message != msg {
+		klog.InfoS("status too large; cut", "owner", op.r.user(obj.GetNamespace(), obj.GetName()), "cut", msg)
+		op.r.m.w.Events.Event(op.owner, corev1.EventTypeWarning, stamp.EventStatusTooLarge, "%s", msg)
+	}
+}
+
+// The condition an owner carries while its status had to be cut.
+const (
+	CondStatusTruncated  = "StatusTruncated"
+	ReasonStatusTooLarge = "StatusTooLarge"
+)

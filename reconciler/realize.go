@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -144,8 +145,11 @@ func (op *ownerPass) realizeStep(def api.Step, outs map[string]outputs) stepResu
 	if err != nil {
 		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
 			fmt.Sprintf("unable to stamp object for resource [%s] for template [%s/%s] in %s [%s]: %v", def.Name, sc.kind, name, op.r.flavor.ChainNoun, op.chainName, err)), nil)
-		if render.IsTransient(err) {
-			r.err = err // a chart repository that did not answer: retry with backoff
+		if render.IsTransient(err) || render.Retryable(err) {
+			// A chart repository that did not answer, a render out of time
+			// or of slots: retried with backoff, not left failed until
+			// something unrelated changes.
+			r.err = err
 		}
 		return r
 	}
@@ -265,7 +269,13 @@ func (op *ownerPass) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unst
 	if err != nil {
 		return nil, err
 	}
-	ctx := render.WithObjectGetter(op.ctx, render.DynamicGetter(op.r.m.dyn))
+	ctx := op.ctx
+	if d := op.r.m.opts.RenderTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	ctx = render.WithObjectGetter(ctx, render.DynamicGetter(op.r.m.dyn))
 	var rec *helmRecord
 	if sc.spec.Helm != nil {
 		if ctx, rec, err = op.helmRelease(ctx, sc); err != nil {

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -39,6 +40,7 @@ const (
 	ReasonSucceededCondition      = "SucceededCondition"
 	ReasonSucceededNotReported    = "SucceededConditionNotReported"
 	ReasonNoStampedObjectRunnable = "NoStampedObject"
+	ReasonOutputsTooLarge         = "OutputsTooLarge"
 )
 
 // recentRunTTL bounds how long a just-created run is remembered while the
@@ -167,7 +169,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	user := key.String()
 	obj, synced := r.m.tracker.Get(tracking.Key{GVR: RunnableGVR}, ns, name)
 	if !synced {
-		return Result{RequeueAfter: time.Second}, nil
+		return Result{RequeueAfter: time.Second, Wait: true}, nil
 	}
 	if obj == nil || obj.GetDeletionTimestamp() != nil {
 		// Runs carry a controller reference to the Runnable: the garbage
@@ -199,10 +201,11 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	if runErr != nil {
 		return Result{}, runErr
 	}
-	return Result{RequeueAfter: rp.requeue}, nil
+	return Result{RequeueAfter: rp.requeue, Wait: true}, nil // rp.requeue is always a wait
 }
 
 func (r *runnableReconciler) writeStatus(ctx context.Context, rp *runnablePass) error {
+	rp.bound()
 	_, err := r.m.w.WriteStatus(ctx, RunnableGVR, rp.obj, rp.status)
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile; its delete event cleans up
@@ -245,6 +248,38 @@ func (rp *runnablePass) setStatus(rtReady metav1.Condition, stamped *metav1.Cond
 	ready := st.Summarize(st.Ready, "Ready", rtReady, *stamped)
 	rp.status.ObservedGeneration = rp.obj.GetGeneration()
 	rp.status.Conditions = st.Merge([]metav1.Condition{rtReady, *stamped, ready}, rp.prev.Conditions, rp.obj.GetGeneration(), rp.now)
+}
+
+// bound keeps the status within what the API server takes for the
+// Runnable: outputs that would not fit are not written (a value is there
+// whole or not at all) and RunTemplateReady says so; whoever reads them
+// waits as for a run without outputs. A status that fails to write would
+// leave the Runnable stale for good.
+func (rp *runnablePass) bound() {
+	if rp.status.Outputs == nil {
+		return
+	}
+	rest := make(map[string]any, len(rp.obj.Object))
+	for k, v := range rp.obj.Object {
+		if k != "status" {
+			rest[k] = v
+		}
+	}
+	b, _ := json.Marshal(rest)
+	free := st.ObjectLimit - len(b) - statusMargin
+	whole, _ := json.Marshal(rp.status)
+	if len(whole) <= free {
+		return
+	}
+	out, _ := json.Marshal(rp.status.Outputs)
+	rp.status.Outputs = nil
+	run := "its runs"
+	if ref := rp.status.LatestSuccessfulRunRef; ref != nil {
+		run = "run [" + ref.Name + "]"
+	}
+	stamped := st.Find(rp.status.Conditions, CondStampedObject)
+	rp.setStatus(st.Cond(CondRunTemplateReady, st.False, ReasonOutputsTooLarge,
+		fmt.Sprintf("%s: the outputs of %s take %d KiB, more than the %d KiB its status can hold; they are not written", rp.what(), run, (len(out)+1023)/1024, max(free, 0)/1024)), stamped)
 }
 
 // fail records why the Runnable cannot stamp: outputs and run references
@@ -381,17 +416,33 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.matchingLabels: %v", rp.what(), err)
 		return nil
 	}
-	key := tracking.Key{GVR: tg.GVR, Selector: ls.String()}
-	rp.selKey = &key
-	if !rp.watch.Watch(key) {
+	if !tg.Namespaced {
+		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.selector names kind [%s], which is cluster-scoped; a Runnable selects only objects of its own namespace", rp.what(), gvk.Kind)
+		return nil
+	}
+	// The selection sees what the Runnable's service account may list in
+	// its namespace, and nothing else: the watch lists as that account,
+	// in that namespace only. Kontinue's own rights never widen it.
+	sa := rp.serviceAccount()
+	key := tracking.Key{GVR: tg.GVR, Selector: ls.String(), Namespace: ns, As: ns + "/" + sa}
+	synced := rp.watch.Glance(key)
+	if err := rp.r.m.tracker.Err(key); err != nil && stamp.Classify(err) == stamp.Forbidden {
+		// Not kept: the watch stops at the end of this reconcile (its
+		// cache, if any, is not used), and RBAC news brings the Runnable
+		// back with a new one.
+		_ = rp.w.Note(err)
+		rp.fail(ReasonSelectorMatchError, "%s: service account [%s/%s] may not list %s in namespace [%s]; spec.selector sees only what it may read", rp.what(), ns, sa, tg.GVR.Resource, ns)
+		return nil
+	}
+	if !synced {
+		rp.watch.Watch(key)
+		rp.selKey = &key
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	listNS := ns
-	if !tg.Namespaced {
-		listNS = ""
-	}
-	objs, _ := rp.r.m.tracker.List(key, listNS)
+	rp.watch.Watch(key)
+	rp.selKey = &key
+	objs, _ := rp.r.m.tracker.List(key, ns)
 	sel, no := selectOne(rp.obj, gvk.Kind, ls, objs)
 	if no != nil {
 		rp.fail(no.reason, "%s", no.message)

@@ -388,7 +388,7 @@ func generatedOwner(crt *unstructured.Unstructured) (Key, bool) {
 func (r *runnableReconciler) sweep(ctx context.Context, name string) (Result, error) {
 	crt, synced := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
 	if !synced {
-		return Result{RequeueAfter: time.Second}, nil
+		return Result{RequeueAfter: time.Second, Wait: true}, nil
 	}
 	if crt == nil {
 		return Result{}, nil
@@ -403,7 +403,7 @@ func (r *runnableReconciler) sweep(ctx context.Context, name string) (Result, er
 	}
 	o, synced := r.m.tracker.Get(tracking.Key{GVR: f.OwnerGVR}, owner.Namespace, owner.Name)
 	if !synced {
-		return Result{RequeueAfter: time.Second}, nil
+		return Result{RequeueAfter: time.Second, Wait: true}, nil
 	}
 	if o != nil {
 		return Result{}, nil // the owner's reconcile decides

@@ -6,31 +6,49 @@ package tracking
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
-// Key identifies one watch: a resource and an optional label selector.
+// Key identifies one watch: a resource, an optional label selector, and
+// optionally a namespace and a service account. A watch with As lists and
+// watches as that service account ("namespace/name"), so that its cache
+// holds only what the account may read; with Namespace, only that
+// namespace: what a tenant asks Kontinue to watch never reaches further
+// than the tenant's own rights.
 type Key struct {
-	GVR      schema.GroupVersionResource
-	Selector string
+	GVR       schema.GroupVersionResource
+	Selector  string
+	Namespace string
+	As        string
 }
 
 func (k Key) String() string {
-	if k.Selector == "" {
-		return k.GVR.String()
+	s := k.GVR.String()
+	if k.Selector != "" {
+		s += "{" + k.Selector + "}"
 	}
-	return k.GVR.String() + "{" + k.Selector + "}"
+	if k.Namespace != "" {
+		s += " in " + k.Namespace
+	}
+	if k.As != "" {
+		s += " as " + k.As
+	}
+	return s
 }
 
 // EventType says what happened to an object.
@@ -62,21 +80,52 @@ type entry struct {
 	informer cache.SharedIndexInformer
 	cancel   context.CancelFunc
 	users    map[string]struct{}
+
+	errMu   sync.Mutex
+	lastErr error // the last list or watch error
 }
 
 // InformerFunc makes the informer of one watch. The informer must index
 // by namespace (cache.NamespaceIndex).
 type InformerFunc func(k Key, resync time.Duration) cache.SharedIndexInformer
 
+// Impersonate returns a client acting as the service account
+// namespace/name (the watches of keys with As).
+type Impersonate func(namespace, name string) (dynamic.Interface, error)
+
 // DynamicInformers makes informers that list and watch through client,
-// filtered by the key's label selector.
-func DynamicInformers(client dynamic.Interface) InformerFunc {
+// filtered by the key's label selector and namespace; keys with As go
+// through as's client instead (nil as: such watches fail, never falling
+// back to client's rights).
+func DynamicInformers(client dynamic.Interface, as Impersonate) InformerFunc {
 	return func(k Key, resync time.Duration) cache.SharedIndexInformer {
+		indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+		cl := client
+		if k.As != "" {
+			ns, name, _ := strings.Cut(k.As, "/")
+			var err error
+			if as == nil {
+				err = fmt.Errorf("no client for service account %s", k.As)
+			} else {
+				cl, err = as(ns, name)
+			}
+			if err != nil {
+				return failingInformer(err, resync, indexers)
+			}
+		}
 		sel := k.Selector
-		return dynamicinformer.NewFilteredDynamicInformer(client, k.GVR, "", resync,
-			cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		return dynamicinformer.NewFilteredDynamicInformer(cl, k.GVR, k.Namespace, resync, indexers,
 			func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
 	}
+}
+
+// failingInformer never syncs: every list says err (Tracker.Err).
+func failingInformer(err error, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
+	lw := &cache.ListWatch{
+		ListWithContextFunc:  func(context.Context, metav1.ListOptions) (runtime.Object, error) { return nil, err },
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, err },
+	}
+	return cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, resync, indexers)
 }
 
 // Tracker manages informers on demand.
@@ -91,10 +140,10 @@ type Tracker struct {
 	byUser  map[string]map[Key]struct{}
 }
 
-// New returns a tracker whose informers watch through client; call Start
-// before Ensure.
-func New(client dynamic.Interface, resync time.Duration, h Handler) *Tracker {
-	return NewWith(DynamicInformers(client), resync, h)
+// New returns a tracker whose informers watch through client (keys with
+// As: through as); call Start before Ensure.
+func New(client dynamic.Interface, as Impersonate, resync time.Duration, h Handler) *Tracker {
+	return NewWith(DynamicInformers(client, as), resync, h)
 }
 
 // NewWith returns a tracker whose informers newInformer makes.
@@ -315,6 +364,23 @@ func (t *Tracker) ListControlledBy(k Key, uid types.UID) (objs []*unstructured.U
 	return objs, true
 }
 
+// Err is the last list or watch error of k's informer (nil: none yet, or
+// k is not tracked): why a watch does not sync, e.g. its service account
+// may not list the kind; after it synced, why its cache may be stale (a
+// re-list refused once the account lost its rights). An error stays until
+// the informer stops: callers that act on it drop the watch.
+func (t *Tracker) Err(k Key) error {
+	t.mu.Lock()
+	e := t.entries[k]
+	t.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	e.errMu.Lock()
+	defer e.errMu.Unlock()
+	return e.lastErr
+}
+
 // Synced reports whether the informer of k has synced.
 func (t *Tracker) Synced(k Key) bool {
 	t.mu.Lock()
@@ -356,12 +422,15 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 	_ = inf.SetTransform(compact)
 	// Added before the informer runs (it refuses indexers afterwards).
 	_ = inf.AddIndexers(cache.Indexers{controllerIndex: controllerUID})
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		klog.V(1).InfoS("watch error", "watch", k.String(), "err", err.Error())
-	})
-	_, _ = inf.AddEventHandler(t.handlerFor(k))
 	ctx, cancel := context.WithCancel(t.ctx)
 	e := &entry{informer: inf, cancel: cancel, users: map[string]struct{}{}}
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		klog.V(1).InfoS("watch error", "watch", k.String(), "err", err.Error())
+		e.errMu.Lock()
+		e.lastErr = err
+		e.errMu.Unlock()
+	})
+	_, _ = inf.AddEventHandler(t.handlerFor(k))
 	t.entries[k] = e
 	go inf.RunWithContext(ctx)
 	klog.V(2).InfoS("started watch", "watch", k.String())

@@ -224,3 +224,19 @@ func TestListControlledBy(t *testing.T) {
 	none, _ := tr.ListControlledBy(cms, "u3")
 	assert.Empty(t, none)
 }
+
+// A watch as a service account whose client cannot be made never falls
+// back to the tracker's own client: it does not sync, and Err says why.
+func TestWatchAsAccountWithoutClientFails(t *testing.T) {
+	tr := New(nil, nil, 0, func(Event) {})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tr.Start(ctx)
+	k := Key{GVR: secrets.GVR, Selector: "a=b", Namespace: "dev", As: "dev/runner"}
+	assert.False(t, tr.Ensure(k, "Runnable/dev/r"))
+	require.Eventually(t, func() bool { return tr.Err(k) != nil }, 5*time.Second, 5*time.Millisecond)
+	assert.Contains(t, tr.Err(k).Error(), "no client for service account dev/runner")
+	assert.False(t, tr.Synced(k))
+	assert.Equal(t, "/v1, Resource=secrets{a=b} in dev as dev/runner", k.String())
+	assert.Nil(t, tr.Err(secrets), "an untracked key has no error")
+}

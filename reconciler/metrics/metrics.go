@@ -36,10 +36,11 @@ var (
 	dropped   = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kontinue_events_dropped_total", Help: "Normal events not recorded because their namespace's event budget was spent, by reason.",
 	}, []string{"reason"})
+	clients = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_impersonating_clients", Help: "Clients kept that act as a service account (bounded)."})
 )
 
 func init() {
-	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped,
+	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped, clients,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue()
 	registerStandard()
@@ -69,6 +70,9 @@ func Applied(applied bool) {
 
 // EventDropped counts a Normal event past its namespace's budget.
 func EventDropped(reason string) { dropped.WithLabelValues(reason).Inc() }
+
+// SetClients records how many impersonating clients are kept.
+func SetClients(n int) { clients.Set(float64(n)) }
 
 // SetInformers records the tracker's state.
 func SetInformers(active, objects int) {

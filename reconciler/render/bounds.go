@@ -44,6 +44,20 @@ func timeoutError(engine string, ctx context.Context) *StampError {
 	return &StampError{Engine: engine, Message: fmt.Sprintf("%s rendering did not finish within %s", engine, limits.timeout)}
 }
 
+// slowError is a render that ran out of time or found every render slot
+// taken: the template may be fine, and a later attempt can succeed.
+type slowError struct{ *StampError }
+
+func (e slowError) Unwrap() error { return e.StampError }
+
+// Retryable reports whether a render failed for lack of time or of a
+// render slot (as opposed to a template that is wrong until someone
+// changes it): the caller retries it with backoff.
+func Retryable(err error) bool {
+	var s slowError
+	return errors.As(err, &s)
+}
+
 // errBusy: every render slot is held by renders that have not finished.
 var errBusy = errors.New("too many renders are still running")
 

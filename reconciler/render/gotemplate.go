@@ -83,11 +83,11 @@ func boundedError(engine string, ctx context.Context, err error, what string) er
 	case errors.As(err, &se):
 		return se
 	case errors.Is(err, errBusy):
-		return &StampError{Engine: engine, Message: fmt.Sprintf("%s: all %d render slots are held by renders that have not finished (templates or charts that take too long)", what, cap(renderSlots))}
+		return slowError{&StampError{Engine: engine, Message: fmt.Sprintf("%s: all %d render slots are held by renders that have not finished (templates or charts that take too long)", what, cap(renderSlots))}}
 	case errors.Is(err, errTooLarge):
 		return tooLarge(engine)
 	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
-		return timeoutError(engine, ctx)
+		return slowError{timeoutError(engine, ctx)}
 	}
 	return &StampError{Engine: engine, Message: what, Err: err}
 }

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -246,7 +247,25 @@ func TestGoTemplateBounds(t *testing.T) {
 		_, err := goRender(t, `{apiVersion: v1, kind: ConfigMap, metadata: {name: busy}}`)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "render slots are held by renders that have not finished")
+		assert.True(t, Retryable(err), "slots busy: retried with backoff")
 	})
+}
+
+// Which render failures the reconciler retries with backoff: running out
+// of time or of render slots; never a template that is wrong.
+func TestRetryable(t *testing.T) {
+	setLimits(t, 50*time.Millisecond, 0, 0)
+	defer waitFlights(t)
+	_, err := goRender(t, `{{ range until 2000 }}{{ range until 2000 }}{{ end }}{{ end }}{apiVersion: v1, kind: ConfigMap}`)
+	require.Error(t, err)
+	assert.True(t, Retryable(err), "a time-out: %v", err)
+	var se *StampError
+	assert.True(t, errors.As(err, &se), "still a StampError")
+	for _, bad := range []string{"{apiVersion: v1, kind: ConfigMap, metadata: {name: {{ .params.nope }}}}", "kind: {{ .workload.metadata.name", "{apiVersion: v1}"} {
+		_, err := goRender(t, bad)
+		require.Error(t, err)
+		assert.False(t, Retryable(err), "%q: %v", bad, err)
+	}
 }
 
 func TestGoTemplateCanceled(t *testing.T) {

@@ -1,6 +1,7 @@
 package stamp
 
 import (
+	"container/list"
 	"context"
 	"sync"
 
@@ -10,19 +11,63 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // Clients hands out dynamic clients that impersonate service accounts, one
-// per account, created once.
+// per account. They share one budget and one bound: every client takes its
+// requests from the base config's rate limiter (none when the base has
+// none), so that many accounts do not multiply Kontinue's rate to the API
+// server; and at most Max clients are kept, the least recently used
+// dropped first and made again when asked for, so that a cluster with many
+// namespaces (or a tenant naming many accounts) does not grow Kontinue's
+// memory for good.
 type Clients struct {
 	base *rest.Config
+	max  int
 	mu   sync.Mutex
-	m    map[string]dynamic.Interface
+	ll   *list.List // most recently used first; values are *saClient
+	m    map[string]*list.Element
 }
 
-// NewClients returns a pool on top of the controller's own config.
-func NewClients(base *rest.Config) *Clients {
-	return &Clients{base: base, m: map[string]dynamic.Interface{}}
+type saClient struct {
+	key string
+	cl  dynamic.Interface
+}
+
+// DefaultMaxClients is how many impersonating clients are kept.
+const DefaultMaxClients = 256
+
+// NewClients returns a pool on top of the controller's own config, keeping
+// at most max clients (DefaultMaxClients when max <= 0). The base's
+// RateLimiter is shared by every client: a base with a positive QPS and no
+// RateLimiter gets one here (SharedRateLimiter).
+func NewClients(base *rest.Config, max int) *Clients {
+	if max <= 0 {
+		max = DefaultMaxClients
+	}
+	base = SharedRateLimiter(base)
+	return &Clients{base: base, max: max, ll: list.New(), m: map[string]*list.Element{}}
+}
+
+// SharedRateLimiter returns cfg, copied, with one token bucket every client
+// made from it shares (client-go would give each client its own): none
+// when cfg.QPS is negative (no client-side limit), client-go's default
+// rate when it is 0.
+func SharedRateLimiter(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.RateLimiter != nil || cfg.QPS < 0 {
+		return cfg
+	}
+	qps, burst := cfg.QPS, cfg.Burst
+	if qps == 0 {
+		qps = rest.DefaultQPS
+	}
+	if burst <= 0 {
+		burst = rest.DefaultBurst
+	}
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	return cfg
 }
 
 // ServiceAccountUser is the user name of a service account.
@@ -39,17 +84,36 @@ func (c *Clients) For(namespace, name string) (dynamic.Interface, error) {
 	key := namespace + "/" + name
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cl, ok := c.m[key]; ok {
-		return cl, nil
+	if el, ok := c.m[key]; ok {
+		c.ll.MoveToFront(el)
+		return el.Value.(*saClient).cl, nil
 	}
-	cfg := rest.CopyConfig(c.base)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccountUser(namespace, name)}
-	cl, err := dynamic.NewForConfig(cfg)
+	cl, err := dynamic.NewForConfig(c.configFor(namespace, name))
 	if err != nil {
 		return nil, err
 	}
-	c.m[key] = cl
+	c.m[key] = c.ll.PushFront(&saClient{key: key, cl: cl})
+	for c.ll.Len() > c.max {
+		el := c.ll.Back()
+		c.ll.Remove(el)
+		delete(c.m, el.Value.(*saClient).key)
+	}
 	return cl, nil
+}
+
+// Len is how many clients are kept (metrics, tests).
+func (c *Clients) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len()
+}
+
+// configFor is the config of the account's client: the base's, rate
+// limiter included, impersonating the account.
+func (c *Clients) configFor(namespace, name string) *rest.Config {
+	cfg := rest.CopyConfig(c.base)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccountUser(namespace, name)}
+	return cfg
 }
 
 // ServerSideApply server-side applies obj as Kontinue's field manager, forcing

@@ -37,6 +37,10 @@ const (
 	// missing template by kind and name (the condition, in Cartographer's
 	// words, names only the steps).
 	EventTemplatesNotFound = "TemplatesNotFound"
+	// EventStatusTooLarge (Warning, on an owner): its status had to be cut
+	// to fit what the API server takes; the message says what was dropped
+	// (as the StatusTruncated condition does).
+	EventStatusTooLarge = "StatusTooLarge"
 	// The owner matches several chains equally well: the reason is the
 	// chain condition's (MultipleSupplyChainMatches, MultipleDeliveryMatches).
 )

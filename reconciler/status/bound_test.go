@@ -1,0 +1,73 @@
+package status
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func blob(n int) map[string]any { return map[string]any{"v": strings.Repeat("x", n)} }
+
+func TestBound(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		resources []Resource
+		free      int
+		kept      []string // step/field still set afterwards
+		notes     []string // one substring per expected note
+	}{
+		{name: "small: nothing cut", free: ObjectLimit,
+			resources: []Resource{{Name: "a", OutputValues: blob(10), LastGoodObject: blob(10)}},
+			kept:      []string{"a/outputValues", "a/lastGoodObject"}},
+		{name: "one field over its limit", free: ObjectLimit,
+			resources: []Resource{{Name: "a", OutputValues: blob(FieldLimit), LastGoodObject: blob(10)}},
+			kept:      []string{"a/lastGoodObject"},
+			notes:     []string{"step [a]: outputValues (257 KiB) not kept in status, over the 256 KiB one field may take; downstream steps get no last good outputs"}},
+		{name: "the whole over what is free: largest first until it fits", free: 450 << 10,
+			resources: []Resource{{Name: "a", OutputValues: blob(200 << 10)}, {Name: "b", LastGoodObject: blob(210 << 10)}, {Name: "c", OutputValues: blob(100 << 10)}},
+			kept:      []string{"a/outputValues", "c/outputValues"},
+			notes:     []string{"step [b]: lastGoodObject (211 KiB) not kept in status, the status would take"}},
+		{name: "nothing left to drop: stops", free: 10,
+			resources: []Resource{{Name: "a", OutputValues: blob(100)}},
+			notes:     []string{"step [a]: outputValues"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := OwnerStatus{Resources: tt.resources}
+			notes := Bound(&s, tt.free)
+			require.Len(t, notes, len(tt.notes), "%v", notes)
+			for i, n := range tt.notes {
+				assert.Contains(t, notes[i], n)
+			}
+			var kept []string
+			for _, r := range s.Resources {
+				if r.OutputValues != nil {
+					kept = append(kept, r.Name+"/outputValues")
+				}
+				if r.LastGoodObject != nil {
+					kept = append(kept, r.Name+"/lastGoodObject")
+				}
+			}
+			assert.ElementsMatch(t, tt.kept, kept)
+		})
+	}
+}
+
+func TestBoundCutsLongMessages(t *testing.T) {
+	long := strings.Repeat("é", MessageLimit) // two bytes each: the cut must not split one
+	s := OwnerStatus{
+		Conditions: []metav1.Condition{{Type: Ready, Message: long}, {Type: ResourcesSubmitted, Message: "short"}},
+		Resources:  []Resource{{Name: "a", Conditions: []metav1.Condition{{Type: ResourceSubmitted, Message: long}}}},
+	}
+	assert.Empty(t, Bound(&s, ObjectLimit), "a cut message is marked in itself")
+	for _, m := range []string{s.Conditions[0].Message, s.Resources[0].Conditions[0].Message} {
+		assert.LessOrEqual(t, len(m), MessageLimit)
+		assert.True(t, strings.HasSuffix(m, TruncatedMarker))
+		assert.True(t, strings.HasPrefix(m, "éé"))
+		assert.NotContains(t, strings.TrimSuffix(m, TruncatedMarker), "\uFFFD")
+		assert.True(t, strings.HasSuffix(strings.TrimSuffix(m, TruncatedMarker), "é"))
+	}
+	assert.Equal(t, "short", s.Conditions[1].Message)
+}
