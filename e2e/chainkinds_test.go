@@ -13,7 +13,6 @@ import (
 
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/render"
 )
 
 // keySpy records when each key was last reconciled, for every controller
@@ -82,10 +81,7 @@ spec:
 	k.waitOwner("app", "Ready", "True", "")
 	waitOwner(t, deliverableGVR, k.ns, "app", "Ready", "True", "")
 
-	// The helm engine's options are the process's (NewManager registers
-	// the engine): keep the suite's, or later helm tests lose them.
-	m, err := reconciler.NewManager(env.cfg, reconciler.Options{Workers: 2, Resync: 10 * time.Hour, ShutdownGrace: time.Second,
-		Helm: render.HelmOptions{AllowPrivateNetworks: true, AllowHTTP: true}})
+	m, err := reconciler.NewManager(env.cfg, reconciler.Options{Workers: 2, Resync: 10 * time.Hour, ShutdownGrace: time.Second})
 	require.NoError(t, err)
 	spy := &keySpy{last: map[reconciler.Key]time.Time{}}
 	for _, c := range m.Controllers() {

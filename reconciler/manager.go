@@ -35,9 +35,8 @@ type Options struct {
 	// would see a difference.
 	KstatusConditions bool
 	// Helm bounds what helm templates can make Kontinue fetch: private
-	// addresses and plain http are refused unless allowed here. The helm
-	// engine is registered anew with them (render.Register), for the whole
-	// process.
+	// addresses and plain http are refused unless allowed here. The
+	// manager's own helm engine has them; other managers are unaffected.
 	Helm render.HelmOptions
 	// MaxClients bounds the impersonating clients kept (one per service
 	// account; stamp.DefaultMaxClients when 0).
@@ -84,6 +83,9 @@ type Manager struct {
 	// OnApply, when set, is told of every apply (true) and every apply
 	// skipped because the live object was up to date (false).
 	OnApply func(applied bool)
+	// engines replace the registered render engines for this manager: its
+	// helm engine has its options (Options.Helm).
+	engines map[string]render.Engine
 	// OnEventDropped, when set, is told of each Normal event dropped
 	// because its namespace's event budget was spent.
 	OnEventDropped func(reason string)
@@ -122,12 +124,12 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	render.Register(render.FieldHelm, render.HelmWith(opts.Helm))
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	m := &Manager{
+		engines: map[string]render.Engine{render.FieldHelm: render.HelmWith(opts.Helm)},
 		dyn:     dyn,
 		mapper:  tracking.NewMapper(dc),
 		clients: stamp.NewClients(cfg, opts.MaxClients),

@@ -265,7 +265,7 @@ func (op *ownerPass) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unst
 	params := render.MergeParams(sc.spec.Params, op.chain.spec.Params, sc.step.Params, op.spec.Params)
 	labels := op.stepLabels(sc)
 	tc := render.NewContext(op.r.flavor.OwnerKind, op.owner.Object, params, in, labels)
-	eng, err := render.EngineFor(sc.spec)
+	eng, err := render.EngineForWith(sc.spec, op.r.m.engines)
 	if err != nil {
 		return nil, err
 	}

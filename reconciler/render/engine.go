@@ -64,7 +64,12 @@ func Register(field string, e Engine) {
 }
 
 // EngineFor picks the engine from the one engine field set in spec.
-func EngineFor(spec *api.TemplateSpec) (Engine, error) {
+func EngineFor(spec *api.TemplateSpec) (Engine, error) { return EngineForWith(spec, nil) }
+
+// EngineForWith is EngineFor where own names engines of the caller's that
+// replace the registered ones (a manager's helm engine, made with its own
+// options, so that two managers in one process never share them).
+func EngineForWith(spec *api.TemplateSpec, own map[string]Engine) (Engine, error) {
 	if spec == nil {
 		return nil, &StampError{Message: "template has no spec"}
 	}
@@ -77,6 +82,9 @@ func EngineFor(spec *api.TemplateSpec) (Engine, error) {
 		return nil, &StampError{Message: "template sets several render engines (" + strings.Join(set, ", ") + "): exactly one of " + strings.Join(engineFields, ", ") + " is allowed"}
 	}
 	field := set[0]
+	if e := own[field]; e != nil {
+		return e, nil
+	}
 	enginesMu.RLock()
 	e := engines[field]
 	enginesMu.RUnlock()
