@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,12 +26,13 @@ import (
 
 // browser is one headless chromium with one page.
 type browser struct {
-	t    testing.TB
-	cmd  *exec.Cmd
-	ws   *websocket.Conn
-	mu   sync.Mutex
-	next int
-	wait map[int]chan cdpReply
+	t       testing.TB
+	cmd     *exec.Cmd
+	profile string
+	ws      *websocket.Conn
+	mu      sync.Mutex
+	next    int
+	wait    map[int]chan cdpReply
 }
 
 type cdpReply struct {
@@ -52,16 +54,21 @@ func startBrowser(t testing.TB) *browser {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("no chromium at %s: run `make chromium` (hack/install-chromium.sh) as root: %v", bin, err)
 	}
-	profile := t.TempDir()
+	// Not t.TempDir: chromium's helpers may still write to the profile for
+	// a moment after the browser is killed, which fails TempDir's cleanup.
+	profile, err := os.MkdirTemp("", "kontinue-chromium-")
+	require.NoError(t, err)
 	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
 		"--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=1440,1000",
 		"--user-data-dir="+profile, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
 		"--remote-allow-origins=*", "about:blank")
+	// Its own process group, so that close kills its helpers too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	b := &browser{t: t, cmd: cmd, wait: map[int]chan cdpReply{}}
+	b := &browser{t: t, cmd: cmd, profile: profile, wait: map[int]chan cdpReply{}}
 	t.Cleanup(b.close)
 
 	// Chromium prints "DevTools listening on ws://127.0.0.1:PORT/devtools/browser/..."
@@ -242,8 +249,12 @@ func (b *browser) close() {
 		_ = b.ws.Close()
 	}
 	if b.cmd.Process != nil {
-		_ = b.cmd.Process.Kill()
+		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
 		_ = b.cmd.Wait()
+	}
+	// The group's last helpers exit just after the browser: try for a while.
+	for i := 0; i < 50 && os.RemoveAll(b.profile) != nil; i++ {
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

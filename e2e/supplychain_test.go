@@ -272,3 +272,54 @@ func TestDeletingWorkloadRemovesStampedObjects(t *testing.T) {
 		return ""
 	})
 }
+
+// A stamped object is created (not applied) the first time; its fields are
+// handed to Kontinue's apply entry before its first change, so that a field
+// the template no longer sets is removed, as it is for an object applied
+// from the start.
+func TestFieldDroppedFromTemplateIsRemoved(t *testing.T) {
+	ns := newNamespace(t)
+	chain, tmpl := uniq(ns, "chain"), uniq(ns, "tmpl")
+	template := func(data string) string {
+		return fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: %s}
+spec:
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-app}
+    data: %s
+`, tmpl, data)
+	}
+	apply(t, ns, template(`{keep: one, extra: gone-soon}`)+fmt.Sprintf(`
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterSupplyChain
+metadata: {name: %[1]s}
+spec:
+  selector: {app.example.com/chain: %[1]s}
+  resources:
+  - name: app
+    templateRef: {kind: ClusterTemplate, name: %[2]s}
+`, chain, tmpl))
+	apply(t, ns, workloadYAML(ns, "app", chain, ""))
+	waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+
+	managers := func(u map[string]any) []string {
+		var out []string
+		for _, e := range nested(u, "metadata", "managedFields").([]any) {
+			m := e.(map[string]any)
+			out = append(out, fmt.Sprintf("%s/%s", m["manager"], m["operation"]))
+		}
+		return out
+	}
+	cm := get(t, configMapGVR, ns, "app-app")
+	assert.Equal(t, []string{"kontinue/Update"}, managers(cm.Object), "the first write is a create")
+
+	apply(t, ns, template(`{keep: two}`))
+	cm = waitFor(t, configMapGVR, ns, "app-app", fieldIs("two", "data", "keep"))
+	assert.Equal(t, map[string]any{"keep": "two"}, cm.Object["data"], "the field the template dropped is gone")
+	assert.Equal(t, []string{"kontinue/Apply"}, managers(cm.Object), "the create's fields were handed to the apply")
+}

@@ -7,12 +7,14 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -53,7 +55,7 @@ func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (t
 	return t, nil, nil
 }
 
-// stampOne applies one object unless the cached live object already has
+// stampOne writes one object unless the cached live object already has
 // it, and reports whether the object was written. On failure it returns the
 // step's condition (and a transient error to retry, if retrying can help).
 func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
@@ -63,18 +65,77 @@ func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstr
 		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
 		return nil, false, &c, nil
 	}
-	if c := op.claim(cl, t.gvr, t.what, desired, cached); c != nil {
-		return nil, false, c, nil
-	}
-	live, wrote, err := op.w.Apply(op.ctx, cl, t.gvr, desired, cached)
-	if err != nil {
-		c, transient := op.applyFailure(t.what, err)
-		return nil, false, &c, transient
+	live, wrote, c, err := op.put(cl, t.gvr, t.what, desired, cached)
+	if c != nil {
+		return nil, false, c, err
 	}
 	if wrote {
 		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
 	}
 	return live, wrote, nil, nil
+}
+
+// put writes desired as cl unless cached (the watch's copy, nil: none)
+// already holds it.
+//   - An object the cache does not have is created: nearly always it is new,
+//     a create costs the API server half of a GET and an apply, and it
+//     cannot take over an object someone else made (AlreadyExists).
+//   - When the name is taken, the object is read as cl, and written only if
+//     this owner stamped it (stamp.Claim).
+//   - An object Kontinue created and is about to change for the first time
+//     is read too, to hand the create's fields to the apply
+//     (stamp.UpgradeFields): a field the template drops is then removed.
+//
+// Then it is server-side applied.
+func (op *ownerPass) put(cl dynamic.Interface, gvr schema.GroupVersionResource, what string, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
+	fail := func(err error) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
+		c, transient := op.applyFailure(what, err)
+		return nil, false, &c, transient
+	}
+	if cached == nil {
+		created, err := op.w.CreateStamped(op.ctx, cl, gvr, desired)
+		if err == nil {
+			return created, true, nil, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return fail(err)
+		}
+	}
+	known := cached
+	if cached == nil || (tracking.HasUpdateEntry(cached) && !apply.UpToDate(desired, cached)) {
+		// Not readable, or gone meanwhile: the apply decides, as it would
+		// have without the read.
+		if full, err := cl.Resource(gvr).Namespace(desired.GetNamespace()).Get(op.ctx, desired.GetName(), metav1.GetOptions{}); err == nil {
+			if c := op.claimed(what, full); c != nil {
+				return nil, false, c, nil
+			}
+			if tracking.HasUpdateEntry(full) && !apply.UpToDate(desired, full) {
+				if err := op.w.UpgradeFields(op.ctx, cl, gvr, full); err != nil {
+					return fail(err)
+				}
+			}
+			tracking.Compact(full)
+			known = full
+		}
+	} else if c := op.claimed(what, cached); c != nil {
+		return nil, false, c, nil
+	}
+	live, wrote, err := op.w.Apply(op.ctx, cl, gvr, desired, known)
+	if err != nil {
+		return fail(err)
+	}
+	return live, wrote, nil, nil
+}
+
+// claimed is the condition that refuses to write to live, an object this
+// owner did not stamp (stamp.Claim); nil when it may.
+func (op *ownerPass) claimed(what string, live *unstructured.Unstructured) *metav1.Condition {
+	owner := stamp.Owner{Kind: op.r.flavor.OwnerKind, Name: op.owner.GetName(), UID: op.owner.GetUID()}
+	if ok, why := stamp.Claim(live, owner); !ok {
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf("unable to apply %s: %s", what, why))
+		return &c
+	}
+	return nil
 }
 
 // claim refuses to write to an object this owner did not stamp
@@ -92,12 +153,7 @@ func (op *ownerPass) claim(cl dynamic.Interface, gvr schema.GroupVersionResource
 		}
 		live = got
 	}
-	owner := stamp.Owner{Kind: op.r.flavor.OwnerKind, Name: op.owner.GetName(), UID: op.owner.GetUID()}
-	if ok, why := stamp.Claim(live, owner); !ok {
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf("unable to apply %s: %s", what, why))
-		return &c
-	}
-	return nil
+	return op.claimed(what, live)
 }
 
 // current is the live object (nil: missing), watched for this owner.

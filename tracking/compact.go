@@ -17,6 +17,51 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // values are rarely repeated.
 const maxInterned = 64
 
+// FieldManager is the field manager Kontinue writes as. The cache keeps
+// one thing of managedFields: whether this manager holds an Update entry,
+// which a create leaves (reconciler/stamp creates a stamped object, then
+// hands its fields to its apply entry before the next write).
+const FieldManager = "kontinue"
+
+// createdMarker is what the cache keeps of managedFields when FieldManager
+// holds an Update entry: the entry without its fields. One value shared by
+// every cached object that has it (cached objects are read-only).
+var createdMarker = []any{map[string]any{"manager": FieldManager, "operation": "Update"}}
+
+// HasUpdateEntry reports whether obj's managedFields (full, or as the
+// cache keeps them) hold an Update entry of FieldManager for the object
+// itself (not a subresource).
+func HasUpdateEntry(obj *unstructured.Unstructured) bool {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	entries, _ := md["managedFields"].([]any)
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		if m["manager"] == FieldManager && m["operation"] == "Update" && (m["subresource"] == nil || m["subresource"] == "") {
+			return true
+		}
+	}
+	return false
+}
+
+// Compact drops from obj what the cache does not keep: managedFields but
+// for the marker of FieldManager's Update entry, and kubectl's
+// last-applied copy. For objects read from the API server, so that they
+// look like cached ones.
+func Compact(obj *unstructured.Unstructured) {
+	md, ok := obj.Object["metadata"].(map[string]any)
+	if !ok {
+		return
+	}
+	if HasUpdateEntry(obj) {
+		md["managedFields"] = createdMarker
+	} else {
+		delete(md, "managedFields")
+	}
+	if a, ok := md["annotations"].(map[string]any); ok {
+		delete(a, lastApplied)
+	}
+}
+
 // compact is the informers' transform: it keeps out of the cache what
 // Kontinue never reads (managedFields, kubectl's last-applied copy) and
 // shares the strings that every cached object repeats (keys, label keys
@@ -31,12 +76,7 @@ func compact(obj any) (any, error) {
 		}
 		return obj, nil
 	}
-	if md, ok := u.Object["metadata"].(map[string]any); ok {
-		delete(md, "managedFields")
-		if a, ok := md["annotations"].(map[string]any); ok {
-			delete(a, lastApplied)
-		}
-	}
+	Compact(u)
 	internMap(u.Object)
 	return u, nil
 }
@@ -47,6 +87,9 @@ var unshared = map[string]bool{"uid": true, "resourceVersion": true, "creationTi
 
 func internMap(m map[string]any) {
 	for k, v := range m {
+		if k == "managedFields" {
+			continue // createdMarker is shared: never written to
+		}
 		ik := intern(k)
 		nv, changed := internValue(k, v)
 		if changed || unsafe.StringData(ik) != unsafe.StringData(k) {

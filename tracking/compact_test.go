@@ -66,3 +66,32 @@ func BenchmarkCompact(b *testing.B) {
 		}
 	}
 }
+
+func TestCompactKeepsOnlyWhetherKontinueCreated(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries string
+		marked  bool
+	}{
+		{"created by kontinue", `[{"manager":"kontinue","operation":"Update","fieldsV1":{"f:data":{}}}]`, true},
+		{"applied by kontinue", `[{"manager":"kontinue","operation":"Apply","fieldsV1":{"f:data":{}}}]`, false},
+		{"after the upgrade", `[{"manager":"kontinue","operation":"Apply"},{"manager":"kubectl","operation":"Update"}]`, false},
+		{"status subresource", `[{"manager":"kontinue","operation":"Update","subresource":"status"}]`, false},
+		{"someone else's update", `[{"manager":"kubectl-edit","operation":"Update"}]`, false},
+		{"none", `[]`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{}
+			require.NoError(t, json.Unmarshal([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","managedFields":`+tc.entries+`}}`), &u.Object))
+			assert.Equal(t, tc.marked, HasUpdateEntry(u), "before")
+			_, err := compact(u)
+			require.NoError(t, err)
+			assert.Equal(t, tc.marked, HasUpdateEntry(u), "the cache keeps the answer")
+			mf, kept := u.Object["metadata"].(map[string]any)["managedFields"]
+			assert.Equal(t, tc.marked, kept)
+			if kept {
+				assert.Equal(t, []any{map[string]any{"manager": "kontinue", "operation": "Update"}}, mf, "without the fields")
+			}
+		})
+	}
+}

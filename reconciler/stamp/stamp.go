@@ -24,7 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/csaupgrade"
 
 	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/runs"
@@ -32,7 +34,7 @@ import (
 )
 
 // FieldManager owns every field Kontinue applies.
-const FieldManager = "kontinue"
+const FieldManager = tracking.FieldManager
 
 // StampedSelector filters the informers of stamped kinds: Kontinue caches
 // only the objects it stamped.
@@ -166,8 +168,40 @@ func (w *Writer) Live(ctx context.Context, key tracking.Key, watch Watch, namesp
 	if err != nil {
 		return nil, err
 	}
-	unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+	tracking.Compact(obj)
 	return obj, nil
+}
+
+// CreateStamped creates desired through cl: the first write of a stamped
+// object. A create costs the API server about half of a GET and a
+// server-side apply together, and cannot take over an object someone else
+// made (it fails with AlreadyExists). It records Kontinue's fields under an
+// Update entry; UpgradeFields hands them to the apply entry before the
+// object's next write.
+func (w *Writer) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	created, err := resource(cl, gvr, desired.GetNamespace()).Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
+	w.note(true)
+	if err != nil {
+		return nil, err
+	}
+	tracking.Compact(created)
+	return created, nil
+}
+
+// UpgradeFields hands the fields of Kontinue's create (its Update entry in
+// managedFields) to Kontinue's apply entry, so that a field the template no
+// longer sets is removed by the next apply instead of being kept by the
+// create's entry. live must carry its full managedFields (read from the API
+// server, not the cache); nothing is written when there is nothing to hand
+// over. The patch is conditional on live's resourceVersion.
+func (w *Writer) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, live *unstructured.Unstructured) error {
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
+	if err != nil || patch == nil {
+		return err
+	}
+	_, err = resource(cl, gvr, live.GetNamespace()).Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
+	w.note(true)
+	return err
 }
 
 // Apply server-side applies desired through cl unless cached already holds
@@ -389,6 +423,17 @@ func (s *Session) Live(ctx context.Context, key tracking.Key, watch Watch, names
 func (s *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
 	live, wrote, err := s.Writer.Apply(ctx, cl, gvr, desired, cached)
 	return live, wrote, s.Note(err)
+}
+
+// CreateStamped is Writer.CreateStamped, noted.
+func (s *Session) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	created, err := s.Writer.CreateStamped(ctx, cl, gvr, desired)
+	return created, s.Note(err)
+}
+
+// UpgradeFields is Writer.UpgradeFields, noted.
+func (s *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, live *unstructured.Unstructured) error {
+	return s.Note(s.Writer.UpgradeFields(ctx, cl, gvr, live))
 }
 
 // Create is Writer.Create, noted.
