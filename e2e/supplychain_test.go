@@ -318,8 +318,13 @@ spec:
 	cm := get(t, configMapGVR, ns, "app-app")
 	assert.Equal(t, []string{"kontinue/Update"}, managers(cm.Object), "the first write is a create")
 
-	apply(t, ns, template(`{keep: two}`))
+	// A change that drops nothing is applied as it is: no hand-over.
+	apply(t, ns, template(`{keep: two, extra: gone-soon}`))
 	cm = waitFor(t, configMapGVR, ns, "app-app", fieldIs("two", "data", "keep"))
-	assert.Equal(t, map[string]any{"keep": "two"}, cm.Object["data"], "the field the template dropped is gone")
+	assert.ElementsMatch(t, []string{"kontinue/Apply", "kontinue/Update"}, managers(cm.Object))
+
+	apply(t, ns, template(`{keep: three}`))
+	cm = waitFor(t, configMapGVR, ns, "app-app", fieldIs("three", "data", "keep"))
+	assert.Equal(t, map[string]any{"keep": "three"}, cm.Object["data"], "the field the template dropped is gone")
 	assert.Equal(t, []string{"kontinue/Apply"}, managers(cm.Object), "the create's fields were handed to the apply")
 }

@@ -82,9 +82,10 @@ func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstr
 //     cannot take over an object someone else made (AlreadyExists).
 //   - When the name is taken, the object is read as cl, and written only if
 //     this owner stamped it (stamp.Claim).
-//   - An object Kontinue created and is about to change for the first time
-//     is read too, to hand the create's fields to the apply
-//     (stamp.UpgradeFields): a field the template drops is then removed.
+//   - An object Kontinue created, about to lose a field, is read too, to
+//     hand the create's fields to the apply (stamp.UpgradeFields) so that
+//     the field is removed. A change that only sets fields needs no hand
+//     over: the apply takes what it changes, and shares what it does not.
 //
 // Then it is server-side applied.
 func (op *ownerPass) put(cl dynamic.Interface, gvr schema.GroupVersionResource, what string, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
@@ -102,14 +103,14 @@ func (op *ownerPass) put(cl dynamic.Interface, gvr schema.GroupVersionResource, 
 		}
 	}
 	known := cached
-	if cached == nil || (tracking.HasUpdateEntry(cached) && !apply.UpToDate(desired, cached)) {
+	if cached == nil || handOver(desired, cached) {
 		// Not readable, or gone meanwhile: the apply decides, as it would
 		// have without the read.
 		if full, err := cl.Resource(gvr).Namespace(desired.GetNamespace()).Get(op.ctx, desired.GetName(), metav1.GetOptions{}); err == nil {
 			if c := op.claimed(what, full); c != nil {
 				return nil, false, c, nil
 			}
-			if tracking.HasUpdateEntry(full) && !apply.UpToDate(desired, full) {
+			if handOver(desired, full) {
 				if err := op.w.UpgradeFields(op.ctx, cl, gvr, full); err != nil {
 					return fail(err)
 				}
@@ -125,6 +126,13 @@ func (op *ownerPass) put(cl dynamic.Interface, gvr schema.GroupVersionResource, 
 		return fail(err)
 	}
 	return live, wrote, nil, nil
+}
+
+// handOver says whether live's fields must go from Kontinue's create entry
+// to its apply entry before desired is applied: there is a create entry,
+// and the apply would leave out a field live has.
+func handOver(desired, live *unstructured.Unstructured) bool {
+	return tracking.HasUpdateEntry(live) && !apply.UpToDate(desired, live) && apply.Leaves(desired, live)
 }
 
 // claimed is the condition that refuses to write to live, an object this

@@ -92,6 +92,66 @@ func isEmpty(v any) bool {
 	return false
 }
 
+// Leaves reports whether live holds a field desired does not set: one an
+// apply would remove if Kontinue's apply entry owns it. Server-managed
+// metadata and the status are not looked at; a list whose length differs
+// counts as leaving a field. False means an apply of desired removes
+// nothing, whoever owns live's fields.
+func Leaves(desired, live *unstructured.Unstructured) bool {
+	for k, lv := range live.Object {
+		switch k {
+		case "apiVersion", "kind", "status":
+			continue
+		case "metadata":
+			lm, _ := lv.(map[string]any)
+			dm, _ := desired.Object["metadata"].(map[string]any)
+			for _, f := range []string{"labels", "annotations", "ownerReferences", "finalizers"} {
+				if v, ok := lm[f]; ok && leaves(dm[f], v) {
+					return true
+				}
+			}
+			continue
+		}
+		if leaves(desired.Object[k], lv) {
+			return true
+		}
+	}
+	return false
+}
+
+func leaves(want, live any) bool {
+	switch l := live.(type) {
+	case map[string]any:
+		w, ok := want.(map[string]any)
+		if !ok {
+			return len(l) > 0
+		}
+		for k, lv := range l {
+			wv, ok := w[k]
+			if !ok || leaves(wv, lv) {
+				return true
+			}
+		}
+		return false
+	case []any:
+		w, ok := want.([]any)
+		if !ok {
+			return len(l) > 0
+		}
+		if len(w) != len(l) {
+			return true
+		}
+		for i := range l {
+			if leaves(w[i], l[i]) {
+				return true
+			}
+		}
+		return false
+	default:
+		return false
+	}
+}
+
 // Describe names an object for messages: "Kind/namespace/name".
 func Describe(obj *unstructured.Unstructured) string {
 	if obj.GetNamespace() == "" {

@@ -82,3 +82,29 @@ func TestUpToDateLargeIntegers(t *testing.T) {
 	assert.True(t, UpToDate(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"n": int64(1<<53 + 1)}}}, live))
 	assert.True(t, UpToDate(&unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"n": float64(3)}}}, &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"n": int64(3)}}}))
 }
+
+func TestLeaves(t *testing.T) {
+	live := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"7",
+	  "labels":{"x":"1"},"managedFields":[{"manager":"kontinue","operation":"Update"}]},
+	  "data":{"k":"v","j":"w"},"spec":{"ports":[{"port":80,"name":"http"}]},"status":{"ready":true}}`
+	cases := []struct {
+		name    string
+		desired string
+		want    bool
+	}{
+		{"every field set, values changed", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"2"}},
+		  "data":{"k":"v2","j":"w2"},"spec":{"ports":[{"port":81,"name":"web"}]}}`, false},
+		{"more fields", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"x":"1","y":"2"}},"data":{"k":"v","j":"w","i":"u"},"spec":{"ports":[{"port":80,"name":"http","protocol":"TCP"}]}}`, false},
+		{"a data key dropped", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"x":"1"}},"data":{"k":"v"},"spec":{"ports":[{"port":80,"name":"http"}]}}`, true},
+		{"a label dropped", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{},"data":{"k":"v","j":"w"},"spec":{"ports":[{"port":80,"name":"http"}]}}`, true},
+		{"a list element's field dropped", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"x":"1"}},"data":{"k":"v","j":"w"},"spec":{"ports":[{"port":80}]}}`, true},
+		{"a list shorter", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"x":"1"}},"data":{"k":"v","j":"w"},"spec":{"ports":[]}}`, true},
+		{"a whole field dropped", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"x":"1"}},"data":{"k":"v","j":"w"}}`, true},
+		{"a value that became a scalar", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"labels":{"x":"1"}},"data":"text","spec":{"ports":[{"port":80,"name":"http"}]}}`, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, Leaves(u(t, c.desired), u(t, live)))
+		})
+	}
+}
