@@ -134,6 +134,23 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
+// rssAnon reads a process's anonymous resident memory (RssAnon), bytes: its
+// RSS without the pages of files it maps (its own executable), which the
+// kernel maps from the page cache and can drop at any time.
+func rssAnon(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "RssAnon:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no RssAnon", pid)
+}
+
 // memory reads a process's resident set (VmRSS) and its peak (VmHWM), bytes.
 func memory(pid int) (rss, hwm int64, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -214,10 +231,12 @@ func (m *cpuMeter) read() map[string]float64 {
 }
 
 // sampler follows the Kontinue process's RSS and Go heap over time: the
-// kernel keeps the RSS peak (VmHWM) but the heap peak must be sampled.
+// kernel keeps the RSS peak (VmHWM) but the heap and anonymous RSS peaks
+// must be sampled.
 type sampler struct {
 	mu       sync.Mutex
 	peakHeap float64
+	peakAnon float64
 	stop     chan struct{}
 	done     chan struct{}
 }
@@ -237,6 +256,11 @@ func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sample
 				}
 				s.mu.Unlock()
 			}
+			if a, err := rssAnon(k.pid); err == nil {
+				s.mu.Lock()
+				s.peakAnon = max(s.peakAnon, float64(a))
+				s.mu.Unlock()
+			}
 			select {
 			case <-s.stop:
 				return
@@ -249,11 +273,12 @@ func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sample
 	return s
 }
 
-// finish stops sampling and returns the largest heap seen, bytes.
-func (s *sampler) finish() float64 {
+// finish stops sampling and returns the largest heap and anonymous RSS
+// seen, bytes.
+func (s *sampler) finish() (heap, anon float64) {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.peakHeap
+	return s.peakHeap, s.peakAnon
 }

@@ -102,11 +102,14 @@ type results struct {
 		APIServerWrites map[string]int `json:"apiserverWrites,omitempty"`
 	} `json:"changeLatency"`
 	Memory struct {
-		BaselineRSSMiB      float64 `json:"baselineRSSMiB"`
-		BaselineHeapMiB     float64 `json:"baselineHeapMiB"`
-		PeakRSSMiB          float64 `json:"peakRSSMiB"`
-		SteadyRSSMiB        float64 `json:"steadyRSSMiB"`
-		PeakHeapMiB         float64 `json:"peakHeapMiB"`
+		BaselineRSSMiB  float64 `json:"baselineRSSMiB"`
+		BaselineHeapMiB float64 `json:"baselineHeapMiB"`
+		PeakRSSMiB      float64 `json:"peakRSSMiB"`
+		SteadyRSSMiB    float64 `json:"steadyRSSMiB"`
+		PeakHeapMiB     float64 `json:"peakHeapMiB"`
+		// PeakAnonRSSMiB is the sampled peak of RssAnon: the RSS without
+		// the executable's pages mapped from the page cache.
+		PeakAnonRSSMiB      float64 `json:"peakAnonRSSMiB"`
 		SteadyHeapMiB       float64 `json:"steadyHeapMiB"`
 		RSSPerObjectKiB     float64 `json:"steadyRSSPerStampedObjectKiB"`
 		HeapPerObjectKiB    float64 `json:"steadyHeapPerStampedObjectKiB"`
@@ -309,6 +312,7 @@ func (r *results) table() string {
 	}
 	m := r.Memory
 	row("6 RSS peak / steady (baseline)", fmt.Sprintf("%.1f / %.1f MiB (%.1f MiB before the workloads)", m.PeakRSSMiB, m.SteadyRSSMiB, m.BaselineRSSMiB))
+	row("  anonymous RSS peak (sampled)", fmt.Sprintf("%.1f MiB (the rest is the executable's pages, mapped from the page cache)", m.PeakAnonRSSMiB))
 	row("  Go heap peak / steady (baseline)", fmt.Sprintf("%.1f / %.1f MiB (%.1f MiB)", m.PeakHeapMiB, m.SteadyHeapMiB, m.BaselineHeapMiB))
 	row("  per stamped object, steady", fmt.Sprintf("RSS %.1f KiB, heap %.1f KiB (added by the workloads: RSS %.1f KiB, heap %.1f KiB)", m.RSSPerObjectKiB, m.HeapPerObjectKiB, m.AddedRSSPerObject, m.AddedHeapPerObject))
 	row("  after restart: RSS peak / steady, heap peak", fmt.Sprintf("%.1f / %.1f MiB, %.1f MiB", m.RestartPeakRSSMiB, m.RestartSteadyRSSMiB, m.RestartPeakHeapMiB))

@@ -153,6 +153,11 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m.tracker = tracking.New(dyn, m.clients.For, opts.Resync, m.route)
+	// The many objects are cached as JSON; chains and templates, read in
+	// bulk by every reconcile, stay decoded.
+	m.tracker.PackWhen(func(k tracking.Key) bool {
+		return k.Selector == StampedSelector || (k.Selector == "" && (k.GVR == WorkloadGVR || k.GVR == DeliverableGVR))
+	})
 	events := stamp.NewEvents(evDyn)
 	events.Dropped = func(reason string) {
 		if m.OnEventDropped != nil {
@@ -347,8 +352,7 @@ func (m *Manager) stampedBy(obj *unstructured.Unstructured) (Key, bool) {
 	if o == nil {
 		return Key{}, false
 	}
-	owner, _ := m.tracker.Get(tracking.Key{GVR: o.flavor.OwnerGVR}, obj.GetNamespace(), ref.Name)
-	if owner == nil || owner.GetUID() != ref.UID {
+	if uid := m.tracker.UID(tracking.Key{GVR: o.flavor.OwnerGVR}, obj.GetNamespace(), ref.Name); uid == "" || uid != ref.UID {
 		return Key{}, false
 	}
 	return Key{Kind: o.flavor.OwnerKind, NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}, true

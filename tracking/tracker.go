@@ -133,6 +133,8 @@ type Tracker struct {
 	informer InformerFunc
 	resync   time.Duration
 	handler  Handler
+	// pack says which watches cache their objects as JSON (packed.go).
+	pack func(Key) bool
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -156,6 +158,12 @@ func NewWith(newInformer InformerFunc, resync time.Duration, h Handler) *Tracker
 		byUser:   map[string]map[Key]struct{}{},
 	}
 }
+
+// PackWhen makes the watches f picks cache their objects as JSON, decoded
+// on every read (packed.go): for the many objects (owners, stamped objects),
+// not for those read in bulk on every reconcile (chains, templates). Call
+// before Start.
+func (t *Tracker) PackWhen(f func(Key) bool) { t.pack = f }
 
 // Handle collects the watches one user needs during one reconcile: Watch
 // for each one as it is used, Done at the end. Watches the user held
@@ -299,8 +307,31 @@ func (t *Tracker) Get(k Key, namespace, name string) (obj *unstructured.Unstruct
 	if err != nil || !exists {
 		return nil, true
 	}
-	u, _ := item.(*unstructured.Unstructured)
+	u, _ := unpack(item)
 	return u, true
+}
+
+// UID reads the UID of one cached object without decoding it ("": absent,
+// or the cache has not synced).
+func (t *Tracker) UID(k Key, namespace, name string) types.UID {
+	t.mu.Lock()
+	e := t.entries[k]
+	t.mu.Unlock()
+	if e == nil || !e.informer.HasSynced() {
+		return ""
+	}
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	item, exists, err := e.informer.GetStore().GetByKey(key)
+	if err != nil || !exists {
+		return ""
+	}
+	if m, ok := metaOf(item); ok {
+		return m.GetUID()
+	}
+	return ""
 }
 
 // List returns the cached objects of k (all namespaces when namespace is "").
@@ -319,7 +350,7 @@ func (t *Tracker) List(k Key, namespace string) (objs []*unstructured.Unstructur
 	}
 	objs = make([]*unstructured.Unstructured, 0, len(items))
 	for _, it := range items {
-		if u, ok := it.(*unstructured.Unstructured); ok {
+		if u, ok := unpack(it); ok {
 			objs = append(objs, u)
 		}
 	}
@@ -333,7 +364,7 @@ func (t *Tracker) List(k Key, namespace string) (objs []*unstructured.Unstructur
 const controllerIndex = "controller"
 
 func controllerUID(obj any) ([]string, error) {
-	o, ok := obj.(metav1.Object)
+	o, ok := metaOf(obj)
 	if !ok {
 		return nil, nil
 	}
@@ -357,7 +388,7 @@ func (t *Tracker) ListControlledBy(k Key, uid types.UID) (objs []*unstructured.U
 	items, _ := e.informer.GetIndexer().ByIndex(controllerIndex, string(uid))
 	objs = make([]*unstructured.Unstructured, 0, len(items))
 	for _, it := range items {
-		if u, ok := it.(*unstructured.Unstructured); ok {
+		if u, ok := unpack(it); ok {
 			objs = append(objs, u)
 		}
 	}
@@ -419,7 +450,11 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 		panic("tracking: Ensure before Start") // programming error, not input
 	}
 	inf := t.informer(k, t.resync)
-	_ = inf.SetTransform(compact)
+	if t.pack != nil && t.pack(k) {
+		_ = inf.SetTransform(pack)
+	} else {
+		_ = inf.SetTransform(compact)
+	}
 	// Added before the informer runs (it refuses indexers afterwards).
 	_ = inf.AddIndexers(cache.Indexers{controllerIndex: controllerUID})
 	ctx, cancel := context.WithCancel(t.ctx)
@@ -453,23 +488,27 @@ func (t *Tracker) releaseLocked(k Key, user string) {
 func (t *Tracker) handlerFor(k Key) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if u, ok := obj.(*unstructured.Unstructured); ok {
+			if u, ok := unpack(obj); ok {
 				t.handler(Event{Key: k, Type: Added, Obj: u})
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*unstructured.Unstructured)
-			n, ok2 := newObj.(*unstructured.Unstructured)
-			if !ok1 || !ok2 || o.GetResourceVersion() == n.GetResourceVersion() {
+			om, ok1 := metaOf(oldObj)
+			nm, ok2 := metaOf(newObj)
+			if !ok1 || !ok2 || om.GetResourceVersion() == nm.GetResourceVersion() {
 				return // a resync: nothing changed
 			}
-			t.handler(Event{Key: k, Type: Updated, Obj: n, Old: o})
+			o, ok1 := unpack(oldObj)
+			n, ok2 := unpack(newObj)
+			if ok1 && ok2 {
+				t.handler(Event{Key: k, Type: Updated, Obj: n, Old: o})
+			}
 		},
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
+			if u, ok := unpack(obj); ok {
 				t.handler(Event{Key: k, Type: Deleted, Obj: u})
 			}
 		},
