@@ -6,21 +6,21 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestGCPercentFor(t *testing.T) {
+func TestGCPercent(t *testing.T) {
 	for _, tt := range []struct {
-		name    string
-		live    uint64
-		current int
-		want    int
+		name string
+		env  map[string]string
+		want int
+		set  bool
 	}{
-		{"small heap keeps Go's default", 40 << 20, 100, 100},
-		{"large heap collects at 1.5x live", 300 << 20, 100, 50},
-		{"between the marks nothing changes (large)", 100 << 20, 50, 50},
-		{"between the marks nothing changes (small)", 100 << 20, 100, 100},
-		{"shrunk well below: back to the default", 80 << 20, 50, 100},
+		{"nothing set: 1.5x live", nil, 50, true},
+		{"GOGC set: the operator's", map[string]string{"GOGC": "200"}, 0, false},
+		{"GOMEMLIMIT set: the operator's", map[string]string{"GOMEMLIMIT": "400MiB"}, 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, gcPercentFor(tt.live, tt.current))
+			p, set := gcPercent(func(k string) string { return tt.env[k] })
+			assert.Equal(t, tt.set, set)
+			assert.Equal(t, tt.want, p)
 		})
 	}
 }

@@ -153,7 +153,7 @@ func run(o options, cfg *rest.Config) error {
 	cfg.UserAgent = "kontinue/" + version.Version
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	go tuneGC(ctx)
+	setGCPercent(os.Getenv)
 
 	if o.installCRDs {
 		if err := installCRDs(ctx, cfg); err != nil {
