@@ -69,16 +69,25 @@ func Compact(obj *unstructured.Unstructured) {
 // memory for what is its own. Status writes are not affected: a status
 // PUT takes only the status from the request.
 func compact(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		if _, ok := obj.(runtime.Object); !ok {
-			return nil, fmt.Errorf("unexpected object %T", obj)
-		}
-		return obj, nil
+	u, err := toTransform(obj)
+	if u == nil {
+		return obj, err
 	}
 	Compact(u)
 	internMap(u.Object)
 	return u, nil
+}
+
+// toTransform is obj as the transforms take it; nil for another
+// runtime.Object, kept as it is (an error if obj is not one).
+func toTransform(obj any) (*unstructured.Unstructured, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	if _, ok := obj.(runtime.Object); !ok {
+		return nil, fmt.Errorf("unexpected object %T", obj)
+	}
+	return nil, nil
 }
 
 // unshared are keys whose values differ in every object: interning them

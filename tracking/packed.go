@@ -43,12 +43,9 @@ func (p *packed) object() (*unstructured.Unstructured, error) {
 
 // pack is the transform of packed watches: compact, then keep as JSON.
 func pack(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		if _, ok := obj.(runtime.Object); !ok {
-			return nil, fmt.Errorf("unexpected object %T", obj)
-		}
-		return obj, nil
+	u, err := toTransform(obj)
+	if u == nil {
+		return obj, err
 	}
 	Compact(u)
 	raw, err := json.Marshal(u.Object)
