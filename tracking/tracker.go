@@ -293,6 +293,27 @@ func (t *Tracker) StopResource(gr schema.GroupResource) []string {
 // informer is still listing (the caller must not conclude "absent" then);
 // a key that is not tracked reports synced false.
 func (t *Tracker) Get(k Key, namespace, name string) (obj *unstructured.Unstructured, synced bool) {
+	item, synced := t.item(k, namespace, name)
+	if item == nil {
+		return nil, synced
+	}
+	u, _ := unpack(item)
+	return u, true
+}
+
+// UID reads the UID of one cached object without decoding it ("": absent,
+// or the cache has not synced).
+func (t *Tracker) UID(k Key, namespace, name string) types.UID {
+	item, _ := t.item(k, namespace, name)
+	if m, ok := metaOf(item); ok {
+		return m.GetUID()
+	}
+	return ""
+}
+
+// item is the cached item of one object as the informer holds it (nil:
+// absent, or the cache has not synced).
+func (t *Tracker) item(k Key, namespace, name string) (item any, synced bool) {
 	t.mu.Lock()
 	e := t.entries[k]
 	t.mu.Unlock()
@@ -307,31 +328,7 @@ func (t *Tracker) Get(k Key, namespace, name string) (obj *unstructured.Unstruct
 	if err != nil || !exists {
 		return nil, true
 	}
-	u, _ := unpack(item)
-	return u, true
-}
-
-// UID reads the UID of one cached object without decoding it ("": absent,
-// or the cache has not synced).
-func (t *Tracker) UID(k Key, namespace, name string) types.UID {
-	t.mu.Lock()
-	e := t.entries[k]
-	t.mu.Unlock()
-	if e == nil || !e.informer.HasSynced() {
-		return ""
-	}
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	item, exists, err := e.informer.GetStore().GetByKey(key)
-	if err != nil || !exists {
-		return ""
-	}
-	if m, ok := metaOf(item); ok {
-		return m.GetUID()
-	}
-	return ""
+	return item, true
 }
 
 // List returns the cached objects of k (all namespaces when namespace is "").
