@@ -295,16 +295,19 @@ func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource
 			return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
 		}
 	}
+	var live *unstructured.Unstructured
+	var wrote bool
+	var c *metav1.Condition
 	if asServiceAccount {
-		if c := op.claim(cl, gvr, what, desired, cached); c != nil {
-			return appliedGenerated{stepResult: op.stepDone(sc, nil, *c, nil)}, false
-		}
+		// A stamped object like any other: created first, never taken over.
+		live, wrote, c, err = op.put(cl, gvr, what, desired, cached)
+	} else if live, wrote, err = op.w.Apply(op.ctx, cl, gvr, desired, cached); err != nil {
+		cond, transient := op.applyFailure(what, err)
+		c, err = &cond, transient
 	}
-	live, wrote, err := op.w.Apply(op.ctx, cl, gvr, desired, cached)
-	if err != nil {
-		c, transient := op.applyFailure(what, err)
-		r := op.stepDone(sc, nil, c, nil)
-		r.err = transient
+	if c != nil {
+		r := op.stepDone(sc, nil, *c, nil)
+		r.err = err
 		return appliedGenerated{stepResult: r}, false
 	}
 	if wrote {

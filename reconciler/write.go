@@ -146,24 +146,6 @@ func (op *ownerPass) claimed(what string, live *unstructured.Unstructured) *meta
 	return nil
 }
 
-// claim refuses to write to an object this owner did not stamp
-// (stamp.Claim). The cache holds only what Kontinue stamped, so an object
-// missing there may still exist, made by someone else: it is looked up
-// once, as the step's service account, before the write that would create
-// it — never on an object the cache has. Not found, or not readable, lets
-// the apply decide.
-func (op *ownerPass) claim(cl dynamic.Interface, gvr schema.GroupVersionResource, what string, desired, cached *unstructured.Unstructured) *metav1.Condition {
-	live := cached
-	if live == nil {
-		got, err := cl.Resource(gvr).Namespace(desired.GetNamespace()).Get(op.ctx, desired.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return nil
-		}
-		live = got
-	}
-	return op.claimed(what, live)
-}
-
 // current is the live object (nil: missing), watched for this owner.
 func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
 	return op.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
