@@ -1,14 +1,15 @@
-// Command kontinue runs Kontinue, a Kubernetes supply-chain choreographer
-// that speaks Cartographer's carto.run/v1alpha1 API.
+// Command kontinue is Kontinue, a Kubernetes supply-chain choreographer
+// that speaks Cartographer's carto.run/v1alpha1 API: the controller and its
+// command line in one binary.
 //
-//	kontinue [flags]     run the controller (kubeconfig as kubectl finds it, else in-cluster)
-//	kontinue crds        print the CustomResourceDefinitions
-//	kontinue version     print the version (also --version)
-//	kontinue get|render|reconcile ...   the CLI (package cli, docs/cli.md)
+//	kontinue controller [flags]   run the controller (controller.go; kubeconfig as kubectl finds it, else in-cluster)
+//	kontinue get|events|reconcile|check|dashboard|render|crds|version|completion ...   the CLI (package cli, docs/cli.md)
+//	kontinue                      help
 //
-// With --leader-elect, replicas share a Lease and only its holder runs the
-// controllers (leader.go, leaselock.go); logs are JSON in a cluster and text
-// locally (logging.go).
+// Invoked as kubectl-kontinue it is a kubectl plugin. With --leader-elect,
+// replicas share a Lease and only its holder runs the controllers
+// (leader.go, leaselock.go); logs are JSON in a cluster and text locally
+// (logging.go).
 package main
 
 // Generated files: deploy/install.yaml (deploy/namespace.yaml + the chart deploy/chart), deploy/crds.yaml and
@@ -18,7 +19,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -34,125 +34,33 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/cli"
-	"kontinue.dev/kontinue/clientconfig"
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/dashboard"
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/metrics"
-	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/version"
 )
 
-type options struct {
-	kubeconfig    string
-	kubeContext   string
-	metricsAddr   string
-	probeAddr     string
-	pprofAddr     string
-	dashboardAddr string
-	dashboardSA   string
-	workers       int
-	qps           float64
-	burst         int
-	resync        time.Duration
-	installCRDs   bool
-	kstatus       bool
-	shutdownGrace time.Duration
-	helm          render.HelmOptions
-
-	leaderElect bool
-	election    electionOptions
-
-	logFormat string
-	logLevel  string
-}
-
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "crds":
-			os.Stdout.Write(crds.YAML())
-			return
-		case "version", "--version", "-version":
-			fmt.Println(version.String())
-			return
-		}
-		if cli.IsCommand(os.Args[1]) {
-			os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-		}
-	}
-	var o options
-	fs := flag.NewFlagSet("kontinue", flag.ExitOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: kontinue [flags]   run the controller\n       kontinue crds|version|get|render|reconcile|dashboard|help   (kontinue help)\n\nFlags of the controller:\n")
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; default: $KUBECONFIG (several files, as kubectl), else ~/.kube/config, else the in-cluster configuration")
-	fs.StringVar(&o.kubeContext, "context", "", "kubeconfig context to use; default: the current context")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the /metrics endpoint; \"0\" disables it")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; \"0\" disables them")
-	fs.StringVar(&o.dashboardAddr, "dashboard-bind-address", "0", "address of the read-only dashboard (docs/dashboard.md); \"0\" disables it; needs --dashboard-service-account")
-	fs.StringVar(&o.dashboardSA, "dashboard-service-account", "", "namespace/name of the ServiceAccount whose rights the dashboard reads with (never the controller's own)")
-	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof endpoints (profiling); \"0\" disables them")
-	fs.IntVar(&o.workers, "workers", 16, "reconcile workers per controller: a reconcile mostly waits for the API server, so more workers than cores keep it busy")
-	fs.Float64Var(&o.qps, "kube-api-qps", -1, "client-side limit of queries per second to the API server; negative: none, the API server's Priority and Fairness bounds Kontinue (events keep their own limit)")
-	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst of queries to the API server, with a positive --kube-api-qps")
-	fs.DurationVar(&o.resync, "resync-period", 10*time.Hour, "informer resync period")
-	fs.BoolVar(&o.installCRDs, "install-crds", false, "apply Kontinue's CRDs at start")
-	fs.BoolVar(&o.kstatus, "kstatus-conditions", false, "add kstatus's Reconciling and Stalled conditions to Workloads and Deliverables, so that Flux, Argo CD and other kstatus users see failures (the Helm chart turns it on)")
-	fs.BoolVar(&o.helm.AllowPrivateNetworks, "helm-allow-private-networks", false, "let helm templates fetch charts from loopback, private and link-local addresses (refused by default: a template author could otherwise make Kontinue reach in-cluster services or a cloud metadata endpoint)")
-	fs.BoolVar(&o.helm.AllowHTTP, "helm-allow-http", false, "let helm templates fetch charts over plain http (by default https and oci only)")
-	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 30*time.Second, "time in-flight reconciles get to finish on SIGTERM")
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run the controllers only while holding a Lease, so that replicas can wait as standbys (the Deployment sets it)")
-	fs.StringVar(&o.election.namespace, "leader-election-namespace", "", "namespace of the Lease; default: the pod's namespace")
-	fs.StringVar(&o.election.id, "leader-election-id", "kontinue-leader", "name of the Lease")
-	fs.DurationVar(&o.election.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the last renewal before taking the Lease")
-	fs.DurationVar(&o.election.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up (and exits)")
-	fs.DurationVar(&o.election.retryPeriod, "leader-elect-retry-period", 2*time.Second, "interval between attempts to acquire or renew the Lease")
-	fs.StringVar(&o.logFormat, "log-format", "", "json or text; default: json in a cluster (no kubeconfig), text otherwise")
-	fs.StringVar(&o.logLevel, "log-level", "", "error, info, debug, trace, or a klog verbosity number (sets -v)")
-	// Of klog's flags only -v applies: its output flags (files, headers) do
-	// not, since logs go through setupLogging's handler.
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	v := klogFlags.Lookup("v")
-	fs.Var(v.Value, "v", "klog verbosity of the logs (--log-level sets it too)")
-	_ = fs.Parse(os.Args[1:])
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "kontinue: unexpected arguments %q\n", fs.Args())
-		os.Exit(2)
-	}
-	loaded, err := clientconfig.Flags{Kubeconfig: o.kubeconfig, Context: o.kubeContext}.Load()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kontinue:", err)
-		os.Exit(1)
-	}
-	if o.logFormat == "" {
-		o.logFormat = "text"
-		if loaded.InCluster {
-			o.logFormat = "json"
-		}
-	}
-	if err := setupLogging(o.logFormat, o.logLevel, v.Value, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "kontinue:", err)
-		os.Exit(2)
-	}
-	klog.InfoS("starting", "version", version.Version, "inCluster", loaded.InCluster)
-
-	if err := run(o, loaded.Config); err != nil {
-		klog.ErrorS(err, "kontinue stopped")
-		klog.Flush()
-		os.Exit(1)
-	}
-	klog.Flush()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := newRoot(cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Program: os.Args[0]}).Execute(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
 }
 
-func run(o options, cfg *rest.Config) error {
+// newRoot is the whole command line: the CLI and the controller.
+func newRoot(env cli.Env) *cli.Root {
+	root := cli.New(env)
+	c := controllerCommand(root.Cluster)
+	c.GroupID = "run"
+	root.Command.AddCommand(c)
+	return root
+}
+
+func run(ctx context.Context, o options, cfg *rest.Config) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	cfg.UserAgent = "kontinue/" + version.Version
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	setGCPercent(os.Getenv)
 
 	if o.installCRDs {

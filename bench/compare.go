@@ -289,7 +289,7 @@ func runContender(ctx context.Context, o options, name, work, binDir, cartoBin, 
 	var p *process
 	if name == "kontinue" {
 		// Defaults, as a user runs it; only the ports are chosen here.
-		p, err = startProcess(o.kontinueBin, logPath, []string{"--kubeconfig=" + c.kubeconfig,
+		p, err = startProcess(o.kontinueBin, logPath, []string{"controller", "--kubeconfig=" + c.kubeconfig,
 			"--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=127.0.0.1:0"}, nil)
 	} else {
 		certs := filepath.Join(dir, "certs")

@@ -209,7 +209,7 @@ func (o options) kontinueFlags() []string {
 
 func (b *bench) kontinueArgs(extra ...string) []string {
 	kubeconfig := filepath.Join(b.work, "cluster", "kubeconfig")
-	args := append([]string{"--kubeconfig=" + kubeconfig}, b.o.kontinueFlags()...)
+	args := append([]string{"controller", "--kubeconfig=" + kubeconfig}, b.o.kontinueFlags()...)
 	return append(args, extra...)
 }
 

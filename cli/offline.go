@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
+	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/health"
@@ -35,10 +37,17 @@ type RenderInput struct {
 	Objects []*unstructured.Unstructured // owners, chains, templates, ConfigMaps (Helm charts)
 	Owner   string                       // name of the Workload/Deliverable; "" when there is one
 	Chain   string                       // name of the chain; "" to choose by selector
-	// Outputs of steps, by step then output name (url, revision, image, config).
+	// Outputs of steps, by step then output name (url, revision, image,
+	// config), given by hand: they pass on to later steps whether or not
+	// their step could be rendered. A config given as a string is text
+	// when the step's object holds text at its configPath (a ConfigMap's
+	// data), else YAML.
 	Outputs map[string]map[string]any
 	// Namespace of the owner when its file gives none.
 	Namespace string
+	// Helm bounds what helm templates may fetch (the controller's
+	// --helm-allow-* flags).
+	Helm render.HelmOptions
 }
 
 // RenderResult is what a render found, step by step.
@@ -64,14 +73,14 @@ type RenderedStep struct {
 	// Runnable: the template sets runnable: true; the controller stamps
 	// the objects through a generated Runnable.
 	Runnable bool `json:"runnable,omitempty"`
-	// Waiting says which upstream outputs are missing (give them with --output).
+	// Waiting says which upstream outputs are missing (give them with --step-output).
 	Waiting string `json:"waiting,omitempty"`
 	// Error is why the step cannot be stamped (the controller would report it
 	// as the step's ResourceSubmitted reason).
 	Error   string           `json:"error,omitempty"`
 	Reason  string           `json:"reason,omitempty"`
 	Objects []map[string]any `json:"objects,omitempty"`
-	// Outputs are the outputs the step passes on (from --output, or
+	// Outputs are the outputs the step passes on (given by hand, or
 	// forwarded by a pass-through).
 	Outputs map[string]any `json:"outputs,omitempty"`
 }
@@ -218,6 +227,9 @@ func Render(ctx context.Context, in RenderInput) (*RenderResult, error) {
 	ctx = render.WithObjectGetter(ctx, objectsGetter(in.Objects))
 	for _, step := range chain.Resources {
 		rs := r.step(ctx, step)
+		if given, ok := in.Outputs[step.Name]; ok {
+			rs.Outputs = r.given(rs, given)
+		}
 		if rs.Outputs != nil {
 			r.outs[step.Name] = rs.Outputs
 		}
@@ -344,7 +356,7 @@ func (r *offline) step(ctx context.Context, step api.Step) RenderedStep {
 	params := render.MergeParams(spec.Params, r.chain.Params, step.Params, r.ownerSpec.Params)
 	labels := r.labels(step, kind, name, spec)
 	tc := render.NewContext(r.flavor.OwnerKind, r.owner.Object, params, inputs, labels)
-	eng, err := render.EngineFor(spec)
+	eng, err := render.EngineForWith(spec, map[string]render.Engine{render.FieldHelm: render.HelmWith(r.in.Helm)})
 	if err != nil {
 		return fail(reasonStamp, err)
 	}
@@ -372,8 +384,60 @@ func (r *offline) step(ctx context.Context, step api.Step) RenderedStep {
 		unstructured.RemoveNestedField(o.Object, "status")
 		rs.Objects = append(rs.Objects, o.Object)
 	}
-	rs.Outputs = r.in.Outputs[step.Name]
 	return rs
+}
+
+// given are the outputs given by hand for a step, a config given as a
+// string taken as the step's object would hold it.
+func (r *offline) given(rs RenderedStep, in map[string]any) map[string]any {
+	out := make(map[string]any, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	if s, ok := out["config"].(string); ok && !r.configIsText(rs) {
+		var v any
+		if err := yaml.Unmarshal([]byte(s), &v); err == nil {
+			out["config"] = v
+		}
+	}
+	return out
+}
+
+// configIsText reports whether a step's object holds text at its
+// template's configPath: in the rendered object, else in the template's
+// plain template (a waiting step). Then a config given by hand is that text
+// (the natural value of a ConfigMap's data entry), not YAML to parse.
+func (r *offline) configIsText(rs RenderedStep) bool {
+	if rs.Template == nil {
+		return false
+	}
+	tobj := r.template(rs.Template.Kind, rs.Template.Name)
+	if tobj == nil {
+		return false
+	}
+	spec := &api.TemplateSpec{}
+	if err := api.Decode(tobj.Object["spec"], spec); err != nil || spec.ConfigPath == "" {
+		return false
+	}
+	p, err := paths.Compile(spec.ConfigPath)
+	if err != nil {
+		return false
+	}
+	objs := rs.Objects
+	if len(objs) == 0 && spec.Template != nil {
+		objs = []map[string]any{spec.Template}
+	}
+	for _, o := range objs {
+		doc, err := json.Marshal(o)
+		if err != nil {
+			continue
+		}
+		if v, err := p.Value(doc); err == nil {
+			_, text := v.(string)
+			return text
+		}
+	}
+	return false
 }
 
 func (r *offline) passThrough(step api.Step, rs RenderedStep, input string) RenderedStep {
@@ -428,7 +492,7 @@ func (r *offline) inputs(step api.Step, kind string) (render.Inputs, string, err
 		}
 		o, ok := r.outs[i.Resource]
 		if !ok {
-			missing = append(missing, fmt.Sprintf("%s (e.g. --output %s.%s=...)", i.Resource, i.Resource, exampleOutput(typ)))
+			missing = append(missing, fmt.Sprintf("%s (e.g. --step-output %s.%s=...)", i.Resource, i.Resource, exampleOutput(typ)))
 		}
 		return o, ok, nil
 	}

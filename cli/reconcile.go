@@ -3,58 +3,117 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/annotations"
-	"kontinue.dev/kontinue/version"
+	"kontinue.dev/kontinue/cli/view"
 )
 
-func reconcileCommand() *command {
-	return &command{
-		name: "reconcile", short: "ask Kontinue to reconcile a Workload or Deliverable now", cluster: true,
-		usage: "kontinue reconcile workload|deliverable NAME [-n NAMESPACE]",
-		examples: `  # Reconcile now, e.g. after fixing RBAC or a template outside the chain's view.
+type reconcileOptions struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func reconcileCommand(a *app) *cobra.Command {
+	o := &reconcileOptions{}
+	c := &cobra.Command{
+		Use:   "reconcile workload|deliverable NAME",
+		Short: "ask Kontinue to reconcile a Workload or Deliverable now",
+		Long: `Ask the controller to reconcile a Workload or Deliverable now, e.g. after
+fixing RBAC or a template outside the chain's view: sets the annotation
+kontinue.dev/reconcile-requested-at to the current time (a merge patch that
+changes nothing else).
+
+With --wait, waits until the controller has handled the request (its status
+field lastHandledReconcileAt names it) and prints the owner's Ready
+condition; the exit status is 1 when Ready is False or the wait times out.`,
+		Example: `  # Reconcile now.
   kontinue reconcile workload app -n dev
 
-  # Then follow it.
-  kontinue get workload app -n dev --watch
-`,
-		run: runReconcile,
+  # Reconcile and wait until the controller has done so; then the tree.
+  kontinue reconcile workload app -n dev --wait && kontinue get workload app -n dev`,
+		Args:              exactArgs(2, "a kind (workload or deliverable) and a name"),
+		ValidArgsFunction: a.completeOwnerAndName,
+		RunE:              func(c *cobra.Command, args []string) error { return a.runReconcile(c.Context(), o, args) },
 	}
+	c.Flags().BoolVar(&o.wait, "wait", false, "wait until the controller has handled the request, and print the owner's Ready condition")
+	c.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long --wait waits")
+	return c
 }
 
 // runReconcile asks for a reconcile of one owner.
-func runReconcile(e *env, args []string) error {
-	if len(args) != 2 {
-		return usagef("want a kind (workload or deliverable) and a name")
-	}
-	k, err := parseKind(args[0])
+func (a *app) runReconcile(ctx context.Context, o *reconcileOptions, args []string) error {
+	k, err := parseOwnerKind(args[0])
 	if err != nil {
 		return err
 	}
-	loaded, err := e.cfg.Load()
+	dyn, loaded, err := a.dynamicClient("kontinue-cli")
 	if err != nil {
 		return err
 	}
-	loaded.Config.UserAgent = "kontinue-cli/" + version.Version
-	dyn, err := dynamic.NewForConfig(loaded.Config)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	ns, name := loaded.Namespace, args[1]
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	now, err := requestReconcile(ctx, dyn, k, loaded.Namespace, args[1])
+	now, patched, err := patchReconcileRequest(pctx, dyn, k, ns, name)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s %s/%s: reconcile requested (%s=%s)\n", k.kind, loaded.Namespace, args[1], annotations.ReconcileRequest, now)
+	fmt.Fprintf(a.env.Stdout, "%s %s/%s: reconcile requested (%s=%s)\n", k.kind, ns, name, annotations.ReconcileRequest, now)
+	if !o.wait {
+		return nil
+	}
+	wctx, wcancel := context.WithTimeout(ctx, o.timeout)
+	defer wcancel()
+	var handled *view.Owner
+	err = watchResource(wctx, dyn.Resource(k.gvr()).Namespace(ns), patched.GetResourceVersion(),
+		metav1.ListOptions{FieldSelector: "metadata.name=" + name}, func(ev watch.Event, u *unstructured.Unstructured) error {
+			if ev.Type == watch.Deleted {
+				return fmt.Errorf("%s %s/%s was deleted", k.kind, ns, name)
+			}
+			if v := view.Build(u, nil); reconcileHandled(v, now) {
+				handled = &v
+				return errStop
+			}
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	if handled == nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("the controller did not handle the request within %s: is it running? ('%s check' looks)", o.timeout, a.root.CommandPath())
+	}
+	r := handled.Ready
+	line := fmt.Sprintf("%s %s/%s: reconciled; Ready: %s", k.kind, ns, name, r.Status)
+	if r.Reason != "" {
+		line += " (" + r.Reason + ")"
+	}
+	if r.Status != "True" && r.Message != "" {
+		line += ": " + oneLine(r.Message, 0)
+	}
+	fmt.Fprintln(a.env.Stdout, line)
+	if r.Status == "False" {
+		return errors.New("reconciled, but not Ready")
+	}
 	return nil
+}
+
+// reconcileHandled reports whether the owner's status answers the request
+// made at `at` and describes its current spec.
+func reconcileHandled(v view.Owner, at string) bool {
+	return v.LastHandledReconcileAt == at && !v.Stale
 }
 
 // requestReconcile sets the reconcile request annotation of an owner to the
@@ -62,11 +121,16 @@ func runReconcile(e *env, args []string) error {
 // returns that time. `kontinue reconcile` and the dashboard's "reconcile
 // now" both call it.
 func requestReconcile(ctx context.Context, dyn dynamic.Interface, k ownerKind, ns, name string) (string, error) {
+	now, _, err := patchReconcileRequest(ctx, dyn, k, ns, name)
+	return now, err
+}
+
+func patchReconcileRequest(ctx context.Context, dyn dynamic.Interface, k ownerKind, ns, name string) (string, *unstructured.Unstructured, error) {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{annotations.ReconcileRequest: now}}})
-	_, err := dyn.Resource(k.gvr).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kontinue-cli"})
+	u, err := dyn.Resource(k.gvr()).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kontinue-cli"})
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("%s %s/%s not found: %w", k.kind, ns, name, err)
+		return "", nil, fmt.Errorf("%s %s/%s not found: %w", k.kind, ns, name, err)
 	}
-	return now, err
+	return now, u, err
 }

@@ -1,73 +1,94 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"kontinue.dev/kontinue/reconciler/render"
 )
 
 type renderOptions struct {
-	files     []string
-	outputs   []string
-	owner     string
-	chain     string
-	namespace string
-	step      string
-	format    string
+	files   []string
+	outputs []string
+	owner   string
+	chain   string
+	step    string
+	format  string
+	helm    render.HelmOptions
 }
 
-func renderCommand() *command {
+func renderCommand(a *app) *cobra.Command {
 	o := &renderOptions{}
-	return &command{
-		name: "render", short: "print what each step of a chain would stamp, offline (no cluster)",
-		usage: "kontinue render -f FILE|FOLDER [-f ...] [--output STEP.OUTPUT=VALUE ...] [--owner NAME] [--chain NAME] [--step NAME] [-o yaml|json]",
-		examples: `  # A workload, its supply chain and the templates, in one folder; the first
-  # step needs nothing, later ones read the outputs given by hand.
-  kontinue render -f config/ -f workload.yaml \
-    --output source-provider.url=https://example.com/app.tar.gz \
-    --output source-provider.revision=abc123 \
-    --output image-builder.image=registry.example.com/app@sha256:0123
+	c := &cobra.Command{
+		Use:   "render -f FILE|FOLDER",
+		Short: "print what each step of a chain would stamp, offline (no cluster)",
+		Long: `Render each step of a chain for a Workload or Deliverable, offline, with the
+controller's own code: chain and options chosen by their selectors, params
+merged, the template's engine (template, goTemplate, helm, ytt). No cluster
+is read: the connection flags do not apply, except -n, the owner's namespace
+when its file names none (default: default).
 
-  # Only one step, as JSON (objects, or the reason it cannot be stamped).
-  kontinue render -f examples/supply-chain.yaml -f workload.yaml --step config-provider -o json
+Nothing is stamped, so upstream outputs are given by hand with --step-output
+STEP.NAME=VALUE (NAME: url, revision, image or config); a step waiting for
+outputs says which. Outputs given for a step pass on to later steps even
+when that step cannot be rendered itself. A config is taken as the step's
+object holds it: text where it holds text (a ConfigMap's data entry), else
+YAML (so it can be structured).
 
-  # Config outputs are YAML, so they can be structured.
-  kontinue render -f delivery/ --output config-provider.config='{data: {a: b}}'
-`,
-		flags: func(fs *pflag.FlagSet, _ *env) {
-			fs.StringArrayVarP(&o.files, "filename", "f", nil, "file or folder (recursive: *.yaml, *.yml, *.json) holding the Workload or Deliverable, the chain and the templates; - is stdin; repeatable")
-			fs.StringArrayVar(&o.outputs, "output", nil, "an upstream output, STEP.NAME=VALUE (NAME: url, revision, image or config; config values are YAML); repeatable")
-			fs.StringVar(&o.owner, "owner", "", "the Workload or Deliverable to render, when the files hold several")
-			fs.StringVar(&o.chain, "chain", "", "the ClusterSupplyChain or ClusterDelivery to use (default: chosen by its selector, as the controller does)")
-			fs.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the owner when its file names none (default: default)")
-			fs.StringVar(&o.step, "step", "", "print only this step")
-			fs.StringVarP(&o.format, "format", "o", "yaml", "yaml (objects, with a comment per step) or json (the whole result)")
-		},
-		run: func(e *env, args []string) error { return runRender(e, o, args) },
+The exit status is 1 when a step cannot be stamped.`,
+		Example: `  # The example chain (the file holds a workload too): the first step renders,
+  # the later ones wait for the outputs of earlier steps.
+  kontinue render -f examples/supply-chain.yaml
+
+  # Give what the steps would output: every step renders.
+  kontinue render -f examples/supply-chain.yaml \
+    --step-output source-provider.url=https://example.com/hello.tar.gz \
+    --step-output source-provider.revision=abc123 \
+    --step-output image-builder.image=registry.example.com/hello@sha256:0123 \
+    --step-output app-config.config='image: registry.example.com/hello@sha256:0123'
+
+  # Only one step, as JSON; outputs of the step right before it are enough.
+  kontinue render -f examples/supply-chain.yaml --step app-config -o json \
+    --step-output image-builder.image=registry.example.com/hello@sha256:0123
+
+  # A folder of templates and chains (recursive) and a workload from stdin.
+  cat workload.yaml | kontinue render -f config/ -f -`,
+		Args: NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return a.runRender(c.Context(), o) },
 	}
+	fs := c.Flags()
+	fs.StringArrayVarP(&o.files, "filename", "f", nil, "file or folder (recursive: *.yaml, *.yml, *.json) holding the Workload or Deliverable, the chain and the templates; - is stdin; repeatable")
+	fs.StringArrayVar(&o.outputs, "step-output", nil, "an output of an earlier step, STEP.NAME=VALUE (NAME: url, revision, image or config); repeatable")
+	fs.StringVar(&o.owner, "owner", "", "the Workload or Deliverable to render, when the files hold several")
+	fs.StringVar(&o.chain, "chain", "", "the ClusterSupplyChain or ClusterDelivery to use (default: chosen by its selector, as the controller does)")
+	fs.StringVar(&o.step, "step", "", "print only this step")
+	fs.StringVarP(&o.format, "output", "o", "yaml", "yaml (the objects, with a comment per step) or json (the whole result)")
+	fs.BoolVar(&o.helm.AllowPrivateNetworks, "helm-allow-private-networks", false, "let helm templates fetch charts from loopback, private and link-local addresses (as the controller's flag)")
+	fs.BoolVar(&o.helm.AllowHTTP, "helm-allow-http", false, "let helm templates fetch charts over plain http (as the controller's flag)")
+	return c
 }
 
-// parseOutputs reads --output STEP.NAME=VALUE flags.
+// parseOutputs reads --step-output STEP.NAME=VALUE flags. Values stay
+// strings: Render decides whether a config is text or YAML.
 func parseOutputs(flags []string) (map[string]map[string]any, error) {
 	out := map[string]map[string]any{}
 	for _, f := range flags {
 		key, value, ok := strings.Cut(f, "=")
 		dot := strings.LastIndex(key, ".")
 		if !ok || dot <= 0 || dot == len(key)-1 {
-			return nil, usagef("--output %q: want STEP.NAME=VALUE, e.g. source-provider.url=https://...", f)
+			return nil, usagef("--step-output %q: want STEP.NAME=VALUE, e.g. source-provider.url=https://...", f)
 		}
 		step, name := key[:dot], key[dot+1:]
 		var v any = value
 		switch name {
 		case "url", "revision", "image":
 		case "config":
-			if err := yaml.Unmarshal([]byte(value), &v); err != nil {
-				return nil, usagef("--output %q: the config is not YAML: %v", f, err)
-			}
 		default:
-			return nil, usagef("--output %q: unknown output %q (url, revision, image or config)", f, name)
+			return nil, usagef("--step-output %q: unknown output %q (url, revision, image or config)", f, name)
 		}
 		if out[step] == nil {
 			out[step] = map[string]any{}
@@ -77,10 +98,7 @@ func parseOutputs(flags []string) (map[string]map[string]any, error) {
 	return out, nil
 }
 
-func runRender(e *env, o *renderOptions, args []string) error {
-	if len(args) > 0 {
-		return usagef("unexpected arguments %q: give files with -f", args)
-	}
+func (a *app) runRender(ctx context.Context, o *renderOptions) error {
 	if len(o.files) == 0 {
 		return usagef("give the files with -f")
 	}
@@ -91,13 +109,18 @@ func runRender(e *env, o *renderOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	objs, err := LoadObjects(o.files, e.stdin)
+	objs, err := LoadObjects(o.files, a.env.Stdin)
 	if err != nil {
 		return err
 	}
-	res, err := Render(e.ctx, RenderInput{Objects: objs, Owner: o.owner, Chain: o.chain, Outputs: outs, Namespace: o.namespace})
+	res, err := Render(ctx, RenderInput{Objects: objs, Owner: o.owner, Chain: o.chain, Outputs: outs, Namespace: a.cluster.Namespace(), Helm: o.helm})
 	if err != nil {
 		return err
+	}
+	for step := range outs {
+		if !hasStep(res, step) {
+			return usagef("--step-output names step [%s], which %s [%s] does not have (steps: %s)", step, res.Chain.Kind, res.Chain.Name, stepNames(res))
+		}
 	}
 	if o.step != "" {
 		found := false
@@ -108,11 +131,11 @@ func runRender(e *env, o *renderOptions, args []string) error {
 			}
 		}
 		if !found {
-			return fmt.Errorf("%s [%s] has no step [%s]", res.Chain.Kind, res.Chain.Name, o.step)
+			return usagef("%s [%s] has no step [%s] (steps: %s)", res.Chain.Kind, res.Chain.Name, o.step, stepNames(res))
 		}
 	}
 	if o.format == "json" {
-		return writeJSON(e.stdout, res)
+		return writeJSON(a.env.Stdout, res)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s %s/%s, %s %s\n", res.Owner.Kind, res.Owner.Namespace, res.Owner.Name, res.Chain.Kind, res.Chain.Name)
@@ -144,9 +167,26 @@ func runRender(e *env, o *renderOptions, args []string) error {
 			}
 		}
 	}
-	fmt.Fprint(e.stdout, b.String())
+	fmt.Fprint(a.env.Stdout, b.String())
 	if failed > 0 {
 		return fmt.Errorf("%d step(s) cannot be stamped (see the comments above)", failed)
 	}
 	return nil
+}
+
+func hasStep(res *RenderResult, name string) bool {
+	for _, s := range res.Steps {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func stepNames(res *RenderResult) string {
+	var n []string
+	for _, s := range res.Steps {
+		n = append(n, s.Name)
+	}
+	return strings.Join(n, ", ")
 }

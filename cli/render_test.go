@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -115,7 +116,7 @@ func TestRenderWaitsForUpstreamOutputs(t *testing.T) {
 	require.Equal(t, "app", labels["carto.run/workload-name"])
 	require.Equal(t, "true", labels["kontinue.dev/stamped"])
 
-	require.Contains(t, res.Steps[1].Waiting, "--output source.url=")
+	require.Contains(t, res.Steps[1].Waiting, "--step-output source.url=")
 	require.Empty(t, res.Steps[1].Objects)
 	require.Contains(t, res.Steps[2].Waiting, "image")
 }
@@ -167,7 +168,7 @@ func TestParseOutputs(t *testing.T) {
 	o, err := parseOutputs([]string{"a.b.url=https://x?y=z", "cfg.config={data: {k: v}}"})
 	require.NoError(t, err)
 	require.Equal(t, "https://x?y=z", o["a.b"]["url"], "the last dot splits step and output; the first = splits the value")
-	require.Equal(t, map[string]any{"data": map[string]any{"k": "v"}}, o["cfg"]["config"])
+	require.Equal(t, "{data: {k: v}}", o["cfg"]["config"], "Render decides whether a config is text or YAML")
 	for _, bad := range []string{"nourl", "step.colour=red", ".url=x", "step.=x"} {
 		_, err := parseOutputs([]string{bad})
 		require.Error(t, err, bad)
@@ -181,18 +182,25 @@ func TestRenderCommand(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "apps"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "apps", "wl.yml"), []byte(workloadYAML("go")), 0o644))
 	var out, errb bytes.Buffer
-	code := Main([]string{"render", "-f", dir, "--output", "source.url=u", "--output", "source.revision=r", "--step", "image"}, nil, &out, &errb)
+	code := Main([]string{"render", "-f", dir, "--step-output", "source.url=u", "--step-output", "source.revision=r", "--step", "image"}, nil, &out, &errb)
 	require.Equal(t, 0, code, errb.String())
 	require.Contains(t, out.String(), "# step [image] ClusterImageTemplate/img\n---\n")
 	require.Contains(t, out.String(), "image: pinned.example/app:r")
 	require.NotContains(t, out.String(), "app-src")
 
-	out.Reset()
-	code = Main([]string{"render", "-f", dir, "-o", "json"}, nil, &out, &errb)
-	require.Equal(t, 0, code, errb.String())
-	var res RenderResult
-	require.NoError(t, json.Unmarshal(out.Bytes(), &res))
-	require.Len(t, res.Steps, 3)
+	for _, format := range [][]string{{"-o", "json"}, {"--output", "json"}, {"--output=json"}} {
+		out.Reset()
+		code = Main(append([]string{"render", "-f", dir}, format...), nil, &out, &errb)
+		require.Equal(t, 0, code, errb.String())
+		var res RenderResult
+		require.NoError(t, json.Unmarshal(out.Bytes(), &res), format)
+		require.Len(t, res.Steps, 3)
+	}
+
+	errb.Reset()
+	code = Main([]string{"render", "-f", dir, "--step-output", "imgae.image=x"}, nil, &out, &errb)
+	require.Equal(t, 2, code)
+	require.Contains(t, errb.String(), "names step [imgae], which ClusterSupplyChain [web] does not have (steps: source, image, app)")
 
 	code = Main([]string{"render"}, nil, &out, &errb)
 	require.Equal(t, 2, code)
@@ -208,4 +216,140 @@ func nested(m map[string]any, path ...string) any {
 		cur = mm[p]
 	}
 	return cur
+}
+
+// TestRenderOutputsOfAWaitingStep: outputs given for a step that cannot
+// be rendered itself (it waits for outputs nobody gave) reach later steps.
+func TestRenderOutputsOfAWaitingStep(t *testing.T) {
+	in := load(t, chainFiles, workloadYAML("go"))
+	outs, err := parseOutputs([]string{"image.image=reg/app@sha256:2"})
+	require.NoError(t, err)
+	in.Outputs = outs
+	res, err := Render(context.Background(), in)
+	require.NoError(t, err)
+	require.Contains(t, res.Steps[1].Waiting, "source", "the image step itself still waits")
+	app := res.Steps[2]
+	require.Empty(t, app.Waiting)
+	require.Len(t, app.Objects, 1)
+	require.Equal(t, "reg/app@sha256:2", nested(app.Objects[0], "data", "image"))
+}
+
+// TestRenderConfigAsText: the example chain's config step outputs a
+// ConfigMap's data entry, which is text: a config given as that text must
+// stay text in the next ConfigMap (not become a map, which no ConfigMap
+// takes), and a config step holding structure still takes YAML.
+func TestRenderConfigAsText(t *testing.T) {
+	objs, err := LoadObjects([]string{filepath.Join("..", "examples", "supply-chain.yaml")}, nil)
+	require.NoError(t, err)
+	outs, err := parseOutputs([]string{"app-config.config=image: reg/hello@sha256:1\nport: 8080\n"})
+	require.NoError(t, err)
+	res, err := Render(context.Background(), RenderInput{Objects: objs, Outputs: outs})
+	require.NoError(t, err)
+	app := res.Steps[3]
+	require.Equal(t, "app", app.Name)
+	require.Len(t, app.Objects, 1)
+	require.Equal(t, "image: reg/hello@sha256:1\nport: 8080\n", nested(app.Objects[0], "data", "manifest"))
+
+	structured := strings.Replace(strings.Replace(chainFiles, "kind: ClusterTemplate\nmetadata: {name: go-app}", `kind: ClusterConfigTemplate
+metadata: {name: cfg}
+spec:
+  configPath: .data
+  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: c}, data: {a: b}}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: go-app}`, 1), "images: [{resource: image, name: image}]", "images: [{resource: image, name: image}]\n  - name: after\n    templateRef: {kind: ClusterTemplate, name: uses-config}\n    configs: [{resource: cfg, name: config}]", 1)
+	structured = strings.Replace(structured, "  - name: app\n", "  - name: cfg\n    templateRef: {kind: ClusterConfigTemplate, name: cfg}\n  - name: app\n", 1)
+	structured += `
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: uses-config}
+spec:
+  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: uses}, data: $(config)$}
+`
+	in := load(t, structured, workloadYAML("go"))
+	in.Outputs, err = parseOutputs([]string{"cfg.config={x: hello}"})
+	require.NoError(t, err)
+	res, err = Render(context.Background(), in)
+	require.NoError(t, err)
+	last := res.Steps[len(res.Steps)-1]
+	require.Equal(t, "after", last.Name)
+	require.Empty(t, last.Error)
+	require.Empty(t, last.Waiting)
+	require.Equal(t, map[string]any{"x": "hello"}, nested(last.Objects[0], "data"), "the config step holds a map at .data: YAML")
+}
+
+// TestRenderHelpExamples runs every example of `render --help` from the
+// repository root, as a reader would paste it, and keeps what it prints.
+func TestRenderHelpExamples(t *testing.T) {
+	c := renderCommand(&app{})
+	var cmds [][]string
+	var cur string
+	for _, line := range strings.Split(c.Example, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		cur += " " + strings.TrimSuffix(line, "\\")
+		if !strings.HasSuffix(line, "\\") {
+			cmds = append(cmds, shellWords(t, strings.TrimSpace(cur)))
+			cur = ""
+		}
+	}
+	require.Len(t, cmds, 4)
+	t.Chdir("..")
+	var all strings.Builder
+	for _, args := range cmds {
+		if args[0] == "cat" {
+			continue // reads files of the reader's own
+		}
+		require.Equal(t, "kontinue", args[0])
+		var out, errb bytes.Buffer
+		code := Main(args[1:], strings.NewReader(""), &out, &errb)
+		require.Equal(t, 0, code, "%v: %s", args, errb.String())
+		require.NotContains(t, out.String(), "cannot be stamped")
+		fmt.Fprintf(&all, "$ %s\n%s\n", strings.Join(args, " "), out.String())
+	}
+	t.Chdir("cli")
+	golden(t, "render/examples.txt", all.String())
+}
+
+// shellWords splits a command line with single quotes, as the examples
+// are written.
+func shellWords(t *testing.T, s string) []string {
+	t.Helper()
+	var out []string
+	var cur strings.Builder
+	quoted, inWord := false, false
+	for _, r := range s {
+		switch {
+		case r == '\'':
+			quoted, inWord = !quoted, true
+		case r == ' ' && !quoted:
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	require.False(t, quoted, s)
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out
+}
+
+func TestRenderHelmFlags(t *testing.T) {
+	c := renderCommand(&app{})
+	require.NoError(t, c.Flags().Parse([]string{"--helm-allow-private-networks", "--helm-allow-http"}))
+	for _, f := range []string{"helm-allow-private-networks", "helm-allow-http"} {
+		v, err := c.Flags().GetBool(f)
+		require.NoError(t, err)
+		require.True(t, v, f)
+	}
 }

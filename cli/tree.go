@@ -194,7 +194,11 @@ func printTree(w io.Writer, v view.Owner, color bool) {
 		fmt.Fprintf(&b, "%s\n", p(cYellow, "No status yet: is Kontinue running, and does it watch this namespace?"))
 	}
 	if v.ReconcileRequestedAt != "" {
-		fmt.Fprintf(&b, "%s\n", p(cDim, "reconcile requested at "+v.ReconcileRequestedAt))
+		handled := " (not handled yet)"
+		if v.LastHandledReconcileAt == v.ReconcileRequestedAt {
+			handled = " (handled)"
+		}
+		fmt.Fprintf(&b, "%s\n", p(cDim, "reconcile requested at "+v.ReconcileRequestedAt+handled))
 	}
 	_, _ = io.WriteString(w, b.String())
 }
@@ -204,4 +208,85 @@ func msgSuffix(m string) string {
 		return ""
 	}
 	return ": " + oneLine(m, 160)
+}
+
+// printChainTree prints one chain:
+//
+//	ClusterSupplyChain source-to-url   Ready: True (Ready)   owners: 3 (2 ready)
+//	selects apps.tanzu.vmware.com/workload-type=web
+//	├─ source-provider   ClusterSourceTemplate git
+//	├─ image-builder     ClusterImageTemplate kpack   ← source: source-provider
+//	└─ deploy            ClusterTemplate, one of:   ← image: image-builder
+//	     app-deploy          when flavor=app
+//	     passThrough image   when flavor=none
+//	Conditions
+//	  ...
+func printChainTree(w io.Writer, c view.Chain, counted, color bool) {
+	var b strings.Builder
+	p := func(code, s string) string { return paint(color, code, s) }
+	fmt.Fprintf(&b, "%s %s   Ready: %s", c.ChainKind, p(cBold, c.Name), p(statusColor(c.Ready.Status), c.Ready.Status))
+	if c.Ready.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", c.Ready.Reason)
+	}
+	if counted {
+		fmt.Fprintf(&b, "   owners: %d (%d ready)", c.Owners, c.OwnersReady)
+	}
+	b.WriteString("\n")
+	if c.Selector != "" {
+		fmt.Fprintf(&b, "selects %s\n", c.Selector)
+	}
+	if c.Ready.Status != "True" && c.Ready.Message != "" {
+		fmt.Fprintf(&b, "%s\n", c.Ready.Message)
+	}
+	width := 0
+	for _, s := range c.Steps {
+		width = max(width, len([]rune(s.Name)))
+	}
+	for i, s := range c.Steps {
+		branch, pad := "├─ ", "│    "
+		if i == len(c.Steps)-1 {
+			branch, pad = "└─ ", "     "
+		}
+		tmpl := s.TemplateKind + " " + s.TemplateName
+		if len(s.Options) > 0 {
+			tmpl = s.TemplateKind + ", one of:"
+		}
+		var ins []string
+		for _, in := range s.Inputs {
+			n := in.Type
+			if in.Name != "" && in.Name != in.Type {
+				n += " " + in.Name
+			}
+			ins = append(ins, n+": "+in.Step)
+		}
+		from := ""
+		if len(ins) > 0 {
+			from = "   " + p(cDim, "← "+strings.Join(ins, ", "))
+		}
+		fmt.Fprintf(&b, "%s%s%s   %s%s\n", branch, p(cBold, s.Name), strings.Repeat(" ", width-len([]rune(s.Name))), tmpl, from)
+		ow := 0
+		for _, o := range s.Options {
+			ow = max(ow, len([]rune(optionName(o))))
+		}
+		for _, o := range s.Options {
+			n := optionName(o)
+			fmt.Fprintf(&b, "%s%s%s   when %s\n", pad, n, strings.Repeat(" ", ow-len([]rune(n))), dash(o.Selector))
+		}
+	}
+	if len(c.Conditions) > 0 {
+		b.WriteString("Conditions\n")
+		for _, cond := range c.Conditions {
+			fmt.Fprintf(&b, "  %-20s %s %s%s\n", cond.Type, p(statusColor(cond.Status), fmt.Sprintf("%-7s", cond.Status)), cond.Reason, msgSuffix(cond.Message))
+		}
+	} else {
+		fmt.Fprintf(&b, "%s\n", p(cYellow, "No status yet: is Kontinue running?"))
+	}
+	_, _ = io.WriteString(w, b.String())
+}
+
+func optionName(o view.Option) string {
+	if o.PassThrough != "" {
+		return "passThrough " + o.PassThrough
+	}
+	return o.Name
 }

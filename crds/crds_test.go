@@ -553,7 +553,7 @@ func TestOwnerStatus(t *testing.T) {
 	docs := loadFiles(t)
 	for kind, ref := range map[string]string{api.KindWorkload: "supplyChainRef", api.KindDeliverable: "deliveryRef"} {
 		status := prop(t, rootSchema(t, docs[kind]), "status")
-		assert.ElementsMatch(t, []string{"observedGeneration", "conditions", ref, "resources", "orphans"}, propNames(status), kind)
+		assert.ElementsMatch(t, []string{"observedGeneration", "lastHandledReconcileAt", "conditions", ref, "resources", "orphans"}, propNames(status), kind)
 		assert.ElementsMatch(t, []string{"kind", "name"}, propNames(prop(t, status, ref)), kind)
 		res := prop(t, status, "resources.[]")
 		assert.ElementsMatch(t, []string{"name", "stampedRef", "stampedObjects", "templateRef", "inputs",

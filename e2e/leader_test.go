@@ -118,6 +118,7 @@ func startKontinueProcOnce(t *testing.T, name string, args ...string) *kontinueP
 	logFile, err := os.Create(logPath)
 	require.NoError(t, err)
 	all := append([]string{
+		"controller",
 		"--kubeconfig=" + env.kubeconfig,
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + probeAddr,

@@ -75,7 +75,7 @@ umask 022
   || die "the token does not authenticate as the kontinue service account"
 
 echo "e2e-rbac: Kontinue runs as system:serviceaccount:kontinue-system:kontinue; logs in $kontinue_log" >&2
-"$root/_output/bin/kontinue" --kubeconfig="$sa_kubeconfig" \
+"$root/_output/bin/kontinue" controller --kubeconfig="$sa_kubeconfig" \
   --leader-elect --leader-election-namespace=kontinue-system --leader-election-id=kontinue-leader \
   --metrics-bind-address=0 --health-probe-bind-address=0 --log-format=json --log-level=2 \
   >"$kontinue_log" 2>&1 &

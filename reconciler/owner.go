@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -265,7 +266,10 @@ func (op *ownerPass) used() ownerRefs {
 // realize selects the chain and walks its steps, filling op.status.
 func (op *ownerPass) realize() (Result, error) {
 	f := op.r.flavor
-	op.status = st.OwnerStatus{ObservedGeneration: op.owner.GetGeneration()}
+	// The reconcile request read at the start of this pass is handled once
+	// this status is written.
+	op.status = st.OwnerStatus{ObservedGeneration: op.owner.GetGeneration(),
+		LastHandledReconcileAt: op.owner.GetAnnotations()[annotations.ReconcileRequest]}
 	// Keep what the owner had until a step says otherwise: a bad input must
 	// never make Kontinue forget (and so delete) a stamped object.
 	op.status.Resources = op.prev.Resources

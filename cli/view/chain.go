@@ -12,8 +12,27 @@ import (
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
-// KindChain is the kind of a chain's view.
-const KindChain = "ChainView"
+// KindChain is the kind of a chain's view, KindChainList of several.
+const (
+	KindChain     = "ChainView"
+	KindChainList = "ChainViewList"
+)
+
+// ChainList is several chains.
+type ChainList struct {
+	APIVersion string  `json:"apiVersion"`
+	Kind       string  `json:"kind"` // ChainViewList
+	Items      []Chain `json:"items"`
+}
+
+// NewChainList wraps chains, sorted by SortChains.
+func NewChainList(items []Chain) ChainList {
+	SortChains(items)
+	if items == nil {
+		items = []Chain{}
+	}
+	return ChainList{APIVersion: APIVersion, Kind: KindChainList, Items: items}
+}
 
 // Chain is a ClusterSupplyChain or ClusterDelivery as a graph: its steps,
 // the earlier steps each reads from (the graph's arrows), the template

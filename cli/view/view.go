@@ -49,6 +49,12 @@ type Owner struct {
 	// ReconcileRequestedAt is the value of the reconcile request
 	// annotation (`kontinue reconcile`), if any.
 	ReconcileRequestedAt string `json:"reconcileRequestedAt,omitempty"`
+	// LastHandledReconcileAt is the request the controller last handled
+	// (status.lastHandledReconcileAt): equal to ReconcileRequestedAt once
+	// the controller has reconciled after the request.
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+	// CreationTimestamp is when the owner was created.
+	CreationTimestamp string `json:"creationTimestamp,omitempty"`
 	// Stale is true when the status describes an older generation than the
 	// spec: the controller has not caught up yet.
 	Stale bool `json:"stale,omitempty"`
@@ -150,6 +156,14 @@ type Runnable struct {
 	LatestRunMessage    string            `json:"latestRunMessage,omitempty"`
 }
 
+// timeFormat is how times are written (metav1.Time's JSON form).
+const timeFormat = "2006-01-02T15:04:05Z"
+
+// RunnableOf is the view of a Runnable as read.
+func RunnableOf(u *unstructured.Unstructured) Runnable {
+	return runnable(Ref{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}, u)
+}
+
 // RunnableKey is how Build finds a Runnable a step stamped among those the
 // caller read: "namespace/name".
 func RunnableKey(namespace, name string) string { return namespace + "/" + name }
@@ -164,6 +178,9 @@ func Build(owner *unstructured.Unstructured, runnables map[string]*unstructured.
 		Generation:           owner.GetGeneration(),
 		ReconcileRequestedAt: owner.GetAnnotations()[annotations.ReconcileRequest],
 	}
+	if t := owner.GetCreationTimestamp(); !t.IsZero() {
+		v.CreationTimestamp = t.UTC().Format(timeFormat)
+	}
 	var status st.OwnerStatus
 	if raw, ok := owner.Object["status"]; ok {
 		// A status that does not decode shows as no status.
@@ -171,6 +188,7 @@ func Build(owner *unstructured.Unstructured, runnables map[string]*unstructured.
 		_ = json.Unmarshal(b, &status)
 	}
 	v.ObservedGeneration = status.ObservedGeneration
+	v.LastHandledReconcileAt = status.LastHandledReconcileAt
 	v.Stale = status.ObservedGeneration < v.Generation
 	switch {
 	case status.SupplyChainRef != nil:
@@ -238,7 +256,7 @@ func step(r st.Resource, runnables map[string]*unstructured.Unstructured) Step {
 	for _, o := range r.Outputs {
 		out := Output{Name: o.Name, Preview: o.Preview, Digest: o.Digest}
 		if !o.LastTransitionTime.IsZero() {
-			out.Since = o.LastTransitionTime.UTC().Format("2006-01-02T15:04:05Z")
+			out.Since = o.LastTransitionTime.UTC().Format(timeFormat)
 		}
 		s.Outputs = append(s.Outputs, out)
 	}
@@ -292,7 +310,7 @@ func conditions(in []metav1.Condition) []Condition {
 	for _, c := range in {
 		cond := Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message}
 		if !c.LastTransitionTime.IsZero() {
-			cond.LastTransitionTime = c.LastTransitionTime.UTC().Format("2006-01-02T15:04:05Z")
+			cond.LastTransitionTime = c.LastTransitionTime.UTC().Format(timeFormat)
 		}
 		out = append(out, cond)
 	}

@@ -247,7 +247,7 @@ func startKontinue(ctx context.Context, root, kubeconfig, logPath string) (stop 
 	if err != nil {
 		return nil, err
 	}
-	k := exec.Command(filepath.Join(root, "_output", "bin", "kontinue"), "--kubeconfig", kubeconfig, "--install-crds",
+	k := exec.Command(filepath.Join(root, "_output", "bin", "kontinue"), "controller", "--kubeconfig", kubeconfig, "--install-crds",
 		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
 	k.Stdout, k.Stderr = logf, logf
 	if err := k.Start(); err != nil {

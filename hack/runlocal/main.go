@@ -1,7 +1,9 @@
 // Command runlocal is `make run-local`: it starts the local control plane,
-// runs the kontinue binary against it (installing the CRDs), applies the
-// example chain and prints the example workload's status as it changes.
-// Ctrl-C stops Kontinue and the control plane.
+// runs `kontinue controller` against it (installing the CRDs, with leader
+// election in kontinue-system as in a cluster, so that `kontinue check`
+// finds it), applies the example chain, prints the example workload's
+// status as it changes, and once it is Ready what to try next. Ctrl-C
+// stops Kontinue and the control plane.
 package main
 
 import (
@@ -58,13 +60,26 @@ func run() error {
 	}()
 	fmt.Printf("control plane up; use it with:\n  export KUBECONFIG=%s\n", cluster.Kubeconfig)
 
+	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
+	// The namespace of the Lease, as deploy/ creates it.
+	if err := applyExample(ctx, dyn, mapper, filepath.Join(root, "deploy", "namespace.yaml")); err != nil {
+		return err
+	}
+
 	logPath := filepath.Join(dir, "kontinue.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	k := exec.Command(filepath.Join(root, "_output", "bin", "kontinue"), "--kubeconfig", cluster.Kubeconfig, "--install-crds",
+	bin := filepath.Join(root, "_output", "bin", "kontinue")
+	k := exec.Command(bin, "controller", "--kubeconfig", cluster.Kubeconfig, "--install-crds",
+		"--leader-elect", "--leader-election-namespace", "kontinue-system",
 		"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0")
 	k.Stdout, k.Stderr = logf, logf
 	if err := k.Start(); err != nil {
@@ -76,18 +91,14 @@ func run() error {
 	}()
 	fmt.Printf("kontinue running (logs: %s)\n", logPath)
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	dyn := dynamic.NewForConfigOrDie(cfg)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
 	if err := applyExample(ctx, dyn, mapper, filepath.Join(root, "examples", "supply-chain.yaml")); err != nil {
 		return err
 	}
 	fmt.Println("applied examples/supply-chain.yaml; watching workload default/hello (Ctrl-C to stop)")
 	wl := schema.GroupVersionResource{Group: "carto.run", Version: "v1alpha1", Resource: "workloads"}
 	last := ""
+	suggested := false
+	started := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,7 +113,41 @@ func run() error {
 			fmt.Println(time.Now().Format("15:04:05"), s)
 			last = s
 		}
+		if !suggested && (ready(w) || time.Since(started) > 30*time.Second) {
+			suggested = true
+			rel, _ := filepath.Rel(mustGetwd(), bin)
+			if rel == "" || strings.HasPrefix(rel, "..") {
+				rel = bin
+			}
+			fmt.Printf(`
+Kontinue runs. In another shell:
+  export KUBECONFIG=%[1]s
+  %[2]s check                                        # CRDs, controller
+  %[2]s get workload hello -n default --watch        # the tree of its steps, live
+  %[2]s events workload hello -n default             # what happened to it
+  %[2]s dashboard                                    # chains and workloads in the browser
+  %[2]s render -f examples/supply-chain.yaml         # what the chain stamps, offline
+Ctrl-C here stops it all.
+
+`, cluster.Kubeconfig, rel)
+		}
 	}
+}
+
+func ready(w *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(w.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+func mustGetwd() string {
+	d, _ := os.Getwd()
+	return d
 }
 
 // applyExample applies the example, retrying while the CRDs are being

@@ -40,6 +40,11 @@ type OwnerStatus struct {
 	// Orphans are objects no step stamps any more that could not be
 	// deleted yet: kept so that the deletion is retried, not leaked.
 	Orphans []StampedRef `json:"orphans,omitempty"`
+	// LastHandledReconcileAt is the value of the reconcile request
+	// annotation (annotations.ReconcileRequest) this status was computed
+	// after: `kontinue reconcile --wait` waits for it (as Flux's
+	// lastHandledReconcileAt).
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
 // ObjectRef names a cluster-scoped object.
