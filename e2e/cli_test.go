@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,9 +101,13 @@ func TestCLIGetTreeAndJSON(t *testing.T) {
 
 	code, out, errOut = kontinueCLI(t, "get", "workloads", "-n", ns)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "NAMESPACE")
-	require.Contains(t, out, ns+"  ")
-	require.Contains(t, out, chain)
+	require.True(t, strings.HasPrefix(out, "NAME   CHAIN"), "no NAMESPACE column for one namespace, as kubectl:\n%s", out)
+	require.Contains(t, out, "\napp    "+chain)
+
+	code, out, errOut = kontinueCLI(t, "get", "workloads", "-A")
+	require.Equal(t, 0, code, errOut)
+	require.True(t, strings.HasPrefix(out, "NAMESPACE"), out)
+	require.Contains(t, out, ns+"   app")
 
 	code, out, errOut = kontinueCLI(t, "get", "workloads", "-A", "-o", "json")
 	require.Equal(t, 0, code, errOut)
@@ -118,6 +124,23 @@ func TestCLIGetTreeAndJSON(t *testing.T) {
 	require.Contains(t, errOut, "not found")
 	code, _, _ = kontinueCLI(t, "get", "gadget", "x")
 	require.Equal(t, 2, code)
+
+	// Cartographer's short names, a label selector, a status filter.
+	code, out, errOut = kontinueCLI(t, "get", "wld", "-n", ns, "-l", "app.example.com/chain="+chain, "--status-selector", "ready=unknown", "-o", "name")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "workload.carto.run/app\n", out)
+	code, out, errOut = kontinueCLI(t, "get", "wld", "-n", ns, "-l", "app.example.com/chain=other", "-o", "name")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, out)
+
+	// The chain as a tree, and the templates.
+	code, out, errOut = kontinueCLI(t, "get", "csc", chain)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "ClusterSupplyChain "+chain+"   Ready: True (Ready)   owners: 1 (0 ready)")
+	require.Contains(t, out, "config-provider   ClusterConfigTemplate "+uniq(ns, "config")+"   ← image built: image-builder")
+	code, out, errOut = kontinueCLI(t, "get", "templates")
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, "\nClusterImageTemplate +"+uniq(ns, "image")+" +template +mutable +", out)
 }
 
 func TestCLIGetWatch(t *testing.T) {
@@ -209,11 +232,260 @@ func TestCLIKubeconfigLoading(t *testing.T) {
 	t.Setenv("KUBECONFIG", otherPath+string(os.PathListSeparator)+env.kubeconfig)
 
 	var out, errb bytes.Buffer
-	code := cli.MainContext(context.Background(), []string{"get", "workloads", "--context", "e2e-cli"}, nil, &out, &errb)
+	code := cli.MainContext(context.Background(), []string{"get", "workloads", "--context", "e2e-cli", "-o", "jsonpath={.items[*].namespace}/{.items[*].name}"}, nil, &out, &errb)
 	require.Equal(t, 0, code, errb.String())
-	require.Contains(t, out.String(), ns+"  app", "the context's namespace")
+	require.Equal(t, ns+"/app", out.String(), "the context's namespace")
 
 	out.Reset()
 	code = cli.MainContext(context.Background(), []string{"get", "workloads", "--context", "no-such-context"}, nil, &out, &errb)
 	require.NotEqual(t, 0, code)
+}
+
+// counting counts the requests a CLI run makes, by method and path.
+type counting struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (c *counting) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		c.mu.Lock()
+		if c.n == nil {
+			c.n = map[string]int{}
+		}
+		key := r.Method + " " + r.URL.Path
+		if r.URL.Query().Get("watch") == "true" {
+			key = "WATCH " + r.URL.Path
+		}
+		c.n[key]++
+		c.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+// kontinueCLICounting runs the CLI and returns what it printed and the
+// requests it made.
+func kontinueCLICounting(t *testing.T, args ...string) (int, string, string, map[string]int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	c := &counting{}
+	args = append(args, "--kubeconfig", env.kubeconfig)
+	code := cli.New(cli.Env{Stdout: &out, Stderr: &errb, WrapTransport: c.wrap}).Execute(context.Background(), args)
+	return code, out.String(), errb.String(), c.n
+}
+
+// TestCLIGetListReadsOnce: a list of owners whose steps stamped Runnables
+// reads them with one LIST, and the table (which never shows them) not at
+// all: never one GET per owner.
+func TestCLIGetListReadsOnce(t *testing.T) {
+	k := newRunKit(t)
+	chain, lint, deploy := uniq(k.ns, "chain"), uniq(k.ns, "lint"), uniq(k.ns, "deploy")
+	apply(t, k.ns, k.runnableTrueChain(chain, lint, deploy))
+	const owners = 5
+	for i := 0; i < owners; i++ {
+		k.setCommit(fmt.Sprintf("app%d", i), chain, "c1")
+	}
+	for i := 0; i < owners; i++ {
+		waitFor(t, workloadGVR, k.ns, fmt.Sprintf("app%d", i), func(u *unstructured.Unstructured) string {
+			if ref, _ := nested(stepStatus(u, "lint"), "stampedRef").(map[string]any); ref["kind"] != "Runnable" {
+				return "no Runnable yet"
+			}
+			return ""
+		})
+	}
+	wl := "/apis/carto.run/v1alpha1/namespaces/" + k.ns + "/workloads"
+	rn := "/apis/carto.run/v1alpha1/namespaces/" + k.ns + "/runnables"
+
+	code, out, errOut, reqs := kontinueCLICounting(t, "get", "workloads", "-n", k.ns)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, owners+1, strings.Count(out, "\n"), out)
+	require.Equal(t, map[string]int{"GET " + wl: 1}, reqs, "the table: one LIST")
+
+	code, out, errOut, reqs = kontinueCLICounting(t, "get", "workloads", "-n", k.ns, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, map[string]int{"GET " + wl: 1, "GET " + rn: 1}, reqs, "the documents: one LIST of owners, one of Runnables")
+	var l view.List
+	require.NoError(t, json.Unmarshal([]byte(out), &l))
+	require.Len(t, l.Items, owners)
+	for _, it := range l.Items {
+		require.NotNil(t, it.Steps[0].Runnable, "%s: the step's Runnable, from the one LIST", it.Name)
+		require.Equal(t, it.Name+"-linter", it.Steps[0].Runnable.Ref.Name)
+	}
+
+	code, out, errOut, reqs = kontinueCLICounting(t, "get", "workloads", "-A", "-o", "custom-columns=NAME:.name,RUNNABLE:.steps[0].runnable.ref.name")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, map[string]int{"GET /apis/carto.run/v1alpha1/workloads": 1, "GET /apis/carto.run/v1alpha1/runnables": 1}, reqs)
+	require.Contains(t, out, "app3   app3-linter")
+
+	// The Runnables themselves.
+	code, out, errOut = kontinueCLI(t, "get", "runnables", "-n", k.ns)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "NAME          READY")
+	require.Contains(t, out, "\napp0-linter   ")
+}
+
+// TestCLIReconcileWait: the controller records the request it handled
+// (status.lastHandledReconcileAt) and `reconcile --wait` waits for it.
+func TestCLIReconcileWait(t *testing.T) {
+	ns := newNamespace(t)
+	chain := uniq(ns, "chain")
+	apply(t, ns, fourStepChain(ns))
+	apply(t, ns, workloadYAML(ns, "app", chain, ""))
+	waitOwner(t, workloadGVR, ns, "app", "ResourcesSubmitted", "Unknown", "MissingValueAtPath")
+
+	code, out, errOut := kontinueCLI(t, "reconcile", "workload", "app", "-n", ns, "--wait", "--timeout", "60s")
+	require.Equal(t, 0, code, errOut+out)
+	w := get(t, workloadGVR, ns, "app")
+	requested := w.GetAnnotations()[annotations.ReconcileRequest]
+	require.NotEmpty(t, requested)
+	require.Equal(t, requested, nested(w.Object, "status", "lastHandledReconcileAt"), "the controller acknowledged the request")
+	require.Contains(t, out, "Workload "+ns+"/app: reconciled; Ready: Unknown (MissingValueAtPath): ")
+	code, out, _ = kontinueCLI(t, "get", "workload", "app", "-n", ns)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "reconcile requested at "+requested+" (handled)")
+
+	// Ready False: the exit status says so.
+	apply(t, ns, workloadYAML(ns, "broken", "no-such-chain", ""))
+	waitOwner(t, workloadGVR, ns, "broken", "Ready", "False", "SupplyChainNotFound")
+	code, out, errOut = kontinueCLI(t, "reconcile", "workload", "broken", "-n", ns, "--wait", "--timeout", "60s")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "reconciled; Ready: False (SupplyChainNotFound)")
+	require.Contains(t, errOut, "not Ready")
+
+	// A wait that ends before the controller answers.
+	code, _, errOut = kontinueCLI(t, "reconcile", "workload", "app", "-n", ns, "--wait", "--timeout", "1ms")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "did not handle the request within 1ms")
+}
+
+// TestCLIEvents: the owner's events and its stamped objects', merged and
+// sorted; nobody else's.
+func TestCLIEvents(t *testing.T) {
+	ns := newNamespace(t)
+	chain := uniq(ns, "chain")
+	apply(t, ns, fourStepChain(ns))
+	apply(t, ns, workloadYAML(ns, "app", chain, ""))
+	waitOwner(t, workloadGVR, ns, "app", "ResourcesSubmitted", "Unknown", "MissingValueAtPath")
+	setStatus(t, testGVR, ns, "app-source", map[string]any{"artifact": map[string]any{"url": "https://artifacts/app.tgz", "revision": "abc123"}})
+	waitFor(t, testGVR, ns, "app-image", fieldIs("https://artifacts/app.tgz@abc123", "spec", "source"))
+
+	// What another controller says about a stamped object, and about
+	// something the workload did not stamp.
+	event := func(name, kind, obj, typ, reason, msg string, at time.Time) {
+		apply(t, ns, fmt.Sprintf(`
+apiVersion: v1
+kind: Event
+metadata: {name: %s}
+involvedObject: {apiVersion: test.run/v1alpha1, kind: %s, namespace: %s, name: %s}
+type: %s
+reason: %s
+message: %q
+firstTimestamp: %q
+lastTimestamp: %q
+count: 1
+source: {component: test-controller}
+`, name, kind, ns, obj, typ, reason, msg, at.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339)))
+	}
+	event("image-failed", "Test", "app-image", "Warning", "BuildFailed", "the build of app-image failed", time.Now().Add(time.Hour))
+	event("unrelated", "Test", "someone-else", "Warning", "BuildFailed", "not ours", time.Now())
+
+	var out string
+	eventually(t, 30*time.Second, func() string {
+		code, o, errOut := kontinueCLI(t, "events", "workload", "app", "-n", ns)
+		if code != 0 {
+			return errOut
+		}
+		out = o
+		if !strings.Contains(out, "Workload/app") || !strings.Contains(out, "ResourceOutputChanged") {
+			return "no event of the workload's yet:\n" + out
+		}
+		return ""
+	})
+	require.True(t, strings.HasPrefix(out, "LAST SEEN   TYPE"), out)
+	require.Contains(t, out, "Warning   BuildFailed")
+	require.Contains(t, out, "Test/app-image")
+	require.Contains(t, out, "the build of app-image failed")
+	require.NotContains(t, out, "not ours")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Contains(t, lines[len(lines)-1], "the build of app-image failed", "sorted by time: the newest last")
+
+	code, out, errOut, reqs := kontinueCLICounting(t, "events", "workload", "app", "-n", ns, "--types", "Warning")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, 2, strings.Count(out, "\n"), "the header and the one warning:\n%s", out)
+	require.Equal(t, 1, reqs["GET /api/v1/namespaces/"+ns+"/events"], "one LIST of the namespace's events: %v", reqs)
+
+	code, _, errOut = kontinueCLI(t, "events", "workload", "nope", "-n", ns)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "not found")
+}
+
+// TestCLICheck: CRDs, the controller's Lease, and what a service account
+// may not stamp for a chain.
+func TestCLICheck(t *testing.T) {
+	ns := newNamespace(t)
+	chain := uniq(ns, "chain")
+	apply(t, ns, fourStepChain(ns))
+	lease := func(renewed time.Time) {
+		apply(t, ns, fmt.Sprintf(`
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: check-leader}
+spec: {holderIdentity: kontinue-abc_123, leaseDurationSeconds: 15, renewTime: %q}
+`, renewed.UTC().Format("2006-01-02T15:04:05.000000Z")))
+	}
+	check := func(args ...string) (int, string, string) {
+		return kontinueCLI(t, append([]string{"check", "--controller-namespace", ns, "--leader-election-id", "check-leader"}, args...)...)
+	}
+
+	code, out, _ := check()
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "✔ 11 CustomResourceDefinitions of carto.run/v1alpha1 installed, established, served, and the same as this binary's")
+	require.Contains(t, out, "✗ no Lease check-leader and no Deployment kontinue in namespace "+ns)
+
+	lease(time.Now())
+	code, out, errOut := check()
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "✔ Lease "+ns+"/check-leader held by kontinue-abc_123, renewed ")
+
+	lease(time.Now().Add(-10 * time.Minute))
+	code, out, _ = check()
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "✗ Lease "+ns+"/check-leader held by kontinue-abc_123 but last renewed 10m")
+
+	// An account that may only write ConfigMaps.
+	lease(time.Now())
+	apply(t, ns, `
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: limited}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: limited}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [create, patch, delete]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: limited}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: limited}
+subjects: [{kind: ServiceAccount, name: limited}]
+`)
+	code, out, _ = check("--chain", chain, "-n", ns, "--service-account", "limited")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "► service account "+ns+"/limited stamping for ClusterSupplyChain "+chain+" in namespace "+ns)
+	require.Contains(t, out, "✔ configmaps (step config-provider, app-deploy): may create, patch, delete")
+	require.Contains(t, out, "✗ tests.test.run (step source-provider, image-builder): may not create, patch, delete in "+ns)
+
+	// The namespace's default account may stamp everything (newNamespace binds it).
+	code, out, errOut = check("--chain", chain, "-n", ns)
+	require.Equal(t, 0, code, out+errOut)
+	require.Contains(t, out, "✔ tests.test.run (step source-provider, image-builder): may create, patch, delete")
+
+	code, out, _ = check("--chain", chain, "-n", ns, "--service-account", "ghost")
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "✗ ServiceAccount "+ns+"/ghost does not exist")
 }
