@@ -27,4 +27,5 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/kontinue /kontinue
 # Numeric, so that the kubelet can check runAsNonRoot without a passwd lookup.
 USER 65532:65532
+# The Deployment's args start with `controller`; run bare, the binary prints help.
 ENTRYPOINT ["/kontinue"]
