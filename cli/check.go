@@ -265,9 +265,11 @@ func checkController(ctx context.Context, c *checker, dyn dynamic.Interface, o *
 			ns = DefaultControllerNamespace
 		}
 	}
+	var leaseErr error
 	if lease == nil {
-		if l, err := dyn.Resource(leaseGVR).Namespace(ns).Get(ctx, o.leaseID, metav1.GetOptions{}); err == nil {
-			lease = l
+		lease, leaseErr = dyn.Resource(leaseGVR).Namespace(ns).Get(ctx, o.leaseID, metav1.GetOptions{})
+		if leaseErr != nil {
+			lease = nil
 		}
 	}
 	if lease != nil {
@@ -283,6 +285,10 @@ func checkController(ctx context.Context, c *checker, dyn dynamic.Interface, o *
 		}
 	}
 	d, err := dyn.Resource(deploymentGVR).Namespace(ns).Get(ctx, "kontinue", metav1.GetOptions{})
+	if lease == nil && apierrors.IsForbidden(leaseErr) && apierrors.IsForbidden(err) {
+		c.note("you may not read the Lease %s/%s nor the Deployment %s/kontinue: whether a controller runs cannot be told", ns, o.leaseID, ns)
+		return
+	}
 	if err == nil {
 		avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
 		want, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")

@@ -79,11 +79,8 @@ func TestUsageErrors(t *testing.T) {
 		{"get", "templates", "--status-selector", "ready=true"}, {"get", "templates", "x"}, {"get", "wld", "a", "-l", "x=y"},
 		{"reconcile", "workload"}, {"reconcile", "clustersupplychain", "x"}, {"version", "extra"}, {"dashboard", "extra"},
 		{"render", "-f", "x", "--step-output", "bad"}, {"render"}, {"events", "workload"}, {"check", "--service-account", "a/b/c", "--chain", "x"},
-		{"get", "wld", "--color", "sometimes"}, {"controller"},
+		{"get", "wld", "--color", "sometimes"},
 	} {
-		if args[0] == "controller" {
-			continue // added by main; its test is there
-		}
 		code, _, errOut := run(args...)
 		require.Equal(t, 2, code, "%v: %s", args, errOut)
 		require.Contains(t, errOut, "--help' for usage", args)

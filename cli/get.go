@@ -97,8 +97,7 @@ type getter struct {
 	o      *getOptions
 	out    output
 	dyn    dynamic.Interface
-	ns     string // "" with -A and for cluster-scoped kinds
-	all    bool
+	ns     string // "" with -A (cluster-scoped kinds ignore it)
 	color  bool
 	tty    bool
 	status []statusReq
@@ -148,7 +147,7 @@ func (a *app) runGet(ctx context.Context, o *getOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	g := &getter{ctx: ctx, a: a, o: o, out: out, dyn: dyn, ns: loaded.Namespace, all: o.all, color: color, tty: a.isTerminal(), status: status, now: a.env.Now()}
+	g := &getter{ctx: ctx, a: a, o: o, out: out, dyn: dyn, ns: loaded.Namespace, color: color, tty: a.isTerminal(), status: status, now: a.env.Now()}
 	if o.all {
 		g.ns = ""
 	}
