@@ -90,7 +90,7 @@ spec:
 	kinds, notes := chainKinds(spec, func(kind, name string) *unstructured.Unstructured { return templates[kind+"/"+name] })
 	cm := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	require.Equal(t, map[schema.GroupVersionKind][]string{
-		cm: {"source", "image"},
+		cm:                              {"source", "image"},
 		{Version: "v1", Kind: "Secret"}: {"chart"},
 	}, kinds)
 	require.Len(t, notes, 4)
