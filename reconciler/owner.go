@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -266,6 +267,8 @@ func (op *ownerPass) used() ownerRefs {
 func (op *ownerPass) realize() (Result, error) {
 	f := op.r.flavor
 	op.status = st.OwnerStatus{ObservedGeneration: op.owner.GetGeneration()}
+	// Records of what Kontinue generated stay until their objects are gone.
+	op.status.GeneratedRunTemplates = slices.Clone(op.prev.GeneratedRunTemplates)
 	// Keep what the owner had until a step says otherwise: a bad input must
 	// never make Kontinue forget (and so delete) a stamped object.
 	op.status.Resources = op.prev.Resources
