@@ -165,9 +165,13 @@ func (r *runnableReconciler) setSelector(key Key, sel *tracking.Key) {
 // Reconcile realizes one Runnable. A ClusterRunTemplate key wakes the
 // Runnables that name it and removes it if a deleted owner recorded it.
 func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
-	if key.Kind == api.KindClusterRunTemplate {
+	switch key.Kind {
+	case api.KindClusterRunTemplate:
 		r.runTemplateChanged(key.Name)
 		return r.sweep(ctx, key.Name)
+	case kindServiceAccount:
+		r.m.accountChanged(key.Namespace, key.Name)
+		return Result{}, nil
 	}
 	ns, name := key.Namespace, key.Name
 	user := key.String()
@@ -308,6 +312,16 @@ func (rp *runnablePass) realize() error {
 			rp.fail(ReasonRunnableInvalidSpec, "cannot read the spec of %s: %v", rp.what(), err)
 			return nil
 		}
+	}
+	// Nothing is written, listed or selected as an account that does not
+	// exist; its creation wakes the Runnable (Manager.accountChanged).
+	if ns, sa := rp.obj.GetNamespace(), rp.serviceAccount(); !rp.r.m.accountExists(ns, sa) {
+		msg := stamp.NotFoundMessage(ns, sa)
+		if p := st.Find(rp.prev.Conditions, CondRunTemplateReady); p == nil || p.Reason != step.ReasonServiceAccountError || p.Message != msg {
+			klog.InfoS("service account not found: nothing is written as it until it exists", "runnable", rp.user, "serviceAccount", ns+"/"+sa)
+		}
+		rp.fail(step.ReasonServiceAccountError, "%s", msg)
+		return nil
 	}
 	tmplName := rp.spec.RunTemplateRef.Name
 	if k := rp.spec.RunTemplateRef.Kind; k != "" && k != api.KindClusterRunTemplate {
