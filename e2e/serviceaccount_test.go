@@ -76,10 +76,10 @@ metadata: {name: unbound}
 // A platform team revokes a Workload's rights by deleting its
 // ServiceAccount, and leaves its RoleBinding behind. The API server would
 // still let Kontinue impersonate the deleted account: Kontinue writes
-// nothing as it. The Workload says ServiceAccountError, naming the account,
-// as soon as the account is gone; a change of the Workload is not applied;
-// when the account is created again, the change lands (woken by the
-// account's creation).
+// nothing as it. A change of the Workload is not applied, the Workload says
+// ServiceAccountError naming the account, and so does another Workload of
+// the account that did not change (the deletion alone wakes it); when the
+// account is created again, the change lands (woken by the creation).
 func TestDeletedServiceAccountWritesNothing(t *testing.T) {
 	k := newKit(t)
 	tmpl, chain := k.name("gone-sa"), k.name("gone-sa-chain")
@@ -101,17 +101,18 @@ subjects: [{kind: ServiceAccount, name: builder, namespace: ` + k.ns + `}]
 		return fmt.Sprintf("  serviceAccountName: builder\n  params: [{name: greeting, value: %s}]\n", v)
 	}
 	k.workload("app", chain, greeting("hello"))
+	k.workload("other", chain, greeting("hello"))
 	k.waitOwner("app", "Ready", "True", "Ready")
+	k.waitOwner("other", "Ready", "True", "Ready")
 	cm := k.waitObj(configMapGVR, "app-app", k.dataIs("greeting", "hello"))
 
 	require.NoError(t, env.dyn.Resource(saGVR).Namespace(k.ns).Delete(context.Background(), "builder", metav1.DeleteOptions{}))
-	// The deletion alone wakes the Workload.
-	w := k.waitOwner("app", "ResourcesSubmitted", "False", "ServiceAccountError")
-	parts := []string{"[" + k.ns + "/builder]", `serviceaccounts "builder" not found`}
-	k.assertCond(ownerCondition(w, "ResourcesSubmitted"), "False", "ServiceAccountError", parts...)
-	k.assertCond(ownerCondition(w, "Ready"), "False", "ServiceAccountError", parts...)
-	k.waitEvent("app", "ServiceAccountError", "["+k.ns+"/builder]")
-
+	eventually(t, 10*time.Second, func() string {
+		if !gone(saGVR, k.ns, "builder") {
+			return "service account builder still there"
+		}
+		return ""
+	})
 	// A change is not applied as the deleted account, RoleBinding or not.
 	k.workload("app", chain, greeting("changed"))
 	eventually(t, 10*time.Second, func() string {
@@ -121,20 +122,29 @@ subjects: [{kind: ServiceAccount, name: builder, namespace: ` + k.ns + `}]
 		}
 		return ""
 	})
-	w = k.waitOwner("app", "Ready", "False", "ServiceAccountError")
 	k.assertStable(2*time.Second, k.cm("app-app"), k.wl("app"))
-	assert.Equal(t, cm.GetResourceVersion(), get(t, configMapGVR, k.ns, "app-app").GetResourceVersion(), "nothing written as the deleted account")
+	assert.Equal(t, cm.GetResourceVersion(), get(t, configMapGVR, k.ns, "app-app").GetResourceVersion(), "written as the deleted account")
+	w := k.waitOwner("app", "Ready", "False", "ServiceAccountError")
+	parts := []string{"[" + k.ns + "/builder]", `serviceaccounts "builder" not found`}
+	k.assertCond(ownerCondition(w, "ResourcesSubmitted"), "False", "ServiceAccountError", parts...)
+	k.assertCond(ownerCondition(w, "Ready"), "False", "ServiceAccountError", parts...)
 	assert.Equal(t, "True", k.stepCond(w, "deploy", "Ready")["status"], "the step keeps what it had")
+	k.waitEvent("app", "ServiceAccountError", "["+k.ns+"/builder]")
+	// The Workload that did not change is told too.
+	w = k.waitOwner("other", "ResourcesSubmitted", "False", "ServiceAccountError")
+	k.assertCond(ownerCondition(w, "Ready"), "False", "ServiceAccountError", parts...)
 
 	// The account is back: the change lands.
 	k.apply(account)
 	k.waitObj(configMapGVR, "app-app", k.dataIs("greeting", "changed"))
 	k.waitOwner("app", "Ready", "True", "Ready")
+	k.waitOwner("other", "Ready", "True", "Ready")
 }
 
 // The same for a Runnable: its account deleted (RoleBinding left), new
-// inputs create no run and RunTemplateReady says ServiceAccountError;
-// when the account is created again, the run is created.
+// inputs create no run and RunTemplateReady says ServiceAccountError, as
+// does another Runnable of the account whose inputs did not change; when
+// the account is created again, the run is created.
 func TestDeletedServiceAccountRunnableCreatesNoRun(t *testing.T) {
 	k := newRunKit(t)
 	tmpl := uniq(k.ns, "gone-sa")
@@ -151,16 +161,20 @@ metadata: {name: runner-stamper}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: `+stamperRole+`}
 subjects: [{kind: ServiceAccount, name: runner, namespace: `+k.ns+`}]
 `)
-	k.runnable("lint", tmpl, "r1", "  serviceAccountName: runner\n")
-	runs := k.waitRevisions("lint", "r1")
-	k.finish(runs[0].GetName(), "True", nil)
-	k.waitRunnable("lint", "Ready", "True", "Ready")
+	for _, name := range []string{"lint", "idle"} {
+		k.runnable(name, tmpl, "r1", "  serviceAccountName: runner\n")
+		runs := k.waitRevisions(name, "r1")
+		k.finish(runs[0].GetName(), "True", nil)
+		k.waitRunnable(name, "Ready", "True", "Ready")
+	}
 
 	require.NoError(t, env.dyn.Resource(saGVR).Namespace(k.ns).Delete(context.Background(), "runner", metav1.DeleteOptions{}))
-	r := k.waitRunnable("lint", "RunTemplateReady", "False", "ServiceAccountError")
-	k.assertRunnableMessage(r, "["+k.ns+"/runner]", `serviceaccounts "runner" not found`)
-	assert.Equal(t, map[string]any{"revision": "r1"}, k.outputs("lint"), "the outputs stay")
-
+	eventually(t, 10*time.Second, func() string {
+		if !gone(saGVR, k.ns, "runner") {
+			return "service account runner still there"
+		}
+		return ""
+	})
 	k.runnable("lint", tmpl, "r2", "  serviceAccountName: runner\n")
 	eventually(t, 10*time.Second, func() string {
 		u := get(t, immRunnableGVR, k.ns, "lint")
@@ -169,10 +183,15 @@ subjects: [{kind: ServiceAccount, name: runner, namespace: `+k.ns+`}]
 		}
 		return ""
 	})
-	k.waitRunnable("lint", "RunTemplateReady", "False", "ServiceAccountError")
 	time.Sleep(time.Second) // proving that no run is created
-	assert.Equal(t, []string{"r1"}, k.revisions("lint"))
+	assert.Equal(t, []string{"r1"}, k.revisions("lint"), "a run created as the deleted account")
+	r := k.waitRunnable("lint", "RunTemplateReady", "False", "ServiceAccountError")
+	k.assertRunnableMessage(r, "["+k.ns+"/runner]", `serviceaccounts "runner" not found`)
+	assert.Equal(t, map[string]any{"revision": "r1"}, k.outputs("lint"), "the outputs stay")
+	// The Runnable whose inputs did not change is told too.
+	k.waitRunnable("idle", "RunTemplateReady", "False", "ServiceAccountError")
 
 	apply(t, k.ns, account)
 	k.waitRevisions("lint", "r2", "r1")
+	k.waitRunnable("idle", "Ready", "True", "Ready")
 }
