@@ -103,6 +103,13 @@ func (c *Clients) For(namespace, name string) (dynamic.Interface, error) {
 	if c.Exists != nil && !c.Exists(namespace, name) {
 		return nil, &ServiceAccountNotFound{Namespace: namespace, Name: name}
 	}
+	return c.Unchecked(namespace, name)
+}
+
+// Unchecked is For without asking Exists: for the watches that list as an
+// account (tracking makes them under its lock, which Exists takes too).
+// Their users check the account before they ask for such a watch.
+func (c *Clients) Unchecked(namespace, name string) (dynamic.Interface, error) {
 	key := namespace + "/" + name
 	c.mu.Lock()
 	defer c.mu.Unlock()
