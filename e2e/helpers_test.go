@@ -34,6 +34,7 @@ var (
 	configMapGVR   = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	testGVR        = schema.GroupVersionResource{Group: "test.run", Version: "v1alpha1", Resource: "tests"}
 	nsGVR          = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	saGVR          = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 	crGVR          = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
 )
 
@@ -175,6 +176,14 @@ metadata: {name: stamper}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: `+stamperRole+`}
 subjects: [{kind: ServiceAccount, name: default, namespace: `+name+`}]
 `)
+	// Kontinue writes nothing as an account that does not exist: tests that
+	// stamp as `default` start once the service account controller made it.
+	eventually(t, 30*time.Second, func() string {
+		if _, err := tryGet(saGVR, name, "default"); err != nil {
+			return "service account default: " + err.Error()
+		}
+		return ""
+	})
 	return name
 }
 

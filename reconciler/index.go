@@ -11,7 +11,11 @@ import (
 type ownerRefs struct {
 	chain     chainRef // zero when it has none
 	templates []templateKey
+	account   accountRef // the service account it stamps as
 }
+
+// accountRef names a service account.
+type accountRef struct{ namespace, name string }
 
 // chainRef names a chain by kind and name: a ClusterSupplyChain and a
 // ClusterDelivery may share a name.
@@ -75,6 +79,22 @@ func (x *index) ownersOfTemplate(kind, name string) []Key {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return sortedKeys(x.byTemplate[templateKey{kind, name}])
+}
+
+// ownersOfAccount are the owners whose last reconcile stamped (or would
+// have stamped) as the account. A walk over every owner: it runs only when
+// an account is created or deleted, which is rare, and saves a second map
+// entry per owner.
+func (x *index) ownersOfAccount(namespace, name string) []Key {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []Key
+	for k, refs := range x.byOwner {
+		if refs.account == (accountRef{namespace, name}) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func addTo[K, V comparable](m map[K]map[V]struct{}, k K, v V) {

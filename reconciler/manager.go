@@ -152,12 +152,17 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.tracker = tracking.New(dyn, m.clients.For, opts.Resync, m.route)
+	// Watches as an account are made under the tracker's lock: their users
+	// (a Runnable's selector) check the account first (accountExists).
+	m.tracker = tracking.New(dyn, m.clients.Unchecked, opts.Resync, m.route)
 	// The many objects are cached as JSON; chains and templates, read in
 	// bulk by every reconcile, stay decoded.
 	m.tracker.PackWhen(func(k tracking.Key) bool {
 		return k.Selector == StampedSelector || (k.Selector == "" && (k.GVR == WorkloadGVR || k.GVR == DeliverableGVR))
 	})
+	// Of service accounts Kontinue only needs to know which exist.
+	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR })
+	m.clients.Exists = m.accountExists
 	events := stamp.NewEvents(evDyn)
 	events.Dropped = func(reason string) {
 		if m.OnEventDropped != nil {
@@ -200,7 +205,7 @@ func (m *Manager) Controllers() []*Controller {
 func permanentWatches() []tracking.Key {
 	keys := []tracking.Key{
 		{GVR: WorkloadGVR}, {GVR: DeliverableGVR}, {GVR: SupplyChainGVR}, {GVR: DeliveryGVR},
-		{GVR: RunTemplateGVR}, {GVR: CRDGVR}, {GVR: RunnableGVR},
+		{GVR: RunTemplateGVR}, {GVR: CRDGVR}, {GVR: RunnableGVR}, {GVR: ServiceAccountGVR},
 	}
 	for _, gvr := range templateGVRByKind {
 		keys = append(keys, tracking.Key{GVR: gvr})
@@ -319,6 +324,45 @@ func (m *Manager) route(ev tracking.Event) {
 		m.crdChanged(ev)
 	case gvr.Group == rbacGroupVersion.Group:
 		m.unblock(blockedRBAC)
+	case gvr == ServiceAccountGVR:
+		// An account created or deleted: its owners and Runnables say so
+		// (or write at last). Updates (its secrets) change nothing. The
+		// first list at start is not news: every owner is reconciled then.
+		if ev.Type != tracking.Updated && m.Synced() {
+			m.runnables.ctrl.Enqueue(Key{Kind: kindServiceAccount, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: ev.Obj.GetName()}})
+		}
+	}
+}
+
+// kindServiceAccount is the queue key of a service account created or
+// deleted: a worker finds its owners and Runnables (accountChanged).
+const kindServiceAccount = "ServiceAccount"
+
+// accountExists reports whether the service account exists, from the
+// cache of the permanent watch (synced before any worker runs). Kontinue
+// writes nothing as an account it does not know: the API server does not
+// check that an impersonated account exists, so a deleted account whose
+// RoleBindings remain (or a permissive authorizer) would still write.
+func (m *Manager) accountExists(namespace, name string) bool {
+	return m.tracker.UID(tracking.Key{GVR: ServiceAccountGVR}, namespace, name) != ""
+}
+
+// accountChanged wakes the owners and Runnables that stamp as the account:
+// the owners of the index (every owner records its account), the Runnables
+// of its namespace that name it.
+func (m *Manager) accountChanged(namespace, name string) {
+	for _, k := range m.owners[WorkloadFlavor.OwnerKind].idx.ownersOfAccount(namespace, name) {
+		m.enqueue(k)
+	}
+	rns, _ := m.tracker.List(tracking.Key{GVR: RunnableGVR}, namespace)
+	for _, rn := range rns {
+		sa, _, _ := unstructured.NestedString(rn.Object, "spec", "serviceAccountName")
+		if sa == "" {
+			sa = "default"
+		}
+		if sa == name {
+			m.runnables.ctrl.Enqueue(keyOf(api.KindRunnable, rn))
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -128,7 +130,10 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 
 	// Orphans first: a step that moved to another object must not leave the
 	// old one behind. Failures keep the old ref in status so it is retried.
-	orphanErr := op.removeOrphans()
+	var orphanErr error
+	if !op.noAccount {
+		orphanErr = op.removeOrphans()
+	}
 
 	if err := r.writeStatus(ctx, obj, op); err != nil {
 		return Result{}, err
@@ -243,6 +248,7 @@ type ownerPass struct {
 	watch         *tracking.Handle // the watches this reconcile used
 	w             *stamp.Session   // every write; what blocks the owner (blockCauseOf)
 	keep          *keepSet         // what removal must leave alone (keep.go)
+	noAccount     bool             // the service account does not exist: write nothing
 }
 
 func newOwnerPass(ctx context.Context, r *ownerReconciler, owner *unstructured.Unstructured) *ownerPass {
@@ -256,7 +262,8 @@ func newOwnerPass(ctx context.Context, r *ownerReconciler, owner *unstructured.U
 
 // used is what the index records for this owner.
 func (op *ownerPass) used() ownerRefs {
-	refs := ownerRefs{templates: op.templatesUsed}
+	sa := op.serviceAccount()
+	refs := ownerRefs{templates: op.templatesUsed, account: accountRef{sa.Namespace, sa.Name}}
 	if op.chainName != "" {
 		refs.chain = chainRef{op.r.flavor.ChainKind, op.chainName}
 	}
@@ -270,6 +277,8 @@ func (op *ownerPass) realize() (Result, error) {
 	// this status is written.
 	op.status = st.OwnerStatus{ObservedGeneration: op.owner.GetGeneration(),
 		LastHandledReconcileAt: op.owner.GetAnnotations()[annotations.ReconcileRequest]}
+	// Records of what Kontinue generated stay until their objects are gone.
+	op.status.GeneratedRunTemplates = slices.Clone(op.prev.GeneratedRunTemplates)
 	// Keep what the owner had until a step says otherwise: a bad input must
 	// never make Kontinue forget (and so delete) a stamped object.
 	op.status.Resources = op.prev.Resources
@@ -324,7 +333,29 @@ func (op *ownerPass) realize() (Result, error) {
 		return Result{}, nil
 	}
 	chainReady := st.Cond(f.ChainReadyCondition, st.True, "Ready", "")
+	// Nothing is written as an account that does not exist. The index set
+	// above names it: its creation wakes this owner.
+	if sa := op.serviceAccount(); !op.r.m.accountExists(sa.Namespace, sa.Name) {
+		op.accountMissing(chainReady, sa)
+		return Result{}, nil
+	}
 	return op.walk(chainReady)
+}
+
+// accountMissing records that the owner's service account does not exist:
+// ResourcesSubmitted and Ready False, ServiceAccountError, in Cartographer's
+// words; the steps keep what they had, nothing is written or deleted.
+func (op *ownerPass) accountMissing(chainReady metav1.Condition, sa api.ServiceAccountRef) {
+	op.noAccount = true
+	msg := stamp.NotFoundMessage(sa.Namespace, sa.Name)
+	sub := st.Cond(st.ResourcesSubmitted, st.False, step.ReasonServiceAccountError, msg)
+	hl := healthySummary(op.status.Resources)
+	op.setConditions(chainReady, sub, hl, st.Summarize(st.Ready, "Ready", chainReady, sub, hl))
+	if p := st.Find(op.prev.Conditions, st.ResourcesSubmitted); p == nil || p.Reason != sub.Reason || p.Message != msg {
+		klog.InfoS("service account not found: nothing is written as it until it exists", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()),
+			"serviceAccount", sa.Namespace+"/"+sa.Name)
+		op.r.m.w.Events.Event(op.owner, corev1.EventTypeWarning, step.ReasonServiceAccountError, "%s", msg)
+	}
 }
 
 // fail records that the owner cannot be realized at all: the chain condition

@@ -53,11 +53,25 @@ func (op *ownerPass) walk(chainReady metav1.Condition) (Result, error) {
 	}
 	op.status.Resources = resources
 	op.keep.resources(resources)
-	var submitted, healthy []metav1.Condition
+	var submitted []metav1.Condition
 	for _, r := range resources {
 		if c := st.Find(r.Conditions, st.ResourceSubmitted); c != nil {
 			submitted = append(submitted, *c)
 		}
+	}
+	sub := st.Summarize(st.ResourcesSubmitted, step.ReasonSubmitted, submitted...)
+	hl := healthySummary(resources)
+	ready := st.Summarize(st.Ready, "Ready", chainReady, sub, hl)
+	op.setConditions(chainReady, sub, hl, ready)
+	return res, transient
+}
+
+// healthySummary is the owner's ResourcesHealthy: the steps' Healthy
+// conditions summed up. Cartographer gives it one reason whatever the
+// steps say; the steps keep their own.
+func healthySummary(resources []st.Resource) metav1.Condition {
+	var healthy []metav1.Condition
+	for _, r := range resources {
 		if c := st.Find(r.Conditions, st.Healthy); c != nil {
 			// The owner's summary repeats one step's message: say which step.
 			h := *c
@@ -65,14 +79,9 @@ func (op *ownerPass) walk(chainReady metav1.Condition) (Result, error) {
 			healthy = append(healthy, h)
 		}
 	}
-	sub := st.Summarize(st.ResourcesSubmitted, step.ReasonSubmitted, submitted...)
-	// Cartographer gives the owner's ResourcesHealthy one reason whatever
-	// the steps say; the steps keep their own.
 	hl := st.Summarize(st.ResourcesHealthy, step.ReasonHealthyConditionRule, healthy...)
 	hl.Reason = step.ReasonHealthyConditionRule
-	ready := st.Summarize(st.Ready, "Ready", chainReady, sub, hl)
-	op.setConditions(chainReady, sub, hl, ready)
-	return res, transient
+	return hl
 }
 
 func (op *ownerPass) prevStep(name string) *st.Resource {

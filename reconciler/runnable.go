@@ -80,15 +80,18 @@ type runnableReconciler struct {
 	selMu sync.Mutex
 	bySel map[tracking.Key]map[Key]struct{} // selector watch → Runnables
 	selOf map[Key]tracking.Key              // Runnable → its selector watch
-	// Generated ClusterRunTemplates (runnablestep.go) by owner.
-	genByOwner map[Key]map[string]struct{}
-	genOwnerOf map[string]Key
+	// Generated ClusterRunTemplates (runnablestep.go): the records of
+	// deleted owners, by name, until their objects are gone; owners waiting
+	// for a name someone else's object holds; objects logged as unproven.
+	doomed      map[string][]doomedRunTemplate
+	nameWaiters map[string]map[Key]struct{}
+	unproven    map[types.UID]struct{}
 }
 
 func newRunnableReconciler(m *Manager) *runnableReconciler {
 	r := &runnableReconciler{m: m, recent: runs.NewRecent(recentRunTTL),
 		bySel: map[tracking.Key]map[Key]struct{}{}, selOf: map[Key]tracking.Key{},
-		genByOwner: map[Key]map[string]struct{}{}, genOwnerOf: map[string]Key{}}
+		doomed: map[string][]doomedRunTemplate{}, nameWaiters: map[string]map[Key]struct{}{}, unproven: map[types.UID]struct{}{}}
 	r.ctrl = NewController(api.KindRunnable, ReconcileFunc(r.Reconcile))
 	return r
 }
@@ -106,15 +109,17 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 			r.ctrl.Enqueue(keyOf(api.KindRunnable, ev.Obj))
 		}
 	case k == tracking.Key{GVR: RunTemplateGVR}:
-		_, generated := r.indexGenerated(ev)
-		if ev.Type != tracking.Updated || specOrLabelsChanged(ev.Old, ev.Obj) || (generated && ev.Type != tracking.Deleted) {
-			r.ctrl.Enqueue(keyOf(api.KindClusterRunTemplate, ev.Obj)) // a generated one's owner may be gone
+		if ev.Type == tracking.Deleted {
+			for _, owner := range r.nameFreed(ev.Obj.GetName()) {
+				r.m.enqueue(owner) // a step refused the object that held the name
+			}
+		}
+		if ev.Type != tracking.Updated || specOrLabelsChanged(ev.Old, ev.Obj) {
+			r.ctrl.Enqueue(keyOf(api.KindClusterRunTemplate, ev.Obj))
 		}
 	case (k == tracking.Key{GVR: WorkloadGVR} || k == tracking.Key{GVR: DeliverableGVR}) && ev.Type == tracking.Deleted:
-		f := flavorOfOwner(k.GVR)
-		for _, name := range r.generatedFor(keyOf(f.OwnerKind, ev.Obj)) {
-			r.ctrl.Enqueue(Key{Kind: api.KindClusterRunTemplate, NamespacedName: types.NamespacedName{Name: name}})
-		}
+		// The owner's last status records what Kontinue generated for it.
+		r.ownerDeleted(keyOf(flavorOfOwner(k.GVR).OwnerKind, ev.Obj), recordsOf(ev.Obj))
 	case k.Selector == StampedSelector:
 		if name := ev.Obj.GetLabels()[LabelRunnableName]; name != "" {
 			r.ctrl.Enqueue(Key{Kind: api.KindRunnable, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: name}})
@@ -158,12 +163,15 @@ func (r *runnableReconciler) setSelector(key Key, sel *tracking.Key) {
 }
 
 // Reconcile realizes one Runnable. A ClusterRunTemplate key wakes the
-// Runnables that name it and removes it if it was generated for an owner
-// that is gone.
+// Runnables that name it and removes it if a deleted owner recorded it.
 func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
-	if key.Kind == api.KindClusterRunTemplate {
+	switch key.Kind {
+	case api.KindClusterRunTemplate:
 		r.runTemplateChanged(key.Name)
 		return r.sweep(ctx, key.Name)
+	case kindServiceAccount:
+		r.m.accountChanged(key.Namespace, key.Name)
+		return Result{}, nil
 	}
 	ns, name := key.Namespace, key.Name
 	user := key.String()
@@ -304,6 +312,16 @@ func (rp *runnablePass) realize() error {
 			rp.fail(ReasonRunnableInvalidSpec, "cannot read the spec of %s: %v", rp.what(), err)
 			return nil
 		}
+	}
+	// Nothing is written, listed or selected as an account that does not
+	// exist; its creation wakes the Runnable (Manager.accountChanged).
+	if ns, sa := rp.obj.GetNamespace(), rp.serviceAccount(); !rp.r.m.accountExists(ns, sa) {
+		msg := stamp.NotFoundMessage(ns, sa)
+		if p := st.Find(rp.prev.Conditions, CondRunTemplateReady); p == nil || p.Reason != step.ReasonServiceAccountError || p.Message != msg {
+			klog.InfoS("service account not found: nothing is written as it until it exists", "runnable", rp.user, "serviceAccount", ns+"/"+sa)
+		}
+		rp.fail(step.ReasonServiceAccountError, "%s", msg)
+		return nil
 	}
 	tmplName := rp.spec.RunTemplateRef.Name
 	if k := rp.spec.RunTemplateRef.Kind; k != "" && k != api.KindClusterRunTemplate {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,16 +39,19 @@ import (
 //
 // The ClusterRunTemplate is cluster-scoped, so it cannot have a namespaced
 // owner reference: its name embeds a hash of owner kind, namespace, name and
-// step (unique across namespaces), its labels name the owner and step, and
-// Kontinue deletes it when the step stops generating it (owner reconcile) or
-// the owner is gone (a sweep on owner deletion and at start). It is written
-// with Kontinue's own identity: it is Kontinue's bookkeeping, derived from a
-// template the platform wrote, and a namespaced service account could not
-// be granted a cluster-scoped kind through a RoleBinding anyway. The
-// Runnable, and every run it creates, use the stamping service account.
+// step (unique across namespaces), its labels name the owner and step (for
+// people: labels decide nothing), and the owner's status records its UID
+// (generated.go): Kontinue writes only the object of that UID, and deletes
+// it, with that UID as precondition, when the step stops generating it
+// (owner reconcile) or the owner is deleted (the owner's last status, from
+// the delete event). It is written with Kontinue's own identity: it is
+// Kontinue's bookkeeping, derived from a template the platform wrote, and a
+// namespaced service account could not be granted a cluster-scoped kind
+// through a RoleBinding anyway. The Runnable, and every run it creates, use
+// the stamping service account.
 
 // AnnotationGeneratedFor names, on a generated ClusterRunTemplate, the owner
-// and step it serves (for people; decisions use the labels).
+// and step it serves (for people: decisions use the owner's record).
 const AnnotationGeneratedFor = "kontinue.dev/generated-for"
 
 // generatedRunTemplateName is unique per owner kind, namespace, owner and
@@ -244,15 +248,20 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepResult) {
 	var got step.Got
 	for _, u := range p.Apply {
-		gvr, key, asSA := RunTemplateGVR, tracking.Key{GVR: RunTemplateGVR}, false
-		if u.GetKind() == api.KindRunnable {
-			gvr, key, asSA = RunnableGVR, tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}, true
+		var live *unstructured.Unstructured
+		if u.GetKind() == api.KindClusterRunTemplate {
+			var stop *stepResult
+			if live, stop = w.op.putRunTemplate(w.sc, u); stop != nil {
+				return got, stop
+			}
+		} else {
+			r, ok := w.op.applyGenerated(w.sc, RunnableGVR, tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}, u)
+			if !ok {
+				return got, &r.stepResult
+			}
+			live = r.live
 		}
-		r, ok := w.op.applyGenerated(w.sc, gvr, key, u, asSA)
-		if !ok {
-			return got, &r.stepResult
-		}
-		got.Live, got.Refs = append(got.Live, r.live), append(got.Refs, w.ref(u))
+		got.Live, got.Refs = append(got.Live, live), append(got.Refs, w.ref(u))
 	}
 	return got, nil
 }
@@ -270,41 +279,21 @@ type appliedGenerated struct {
 	live *unstructured.Unstructured
 }
 
-// applyGenerated applies a generated object unless the cached one already
-// has it: the Runnable as the stamping service account, the
-// ClusterRunTemplate as Kontinue (see the package comment above).
-func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured, asServiceAccount bool) (appliedGenerated, bool) {
+// applyGenerated applies the generated Runnable as the stamping service
+// account: a stamped object like any other, created first, never taken
+// over.
+func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured) (appliedGenerated, bool) {
 	what := fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	var watch stamp.Watch // the ClusterRunTemplate watch is permanent
-	if key.Selector != "" {
-		watch = op.watch.Watch
+	cached, err := op.w.Live(op.ctx, key, op.watch.Watch, desired.GetNamespace(), desired.GetName())
+	if err != nil {
+		cached = nil // the create decides
 	}
-	cached, err := op.w.Live(op.ctx, key, watch, desired.GetNamespace(), desired.GetName())
-	if err == nil && cached != nil && desired.GetNamespace() == "" {
-		// Never take over a ClusterRunTemplate someone else wrote.
-		l := cached.GetLabels()
-		if l[op.r.flavor.LabelOwnerName] != op.owner.GetName() || l[op.r.flavor.LabelOwnerNS] != op.owner.GetNamespace() {
-			c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: a ClusterRunTemplate of that name exists and was not generated for this step", what))
-			return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
-		}
+	cl, err := op.stampClient()
+	if err != nil {
+		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
+		return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
 	}
-	cl := op.r.m.dyn
-	if asServiceAccount {
-		if cl, err = op.stampClient(); err != nil {
-			c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
-			return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
-		}
-	}
-	var live *unstructured.Unstructured
-	var wrote bool
-	var c *metav1.Condition
-	if asServiceAccount {
-		// A stamped object like any other: created first, never taken over.
-		live, wrote, c, err = op.put(cl, gvr, what, desired, cached)
-	} else if live, wrote, err = op.w.Apply(op.ctx, cl, gvr, desired, cached); err != nil {
-		cond, transient := op.applyFailure(what, err)
-		c, err = &cond, transient
-	}
+	live, wrote, c, err := op.put(cl, gvr, what, desired, cached)
 	if c != nil {
 		r := op.stepDone(sc, nil, *c, nil)
 		r.err = err
@@ -316,62 +305,343 @@ func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource
 	return appliedGenerated{live: live}, true
 }
 
-// removeStaleRunTemplates deletes the ClusterRunTemplates generated for this
-// owner whose step no longer generates one (removed, renamed, runnable
+// ReasonRunTemplateRecorded (Kontinue, Unknown): the ClusterRunTemplate of
+// a runnable: true step is recorded in the owner's status before it is
+// created, on the next reconcile.
+const ReasonRunTemplateRecorded = "RunTemplateRecorded"
+
+// recordedDelay is when a step whose ClusterRunTemplate was just recorded
+// is looked at again (the owner also waits for its status in the cache).
+const recordedDelay = 10 * time.Millisecond
+
+// putRunTemplate writes the step's generated ClusterRunTemplate, as
+// Kontinue, only if it is the one the owner's record names
+// (decideRunTemplate): created after its record, applied with the
+// recorded UID as precondition, never an object someone else made.
+func (op *ownerPass) putRunTemplate(sc *stepCtx, desired *unstructured.Unstructured) (*unstructured.Unstructured, *stepResult) {
+	name := desired.GetName()
+	what := fmt.Sprintf("ClusterRunTemplate [%s] for step [%s] (template [%s/%s] sets runnable: true)", name, sc.step.Name, sc.kind, sc.tmplName)
+	stop := func(c metav1.Condition, err error) (*unstructured.Unstructured, *stepResult) {
+		r := op.stepDone(sc, nil, c, nil)
+		r.err = err
+		return nil, &r
+	}
+	failed := func(err error) (*unstructured.Unstructured, *stepResult) {
+		c, transient := op.applyFailure(what, err)
+		return stop(c, transient)
+	}
+	rec := op.runTemplateRecord(sc.step.Name, name)
+	legacy := rec == nil && op.legacyRunTemplate(sc.step.Name, name)
+	live, _ := op.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
+	read := false
+	readLive := func() error {
+		got, err := op.r.m.dyn.Resource(RunTemplateGVR).Get(op.ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			live = nil
+		case err != nil:
+			return err
+		default:
+			tracking.Compact(got)
+			live = got
+		}
+		read = true
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt > 3 {
+			// Created and gone again between each look: someone races us.
+			return stop(st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it keeps appearing and disappearing", what)), fmt.Errorf("%s: no stable state", what))
+		}
+		switch decideRunTemplate(rec, legacy, seenOf(live, op.labelledFor(live, sc.step.Name)), read) {
+		case crtRecord:
+			r := st.GeneratedRunTemplate{Step: sc.step.Name, Name: name, Claim: newClaim()}
+			op.setRunTemplateRecord(r)
+			res := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonRunTemplateRecorded,
+				fmt.Sprintf("%s is recorded in the %s's status; it is created once the record is kept", what, op.r.flavor.OwnerKind)), nil)
+			res.requeue = recordedDelay
+			return nil, &res
+		case crtRead:
+			if err := readLive(); err != nil {
+				return failed(err)
+			}
+		case crtCreate:
+			d := withClaim(desired, rec.Claim)
+			created, err := op.w.CreateStamped(op.ctx, op.r.m.dyn, RunTemplateGVR, d)
+			if err == nil {
+				rec.UID = created.GetUID()
+				op.setRunTemplateRecord(*rec)
+				op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", created.GetKind(), apply.Describe(created), sc.step.Name)
+				return created, nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return failed(err)
+			}
+			if err := readLive(); err != nil {
+				return failed(err)
+			}
+		case crtAdopt:
+			if rec == nil {
+				rec = &st.GeneratedRunTemplate{Step: sc.step.Name, Name: name}
+				klog.InfoS("adopted a ClusterRunTemplate generated by an earlier version (no record; listed in the owner's status, labelled for it)",
+					"owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "name", name, "uid", live.GetUID())
+			}
+			rec.UID = live.GetUID()
+			op.setRunTemplateRecord(*rec)
+			return op.applyRunTemplate(sc, what, desired, *rec, live)
+		case crtApply:
+			return op.applyRunTemplate(sc, what, desired, *rec, live)
+		case crtRefuse:
+			op.r.m.runnables.waitForName(name, op.r.key(op.owner.GetNamespace(), op.owner.GetName()))
+			return stop(st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf(
+				"unable to apply %s: a ClusterRunTemplate of that name (uid %s) exists that Kontinue did not generate for this %s; it is left as it is (labels and annotations prove nothing): delete it to let Kontinue generate its own",
+				what, live.GetUID(), op.r.flavor.OwnerKind)), nil)
+		}
+	}
+}
+
+// applyRunTemplate applies a ClusterRunTemplate that is Kontinue's (rec
+// names live's UID), with that UID in the applied object: the API server
+// refuses the write if the name now holds another object, or none.
+func (op *ownerPass) applyRunTemplate(sc *stepCtx, what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepResult) {
+	fail := func(err error) (*unstructured.Unstructured, *stepResult) {
+		c, transient := op.applyFailure(what, err)
+		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.uid") {
+			// Deleted or replaced since it was read: decided again from
+			// fresh state.
+			c = st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it changed while being written: %v", what, err))
+			transient = err
+		}
+		r := op.stepDone(sc, nil, c, nil)
+		r.err = transient
+		return nil, &r
+	}
+	d := withClaim(desired, rec.Claim)
+	d.SetUID(rec.UID)
+	if handOver(d, live) {
+		// Fields the create set and the template no longer has go only once
+		// the create's fields are handed to the apply (as for stamped objects).
+		full, err := op.r.m.dyn.Resource(RunTemplateGVR).Get(op.ctx, d.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return fail(err)
+		}
+		if full.GetUID() != rec.UID {
+			return fail(apierrors.NewConflict(RunTemplateGVR.GroupResource(), d.GetName(), fmt.Errorf("uid is %s, not the recorded %s", full.GetUID(), rec.UID)))
+		}
+		if err := op.w.UpgradeFields(op.ctx, op.r.m.dyn, RunTemplateGVR, full); err != nil {
+			return fail(err)
+		}
+		tracking.Compact(full)
+		live = full
+	}
+	out, wrote, err := op.w.Apply(op.ctx, op.r.m.dyn, RunTemplateGVR, d, live)
+	if err != nil {
+		return fail(err)
+	}
+	if wrote {
+		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", out.GetKind(), apply.Describe(out), sc.step.Name)
+	}
+	return out, nil
+}
+
+// withClaim is a copy of desired carrying claim (none: as it is).
+func withClaim(desired *unstructured.Unstructured, claim string) *unstructured.Unstructured {
+	d := desired.DeepCopy()
+	if claim != "" {
+		ann := d.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[AnnotationClaim] = claim
+		d.SetAnnotations(ann)
+	}
+	return d
+}
+
+// runTemplateRecord is the owner's record of the step's ClusterRunTemplate
+// of that name (a copy), or nil.
+func (op *ownerPass) runTemplateRecord(step, name string) *st.GeneratedRunTemplate {
+	for _, r := range op.status.GeneratedRunTemplates {
+		if r.Step == step && r.Name == name {
+			return &r
+		}
+	}
+	return nil
+}
+
+// setRunTemplateRecord records rec, replacing the step's record of that name.
+func (op *ownerPass) setRunTemplateRecord(rec st.GeneratedRunTemplate) {
+	for i, r := range op.status.GeneratedRunTemplates {
+		if r.Step == rec.Step && r.Name == rec.Name {
+			op.status.GeneratedRunTemplates[i] = rec
+			return
+		}
+	}
+	op.status.GeneratedRunTemplates = append(op.status.GeneratedRunTemplates, rec)
+}
+
+// legacyRunTemplate reports whether the owner's status comes from a version
+// that kept no record and already lists name for the step: its previous
+// status has no record for the step, and the step's stampedObjects name
+// that ClusterRunTemplate.
+func (op *ownerPass) legacyRunTemplate(stepName, name string) bool {
+	for _, r := range op.prev.GeneratedRunTemplates {
+		if r.Step == stepName {
+			return false
+		}
+	}
+	prev := op.prevStep(stepName)
+	if prev == nil {
+		return false
+	}
+	for _, ref := range prev.StampedObjects {
+		if ref.Kind == api.KindClusterRunTemplate && ref.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// labelledFor reports whether u's labels name this owner and step (what
+// versions that kept no record wrote on a generated ClusterRunTemplate).
+func (op *ownerPass) labelledFor(u *unstructured.Unstructured, stepName string) bool {
+	if u == nil {
+		return false
+	}
+	l, f := u.GetLabels(), op.r.flavor
+	return l[StampedLabel] == "true" && l[f.LabelOwnerName] == op.owner.GetName() && l[f.LabelOwnerNS] == op.owner.GetNamespace() && l[LabelResourceName] == stepName
+}
+
+// removeStaleRunTemplates deletes the ClusterRunTemplates recorded for this
+// owner whose step no longer generates them (removed, renamed, runnable
 // false), unless the step failed before reaching its Runnable and still
-// points at it. Called only when the steps were realized.
+// points at it (staleRunTemplate). Only the object the record names is
+// deleted; a record goes once its object is gone. Called only when the
+// steps were realized.
 func (op *ownerPass) removeStaleRunTemplates() error {
 	current := map[string]*st.StampedRef{}
 	for i := range op.status.Resources {
 		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
 	}
+	want := func(step string) string {
+		return generatedRunTemplateName(op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step)
+	}
 	var firstErr error
-	for _, name := range op.r.m.runnables.generatedFor(op.r.key(op.owner.GetNamespace(), op.owner.GetName())) {
-		crt, _ := op.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
-		if crt == nil {
+	var kept []st.GeneratedRunTemplate
+	for _, rec := range op.status.GeneratedRunTemplates {
+		if !staleRunTemplate(rec, op.keep.reached, want, current) {
+			kept = append(kept, rec)
 			continue
 		}
-		step := crt.GetLabels()[LabelResourceName]
-		if op.keep.reached[step] && name == generatedRunTemplateName(op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step) {
-			continue // generated this time
-		}
-		if ref := current[step]; ref != nil && ref.Kind == api.KindRunnable && !op.keep.reached[step] {
-			continue // failed early this time: keep it
-		}
-		if err := op.r.m.runnables.deleteRunTemplate(op.ctx, crt, fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", step, op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName())); err != nil && firstErr == nil {
-			firstErr = err
+		why := fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", rec.Step, op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName())
+		if err := op.r.m.runnables.removeRunTemplate(op.ctx, rec, why); err != nil {
+			kept = append(kept, rec) // retried
+			if firstErr == nil {
+				firstErr = err
+			}
 		}
 	}
+	op.status.GeneratedRunTemplates = kept
 	return firstErr
 }
 
-// generatedFor lists the ClusterRunTemplates generated for an owner (from
-// the index the watch keeps).
-func (r *runnableReconciler) generatedFor(owner Key) []string {
-	r.selMu.Lock()
-	defer r.selMu.Unlock()
-	return slices.Sorted(maps.Keys(r.genByOwner[owner]))
+// doomedRunTemplate is a record of an owner that was deleted.
+type doomedRunTemplate struct {
+	owner Key
+	rec   st.GeneratedRunTemplate
 }
 
-// indexGenerated keeps the owner → generated ClusterRunTemplates index and
-// returns the owner of a generated run template (false if not one).
-func (r *runnableReconciler) indexGenerated(ev tracking.Event) (Key, bool) {
-	owner, generated := generatedOwner(ev.Obj)
+// ownerDeleted queues the removal of what a deleted owner's last status
+// records (the delete event carries it). It runs on an informer goroutine:
+// map updates and Enqueue only.
+func (r *runnableReconciler) ownerDeleted(owner Key, recs []st.GeneratedRunTemplate) {
+	if len(recs) == 0 {
+		return
+	}
 	r.selMu.Lock()
-	defer r.selMu.Unlock()
-	name := ev.Obj.GetName()
-	if old, ok := r.genOwnerOf[name]; ok && (ev.Type == tracking.Deleted || old != owner) {
-		removeFrom(r.genByOwner, old, name)
-		delete(r.genOwnerOf, name)
+	for _, rec := range recs {
+		r.doomed[rec.Name] = append(r.doomed[rec.Name], doomedRunTemplate{owner: owner, rec: rec})
 	}
-	if ev.Type != tracking.Deleted && generated {
-		addTo(r.genByOwner, owner, name)
-		r.genOwnerOf[name] = owner
+	r.selMu.Unlock()
+	for _, rec := range recs {
+		r.ctrl.Enqueue(Key{Kind: api.KindClusterRunTemplate, NamespacedName: types.NamespacedName{Name: rec.Name}})
 	}
-	return owner, generated
 }
 
-// generatedOwner is the owner a generated ClusterRunTemplate's labels name.
+// waitForName wakes owner when the ClusterRunTemplate of that name is
+// deleted (a step refused to touch it: the name may then be free).
+func (r *runnableReconciler) waitForName(name string, owner Key) {
+	r.selMu.Lock()
+	defer r.selMu.Unlock()
+	addTo(r.nameWaiters, name, owner)
+}
+
+// nameFreed returns, and forgets, the owners waiting for the name.
+func (r *runnableReconciler) nameFreed(name string) []Key {
+	r.selMu.Lock()
+	defer r.selMu.Unlock()
+	keys := slices.Collect(maps.Keys(r.nameWaiters[name]))
+	delete(r.nameWaiters, name)
+	return keys
+}
+
+// sweep removes what deleted owners recorded under the name (their last
+// status), and logs a ClusterRunTemplate that carries Kontinue's labels
+// for an owner that is gone but that no record names: Kontinue cannot
+// prove it generated it (its owner went while Kontinue was not running,
+// or a person wrote it), so it is left as it is.
+func (r *runnableReconciler) sweep(ctx context.Context, name string) (Result, error) {
+	r.selMu.Lock()
+	doomed := slices.Clone(r.doomed[name])
+	r.selMu.Unlock()
+	for _, d := range doomed {
+		if err := r.removeRunTemplate(ctx, d.rec, fmt.Sprintf("%s %s is gone", d.owner.Kind, d.owner.NamespacedName)); err != nil {
+			return Result{}, err // kept: retried with backoff
+		}
+		r.selMu.Lock()
+		if i := slices.Index(r.doomed[name], d); i >= 0 {
+			r.doomed[name] = slices.Delete(r.doomed[name], i, i+1)
+		}
+		if len(r.doomed[name]) == 0 {
+			delete(r.doomed, name)
+		}
+		r.selMu.Unlock()
+	}
+	if len(doomed) > 0 {
+		return Result{}, nil
+	}
+	crt, synced := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
+	if crt == nil || !synced {
+		return Result{}, nil
+	}
+	owner, ok := generatedOwner(crt)
+	if !ok {
+		return Result{}, nil
+	}
+	f := WorkloadFlavor
+	if owner.Kind == DeliverableFlavor.OwnerKind {
+		f = DeliverableFlavor
+	}
+	if o, synced := r.m.tracker.Get(tracking.Key{GVR: f.OwnerGVR}, owner.Namespace, owner.Name); o == nil && synced && r.noteUnproven(crt.GetUID()) {
+		klog.InfoS("left a ClusterRunTemplate labelled for an owner that is gone: no record proves Kontinue generated it", "name", name, "uid", crt.GetUID(), "owner", owner.String())
+	}
+	return Result{}, nil
+}
+
+// noteUnproven reports whether an unproven object is seen for the first
+// time (logged once per object and process).
+func (r *runnableReconciler) noteUnproven(uid types.UID) bool {
+	r.selMu.Lock()
+	defer r.selMu.Unlock()
+	if _, seen := r.unproven[uid]; seen {
+		return false
+	}
+	r.unproven[uid] = struct{}{}
+	return true
+}
+
+// generatedOwner is the owner a ClusterRunTemplate's labels name (for the
+// log of sweep only: labels prove nothing).
 func generatedOwner(crt *unstructured.Unstructured) (Key, bool) {
 	l := crt.GetLabels()
 	if l[StampedLabel] != "true" {
@@ -385,40 +655,30 @@ func generatedOwner(crt *unstructured.Unstructured) (Key, bool) {
 	return Key{}, false
 }
 
-// sweep deletes a generated ClusterRunTemplate whose owner is gone. Its key
-// comes from the run template's watch (every one is seen at start) and from
-// owner deletions.
-func (r *runnableReconciler) sweep(ctx context.Context, name string) (Result, error) {
-	crt, synced := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
-	if !synced {
-		return Result{RequeueAfter: time.Second, Wait: true}, nil
+// removeRunTemplate deletes the object rec records, with its UID as
+// precondition (ownedRunTemplate): nil once it is gone, or when the name
+// holds an object that is not the one recorded (left as it is).
+func (r *runnableReconciler) removeRunTemplate(ctx context.Context, rec st.GeneratedRunTemplate, why string) error {
+	live, _ := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", rec.Name)
+	if live == nil {
+		// The cache may not show a create yet: ask.
+		got, err := r.m.dyn.Resource(RunTemplateGVR).Get(ctx, rec.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		live = got
 	}
-	if crt == nil {
-		return Result{}, nil
+	uid, ours := ownedRunTemplate(rec, seenOf(live, false))
+	if !ours {
+		klog.InfoS("left a ClusterRunTemplate that is not the one Kontinue generated", "name", rec.Name, "uid", live.GetUID(), "recorded", rec.UID, "why", why)
+		return nil
 	}
-	owner, ok := generatedOwner(crt)
-	if !ok {
-		return Result{}, nil
+	if err := r.m.w.Delete(ctx, r.m.dyn, RunTemplateGVR, "", rec.Name, uid); err != nil {
+		return err
 	}
-	f := WorkloadFlavor
-	if owner.Kind == DeliverableFlavor.OwnerKind {
-		f = DeliverableFlavor
-	}
-	o, synced := r.m.tracker.Get(tracking.Key{GVR: f.OwnerGVR}, owner.Namespace, owner.Name)
-	if !synced {
-		return Result{RequeueAfter: time.Second, Wait: true}, nil
-	}
-	if o != nil {
-		return Result{}, nil // the owner's reconcile decides
-	}
-	return Result{}, r.deleteRunTemplate(ctx, crt, fmt.Sprintf("%s %s/%s is gone", owner.Kind, owner.Namespace, owner.Name))
-}
-
-// deleteRunTemplate deletes a generated ClusterRunTemplate (UID precondition).
-func (r *runnableReconciler) deleteRunTemplate(ctx context.Context, crt *unstructured.Unstructured, why string) error {
-	err := r.m.w.Delete(ctx, r.m.dyn, RunTemplateGVR, "", crt.GetName(), crt.GetUID())
-	if err == nil {
-		klog.InfoS("removed generated ClusterRunTemplate", "name", crt.GetName(), "why", why)
-	}
-	return err
+	klog.InfoS("removed generated ClusterRunTemplate", "name", rec.Name, "uid", uid, "why", why)
+	return nil
 }

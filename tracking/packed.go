@@ -73,6 +73,8 @@ func unpack(item any) (*unstructured.Unstructured, bool) {
 	case *packed:
 		u, err := o.object()
 		return u, err == nil
+	case *slimmed:
+		return o.object(), true
 	}
 	return nil, false
 }
@@ -81,4 +83,42 @@ func unpack(item any) (*unstructured.Unstructured, bool) {
 func metaOf(item any) (metav1.Object, bool) {
 	m, err := meta.Accessor(item)
 	return m, err == nil
+}
+
+// slimmed is how the cache holds an object of a slim watch: only what
+// says it exists (name, namespace, UID; resourceVersion for the
+// informer). A ServiceAccount's secrets, labels, annotations and
+// managedFields are never read.
+type slimmed struct {
+	meta             metav1.ObjectMeta
+	apiVersion, kind string
+}
+
+func (s *slimmed) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+func (s *slimmed) DeepCopyObject() runtime.Object {
+	return &slimmed{meta: *s.meta.DeepCopy(), apiVersion: s.apiVersion, kind: s.kind}
+}
+
+// GetObjectMeta makes slimmed a meta.Accessor (keys, indexers, informer).
+func (s *slimmed) GetObjectMeta() metav1.Object { return &s.meta }
+
+func (s *slimmed) object() *unstructured.Unstructured {
+	md := map[string]any{"name": s.meta.Name, "uid": string(s.meta.UID), "resourceVersion": s.meta.ResourceVersion}
+	if s.meta.Namespace != "" {
+		md["namespace"] = s.meta.Namespace
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": s.apiVersion, "kind": s.kind, "metadata": md}}
+}
+
+// slim is the transform of slim watches.
+func slim(obj any) (any, error) {
+	u, err := toTransform(obj)
+	if u == nil {
+		return obj, err
+	}
+	s := &slimmed{apiVersion: intern(u.GetAPIVersion()), kind: intern(u.GetKind())}
+	s.meta.Name, s.meta.Namespace = u.GetName(), intern(u.GetNamespace())
+	s.meta.UID, s.meta.ResourceVersion = u.GetUID(), u.GetResourceVersion()
+	return s, nil
 }

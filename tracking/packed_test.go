@@ -2,6 +2,8 @@ package tracking
 
 import (
 	"encoding/json"
+	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -70,5 +72,65 @@ func BenchmarkPackAndRead(b *testing.B) {
 		if _, ok := unpack(item); !ok {
 			b.Fatal("unpack")
 		}
+	}
+}
+
+const serviceAccountSample = `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"builder","namespace":"dev-%05d","uid":"6f1c2a4e-0000-4000-8000-%012d",
+	"resourceVersion":"%d","creationTimestamp":"2025-01-01T00:00:00Z","labels":{"app.kubernetes.io/part-of":"ci"},
+	"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"apiVersion\":\"v1\",\"kind\":\"ServiceAccount\"}","eks.amazonaws.com/role-arn":"arn:aws:iam::123456789012:role/builder"},
+	"managedFields":[{"manager":"kubectl","operation":"Apply","apiVersion":"v1","time":"2025-01-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{}}}}]},
+	"secrets":[{"name":"builder-token"}],"imagePullSecrets":[{"name":"registry"}]}`
+
+func serviceAccount(t testing.TB, i int) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	require.NoError(t, u.UnmarshalJSON(fmt.Appendf(nil, serviceAccountSample, i, i, i)))
+	return u
+}
+
+func TestSlimKeepsOnlyWhatSaysItExists(t *testing.T) {
+	item, err := slim(serviceAccount(t, 7))
+	require.NoError(t, err)
+	got, ok := unpack(item)
+	require.True(t, ok)
+	assert.Equal(t, map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": map[string]any{
+		"name": "builder", "namespace": "dev-00007", "uid": "6f1c2a4e-0000-4000-8000-000000000007", "resourceVersion": "7"}}, got.Object)
+	key, err := cache.MetaNamespaceKeyFunc(item)
+	require.NoError(t, err)
+	assert.Equal(t, "dev-00007/builder", key)
+	m, ok := metaOf(item)
+	require.True(t, ok)
+	assert.Equal(t, "6f1c2a4e-0000-4000-8000-000000000007", string(m.GetUID()))
+}
+
+// BenchmarkServiceAccountCache reports the heap one cached ServiceAccount
+// keeps, slim (what Kontinue caches) and compacted (a full decoded copy,
+// as other watches keep), over 10,000 accounts in 10,000 namespaces.
+func BenchmarkServiceAccountCache(b *testing.B) {
+	const n = 10000
+	for _, mode := range []struct {
+		name      string
+		transform func(any) (any, error)
+	}{{"slim", slim}, {"compact", compact}} {
+		b.Run(mode.name, func(b *testing.B) {
+			var per float64
+			for b.Loop() {
+				kept := make([]any, n)
+				for i := range kept {
+					item, err := mode.transform(serviceAccount(b, i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					kept[i] = item // the informer keeps only the transformed item
+				}
+				var with, without runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&with)
+				runtime.KeepAlive(kept)
+				runtime.GC()
+				runtime.ReadMemStats(&without)
+				per = float64(int64(with.HeapAlloc)-int64(without.HeapAlloc)) / n
+			}
+			b.ReportMetric(per, "B/account")
+		})
 	}
 }

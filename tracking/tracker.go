@@ -133,8 +133,10 @@ type Tracker struct {
 	informer InformerFunc
 	resync   time.Duration
 	handler  Handler
-	// pack says which watches cache their objects as JSON (packed.go).
+	// pack says which watches cache their objects as JSON (packed.go);
+	// slim, which keep only their objects' names and UIDs (slim).
 	pack func(Key) bool
+	slim func(Key) bool
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -164,6 +166,11 @@ func NewWith(newInformer InformerFunc, resync time.Duration, h Handler) *Tracker
 // not for those read in bulk on every reconcile (chains, templates). Call
 // before Start.
 func (t *Tracker) PackWhen(f func(Key) bool) { t.pack = f }
+
+// SlimWhen makes the watches f picks cache only their objects' name,
+// namespace, UID and resourceVersion (slim): for a kind of which Kontinue
+// only needs to know what exists (ServiceAccounts). Call before Start.
+func (t *Tracker) SlimWhen(f func(Key) bool) { t.slim = f }
 
 // Handle collects the watches one user needs during one reconcile: Watch
 // for each one as it is used, Done at the end. Watches the user held
@@ -447,9 +454,12 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 		panic("tracking: Ensure before Start") // programming error, not input
 	}
 	inf := t.informer(k, t.resync)
-	if t.pack != nil && t.pack(k) {
+	switch {
+	case t.slim != nil && t.slim(k):
+		_ = inf.SetTransform(slim)
+	case t.pack != nil && t.pack(k):
 		_ = inf.SetTransform(pack)
-	} else {
+	default:
 		_ = inf.SetTransform(compact)
 	}
 	// Added before the informer runs (it refuses indexers afterwards).

@@ -3,6 +3,7 @@ package stamp
 import (
 	"container/list"
 	"context"
+	"fmt"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +29,23 @@ type Clients struct {
 	mu   sync.Mutex
 	ll   *list.List // most recently used first; values are *saClient
 	m    map[string]*list.Element
+	// Exists, when set, says whether a service account exists (from a
+	// cache): For refuses an account that does not, since the API server
+	// lets Kontinue act as a deleted account whose RoleBindings remain.
+	Exists func(namespace, name string) bool
+}
+
+// ServiceAccountNotFound is For's error for an account that does not exist.
+type ServiceAccountNotFound struct{ Namespace, Name string }
+
+func (e *ServiceAccountNotFound) Error() string {
+	return NotFoundMessage(e.Namespace, e.Name)
+}
+
+// NotFoundMessage says that a service account does not exist, in
+// Cartographer's words (its ServiceAccountError message).
+func NotFoundMessage(namespace, name string) string {
+	return fmt.Sprintf("failed to get service account object from api server [%[1]s/%[2]s]: failed to get object [%[1]s/%[2]s] from api server: serviceaccounts %[3]q not found", namespace, name, name)
 }
 
 type saClient struct {
@@ -75,12 +93,23 @@ func ServiceAccountUser(namespace, name string) string {
 	return "system:serviceaccount:" + namespace + ":" + name
 }
 
-// For returns a client acting as the service account namespace/name. It
+// For returns a client acting as the service account namespace/name (an
+// error if Exists says it does not exist). It
 // sends no groups: the API server then gives the account its own groups
 // (system:serviceaccounts, system:serviceaccounts:<ns>, system:authenticated),
 // so RBAC bindings to them keep working, and Kontinue needs `impersonate` on
 // serviceaccounts only, not on groups (which would reach system:masters).
 func (c *Clients) For(namespace, name string) (dynamic.Interface, error) {
+	if c.Exists != nil && !c.Exists(namespace, name) {
+		return nil, &ServiceAccountNotFound{Namespace: namespace, Name: name}
+	}
+	return c.Unchecked(namespace, name)
+}
+
+// Unchecked is For without asking Exists: for the watches that list as an
+// account (tracking makes them under its lock, which Exists takes too).
+// Their users check the account before they ask for such a watch.
+func (c *Clients) Unchecked(namespace, name string) (dynamic.Interface, error) {
 	key := namespace + "/" + name
 	c.mu.Lock()
 	defer c.mu.Unlock()

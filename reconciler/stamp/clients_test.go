@@ -55,3 +55,17 @@ func TestClientsShareOneRateLimiter(t *testing.T) {
 	assert.Nil(t, own.RateLimiter, "the caller's config is not changed")
 	assert.Same(t, shared.RateLimiter, SharedRateLimiter(shared).RateLimiter, "a config with a limiter keeps it")
 }
+
+// An account that does not exist gets no client: the API server would let
+// Kontinue act as it while a RoleBinding names it.
+func TestClientsRefuseAnAccountThatDoesNotExist(t *testing.T) {
+	c := NewClients(&rest.Config{Host: "https://127.0.0.1:1", QPS: -1}, 0)
+	c.Exists = func(ns, name string) bool { return name == "there" }
+	_, err := c.For("dev", "there")
+	require.NoError(t, err)
+	_, err = c.For("dev", "gone")
+	var nf *ServiceAccountNotFound
+	require.ErrorAs(t, err, &nf)
+	assert.Equal(t, `failed to get service account object from api server [dev/gone]: failed to get object [dev/gone] from api server: serviceaccounts "gone" not found`, err.Error())
+	assert.Equal(t, 1, c.Len(), "nothing kept for it")
+}

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Condition statuses.
@@ -45,6 +46,24 @@ type OwnerStatus struct {
 	// after: `kontinue reconcile --wait` waits for it (as Flux's
 	// lastHandledReconcileAt).
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+	// GeneratedRunTemplates are the ClusterRunTemplates Kontinue created
+	// for the owner's runnable: true steps. Cluster-scoped, they carry no
+	// owner reference: this record (only Kontinue writes an owner's
+	// status) is what proves an object is Kontinue's. Labels, which
+	// anyone can copy, prove nothing.
+	GeneratedRunTemplates []GeneratedRunTemplate `json:"generatedRunTemplates,omitempty"`
+}
+
+// GeneratedRunTemplate records one ClusterRunTemplate Kontinue generated:
+// it updates and deletes the object of that name only while its UID is
+// this one. A record without UID is one about to be created: the object
+// Kontinue creates carries Claim (AnnotationClaim), so that a crash
+// between the create and the status write does not lose it.
+type GeneratedRunTemplate struct {
+	Step  string    `json:"step"`
+	Name  string    `json:"name"`
+	UID   types.UID `json:"uid,omitempty"`
+	Claim string    `json:"claim,omitempty"`
 }
 
 // ObjectRef names a cluster-scoped object.
