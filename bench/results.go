@@ -142,6 +142,7 @@ type params struct {
 	Seed          uint64  `json:"seed"`
 	KontinueFlags string  `json:"kontinueFlags"`
 	KontinueEnv   string  `json:"kontinueEnv,omitempty"`
+	Engine        string  `json:"engine,omitempty"`
 }
 
 type target struct {
@@ -204,7 +205,7 @@ func newResults(o options, root string) *results {
 	r.Params = params{Workloads: o.n, Steps: stepsPerWorkload, Workers: o.workers, QPS: o.qps, Burst: o.burst,
 		Idle: o.idle.String(), Changes: o.changes, ChangeRate: o.changeRate, Resync: o.resync.String(), Seed: o.seed,
 		KontinueFlags: strings.Join(o.kontinueFlags(), " "), FloorWriters: o.floorWriters,
-		KontinueEnv: o.extraEnv}
+		KontinueEnv: o.extraEnv, Engine: o.engine}
 	return r
 }
 
@@ -246,7 +247,7 @@ func (r *results) finish() {
 func (r *results) table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nKontinue benchmark  %s  commit %s%s  %s  %d cores  load %s\n", r.Date, r.Commit, map[bool]string{true: "+dirty"}[r.Dirty], r.GoVersion, r.Cores, r.LoadAvg)
-	fmt.Fprintf(&b, "%d workloads × %d steps = %d ConfigMaps; Kontinue %s %s\n\n", r.Params.Workloads, r.Params.Steps, r.Convergence.StampedObjects, r.Params.KontinueFlags, r.Params.KontinueEnv)
+	fmt.Fprintf(&b, "%d workloads × %d steps = %d ConfigMaps (%s templates); Kontinue %s %s\n\n", r.Params.Workloads, r.Params.Steps, r.Convergence.StampedObjects, r.Params.Engine, r.Params.KontinueFlags, r.Params.KontinueEnv)
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	row := func(name, value string) { fmt.Fprintf(w, "%s\t%s\n", name, value) }
 	cpu := func(m map[string]float64) string {
