@@ -352,8 +352,8 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 	if _, hwm, err := memory(b.k.pid); err == nil {
 		res.Memory.PeakRSSMiB = mib(float64(hwm))
 	}
-	heap, anon := samp.finish()
-	res.Memory.PeakHeapMiB, res.Memory.PeakAnonRSSMiB = mib(heap), mib(anon)
+	heap, anon, kids := samp.finish()
+	res.Memory.PeakHeapMiB, res.Memory.PeakAnonRSSMiB, res.Memory.PeakRenderersAnonRSSMiB = mib(heap), mib(anon), mib(kids)
 
 	// 4b. Forced resync: a restart re-lists everything and reconciles every
 	// workload; then a second quiet window with a short resync period.
@@ -394,7 +394,7 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 		res.Memory.RestartPeakRSSMiB = mib(float64(hwm))
 		res.Memory.RestartSteadyRSSMiB = mib(float64(rss))
 	}
-	heap2, _ := samp2.finish()
+	heap2, _, _ := samp2.finish()
 	res.Memory.RestartPeakHeapMiB = mib(heap2)
 	b.stopKontinue()
 	b.k = nil

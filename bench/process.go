@@ -179,28 +179,68 @@ func memory(pid int) (rss, hwm int64, err error) {
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// cpuSeconds reads a process's user+system CPU time.
+// cpuSeconds reads a process's user+system CPU time, its children's
+// included (Kontinue's renderers): the children it has reaped, and those
+// still running.
 func cpuSeconds(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	own, _, err := procStat(pid)
 	if err != nil {
 		return 0, err
+	}
+	for _, c := range children(pid) {
+		if s, _, err := procStat(c); err == nil {
+			own += s
+		}
+	}
+	return own, nil
+}
+
+// procStat reads a process's CPU seconds (user+system, its reaped
+// children's included) and its parent's pid from /proc/<pid>/stat.
+func procStat(pid int) (cpu float64, ppid int, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
 	}
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
-	// After the command: state(0) … utime(11) stime(12).
-	u, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	// After the command: state(0) ppid(1) … utime(11) stime(12)
+	// cutime(13) cstime(14).
+	ppid, _ = strconv.Atoi(f[1])
+	for _, k := range f[11:15] {
+		v, err := strconv.ParseFloat(k, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		}
+		cpu += v
 	}
-	return (u + st) / clockTicks, nil
+	return cpu / clockTicks, ppid, nil
+}
+
+// children lists the running child processes of pid.
+func children(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, ppid, err := procStat(c); err == nil && ppid == pid {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // cpuMeter measures the CPU time of named processes over a phase.
@@ -237,8 +277,11 @@ type sampler struct {
 	mu       sync.Mutex
 	peakHeap float64
 	peakAnon float64
-	stop     chan struct{}
-	done     chan struct{}
+	// peakChildren: the anonymous RSS of Kontinue's child processes (its
+	// renderers), summed.
+	peakChildren float64
+	stop         chan struct{}
+	done         chan struct{}
 }
 
 func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sampler {
@@ -261,6 +304,15 @@ func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sample
 				s.peakAnon = max(s.peakAnon, float64(a))
 				s.mu.Unlock()
 			}
+			var kids int64
+			for _, c := range children(k.pid) {
+				if a, err := rssAnon(c); err == nil {
+					kids += a
+				}
+			}
+			s.mu.Lock()
+			s.peakChildren = max(s.peakChildren, float64(kids))
+			s.mu.Unlock()
 			select {
 			case <-s.stop:
 				return
@@ -273,12 +325,12 @@ func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sample
 	return s
 }
 
-// finish stops sampling and returns the largest heap and anonymous RSS
-// seen, bytes.
-func (s *sampler) finish() (heap, anon float64) {
+// finish stops sampling and returns the largest heap, anonymous RSS and
+// children's anonymous RSS seen, bytes.
+func (s *sampler) finish() (heap, anon, kids float64) {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.peakHeap, s.peakAnon
+	return s.peakHeap, s.peakAnon, s.peakChildren
 }

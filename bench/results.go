@@ -109,15 +109,18 @@ type results struct {
 		PeakHeapMiB     float64 `json:"peakHeapMiB"`
 		// PeakAnonRSSMiB is the sampled peak of RssAnon: the RSS without
 		// the executable's pages mapped from the page cache.
-		PeakAnonRSSMiB      float64 `json:"peakAnonRSSMiB"`
-		SteadyHeapMiB       float64 `json:"steadyHeapMiB"`
-		RSSPerObjectKiB     float64 `json:"steadyRSSPerStampedObjectKiB"`
-		HeapPerObjectKiB    float64 `json:"steadyHeapPerStampedObjectKiB"`
-		AddedRSSPerObject   float64 `json:"addedRSSPerStampedObjectKiB"`
-		AddedHeapPerObject  float64 `json:"addedHeapPerStampedObjectKiB"`
-		RestartPeakRSSMiB   float64 `json:"restartPeakRSSMiB"`
-		RestartSteadyRSSMiB float64 `json:"restartSteadyRSSMiB"`
-		RestartPeakHeapMiB  float64 `json:"restartPeakHeapMiB"`
+		PeakAnonRSSMiB float64 `json:"peakAnonRSSMiB"`
+		// PeakRenderersAnonRSSMiB is the sampled peak of the RssAnon of
+		// Kontinue's child processes (goTemplate renderers), summed.
+		PeakRenderersAnonRSSMiB float64 `json:"peakRenderersAnonRSSMiB"`
+		SteadyHeapMiB           float64 `json:"steadyHeapMiB"`
+		RSSPerObjectKiB         float64 `json:"steadyRSSPerStampedObjectKiB"`
+		HeapPerObjectKiB        float64 `json:"steadyHeapPerStampedObjectKiB"`
+		AddedRSSPerObject       float64 `json:"addedRSSPerStampedObjectKiB"`
+		AddedHeapPerObject      float64 `json:"addedHeapPerStampedObjectKiB"`
+		RestartPeakRSSMiB       float64 `json:"restartPeakRSSMiB"`
+		RestartSteadyRSSMiB     float64 `json:"restartSteadyRSSMiB"`
+		RestartPeakHeapMiB      float64 `json:"restartPeakHeapMiB"`
 	} `json:"memory"`
 	Targets []target `json:"targets"`
 
@@ -314,6 +317,7 @@ func (r *results) table() string {
 	m := r.Memory
 	row("6 RSS peak / steady (baseline)", fmt.Sprintf("%.1f / %.1f MiB (%.1f MiB before the workloads)", m.PeakRSSMiB, m.SteadyRSSMiB, m.BaselineRSSMiB))
 	row("  anonymous RSS peak (sampled)", fmt.Sprintf("%.1f MiB (the rest is the executable's pages, mapped from the page cache)", m.PeakAnonRSSMiB))
+	row("  renderers' anonymous RSS peak", fmt.Sprintf("%.1f MiB (Kontinue's child processes, summed, sampled)", m.PeakRenderersAnonRSSMiB))
 	row("  Go heap peak / steady (baseline)", fmt.Sprintf("%.1f / %.1f MiB (%.1f MiB)", m.PeakHeapMiB, m.SteadyHeapMiB, m.BaselineHeapMiB))
 	row("  per stamped object, steady", fmt.Sprintf("RSS %.1f KiB, heap %.1f KiB (added by the workloads: RSS %.1f KiB, heap %.1f KiB)", m.RSSPerObjectKiB, m.HeapPerObjectKiB, m.AddedRSSPerObject, m.AddedHeapPerObject))
 	row("  after restart: RSS peak / steady, heap peak", fmt.Sprintf("%.1f / %.1f MiB, %.1f MiB", m.RestartPeakRSSMiB, m.RestartSteadyRSSMiB, m.RestartPeakHeapMiB))

@@ -83,7 +83,8 @@ func (yttEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context)
 		if err != nil {
 			return nil, &StampError{Engine: YttName, Message: "template context is not JSON", Err: err}
 		}
-		v, err := bounded(ctx, key, func(runCtx context.Context) (any, error) { return runYtt(runCtx, req) })
+		ns, _ := ownerOf(tc)
+		v, err := bounded(ctx, ns, key, func(runCtx context.Context) (any, error) { return runYtt(runCtx, req) })
 		if err != nil {
 			return nil, boundedError(YttName, ctx, err, "ytt failed")
 		}
