@@ -38,6 +38,12 @@ var renderSlots = make(chan struct{}, limits.running)
 // leave the other half to everyone else.
 var nsShare = max(1, limits.running/2)
 
+// queueWait bounds how long a render waits for its namespace's share and a
+// slot. The reconcile waiting for it holds a worker: renders that hold the
+// slots until their deadline must not hold the workers too. Renders that
+// finish take milliseconds, so a burst of them passes well within it.
+var queueWait = time.Second
+
 // withTimeout bounds a render by limits.timeout (or the caller's earlier
 // deadline).
 func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -109,7 +115,7 @@ var flights = struct {
 // again. Callers asking for the same key while it runs join it instead of
 // starting it again; at most limits.running renders execute at once, at
 // most nsShare of them for namespace ns. A render waits for its namespace's
-// share and then for a slot, both within its deadline.
+// share and then for a slot, for at most queueWait in all.
 func bounded(ctx context.Context, ns, key string, fn func(context.Context) (any, error)) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -150,14 +156,16 @@ func bounded(ctx context.Context, ns, key string, fn func(context.Context) (any,
 
 // runFlight takes the namespace's share and a slot, then runs fn.
 func runFlight(ctx context.Context, f *flight, ns string, fn func(context.Context) (any, error)) (any, error) {
-	if !namespaceSlots.take(ctx, ns) {
+	queued, cancel := context.WithTimeout(ctx, queueWait)
+	defer cancel()
+	if !namespaceSlots.take(queued, ns) {
 		return nil, nsBusyError{ns}
 	}
 	defer namespaceSlots.give(ns)
 	f.stage.Store(waitingSlot)
 	select {
 	case renderSlots <- struct{}{}:
-	case <-ctx.Done():
+	case <-queued.Done():
 		return nil, errBusy
 	}
 	defer func() { <-renderSlots }()
