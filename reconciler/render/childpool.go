@@ -33,7 +33,8 @@ type childPool struct {
 	idle  []*child // most recently used last
 	timer *time.Timer
 
-	started atomic.Int64 // processes started
+	started   atomic.Int64 // processes started
+	exchanges atomic.Int64 // requests answered
 }
 
 func newChildPool(env string) *childPool {
@@ -69,6 +70,7 @@ func (p *childPool) exchange(ctx context.Context, req [][]byte, read func(*bufio
 		}
 		retiring, err := c.roundTrip(ctx, req, read)
 		if err == nil {
+			p.exchanges.Add(1)
 			if retiring {
 				c.close()
 			} else {

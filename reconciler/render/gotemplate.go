@@ -48,14 +48,35 @@ func (goTemplateEngine) Name() string { return GoTemplateName }
 // goTemplateChildren render goTemplates.
 var goTemplateChildren = newChildPool(goTemplateChildEnv)
 
-// Rendered documents (or the failure of a template at fault) by template
-// and context. A reconcile renders every step again; unless the owner or
-// an input changed, the answer is here.
+// Rendered documents (or the failure of a template at fault), one entry
+// per step of an owner (goTemplateStep): the template and context it was
+// rendered with (key) and the result. A reconcile renders every step
+// again; unless the owner or an input changed, the answer is here. A step
+// whose context changed replaces its entry: an owner's earlier contexts do
+// not come back, and need not be kept.
 var goTemplateResults = newLRU(8192, 32<<20)
 
 type goTemplateResult struct {
+	key  string
 	docs []jsonDoc
 	err  error
+}
+
+// goTemplateStep names a step of an owner in goTemplateResults: the owner,
+// the step's labels (which name the step) and the template.
+func goTemplateStep(tc Context, template []byte) string {
+	labels, _ := appendJSON(nil, tc["labels"], 0)
+	l, t := sha256.Sum256(labels), sha256.Sum256(template)
+	return ownerKey(tc) + "/" + string(l[:]) + string(t[:])
+}
+
+// cachedGoTemplate returns the result kept for step if it was rendered
+// with key.
+func cachedGoTemplate(step, key string) (goTemplateResult, bool) {
+	if v, ok := goTemplateResults.get(step); ok && v.(goTemplateResult).key == key {
+		return v.(goTemplateResult), true
+	}
+	return goTemplateResult{}, false
 }
 
 func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context) ([]*unstructured.Unstructured, error) {
@@ -73,18 +94,18 @@ func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc C
 	if err != nil {
 		return nil, &StampError{Engine: GoTemplateName, Message: "template context is not JSON", Err: err}
 	}
-	key := GoTemplateName + "/" + digest([]byte(spec.GoTemplate)) + "/" + digest(doc)
-	var res goTemplateResult
-	if v, ok := goTemplateResults.get(key); ok {
-		res = v.(goTemplateResult)
-	} else {
+	t, c := sha256.Sum256([]byte(spec.GoTemplate)), sha256.Sum256(doc)
+	key := GoTemplateName + "/" + string(t[:]) + string(c[:])
+	step := goTemplateStep(tc, []byte(spec.GoTemplate))
+	res, ok := cachedGoTemplate(step, key)
+	if !ok {
 		hdr, err := json.Marshal(goTemplateRequest{MaxBytes: limits.bytes, MaxObjects: limits.objects, TimeoutMS: limits.timeout.Milliseconds()})
 		if err != nil {
 			return nil, &StampError{Engine: GoTemplateName, Message: "cannot encode the render request", Err: err}
 		}
 		req := [][]byte{hdr, []byte(spec.GoTemplate), doc}
 		ns, _ := ownerOf(tc)
-		v, err := bounded(ctx, ns, key, func(runCtx context.Context) (any, error) { return runGoTemplate(runCtx, key, req) })
+		v, err := bounded(ctx, ns, key, func(runCtx context.Context) (any, error) { return runGoTemplate(runCtx, step, key, req) })
 		if err != nil {
 			return nil, boundedError(GoTemplateName, ctx, err, "goTemplate failed to render")
 		}
@@ -108,18 +129,18 @@ func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc C
 // runGoTemplate renders one request in a child and keeps what it learned
 // in goTemplateResults: the documents, a template at fault, or (for a
 // while) that it ran out of time.
-func runGoTemplate(ctx context.Context, key string, req [][]byte) (any, error) {
+func runGoTemplate(ctx context.Context, step, key string, req [][]byte) (any, error) {
 	var a goTemplateAnswer
 	err := goTemplateChildren.exchange(ctx, req, func(r *bufio.Reader) (bool, error) {
 		a = goTemplateAnswer{}
 		err := a.read(r, maxGoTemplateDocs(limits.bytes))
 		return a.Retire, err
 	})
-	var res goTemplateResult
+	res := goTemplateResult{key: key}
 	var fail *childFailure
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		goTemplateResults.add(key, goTemplateResult{err: slowError{timeoutError(GoTemplateName, ctx)}}, 1024, timeoutMemo)
+		goTemplateResults.add(step, goTemplateResult{key: key, err: slowError{timeoutError(GoTemplateName, ctx)}}, 1024, timeoutMemo)
 		return nil, err
 	case errors.As(err, &fail):
 		var templates bool
@@ -142,11 +163,11 @@ func runGoTemplate(ctx context.Context, key string, req [][]byte) (any, error) {
 			res.docs = a.docs
 		}
 	}
-	size := int64(len(key) + 256)
+	size := int64(len(step) + len(key) + 256)
 	for _, d := range res.docs {
 		size += int64(len(d.JSON) + len(d.Where) + 64)
 	}
-	goTemplateResults.add(key, res, size, 0)
+	goTemplateResults.add(step, res, size, 0)
 	return res, nil
 }
 

@@ -371,3 +371,41 @@ func TestGoTemplateChildren(t *testing.T) {
 	require.NotNil(t, idle.cmd.ProcessState)
 	assert.True(t, idle.cmd.ProcessState.Success(), "it exited when its stdin closed: %v", idle.cmd.ProcessState)
 }
+
+// A step rendered again with the same template and context is answered
+// from the cache, without a child; a new context replaces the step's entry.
+func TestGoTemplateCache(t *testing.T) {
+	freshGoTemplateCache(t)
+	spec := &api.TemplateSpec{GoTemplate: "{apiVersion: v1, kind: ConfigMap, metadata: {name: {{ .workload.metadata.name }}}, data: {rv: '{{ .workload.metadata.resourceVersion }}'}}"}
+	tc := testContext()
+	md := tc["workload"].(map[string]any)["metadata"].(map[string]any)
+	md["resourceVersion"] = "1"
+	render := func(tc Context) *unstructured.Unstructured {
+		t.Helper()
+		objs, err := GoTemplate().Render(context.Background(), spec, tc)
+		require.NoError(t, err)
+		require.Len(t, objs, 1)
+		return objs[0]
+	}
+	n := goTemplateChildren.exchanges.Load()
+	a := render(tc)
+	assert.Equal(t, n+1, goTemplateChildren.exchanges.Load())
+	a.SetName("changed by the caller")
+	b := render(tc)
+	assert.Equal(t, n+1, goTemplateChildren.exchanges.Load(), "the same template and context: from the cache")
+	assert.Equal(t, "petclinic", b.GetName(), "each caller gets its own objects")
+
+	md["resourceVersion"] = "2"
+	c := render(tc)
+	assert.Equal(t, n+2, goTemplateChildren.exchanges.Load(), "a new context renders again")
+	assert.Equal(t, "2", c.Object["data"].(map[string]any)["rv"])
+	assert.Equal(t, 1, goTemplateResults.ll.Len(), "the step's entry was replaced")
+
+	other := testContext()
+	other["labels"] = map[string]any{"carto.run/resource-name": "another-step"}
+	other["workload"].(map[string]any)["metadata"].(map[string]any)["resourceVersion"] = "2"
+	render(other)
+	assert.Equal(t, 2, goTemplateResults.ll.Len(), "another step of the owner has its own entry")
+	render(tc)
+	assert.Equal(t, n+3, goTemplateChildren.exchanges.Load(), "neither evicted the other")
+}

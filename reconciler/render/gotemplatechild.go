@@ -154,6 +154,9 @@ func (a *goTemplateAnswer) read(r *bufio.Reader, maxDocs int) error {
 			return err
 		}
 		maxDocs -= len(j)
+		if where == goTemplateOutput {
+			where = goTemplateOutput // one string for the usual name, not one per cached result
+		}
 		a.docs = append(a.docs, jsonDoc{Where: where, JSON: j})
 	}
 	return nil
@@ -212,7 +215,7 @@ func answerGoTemplate(req *goTemplateRequest, text string, ctx []byte) (a goTemp
 		return fail("goTemplate failed to render", err)
 	}
 	d := &objectDecoder{engine: GoTemplateName, keep: true}
-	if err := d.decode("goTemplate output", w.buf.Bytes()); err != nil {
+	if err := d.decode(goTemplateOutput, w.buf.Bytes()); err != nil {
 		var se *StampError
 		if errors.As(err, &se) {
 			return fail(se.Message, se.Err)
@@ -243,6 +246,9 @@ func mappedBytes() uint64 {
 	}
 	return s[0].Value.Uint64()
 }
+
+// goTemplateOutput names the rendered text in messages.
+const goTemplateOutput = "goTemplate output"
 
 // Bounds of the frames between the controller and a goTemplate child.
 const (
