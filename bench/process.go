@@ -179,49 +179,50 @@ func memory(pid int) (rss, hwm int64, err error) {
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// cpuSeconds reads a process's user+system CPU time, its children's
-// included (Kontinue's renderers): the children it has reaped, and those
-// still running.
-func cpuSeconds(pid int) (float64, error) {
-	own, _, err := procStat(pid)
-	if err != nil {
-		return 0, err
+// cpuSeconds reads a process's user+system CPU time; with children, its
+// children's too (Kontinue's renderers): those it has reaped, and those
+// still running. The bench's own children are the control plane, counted
+// under their own names.
+func cpuSeconds(pid int, withChildren bool) (float64, error) {
+	own, reaped, _, err := procStat(pid)
+	if err != nil || !withChildren {
+		return own, err
 	}
+	total := own + reaped
 	for _, c := range children(pid) {
-		if s, _, err := procStat(c); err == nil {
-			own += s
+		if o, r, _, err := procStat(c); err == nil {
+			total += o + r
 		}
 	}
-	return own, nil
+	return total, nil
 }
 
-// procStat reads a process's CPU seconds (user+system, its reaped
-// children's included) and its parent's pid from /proc/<pid>/stat.
-func procStat(pid int) (cpu float64, ppid int, err error) {
+// procStat reads a process's CPU seconds (user+system), its reaped
+// children's, and its parent's pid from /proc/<pid>/stat.
+func procStat(pid int) (own, reaped float64, ppid int, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 15 {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
 	// After the command: state(0) ppid(1) … utime(11) stime(12)
 	// cutime(13) cstime(14).
 	ppid, _ = strconv.Atoi(f[1])
-	for _, k := range f[11:15] {
-		v, err := strconv.ParseFloat(k, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	var t [4]float64
+	for i, k := range f[11:15] {
+		if t[i], err = strconv.ParseFloat(k, 64); err != nil {
+			return 0, 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 		}
-		cpu += v
 	}
-	return cpu / clockTicks, ppid, nil
+	return (t[0] + t[1]) / clockTicks, (t[2] + t[3]) / clockTicks, ppid, nil
 }
 
 // children lists the running child processes of pid.
@@ -236,7 +237,7 @@ func children(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if _, ppid, err := procStat(c); err == nil && ppid == pid {
+		if _, _, ppid, err := procStat(c); err == nil && ppid == pid {
 			out = append(out, c)
 		}
 	}
@@ -252,7 +253,7 @@ type cpuMeter struct {
 func newCPUMeter(pids map[string]int) *cpuMeter {
 	m := &cpuMeter{pids: pids, start: map[string]float64{}}
 	for name, pid := range pids {
-		if s, err := cpuSeconds(pid); err == nil {
+		if s, err := cpuSeconds(pid, name != "bench"); err == nil {
 			m.start[name] = s
 		}
 	}
@@ -263,7 +264,7 @@ func newCPUMeter(pids map[string]int) *cpuMeter {
 func (m *cpuMeter) read() map[string]float64 {
 	out := map[string]float64{}
 	for name, pid := range m.pids {
-		if s, err := cpuSeconds(pid); err == nil {
+		if s, err := cpuSeconds(pid, name != "bench"); err == nil {
 			out[name] = round(s-m.start[name], 1)
 		}
 	}
