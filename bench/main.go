@@ -47,6 +47,7 @@ type options struct {
 	extraArgs     string
 	extraEnv      string
 	compare       bool
+	engine        string
 }
 
 func main() {
@@ -70,7 +71,12 @@ func main() {
 	flag.StringVar(&o.extraArgs, "kontinue-args", "", "more Kontinue flags, space-separated")
 	flag.StringVar(&o.extraEnv, "kontinue-env", "", "environment for Kontinue, space-separated NAME=value (e.g. GOMEMLIMIT=120MiB)")
 	flag.BoolVar(&o.compare, "compare", false, "head-to-head instead: Cartographer v0.8.11 and Kontinue at their defaults, each on a fresh control plane (cold start and created-while-running), and the floor of unthrottled writers (bench/README.md)")
+	flag.StringVar(&o.engine, "engine", engineSimple, "the engine of the chain's templates: "+engineSimple+" ($(…)$ tags) or "+engineGoTemplate)
 	flag.Parse()
+	if o.engine != engineSimple && o.engine != engineGoTemplate || o.compare && o.engine != engineSimple {
+		fmt.Fprintln(os.Stderr, "bench: -engine is "+engineSimple+" or "+engineGoTemplate+" (and only "+engineSimple+" with -compare: Cartographer has no goTemplate)")
+		os.Exit(2)
+	}
 	if o.n < 1 || o.workers < 0 || o.burst < 0 || o.floorWriters < 1 || o.changeRate <= 0 || o.changes < 0 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -floor-writers and -change-rate must be positive, -workers and -burst not negative")
 		os.Exit(2)
@@ -264,7 +270,7 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 	if err := b.startKontinue(ctx, "kontinue", "--install-crds"); err != nil {
 		return err
 	}
-	objs, err := parseObjects(stamperRole + "\n---\n" + namespaceYAML(benchNS) + "\n---\n" + chainYAML)
+	objs, err := parseObjects(stamperRole + "\n---\n" + namespaceYAML(benchNS) + "\n---\n" + benchChainYAML(o.engine))
 	if err != nil {
 		return err
 	}
@@ -346,8 +352,8 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 	if _, hwm, err := memory(b.k.pid); err == nil {
 		res.Memory.PeakRSSMiB = mib(float64(hwm))
 	}
-	heap, anon := samp.finish()
-	res.Memory.PeakHeapMiB, res.Memory.PeakAnonRSSMiB = mib(heap), mib(anon)
+	heap, anon, kids := samp.finish()
+	res.Memory.PeakHeapMiB, res.Memory.PeakAnonRSSMiB, res.Memory.PeakRenderersAnonRSSMiB = mib(heap), mib(anon), mib(kids)
 
 	// 4b. Forced resync: a restart re-lists everything and reconciles every
 	// workload; then a second quiet window with a short resync period.
@@ -388,7 +394,7 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 		res.Memory.RestartPeakRSSMiB = mib(float64(hwm))
 		res.Memory.RestartSteadyRSSMiB = mib(float64(rss))
 	}
-	heap2, _ := samp2.finish()
+	heap2, _, _ := samp2.finish()
 	res.Memory.RestartPeakHeapMiB = mib(heap2)
 	b.stopKontinue()
 	b.k = nil

@@ -91,6 +91,10 @@ spec:
     data:
       image: $(image)$
 ---
+` + chainOnlyYAML
+
+// chainOnlyYAML is the supply chain of both engines' templates.
+const chainOnlyYAML = `
 apiVersion: carto.run/v1alpha1
 kind: ClusterSupplyChain
 metadata: {name: ` + chainName + `}
@@ -106,6 +110,67 @@ spec:
     templateRef: {kind: ClusterTemplate, name: bench-app}
     images: [{name: image, resource: image-builder}]
 `
+
+// goTemplateChainYAML is chainYAML with goTemplate templates (-engine
+// goTemplate): the same objects, rendered by the goTemplate engine, so that
+// its cost (a render in a bounded child process, or from the cache) shows
+// in the same figures.
+const goTemplateChainYAML = `
+apiVersion: carto.run/v1alpha1
+kind: ClusterSourceTemplate
+metadata: {name: bench-source}
+spec:
+  urlPath: .data.url
+  revisionPath: .data.revision
+  goTemplate: |
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: {{ .workload.metadata.name }}-source}
+    data:
+      url: {{ .workload.spec.source.git.url | quote }}
+      revision: {{ .workload.spec.source.git.ref.branch | quote }}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterImageTemplate
+metadata: {name: bench-image}
+spec:
+  params: [{name: registry, default: ` + registry + `}]
+  imagePath: .data.image
+  goTemplate: |
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: {{ .workload.metadata.name }}-image}
+    data:
+      image: {{ printf "%s/%s:%s" .params.registry .workload.metadata.name .source.revision | quote }}
+      builtFrom: {{ .source.url | quote }}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: bench-app}
+spec:
+  goTemplate: |
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: {{ .workload.metadata.name }}-app}
+    data:
+      image: {{ .image | quote }}
+---
+` + chainOnlyYAML
+
+// benchChainYAML is the chain and its templates for the engine named by
+// -engine.
+func benchChainYAML(engine string) string {
+	if engine == engineGoTemplate {
+		return goTemplateChainYAML
+	}
+	return chainYAML
+}
+
+// Values of -engine.
+const (
+	engineSimple     = "template"
+	engineGoTemplate = "goTemplate"
+)
 
 // stepsPerWorkload is the number of objects the chain stamps per workload.
 const stepsPerWorkload = 3

@@ -179,28 +179,69 @@ func memory(pid int) (rss, hwm int64, err error) {
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// cpuSeconds reads a process's user+system CPU time.
-func cpuSeconds(pid int) (float64, error) {
+// cpuSeconds reads a process's user+system CPU time; with children, its
+// children's too (Kontinue's renderers): those it has reaped, and those
+// still running. The bench's own children are the control plane, counted
+// under their own names.
+func cpuSeconds(pid int, withChildren bool) (float64, error) {
+	own, reaped, _, err := procStat(pid)
+	if err != nil || !withChildren {
+		return own, err
+	}
+	total := own + reaped
+	for _, c := range children(pid) {
+		if o, r, _, err := procStat(c); err == nil {
+			total += o + r
+		}
+	}
+	return total, nil
+}
+
+// procStat reads a process's CPU seconds (user+system), its reaped
+// children's, and its parent's pid from /proc/<pid>/stat.
+func procStat(pid int) (own, reaped float64, ppid int, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	if len(f) < 15 {
+		return 0, 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
-	// After the command: state(0) … utime(11) stime(12).
-	u, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	// After the command: state(0) ppid(1) … utime(11) stime(12)
+	// cutime(13) cstime(14).
+	ppid, _ = strconv.Atoi(f[1])
+	var t [4]float64
+	for i, k := range f[11:15] {
+		if t[i], err = strconv.ParseFloat(k, 64); err != nil {
+			return 0, 0, 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		}
 	}
-	return (u + st) / clockTicks, nil
+	return (t[0] + t[1]) / clockTicks, (t[2] + t[3]) / clockTicks, ppid, nil
+}
+
+// children lists the running child processes of pid.
+func children(pid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		c, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, _, ppid, err := procStat(c); err == nil && ppid == pid {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // cpuMeter measures the CPU time of named processes over a phase.
@@ -212,7 +253,7 @@ type cpuMeter struct {
 func newCPUMeter(pids map[string]int) *cpuMeter {
 	m := &cpuMeter{pids: pids, start: map[string]float64{}}
 	for name, pid := range pids {
-		if s, err := cpuSeconds(pid); err == nil {
+		if s, err := cpuSeconds(pid, name != "bench"); err == nil {
 			m.start[name] = s
 		}
 	}
@@ -223,7 +264,7 @@ func newCPUMeter(pids map[string]int) *cpuMeter {
 func (m *cpuMeter) read() map[string]float64 {
 	out := map[string]float64{}
 	for name, pid := range m.pids {
-		if s, err := cpuSeconds(pid); err == nil {
+		if s, err := cpuSeconds(pid, name != "bench"); err == nil {
 			out[name] = round(s-m.start[name], 1)
 		}
 	}
@@ -237,8 +278,11 @@ type sampler struct {
 	mu       sync.Mutex
 	peakHeap float64
 	peakAnon float64
-	stop     chan struct{}
-	done     chan struct{}
+	// peakChildren: the anonymous RSS of Kontinue's child processes (its
+	// renderers), summed.
+	peakChildren float64
+	stop         chan struct{}
+	done         chan struct{}
 }
 
 func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sampler {
@@ -261,6 +305,15 @@ func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sample
 				s.peakAnon = max(s.peakAnon, float64(a))
 				s.mu.Unlock()
 			}
+			var kids int64
+			for _, c := range children(k.pid) {
+				if a, err := rssAnon(c); err == nil {
+					kids += a
+				}
+			}
+			s.mu.Lock()
+			s.peakChildren = max(s.peakChildren, float64(kids))
+			s.mu.Unlock()
 			select {
 			case <-s.stop:
 				return
@@ -273,12 +326,12 @@ func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sample
 	return s
 }
 
-// finish stops sampling and returns the largest heap and anonymous RSS
-// seen, bytes.
-func (s *sampler) finish() (heap, anon float64) {
+// finish stops sampling and returns the largest heap, anonymous RSS and
+// children's anonymous RSS seen, bytes.
+func (s *sampler) finish() (heap, anon, kids float64) {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.peakHeap, s.peakAnon
+	return s.peakHeap, s.peakAnon, s.peakChildren
 }

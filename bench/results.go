@@ -109,15 +109,18 @@ type results struct {
 		PeakHeapMiB     float64 `json:"peakHeapMiB"`
 		// PeakAnonRSSMiB is the sampled peak of RssAnon: the RSS without
 		// the executable's pages mapped from the page cache.
-		PeakAnonRSSMiB      float64 `json:"peakAnonRSSMiB"`
-		SteadyHeapMiB       float64 `json:"steadyHeapMiB"`
-		RSSPerObjectKiB     float64 `json:"steadyRSSPerStampedObjectKiB"`
-		HeapPerObjectKiB    float64 `json:"steadyHeapPerStampedObjectKiB"`
-		AddedRSSPerObject   float64 `json:"addedRSSPerStampedObjectKiB"`
-		AddedHeapPerObject  float64 `json:"addedHeapPerStampedObjectKiB"`
-		RestartPeakRSSMiB   float64 `json:"restartPeakRSSMiB"`
-		RestartSteadyRSSMiB float64 `json:"restartSteadyRSSMiB"`
-		RestartPeakHeapMiB  float64 `json:"restartPeakHeapMiB"`
+		PeakAnonRSSMiB float64 `json:"peakAnonRSSMiB"`
+		// PeakRenderersAnonRSSMiB is the sampled peak of the RssAnon of
+		// Kontinue's child processes (goTemplate renderers), summed.
+		PeakRenderersAnonRSSMiB float64 `json:"peakRenderersAnonRSSMiB"`
+		SteadyHeapMiB           float64 `json:"steadyHeapMiB"`
+		RSSPerObjectKiB         float64 `json:"steadyRSSPerStampedObjectKiB"`
+		HeapPerObjectKiB        float64 `json:"steadyHeapPerStampedObjectKiB"`
+		AddedRSSPerObject       float64 `json:"addedRSSPerStampedObjectKiB"`
+		AddedHeapPerObject      float64 `json:"addedHeapPerStampedObjectKiB"`
+		RestartPeakRSSMiB       float64 `json:"restartPeakRSSMiB"`
+		RestartSteadyRSSMiB     float64 `json:"restartSteadyRSSMiB"`
+		RestartPeakHeapMiB      float64 `json:"restartPeakHeapMiB"`
 	} `json:"memory"`
 	Targets []target `json:"targets"`
 
@@ -142,6 +145,7 @@ type params struct {
 	Seed          uint64  `json:"seed"`
 	KontinueFlags string  `json:"kontinueFlags"`
 	KontinueEnv   string  `json:"kontinueEnv,omitempty"`
+	Engine        string  `json:"engine,omitempty"`
 }
 
 type target struct {
@@ -204,7 +208,7 @@ func newResults(o options, root string) *results {
 	r.Params = params{Workloads: o.n, Steps: stepsPerWorkload, Workers: o.workers, QPS: o.qps, Burst: o.burst,
 		Idle: o.idle.String(), Changes: o.changes, ChangeRate: o.changeRate, Resync: o.resync.String(), Seed: o.seed,
 		KontinueFlags: strings.Join(o.kontinueFlags(), " "), FloorWriters: o.floorWriters,
-		KontinueEnv: o.extraEnv}
+		KontinueEnv: o.extraEnv, Engine: o.engine}
 	return r
 }
 
@@ -246,7 +250,7 @@ func (r *results) finish() {
 func (r *results) table() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nKontinue benchmark  %s  commit %s%s  %s  %d cores  load %s\n", r.Date, r.Commit, map[bool]string{true: "+dirty"}[r.Dirty], r.GoVersion, r.Cores, r.LoadAvg)
-	fmt.Fprintf(&b, "%d workloads × %d steps = %d ConfigMaps; Kontinue %s %s\n\n", r.Params.Workloads, r.Params.Steps, r.Convergence.StampedObjects, r.Params.KontinueFlags, r.Params.KontinueEnv)
+	fmt.Fprintf(&b, "%d workloads × %d steps = %d ConfigMaps (%s templates); Kontinue %s %s\n\n", r.Params.Workloads, r.Params.Steps, r.Convergence.StampedObjects, r.Params.Engine, r.Params.KontinueFlags, r.Params.KontinueEnv)
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	row := func(name, value string) { fmt.Fprintf(w, "%s\t%s\n", name, value) }
 	cpu := func(m map[string]float64) string {
@@ -313,6 +317,7 @@ func (r *results) table() string {
 	m := r.Memory
 	row("6 RSS peak / steady (baseline)", fmt.Sprintf("%.1f / %.1f MiB (%.1f MiB before the workloads)", m.PeakRSSMiB, m.SteadyRSSMiB, m.BaselineRSSMiB))
 	row("  anonymous RSS peak (sampled)", fmt.Sprintf("%.1f MiB (the rest is the executable's pages, mapped from the page cache)", m.PeakAnonRSSMiB))
+	row("  renderers' anonymous RSS peak", fmt.Sprintf("%.1f MiB (Kontinue's child processes, summed, sampled)", m.PeakRenderersAnonRSSMiB))
 	row("  Go heap peak / steady (baseline)", fmt.Sprintf("%.1f / %.1f MiB (%.1f MiB)", m.PeakHeapMiB, m.SteadyHeapMiB, m.BaselineHeapMiB))
 	row("  per stamped object, steady", fmt.Sprintf("RSS %.1f KiB, heap %.1f KiB (added by the workloads: RSS %.1f KiB, heap %.1f KiB)", m.RSSPerObjectKiB, m.HeapPerObjectKiB, m.AddedRSSPerObject, m.AddedHeapPerObject))
 	row("  after restart: RSS peak / steady, heap peak", fmt.Sprintf("%.1f / %.1f MiB, %.1f MiB", m.RestartPeakRSSMiB, m.RestartSteadyRSSMiB, m.RestartPeakHeapMiB))

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"container/list"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,16 +20,29 @@ import (
 )
 
 // Bounds of one render by the goTemplate, helm and ytt engines, so that a
-// hostile template or chart cannot stall or bloat the controller. A var so
-// tests can shrink them.
+// hostile template or chart cannot stall or bloat the controller. All three
+// render in child processes of Kontinue's own executable (gotemplatechild.go,
+// helmchild.go, yttchild.go), killed at the deadline and capped in memory
+// there. A var so tests can shrink them.
 var limits = struct {
-	timeout time.Duration // wall time of a render, fetching a chart included
+	timeout time.Duration // wall time of a render, fetching a chart and waiting for a slot included
 	bytes   int           // rendered text (YAML) of one render
 	objects int           // objects one render may produce
-	running int           // renders executing at once, abandoned ones included
+	running int           // renders executing at once
 }{timeout: 10 * time.Second, bytes: 4 << 20, objects: 64, running: 4}
 
 var renderSlots = make(chan struct{}, limits.running)
+
+// nsShare is how many render slots the renders of one namespace may hold
+// at once: half of them, so that one namespace's slow templates or charts
+// leave the other half to everyone else.
+var nsShare = max(1, limits.running/2)
+
+// queueWait bounds how long a render waits for its namespace's share and a
+// slot. The reconcile waiting for it holds a worker: renders that hold the
+// slots until their deadline must not hold the workers too. Renders that
+// finish take milliseconds, so a burst of them passes well within it.
+var queueWait = time.Second
 
 // withTimeout bounds a render by limits.timeout (or the caller's earlier
 // deadline).
@@ -43,6 +57,11 @@ func timeoutError(engine string, ctx context.Context) *StampError {
 	}
 	return &StampError{Engine: engine, Message: fmt.Sprintf("%s rendering did not finish within %s", engine, limits.timeout)}
 }
+
+// timeoutMemo is how long a render that ran out of time is remembered, so
+// that retrying it does not hold a render slot until the deadline again
+// and again.
+const timeoutMemo = time.Minute
 
 // slowError is a render that ran out of time or found every render slot
 // taken: the template may be fine, and a later attempt can succeed.
@@ -61,13 +80,28 @@ func Retryable(err error) bool {
 // errBusy: every render slot is held by renders that have not finished.
 var errBusy = errors.New("too many renders are still running")
 
+// nsBusyError: the namespace's renders hold its share of the render slots
+// until the deadline.
+type nsBusyError struct{ ns string }
+
+func (e nsBusyError) Error() string {
+	return fmt.Sprintf("namespace [%s] already has %d renders running", e.ns, nsShare)
+}
+
+// Stages of a flight, for what a caller whose deadline passed is told.
+const (
+	waitingNamespace int32 = iota
+	waitingSlot
+	started
+)
+
 // A flight is one execution of a render function, shared by every caller
 // that asks for the same key while it runs.
 type flight struct {
-	done    chan struct{}
-	started atomic.Bool // holds a render slot
-	val     any
-	err     error
+	done  chan struct{}
+	stage atomic.Int32
+	val   any
+	err   error
 }
 
 var flights = struct {
@@ -76,13 +110,13 @@ var flights = struct {
 }{m: map[string]*flight{}}
 
 // bounded runs fn in its own goroutine and waits for it at most until ctx
-// ends. Text templates (Go's, Helm's) cannot be interrupted, so a render
-// that runs past its deadline is abandoned, not stopped: fn gets a context
-// that is canceled at the deadline so that whatever can stop does (writers,
-// HTTP requests). Two bounds keep abandoned renders from piling up: callers
-// asking for the same key while it runs join it instead of starting it
-// again, and at most limits.running renders execute at once.
-func bounded(ctx context.Context, key string, fn func(context.Context) (any, error)) (any, error) {
+// ends. fn gets a context that ends at the deadline; the engines' child
+// processes are killed then, so fn returns then and its slot is free
+// again. Callers asking for the same key while it runs join it instead of
+// starting it again; at most limits.running renders execute at once, at
+// most nsShare of them for namespace ns. A render waits for its namespace's
+// share and then for a slot, for at most queueWait in all.
+func bounded(ctx context.Context, ns, key string, fn func(context.Context) (any, error)) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -97,14 +131,7 @@ func bounded(ctx context.Context, key string, fn func(context.Context) (any, err
 		go func() {
 			runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limits.timeout)
 			defer cancel()
-			select {
-			case renderSlots <- struct{}{}:
-				f.started.Store(true)
-				f.val, f.err = runRecovered(runCtx, fn)
-				<-renderSlots
-			case <-runCtx.Done():
-				f.err = errBusy
-			}
+			f.val, f.err = runFlight(runCtx, f, ns, fn)
 			flights.Lock()
 			delete(flights.m, key)
 			flights.Unlock()
@@ -115,10 +142,86 @@ func bounded(ctx context.Context, key string, fn func(context.Context) (any, err
 	case <-f.done:
 		return f.val, f.err
 	case <-ctx.Done():
-		if !f.started.Load() && ctx.Err() == context.DeadlineExceeded {
-			return nil, errBusy
+		if ctx.Err() == context.DeadlineExceeded {
+			switch f.stage.Load() {
+			case waitingNamespace:
+				return nil, nsBusyError{ns}
+			case waitingSlot:
+				return nil, errBusy
+			}
 		}
 		return nil, ctx.Err()
+	}
+}
+
+// runFlight takes the namespace's share and a slot, then runs fn.
+func runFlight(ctx context.Context, f *flight, ns string, fn func(context.Context) (any, error)) (any, error) {
+	queued, cancel := context.WithTimeout(ctx, queueWait)
+	defer cancel()
+	if !namespaceSlots.take(queued, ns) {
+		return nil, nsBusyError{ns}
+	}
+	defer namespaceSlots.give(ns)
+	f.stage.Store(waitingSlot)
+	select {
+	case renderSlots <- struct{}{}:
+	case <-queued.Done():
+		return nil, errBusy
+	}
+	defer func() { <-renderSlots }()
+	f.stage.Store(started)
+	return runRecovered(ctx, fn)
+}
+
+// nsSlots bounds the renders of one namespace running at once. A
+// namespace's semaphore exists while someone holds or waits for it.
+type nsSlots struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]*nsSem
+}
+
+type nsSem struct {
+	ch   chan struct{}
+	refs int // holders and waiters
+}
+
+var namespaceSlots = &nsSlots{max: nsShare, m: map[string]*nsSem{}}
+
+// take waits until ns holds fewer than max slots and takes one, or until
+// ctx ends (false).
+func (s *nsSlots) take(ctx context.Context, ns string) bool {
+	s.mu.Lock()
+	sem := s.m[ns]
+	if sem == nil {
+		sem = &nsSem{ch: make(chan struct{}, s.max)}
+		s.m[ns] = sem
+	}
+	sem.refs++
+	s.mu.Unlock()
+	select {
+	case sem.ch <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		s.release(ns, sem)
+		return false
+	}
+}
+
+// give returns a slot that take gave.
+func (s *nsSlots) give(ns string) {
+	s.mu.Lock()
+	sem := s.m[ns]
+	s.mu.Unlock()
+	<-sem.ch
+	s.release(ns, sem)
+}
+
+func (s *nsSlots) release(ns string, sem *nsSem) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sem.refs--; sem.refs == 0 {
+		delete(s.m, ns)
 	}
 }
 
@@ -162,6 +265,16 @@ func tooLarge(engine string) *StampError {
 type objectDecoder struct {
 	engine string
 	objs   []*unstructured.Unstructured
+	// keep: docs collects each document as JSON, for a child renderer to
+	// hand the parent (which decodes them with decodeJSON).
+	keep bool
+	docs []jsonDoc
+}
+
+// jsonDoc is one rendered document as JSON, and where it comes from.
+type jsonDoc struct {
+	Where string          `json:"where"`
+	JSON  json.RawMessage `json:"json"`
 }
 
 // decode adds the objects of a YAML stream; source names it in messages
@@ -192,6 +305,14 @@ func (d *objectDecoder) decodeDoc(where string, doc []byte) error {
 	if err != nil {
 		return &StampError{Engine: d.engine, Message: fmt.Sprintf("%s is not valid YAML", where), Err: err}
 	}
+	if d.keep {
+		d.docs = append(d.docs, jsonDoc{Where: where, JSON: j})
+	}
+	return d.decodeJSON(where, j)
+}
+
+// decodeJSON adds the objects of one document given as JSON.
+func (d *objectDecoder) decodeJSON(where string, j []byte) error {
 	if s := string(bytes.TrimSpace(j)); s == "null" || s == "" {
 		return nil
 	}

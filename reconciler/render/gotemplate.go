@@ -1,9 +1,11 @@
 package render
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,7 +14,6 @@ import (
 
 	"github.com/Masterminds/sprig/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -29,11 +30,54 @@ func init() { Register(FieldGoTemplate, GoTemplate()) }
 // {{ .params.greeting }}, {{ .sources.src.url }}, ... A key that does not
 // exist is an error (missingkey=error), as a $(…)$ tag resolving to nothing
 // is; `dig`, `hasKey` and `index` read optional values.
+//
+// Templates execute in long-lived child processes of Kontinue's own
+// executable (gotemplatechild.go, childpool.go), not in the controller: a
+// template cannot be interrupted, and one that spins or allocates without
+// end would hold a render slot forever or take the controller down. The
+// controller parses the template (to report a template that does not
+// parse at once) and decodes the child's JSON; results are cached by
+// template and context, so a step whose inputs did not change costs no
+// child at all.
 func GoTemplate() Engine { return goTemplateEngine{} }
 
 type goTemplateEngine struct{}
 
 func (goTemplateEngine) Name() string { return GoTemplateName }
+
+// goTemplateChildren render goTemplates.
+var goTemplateChildren = newChildPool(goTemplateChildEnv)
+
+// Rendered documents (or the failure of a template at fault), one entry
+// per step of an owner (goTemplateStep): the template and context it was
+// rendered with (key) and the result. A reconcile renders every step
+// again; unless the owner or an input changed, the answer is here. A step
+// whose context changed replaces its entry: an owner's earlier contexts do
+// not come back, and need not be kept.
+var goTemplateResults = newLRU(8192, 32<<20)
+
+type goTemplateResult struct {
+	key  string
+	docs []jsonDoc
+	err  error
+}
+
+// goTemplateStep names a step of an owner in goTemplateResults: the owner,
+// the step's labels (which name the step) and the template.
+func goTemplateStep(tc Context, template []byte) string {
+	labels, _ := appendJSON(nil, tc["labels"], 0)
+	l, t := sha256.Sum256(labels), sha256.Sum256(template)
+	return ownerKey(tc) + "/" + string(l[:]) + string(t[:])
+}
+
+// cachedGoTemplate returns the result kept for step if it was rendered
+// with key.
+func cachedGoTemplate(step, key string) (goTemplateResult, bool) {
+	if v, ok := goTemplateResults.get(step); ok && v.(goTemplateResult).key == key {
+		return v.(goTemplateResult), true
+	}
+	return goTemplateResult{}, false
+}
 
 func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context) ([]*unstructured.Unstructured, error) {
 	if spec == nil || strings.TrimSpace(spec.GoTemplate) == "" {
@@ -41,34 +85,40 @@ func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc C
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	t, err := parseGoTemplate(spec.GoTemplate)
-	if err != nil {
+	if _, err := parseGoTemplate(spec.GoTemplate); err != nil {
 		return nil, &StampError{Engine: GoTemplateName, Message: "goTemplate does not parse", Err: err}
 	}
-	// The template gets its own copy of the context: Sprig's set, unset
+	// The child decodes its own copy of the context: Sprig's set, unset
 	// and merge modify the maps they are given, and the owner is shared.
 	doc, err := appendJSON(make([]byte, 0, 4096), map[string]any(tc), 0)
 	if err != nil {
 		return nil, &StampError{Engine: GoTemplateName, Message: "template context is not JSON", Err: err}
 	}
-	var data map[string]any
-	if err := utiljson.Unmarshal(doc, &data); err != nil {
-		return nil, &StampError{Engine: GoTemplateName, Message: "template context is not JSON", Err: err}
-	}
-	key := GoTemplateName + "/" + digest([]byte(spec.GoTemplate)) + "/" + digest(doc)
-	v, err := bounded(ctx, key, func(runCtx context.Context) (any, error) {
-		w := &limitWriter{ctx: runCtx, max: limits.bytes}
-		if err := t.Execute(w, data); err != nil {
-			return nil, err
+	t, c := sha256.Sum256([]byte(spec.GoTemplate)), sha256.Sum256(doc)
+	key := GoTemplateName + "/" + string(t[:]) + string(c[:])
+	step := goTemplateStep(tc, []byte(spec.GoTemplate))
+	res, ok := cachedGoTemplate(step, key)
+	if !ok {
+		hdr, err := json.Marshal(goTemplateRequest{MaxBytes: limits.bytes, MaxObjects: limits.objects, TimeoutMS: limits.timeout.Milliseconds()})
+		if err != nil {
+			return nil, &StampError{Engine: GoTemplateName, Message: "cannot encode the render request", Err: err}
 		}
-		return w.buf.Bytes(), nil
-	})
-	if err != nil {
-		return nil, boundedError(GoTemplateName, ctx, err, "goTemplate failed to render")
+		req := [][]byte{hdr, []byte(spec.GoTemplate), doc}
+		ns, _ := ownerOf(tc)
+		v, err := bounded(ctx, ns, key, func(runCtx context.Context) (any, error) { return runGoTemplate(runCtx, step, key, req) })
+		if err != nil {
+			return nil, boundedError(GoTemplateName, ctx, err, "goTemplate failed to render")
+		}
+		res = v.(goTemplateResult)
+	}
+	if res.err != nil {
+		return nil, res.err
 	}
 	d := &objectDecoder{engine: GoTemplateName}
-	if err := d.decode("goTemplate output", v.([]byte)); err != nil {
-		return nil, err
+	for _, doc := range res.docs {
+		if err := d.decodeJSON(doc.Where, doc.JSON); err != nil {
+			return nil, err
+		}
 	}
 	if len(d.objs) == 0 {
 		return nil, &StampError{Engine: GoTemplateName, Message: "goTemplate rendered no object"}
@@ -76,12 +126,73 @@ func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc C
 	return d.objs, nil
 }
 
+// runGoTemplate renders one request in a child and keeps what it learned
+// in goTemplateResults: the documents, a template at fault, or (for a
+// while) that it ran out of time.
+func runGoTemplate(ctx context.Context, step, key string, req [][]byte) (any, error) {
+	var a goTemplateAnswer
+	err := goTemplateChildren.exchange(ctx, req, func(r *bufio.Reader) (bool, error) {
+		a = goTemplateAnswer{}
+		err := a.read(r, maxGoTemplateDocs(limits.bytes))
+		return a.Retire, err
+	})
+	res := goTemplateResult{key: key}
+	var fail *childFailure
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		goTemplateResults.add(step, goTemplateResult{key: key, err: slowError{timeoutError(GoTemplateName, ctx)}}, 1024, timeoutMemo)
+		return nil, err
+	case errors.As(err, &fail):
+		var templates bool
+		if res.err, templates = childError(GoTemplateName, "goTemplate failed to render: the template", fail, goTemplateMaxMemory, goTemplateMaxStack); !templates {
+			return nil, res.err // not the template's fault: not kept
+		}
+	case err != nil:
+		return nil, &StampError{Engine: GoTemplateName, Message: "cannot run the goTemplate renderer", Err: err}
+	default:
+		switch {
+		case a.TooLarge:
+			res.err = tooLarge(GoTemplateName)
+		case a.Fail != "":
+			var cause error
+			if a.Detail != "" {
+				cause = errors.New(a.Detail)
+			}
+			res.err = &StampError{Engine: GoTemplateName, Message: a.Fail, Err: cause}
+		default:
+			res.docs = a.docs
+		}
+	}
+	size := int64(len(step) + len(key) + 256)
+	for _, d := range res.docs {
+		size += int64(len(d.JSON) + len(d.Where) + 64)
+	}
+	goTemplateResults.add(step, res, size, 0)
+	return res, nil
+}
+
+// childError is the StampError of a child renderer that ended without
+// answering: out of memory or stack (the template's fault, templates true;
+// subject names it), or the renderer itself failing.
+func childError(engine, subject string, f *childFailure, maxMemory, maxStack int) (err *StampError, templates bool) {
+	switch {
+	case strings.Contains(f.stderr, "stack overflow"), strings.Contains(f.stderr, "stack exceeds"):
+		return &StampError{Engine: engine, Message: fmt.Sprintf("%s recursed too deeply (more than %d MiB of stack)", subject, maxStack>>20)}, true
+	case strings.Contains(f.stderr, "out of memory"), strings.Contains(f.stderr, "cannot allocate memory"):
+		return &StampError{Engine: engine, Message: fmt.Sprintf("%s needs more than %d MiB of memory", subject, maxMemory>>20)}, true
+	}
+	return &StampError{Engine: engine, Message: "the " + engine + " renderer failed: " + f.Error()}, false
+}
+
 // boundedError turns an error of bounded() into the engine's StampError.
 func boundedError(engine string, ctx context.Context, err error, what string) error {
 	var se *StampError
+	var nb nsBusyError
 	switch {
 	case errors.As(err, &se):
 		return se
+	case errors.As(err, &nb):
+		return slowError{&StampError{Engine: engine, Message: fmt.Sprintf("%s: %s (templates or charts that take too long)", what, nb.Error())}}
 	case errors.Is(err, errBusy):
 		return slowError{&StampError{Engine: engine, Message: fmt.Sprintf("%s: all %d render slots are held by renders that have not finished (templates or charts that take too long)", what, cap(renderSlots))}}
 	case errors.Is(err, errTooLarge):

@@ -41,6 +41,13 @@ func waitFlights(t *testing.T) {
 	}, time.Minute, 10*time.Millisecond)
 }
 
+// freshGoTemplateCache makes renders in t run a child again.
+func freshGoTemplateCache(t testing.TB) {
+	old := goTemplateResults
+	goTemplateResults = newLRU(8192, 32<<20)
+	t.Cleanup(func() { goTemplateResults = old })
+}
+
 func goRender(t *testing.T, text string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	return GoTemplate().Render(context.Background(), &api.TemplateSpec{GoTemplate: text}, testContext())
@@ -204,26 +211,36 @@ func TestGoTemplateBounds(t *testing.T) {
 	})
 	t.Run("time", func(t *testing.T) {
 		setLimits(t, 50*time.Millisecond, 0, 0)
+		freshGoTemplateCache(t)
 		defer waitFlights(t)
-		// Writes nothing, so only the deadline stops the caller's wait.
+		// Writes nothing, so only the deadline stops it.
 		slow := `{{ range until 2000 }}{{ range until 2000 }}{{ end }}{{ end }}{apiVersion: v1, kind: ConfigMap}`
 		start := time.Now()
 		_, err := goRender(t, slow)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "goTemplate rendering did not finish within 50ms")
 		assert.Less(t, time.Since(start), 2*time.Second)
-		// The abandoned render is joined, not started again.
-		flights.Lock()
-		running := len(flights.m)
-		flights.Unlock()
+		// The render's child is killed: its slot is free again at once,
+		// not once the loop would have ended.
+		start = time.Now()
+		waitFlights(t)
+		assert.Less(t, time.Since(start), 2*time.Second)
+		assert.Empty(t, renderSlots, "no slot held")
+		// It is not rendered again for a while (each time would hold a
+		// slot until the deadline), and stays retried with backoff.
+		n := goTemplateChildren.started.Load()
 		_, err = goRender(t, slow)
 		require.Error(t, err)
+		assert.Contains(t, err.Error(), "goTemplate rendering did not finish within 50ms")
+		assert.True(t, Retryable(err))
 		flights.Lock()
-		assert.LessOrEqual(t, len(flights.m), running)
+		assert.Empty(t, flights.m)
 		flights.Unlock()
+		assert.Equal(t, n, goTemplateChildren.started.Load(), "no child started")
 	})
 	t.Run("a writing template stops at the deadline", func(t *testing.T) {
 		setLimits(t, 100*time.Millisecond, 64<<20, 0)
+		freshGoTemplateCache(t)
 		defer waitFlights(t)
 		start := time.Now()
 		_, err := goRender(t, `{{ range until 60000 }}{{ range until 60000 }}x{{ end }}{{ end }}`)
@@ -254,13 +271,18 @@ func TestGoTemplateBounds(t *testing.T) {
 // Which render failures the reconciler retries with backoff: running out
 // of time or of render slots; never a template that is wrong.
 func TestRetryable(t *testing.T) {
-	setLimits(t, 50*time.Millisecond, 0, 0)
-	defer waitFlights(t)
-	_, err := goRender(t, `{{ range until 2000 }}{{ range until 2000 }}{{ end }}{{ end }}{apiVersion: v1, kind: ConfigMap}`)
-	require.Error(t, err)
-	assert.True(t, Retryable(err), "a time-out: %v", err)
-	var se *StampError
-	assert.True(t, errors.As(err, &se), "still a StampError")
+	freshGoTemplateCache(t)
+	t.Run("time-out", func(t *testing.T) {
+		setLimits(t, 50*time.Millisecond, 0, 0)
+		defer waitFlights(t)
+		_, err := goRender(t, `{{ range until 2000 }}{{ range until 2000 }}{{ end }}{{ end }}{apiVersion: v1, kind: ConfigMap}`)
+		require.Error(t, err)
+		assert.True(t, Retryable(err), "a time-out: %v", err)
+		var se *StampError
+		assert.True(t, errors.As(err, &se), "still a StampError")
+	})
+	// With the usual time bound: a render may start a child process, which
+	// on a loaded machine can take longer than the time-out above.
 	for _, bad := range []string{"{apiVersion: v1, kind: ConfigMap, metadata: {name: {{ .params.nope }}}}", "kind: {{ .workload.metadata.name", "{apiVersion: v1}"} {
 		_, err := goRender(t, bad)
 		require.Error(t, err)
@@ -274,4 +296,121 @@ func TestGoTemplateCanceled(t *testing.T) {
 	_, err := GoTemplate().Render(ctx, &api.TemplateSpec{GoTemplate: "{apiVersion: v1, kind: ConfigMap}"}, testContext())
 	require.Error(t, err)
 	assert.True(t, strings.Contains(err.Error(), "canceled"), err.Error())
+}
+
+// A template runs in a child process: what it allocates does not reach the
+// controller's heap, and the limit that stopped it is named.
+func TestGoTemplateRunsInABoundedChild(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's shadow memory does not fit the child's memory limit, which is off")
+	}
+	freshGoTemplateCache(t)
+	before := goHeapMapped()
+	// 16 bytes doubled 25 times: 512 MiB in one string.
+	_, err := goRender(t, `{{ $s := "0123456789abcdef" }}{{ range until 25 }}{{ $s = print $s $s }}{{ end }}
+{apiVersion: v1, kind: ConfigMap, metadata: {name: x}, data: {n: "{{ len $s }}"}}`)
+	require.Error(t, err)
+	assert.Equal(t, "goTemplate failed to render: the template needs more than 256 MiB of memory", err.Error())
+	assert.False(t, Retryable(err), "a template at fault is not retried")
+	assert.Less(t, goHeapMapped()-before, uint64(64<<20), "the controller's memory did not grow with it")
+
+	// Recursion: 1,000 levels render; without end, it stops at Go's own
+	// bound (100,000 levels) or, as the levels' variables are live in the
+	// heap, at the child's memory limit near it, whichever the garbage
+	// collector's timing reaches first. Either is named, neither retried.
+	objs, err := goRender(t, `{{ define "r" }}{{ if lt . 1000 }}{{ template "r" (add . 1) }}{{ else }}{{ . }}{{ end }}{{ end }}
+{apiVersion: v1, kind: ConfigMap, metadata: {name: x}, data: {depth: "{{ template "r" 0 }}"}}`)
+	require.NoError(t, err)
+	assert.Equal(t, "1000", objs[0].Object["data"].(map[string]any)["depth"])
+	_, err = goRender(t, `{{ define "r" }}{{ template "r" . }}{{ end }}{{ template "r" . }}`)
+	require.Error(t, err)
+	if !strings.Contains(err.Error(), "needs more than 256 MiB of memory") {
+		assert.Contains(t, err.Error(), "goTemplate failed to render: template: goTemplate:1:")
+		assert.Contains(t, err.Error(), "exceeded maximum template depth (100000)")
+	}
+	assert.False(t, Retryable(err))
+}
+
+// goHeapMapped is the memory the Go runtime of this process has mapped;
+// it does not shrink.
+func goHeapMapped() uint64 { return mappedBytes() }
+
+// Children wait for the next render; one that was ended meanwhile is
+// replaced, and idle ones are let go.
+func TestGoTemplateChildren(t *testing.T) {
+	freshGoTemplateCache(t)
+	old := goTemplateChildren
+	goTemplateChildren = newChildPool(goTemplateChildEnv)
+	goTemplateChildren.idleTimeout = 2 * time.Second
+	t.Cleanup(func() { goTemplateChildren = old })
+	p := goTemplateChildren
+	cm := func(name string) string { return "{apiVersion: v1, kind: ConfigMap, metadata: {name: " + name + "}}" }
+
+	for _, name := range []string{"a", "b", "c"} {
+		objs, err := goRender(t, cm(name))
+		require.NoError(t, err)
+		assert.Equal(t, name, objs[0].GetName())
+	}
+	assert.Equal(t, int64(1), p.started.Load(), "one child rendered all three")
+	require.Equal(t, 1, p.idleCount())
+
+	// The kernel's OOM killer ends an idle child: the next render starts
+	// another one, and does not fail.
+	p.mu.Lock()
+	idle := p.idle[0]
+	p.mu.Unlock()
+	idle.kill()
+	_ = idle.wait()
+	objs, err := goRender(t, cm("d"))
+	require.NoError(t, err)
+	assert.Equal(t, "d", objs[0].GetName())
+	assert.Equal(t, int64(2), p.started.Load())
+
+	// Idle children are let go after idleTimeout: they exit.
+	p.mu.Lock()
+	idle = p.idle[0]
+	p.idleTimeout = 200 * time.Millisecond
+	p.mu.Unlock()
+	require.Eventually(t, func() bool { return p.idleCount() == 0 }, 10*time.Second, 20*time.Millisecond)
+	_ = idle.wait()
+	require.NotNil(t, idle.cmd.ProcessState)
+	assert.True(t, idle.cmd.ProcessState.Success(), "it exited when its stdin closed: %v", idle.cmd.ProcessState)
+}
+
+// A step rendered again with the same template and context is answered
+// from the cache, without a child; a new context replaces the step's entry.
+func TestGoTemplateCache(t *testing.T) {
+	freshGoTemplateCache(t)
+	spec := &api.TemplateSpec{GoTemplate: "{apiVersion: v1, kind: ConfigMap, metadata: {name: {{ .workload.metadata.name }}}, data: {rv: '{{ .workload.metadata.resourceVersion }}'}}"}
+	tc := testContext()
+	md := tc["workload"].(map[string]any)["metadata"].(map[string]any)
+	md["resourceVersion"] = "1"
+	render := func(tc Context) *unstructured.Unstructured {
+		t.Helper()
+		objs, err := GoTemplate().Render(context.Background(), spec, tc)
+		require.NoError(t, err)
+		require.Len(t, objs, 1)
+		return objs[0]
+	}
+	n := goTemplateChildren.exchanges.Load()
+	a := render(tc)
+	assert.Equal(t, n+1, goTemplateChildren.exchanges.Load())
+	a.SetName("changed by the caller")
+	b := render(tc)
+	assert.Equal(t, n+1, goTemplateChildren.exchanges.Load(), "the same template and context: from the cache")
+	assert.Equal(t, "petclinic", b.GetName(), "each caller gets its own objects")
+
+	md["resourceVersion"] = "2"
+	c := render(tc)
+	assert.Equal(t, n+2, goTemplateChildren.exchanges.Load(), "a new context renders again")
+	assert.Equal(t, "2", c.Object["data"].(map[string]any)["rv"])
+	assert.Equal(t, 1, goTemplateResults.ll.Len(), "the step's entry was replaced")
+
+	other := testContext()
+	other["labels"] = map[string]any{"carto.run/resource-name": "another-step"}
+	other["workload"].(map[string]any)["metadata"].(map[string]any)["resourceVersion"] = "2"
+	render(other)
+	assert.Equal(t, 2, goTemplateResults.ll.Len(), "another step of the owner has its own entry")
+	render(tc)
+	assert.Equal(t, n+3, goTemplateChildren.exchanges.Load(), "neither evicted the other")
 }

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -42,7 +40,6 @@ func Helm() Engine { return newHelmEngineWith(HelmOptions{}, nil) }
 
 type helmEngine struct {
 	opts    HelmOptions
-	busy    nsSlots
 	client  *http.Client
 	charts  *lru // packaged charts by source
 	indexes *lru // repository indexes, for a short while
@@ -55,7 +52,6 @@ func newHelmEngineWith(o HelmOptions, client *http.Client) *helmEngine {
 	}
 	return &helmEngine{
 		opts:    o,
-		busy:    nsSlots{max: max(1, limits.running/2), n: map[string]int{}},
 		client:  client,
 		charts:  newLRU(128, 128<<20),
 		indexes: newLRU(16, 128<<20),
@@ -128,16 +124,13 @@ func (h *helmEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Cont
 	}
 	req := &helmRequest{Archive: archive, Values: vdoc, Release: rel, Namespace: ns, Revision: revision, Upgrade: upgrade, MaxBytes: limits.bytes}
 	lk := lookupFrom(ctx)
-	v, err := bounded(ctx, key, func(runCtx context.Context) (any, error) {
-		if !h.busy.take(ns) {
-			return nil, errNamespaceBusy
-		}
-		defer h.busy.give(ns)
+	v, err := bounded(ctx, ns, key, func(runCtx context.Context) (any, error) {
 		msg, err := runHelm(runCtx, req, lk, ns)
 		if errors.Is(err, context.DeadlineExceeded) {
 			// A chart that ran out of time is not run again for a while:
-			// each run would hold a slot until the deadline.
-			h.renders.add(key, &helmResult{err: timeoutError(HelmName, runCtx)}, 1024, timeoutMemo)
+			// each run would hold a slot until the deadline. It stays a
+			// slow render, retried with backoff.
+			h.renders.add(key, &helmResult{err: slowError{timeoutError(HelmName, runCtx)}}, 1024, timeoutMemo)
 		}
 		if err != nil {
 			return nil, err
@@ -159,45 +152,10 @@ func (h *helmEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Cont
 		}
 		return objs, err
 	})
-	if errors.Is(err, errNamespaceBusy) {
-		return nil, &StampError{Engine: HelmName, Message: fmt.Sprintf("%s: namespace [%s] already has %d charts rendering", origin, ns, h.busy.max), Err: transientError{errors.New("retrying later")}}
-	}
 	if err != nil {
 		return nil, boundedError(HelmName, ctx, err, origin+" failed to render")
 	}
 	return h.done(record, inputs, revision, copyObjects(v.([]*unstructured.Unstructured))), nil
-}
-
-// timeoutMemo is how long a render that ran out of time is remembered.
-const timeoutMemo = time.Minute
-
-// errNamespaceBusy: the owner's namespace holds its share of render slots.
-var errNamespaceBusy = errors.New("the namespace's renders hold their share of render slots")
-
-// nsSlots bounds the chart renders of one namespace running at once, so
-// that one namespace's charts cannot hold every render slot.
-type nsSlots struct {
-	mu  sync.Mutex
-	max int
-	n   map[string]int
-}
-
-func (s *nsSlots) take(ns string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n[ns] >= s.max {
-		return false
-	}
-	s.n[ns]++
-	return true
-}
-
-func (s *nsSlots) give(ns string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n[ns]--; s.n[ns] <= 0 {
-		delete(s.n, ns)
-	}
 }
 
 // done hands the objects of a new render to the caller's release record,

@@ -305,18 +305,3 @@ func TestHelmPrivateOCIRegistry(t *testing.T) {
 		})
 	}
 }
-
-// One namespace takes at most its share of render slots.
-func TestNamespaceSlots(t *testing.T) {
-	s := nsSlots{max: 2, n: map[string]int{}}
-	assert.True(t, s.take("a"))
-	assert.True(t, s.take("a"))
-	assert.False(t, s.take("a"))
-	assert.True(t, s.take("b"))
-	s.give("a")
-	assert.True(t, s.take("a"))
-	s.give("a")
-	s.give("a")
-	s.give("b")
-	assert.Empty(t, s.n)
-}

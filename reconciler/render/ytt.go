@@ -60,7 +60,7 @@ var yttResults = newLRU(512, 16<<20)
 
 type yttResult struct {
 	out []byte
-	err *StampError
+	err error // a *StampError, or a slowError for a while after a time-out
 }
 
 func (yttEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context) ([]*unstructured.Unstructured, error) {
@@ -83,7 +83,16 @@ func (yttEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context)
 		if err != nil {
 			return nil, &StampError{Engine: YttName, Message: "template context is not JSON", Err: err}
 		}
-		v, err := bounded(ctx, key, func(runCtx context.Context) (any, error) { return runYtt(runCtx, req) })
+		ns, _ := ownerOf(tc)
+		v, err := bounded(ctx, ns, key, func(runCtx context.Context) (any, error) {
+			v, err := runYtt(runCtx, req)
+			if errors.Is(err, context.DeadlineExceeded) {
+				// Not run again for a while: each run would hold a slot
+				// until the deadline.
+				yttResults.add(key, yttResult{err: slowError{timeoutError(YttName, runCtx)}}, 1024, timeoutMemo)
+			}
+			return v, err
+		})
 		if err != nil {
 			return nil, boundedError(YttName, ctx, err, "ytt failed")
 		}
