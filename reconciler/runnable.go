@@ -28,8 +28,8 @@ import (
 // Runnable condition types and reasons (the contract's; Cartographer's
 // names where it has them).
 const (
-	CondRunTemplateReady   = "RunTemplateReady"
-	CondStampedObject      = "StampedObjectCondition"
+	CondRunTemplateReady   = step.CondRunTemplateReady
+	CondStampedObject      = step.CondStampedObject
 	ReasonRunTemplateFound = "Ready"
 
 	ReasonRunnableInvalidSpec     = "InvalidSpec"
