@@ -90,6 +90,16 @@ type Manager struct {
 	// OnEventDropped, when set, is told of each Normal event dropped
 	// because its namespace's event budget was spent.
 	OnEventDropped func(reason string)
+	// OnStatusConflict, when set, is told of each status write (of an
+	// owner, Runnable or chain kind) refused as a conflict.
+	OnStatusConflict func(kind string)
+}
+
+// statusConflict reports a status write of kind refused as a conflict.
+func (m *Manager) statusConflict(kind string) {
+	if m.OnStatusConflict != nil {
+		m.OnStatusConflict(kind)
+	}
 }
 
 type blockCause int
