@@ -2,8 +2,10 @@ package tracking
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 )
 
@@ -65,7 +67,7 @@ func throughOutage[T any](t *Tracker, ctx context.Context, what string, call fun
 	for {
 		started := time.Now()
 		v, err := call(ctx)
-		if err == nil || o == nil || ctx.Err() != nil || !o.Fail(err, started) {
+		if err == nil || o == nil || ctx.Err() != nil || answer(err) || !o.Fail(err, started) {
 			return v, err
 		}
 		if !waited {
@@ -76,4 +78,14 @@ func throughOutage[T any](t *Tracker, ctx context.Context, what string, call fun
 		o.WaitServer(ctx)
 		back = time.Now()
 	}
+}
+
+// answer reports whether err is an answer of the API server (a status, even
+// 503 from an aggregated API that is down): the server is there, and the
+// call goes back to the reflector, which backs off. Waiting at the gate for
+// such an error would close it for every controller, and the server
+// answering the gate's probe would not open it for this call.
+func answer(err error) bool {
+	var s apierrors.APIStatus
+	return errors.As(err, &s)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 var errAway = errors.New("connection refused")
@@ -20,7 +21,8 @@ type fakeOutage struct {
 }
 
 func (f *fakeOutage) Fail(err error, _ time.Time) bool {
-	if !errors.Is(err, errAway) {
+	// As the gate does (reconciler.Unreachable): a 503 is unreachable too.
+	if !errors.Is(err, errAway) && !apierrors.IsServiceUnavailable(err) {
 		return false
 	}
 	f.fails.Add(1)
@@ -44,6 +46,17 @@ func TestThroughOutage(t *testing.T) {
 	_, err := throughOutage(tr, ctx, "list x", func(context.Context) (int, error) { return 0, errors.New("forbidden") })
 	assert.EqualError(t, err, "forbidden")
 	assert.Equal(t, 0, tr.Reconnecting())
+
+	// So does an answer, even one that says the service is unavailable
+	// (an aggregated API that is down): the server is there.
+	tctx, cancelT := context.WithTimeout(ctx, time.Second)
+	defer cancelT()
+	_, err = throughOutage(tr, tctx, "watch metrics", func(context.Context) (int, error) {
+		return 0, apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+	})
+	assert.True(t, apierrors.IsServiceUnavailable(err))
+	assert.Equal(t, int32(0), o.fails.Load(), "an answer is no outage")
+	assert.NoError(t, tctx.Err(), "returned at once")
 
 	// An unreachable server: the call waits, counted, and is made again
 	// once the server answers.
