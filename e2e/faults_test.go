@@ -730,14 +730,14 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	http429, _ := sum(samples, "kontinue_api_requests_total", tooMany)
 	t.Logf("after the outage: first write %s after the API server was ready, %d workloads converged %s after it, %.0f updates refused as conflicts (%.0f of them status writes), %.0f requests answered 429",
 		resumed.Round(10*time.Millisecond), len(want), converged.Round(100*time.Millisecond), put409, conflicts, http429-http429Before)
-	// Back within about a second (measured 1.4-2.3 s here, 7-9 s before):
+	// Back within about a second (measured 1.3-2.3 s here, 7-9 s before):
 	// the outage gate probes every 0.25 s at most; the watches wait at the
 	// gate and reconnect at once, and the workers go on once they have (a
 	// restarted kube-apiserver answers the first watches of a custom
 	// resource with 429 and Retry-After: 1 while it fills its watch cache,
 	// and client-go waits that second, whoever asks). The work in flight
 	// then takes about as long as it would have without the outage (about
-	// 6 s; before: 31-86 s), and status writes are made on caches that
+	// 5-9 s; before: 29-86 s), and status writes are made on caches that
 	// caught up, not on stale copies again and again (0-5 conflicts;
 	// before: 55-108). Conflicts are counted as PUTs answered 409, which
 	// main counts too: status writes are Kontinue's updates here (applies
