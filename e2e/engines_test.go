@@ -266,7 +266,13 @@ data: {color: {{ .Values.color | quote }}, version: {{ .Chart.Version | quote }}
 		require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "color", "value": "green"}}, "spec", "params"))
 	})
 	k.waitObj(configMapGVR, "app-config", k.dataIs("color", "green"))
-	assert.Equal(t, secretRV, get(t, secretGVR, k.ns, "app-secret").GetResourceVersion(), "an unchanged object is not applied again")
+	secret = get(t, secretGVR, k.ns, "app-secret")
+	assert.Equal(t, secretRV, secret.GetResourceVersion(), "an unchanged object is not applied again")
+	// Whenever it was read: only Kontinue's create wrote the Secret (its
+	// stringData is applied as the data the API server keeps).
+	require.Len(t, secret.GetManagedFields(), 1)
+	assert.Equal(t, "kontinue", secret.GetManagedFields()[0].Manager)
+	assert.Equal(t, "Update", string(secret.GetManagedFields()[0].Operation))
 
 	// Version 2.0.0 drops app-extra: it is pruned.
 	k.setSpec(k.tmplGVR("clustertemplates"), tmpl, "2.0.0", "helm", "chart", "version")

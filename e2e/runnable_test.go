@@ -895,7 +895,10 @@ func TestRunnableTrueGeneratesRunTemplateAndRunnable(t *testing.T) {
 	k.finish(runs[0].GetName(), "True", nil)
 	k.waitDeployed("c1")
 	w = waitOwner(t, workloadGVR, k.ns, "app", "Ready", "True", "Ready")
-	assert.Equal(t, "ReadyCondition", condition(stepStatus(w, "lint"), "Healthy")["reason"])
+	// The rule's reason (healthRule: {singleConditionType: Succeeded}), as
+	// for lifecycle: tekton, naming the run.
+	assert.Equal(t, "SucceededCondition", condition(stepStatus(w, "lint"), "Healthy")["reason"])
+	assert.Contains(t, fmt.Sprint(condition(stepStatus(w, "lint"), "Healthy")["message"]), runs[0].GetName())
 	rn = get(t, immRunnableGVR, k.ns, "app-linter")
 	assert.Equal(t, runs[0].GetName(), nested(rn.Object, "status", "latestSuccessfulRunRef", "name"))
 
@@ -1074,7 +1077,11 @@ func TestRunnableTrueSuccessCriterion(t *testing.T) {
 	setStatus(t, immPipelineRunGVR, k.ns, runs[0].GetName(), map[string]any{"phase": "Error"})
 	k.waitRunnable("app-linter", "StampedObjectCondition", "False", "FailedConditionMet")
 	w := waitOwner(t, workloadGVR, k.ns, "app", "Ready", "False", "HealthyConditionRule")
-	assert.Contains(t, fmt.Sprint(condition(stepStatus(w, "lint"), "Healthy")["message"]), "FailedConditionMet")
+	healthy := condition(stepStatus(w, "lint"), "Healthy")
+	assert.Equal(t, "False", healthy["status"])
+	assert.Equal(t, "FailedConditionMet", healthy["reason"], "the rule's reason, not the Runnable's Ready relayed")
+	assert.Contains(t, fmt.Sprint(healthy["message"]), "PipelineRun ["+k.ns+"/"+runs[0].GetName()+"]", "the failed run is named")
+	assert.Contains(t, fmt.Sprint(healthy["message"]), "status.phase")
 	assert.Equal(t, "c1", k.deployedRevision())
 	assert.Equal(t, runs[1].GetName(), nested(get(t, immRunnableGVR, k.ns, "app-linter").Object, "status", "latestSuccessfulRunRef", "name"))
 

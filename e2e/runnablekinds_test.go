@@ -214,7 +214,8 @@ func TestRunnableTrueCriterionPerKind(t *testing.T) {
 			w = waitOwner(t, gvr, k.ns, owner, "Ready", "False", "HealthyConditionRule")
 			healthy := condition(stepStatus(w, "run"), "Healthy")
 			assert.Equal(t, "False", healthy["status"])
-			assert.Contains(t, fmt.Sprint(healthy["message"]), c.reason)
+			assert.Equal(t, c.reason, healthy["reason"], "the step carries the rule's reason")
+			assert.Contains(t, fmt.Sprint(healthy["message"]), runs[0].GetName(), "the step names the failed run")
 			rn = get(t, immRunnableGVR, k.ns, runnable)
 			assert.Equal(t, runs[1].GetName(), nested(rn.Object, "status", "latestSuccessfulRunRef", "name"), "the good run still serves")
 			if c.deployed != nil {

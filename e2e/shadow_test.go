@@ -248,3 +248,97 @@ func TestShadowForHealthRuleFailure(t *testing.T) {
 		assert.True(t, gone(testGVR, ns, shadowOfBuild), "no shadow without the opt-in")
 	})
 }
+
+// Shadows and held inputs (design document 004 with 002's gating): the
+// shadow goes as soon as the primary succeeds, also on an input set that
+// was held and with the next held set going in at once; and a failure of
+// the running set (its failure rule, or the progress deadline) stamps the
+// shadow at once, although the newest held set goes in in the same
+// reconcile.
+func TestShadowWhenHeldInputsGoIn(t *testing.T) {
+	t.Run("the primary succeeds on a held set: the shadow goes", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		apply(t, ns, gatedChain(ns, readyRule))
+		apply(t, ns, gatedWorkload(ns, "good-1"))
+		waitFor(t, testGVR, ns, "app-build", nil)
+		build(t, ns, "True", "img-good-1")
+		waitDeployed(t, ns, "img-good-1")
+
+		apply(t, ns, gatedWorkload(ns, "bad-2"))
+		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+		build(t, ns, "False", "img-good-1")
+		waitFor(t, testGVR, ns, shadowOfBuild, fieldIs("good-1", "spec", "commit"))
+
+		// good-3 goes in at once after the failure; good-4 is held while
+		// the primary works on good-3.
+		apply(t, ns, gatedWorkload(ns, "good-3"))
+		waitFor(t, testGVR, ns, "app-build", fieldIs("good-3", "spec", "commit"))
+		apply(t, ns, gatedWorkload(ns, "good-4"))
+		waitStep(t, workloadGVR, ns, "app", "build", "ResourceSubmitted", "Unknown", "InputsHeld")
+		require.False(t, gone(testGVR, ns, shadowOfBuild), "the shadow serves while the primary has not succeeded")
+
+		// Success on good-3: its outputs flow, good-4 goes in, and the
+		// shadow has no reason left to exist.
+		build(t, ns, "True", "img-good-3")
+		waitDeployed(t, ns, "img-good-3")
+		waitFor(t, testGVR, ns, "app-build", fieldIs("good-4", "spec", "commit"))
+		waitGone(t, testGVR, ns, shadowOfBuild)
+		w := get(t, workloadGVR, ns, "app")
+		assert.Nil(t, stepStatus(w, "build")["shadowRef"])
+		assert.Equal(t, "primary", stepStatus(w, "build")["servedBy"])
+
+		// good-4 succeeds as well; no shadow comes back.
+		build(t, ns, "True", "img-good-4")
+		waitDeployed(t, ns, "img-good-4")
+		waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+		assert.True(t, gone(testGVR, ns, shadowOfBuild))
+	})
+	t.Run("the running set fails while a newer one is held: the shadow at once", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		apply(t, ns, gatedChain(ns, readyRule))
+		apply(t, ns, gatedWorkload(ns, "good-1"))
+		waitFor(t, testGVR, ns, "app-build", nil)
+		build(t, ns, "True", "img-good-1")
+		waitDeployed(t, ns, "img-good-1")
+
+		apply(t, ns, gatedWorkload(ns, "bad-2"))
+		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+		apply(t, ns, gatedWorkload(ns, "bad-3"))
+		waitStep(t, workloadGVR, ns, "app", "build", "ResourceSubmitted", "Unknown", "InputsHeld")
+
+		// bad-2 fails: bad-3 goes in, and the shadow from good-1 is
+		// stamped now, not once bad-3 has failed too.
+		build(t, ns, "False", "img-good-1")
+		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-3", "spec", "commit"))
+		waitFor(t, testGVR, ns, shadowOfBuild, fieldIs("good-1", "spec", "commit"))
+		w := get(t, workloadGVR, ns, "app")
+		assert.Equal(t, "Unknown", condition(stepStatus(w, "build"), "Healthy")["status"], "bad-3 has not failed")
+		buildObj(t, ns, shadowOfBuild, "True", "img-good-1-rebased")
+		waitDeployed(t, ns, "img-good-1-rebased")
+	})
+	t.Run("the progress deadline passes while a newer set is held: the shadow at once", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		apply(t, ns, gatedChain(ns, readyRule+"\n  progressDeadline: 4s"))
+		apply(t, ns, gatedWorkload(ns, "c1"))
+		waitFor(t, testGVR, ns, "app-build", nil)
+		build(t, ns, "True", "img-c1")
+		waitDeployed(t, ns, "img-c1")
+
+		// c2 never finishes; c3 is held until c2's deadline.
+		apply(t, ns, gatedWorkload(ns, "c2"))
+		waitFor(t, testGVR, ns, "app-build", fieldIs("c2", "spec", "commit"))
+		apply(t, ns, gatedWorkload(ns, "c3"))
+		waitStep(t, workloadGVR, ns, "app", "build", "ResourceSubmitted", "Unknown", "InputsHeld")
+		waitFor(t, testGVR, ns, "app-build", fieldIs("c3", "spec", "commit"))
+		// c3's own deadline is now far away: only c2's can stamp the shadow.
+		apply(t, ns, gatedChain(ns, readyRule+"\n  progressDeadline: 1h"))
+		waitFor(t, testGVR, ns, shadowOfBuild, fieldIs("c1", "spec", "commit"))
+		w := get(t, workloadGVR, ns, "app")
+		assert.NotEqual(t, "ProgressDeadlineExceeded", condition(stepStatus(w, "build"), "Healthy")["reason"], "c3 is still processing")
+		buildObj(t, ns, shadowOfBuild, "True", "img-c1-rebased")
+		waitDeployed(t, ns, "img-c1-rebased")
+	})
+}

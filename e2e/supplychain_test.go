@@ -256,6 +256,81 @@ func TestNoOpReconcileWritesNothing(t *testing.T) {
 	assert.Equal(t, rv, get(t, workloadGVR, ns, "app").GetResourceVersion(), "no status write without a change")
 }
 
+// A Secret written with stringData (which the API server stores in data
+// and never shows back) is up to date once stamped: a reconcile that
+// changes another step leaves it alone, with no apply and no hand-over of
+// its fields. A change of its stringData still reaches data, and a key
+// the template drops is removed.
+func TestSecretWithStringDataIsNotWrittenAgain(t *testing.T) {
+	ns := newNamespace(t)
+	chain, secret, cfg := uniq(ns, "chain"), uniq(ns, "secret"), uniq(ns, "cfg")
+	secretTemplate := func(stringData string) string {
+		return fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: %s}
+spec:
+  template:
+    apiVersion: v1
+    kind: Secret
+    metadata: {name: $(workload.metadata.name)$-secret}
+    stringData: %s
+`, secret, stringData)
+	}
+	apply(t, ns, secretTemplate(`{token: abc, user: $(workload.metadata.name)$}`)+fmt.Sprintf(`
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: %[2]s}
+spec:
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-cfg}
+    data: {color: $(params.color)$}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterSupplyChain
+metadata: {name: %[1]s}
+spec:
+  selector: {app.example.com/chain: %[1]s}
+  resources:
+  - name: secret
+    templateRef: {kind: ClusterTemplate, name: %[3]s}
+  - name: cfg
+    templateRef: {kind: ClusterTemplate, name: %[2]s}
+`, chain, cfg, secret))
+	workload := func(color string) string {
+		return workloadYAML(ns, "app", chain, fmt.Sprintf("  params: [{name: color, value: %s}]\n", color))
+	}
+	apply(t, ns, workload("blue"))
+	waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+	sec := get(t, secretGVR, ns, "app-secret")
+	assert.Equal(t, map[string]any{"token": "YWJj", "user": "YXBw"}, sec.Object["data"])
+
+	// The reconcile that applies the new color runs through the secret
+	// step first.
+	apply(t, ns, workload("green"))
+	waitFor(t, configMapGVR, ns, "app-cfg", fieldIs("green", "data", "color"))
+	waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+	after := get(t, secretGVR, ns, "app-secret")
+	assert.Equal(t, sec.GetResourceVersion(), after.GetResourceVersion(), "an unchanged Secret is not written again")
+	var managers []string
+	for _, m := range after.GetManagedFields() {
+		managers = append(managers, m.Manager+"/"+string(m.Operation))
+	}
+	assert.Equal(t, []string{"kontinue/Update"}, managers, "only Kontinue's create wrote it")
+
+	// A change of the Secret reaches it; a dropped key goes.
+	apply(t, ns, secretTemplate(`{token: xyz}`))
+	sec = waitFor(t, secretGVR, ns, "app-secret", fieldIs("eHl6", "data", "token"))
+	assert.Equal(t, map[string]any{"token": "eHl6"}, sec.Object["data"])
+	waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
+	rv := sec.GetResourceVersion()
+	time.Sleep(1500 * time.Millisecond) // proving that nothing writes it again
+	assert.Equal(t, rv, get(t, secretGVR, ns, "app-secret").GetResourceVersion())
+}
+
 // Deleting the workload cascades to what it stamped (garbage collector).
 func TestDeletingWorkloadRemovesStampedObjects(t *testing.T) {
 	ns := newNamespace(t)

@@ -87,6 +87,9 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	if written != nil && missing != "" {
 		r.m.w.Events.Event(obj, corev1.EventTypeWarning, stamp.EventTemplatesNotFound, "templates not found: %s", missing)
 	}
+	if apierrors.IsConflict(err) {
+		r.m.statusConflict(key.Kind)
+	}
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Gone, or the cache is behind: the watch event that follows
 		// re-queues the chain if it still exists.

@@ -235,31 +235,55 @@ func (c *Controller) reconcile(ctx context.Context, key Key) (res Result, err er
 // tried again: short and fixed, since the gate (not the key) waits.
 const gatedRetry = 100 * time.Millisecond
 
-// Probe backoff of the APIGate.
+// Probe backoff of the APIGate: short and capped low, since a probe of a
+// server that is away costs a refused connection, and every probe interval
+// is time the controllers stay idle after the server is back.
 const (
-	gateProbeFirst = 500 * time.Millisecond
-	gateProbeMax   = 10 * time.Second
+	gateProbeFirst = 100 * time.Millisecond
+	gateProbeMax   = 250 * time.Millisecond
 )
 
-// APIGate handles an API server outage once for all controllers: the first
-// reconcile that finds the server unreachable closes the gate and logs it;
-// workers then wait at the gate while one of them probes the server with
-// backoff, instead of every key retrying (and logging) on its own backoff;
-// the first probe that succeeds opens the gate and logs the recovery.
+// gateSettleMax bounds how long the workers wait, once the server answers,
+// for the watches to reconnect (Settle).
+const gateSettleMax = 3 * time.Second
+
+// APIGate handles an API server outage once for all controllers and
+// watches: the first reconcile (or list, or watch) that finds the server
+// unreachable closes the gate and logs it; one goroutine then probes the
+// server with a short backoff, instead of every key retrying (and logging)
+// on its own backoff and every watch on client-go's (0.8 s doubling to
+// 30 s, which brings a watch back up to half a minute after the server).
+// When a probe succeeds, the watches go on first (WaitServer returns);
+// Settle waits for them to reconnect, and then the workers go on (Wait
+// returns) on caches that have caught up, so that a recovery does not
+// write on stale copies and end in conflicts.
 type APIGate struct {
 	probe func(ctx context.Context) error
+	// Settle, when set, runs once the server answers, before the workers
+	// go on (bounded by gateSettleMax).
+	Settle func(ctx context.Context)
 
-	mu      sync.Mutex
-	down    bool
-	since   time.Time     // when the gate closed
-	opened  time.Time     // when it last opened
-	open    chan struct{} // closed when the gate opens
-	probing bool
+	mu     sync.Mutex
+	ctx    context.Context
+	down   bool
+	since  time.Time     // when the gate closed
+	opened time.Time     // when it last opened
+	open   chan struct{} // closed when the workers may go on
+	back   chan struct{} // closed when the server answers (watches go on)
+	isBack bool
+	backAt time.Time
 }
 
 // NewAPIGate returns an open gate that probes the server with probe.
 func NewAPIGate(probe func(ctx context.Context) error) *APIGate {
 	return &APIGate{probe: probe}
+}
+
+// Start sets the context that bounds the probing (until then: none).
+func (g *APIGate) Start(ctx context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ctx = ctx
 }
 
 // Unreachable reports whether err says that the API server could not be
@@ -291,19 +315,30 @@ func answered(err error) bool {
 	return c != 0 && c < 500 && c != 429
 }
 
-// Fail records a reconcile's error; it reports whether the error is the
-// API server being unreachable (the caller then requeues without backoff).
-// A reconcile that started before the gate last opened does not close it
-// again: its failure is the outage already over.
+// Fail records the error of a call (a reconcile, a list, a watch) that
+// started at started; it reports whether the error is the API server being
+// unreachable (the caller then waits at the gate instead of backing off).
+// A call that started before the gate last opened does not close it
+// again: its failure is the outage already over. A failure while the
+// watches reconnect, of a call made after the server answered, means the
+// server went away again: the watches wait again.
 func (g *APIGate) Fail(err error, started time.Time) bool {
 	if g == nil || !Unreachable(err) {
 		return false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.down && !started.Before(g.opened) {
-		g.down, g.since, g.open = true, time.Now(), make(chan struct{})
-		klog.InfoS("API server unreachable; reconciles wait until it answers again", "err", err.Error())
+	switch {
+	case !g.down && !started.Before(g.opened):
+		g.down, g.since, g.open, g.back, g.isBack = true, time.Now(), make(chan struct{}), make(chan struct{}), false
+		klog.InfoS("API server unreachable; reconciles and watches wait until it answers again", "err", err.Error())
+		ctx := g.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		go g.probeUntilBack(ctx)
+	case g.down && g.isBack && !started.Before(g.backAt):
+		g.back, g.isBack = make(chan struct{}), false
 	}
 	return true
 }
@@ -319,7 +354,7 @@ func (g *APIGate) Down() bool {
 }
 
 // Wait returns at once while the gate is open; while it is closed it
-// blocks until it opens (or ctx ends), one caller probing the server.
+// blocks until it opens (or ctx ends). Workers wait here.
 func (g *APIGate) Wait(ctx context.Context) {
 	if g == nil {
 		return
@@ -329,36 +364,71 @@ func (g *APIGate) Wait(ctx context.Context) {
 		g.mu.Unlock()
 		return
 	}
-	open, probe := g.open, !g.probing
-	g.probing = true
+	open := g.open
 	g.mu.Unlock()
-	if !probe {
-		select {
-		case <-open:
-		case <-ctx.Done():
-		}
+	select {
+	case <-open:
+	case <-ctx.Done():
+	}
+}
+
+// WaitServer returns at once while the server answers; while it is away it
+// blocks until a probe succeeds (or ctx ends). Lists and watches wait here,
+// and go on before the workers do.
+func (g *APIGate) WaitServer(ctx context.Context) {
+	if g == nil {
 		return
 	}
+	g.mu.Lock()
+	if !g.down || g.isBack {
+		g.mu.Unlock()
+		return
+	}
+	back := g.back
+	g.mu.Unlock()
+	select {
+	case <-back:
+	case <-ctx.Done():
+	}
+}
+
+// probeUntilBack probes the server until it answers, lets the watches go
+// on, settles, and opens the gate; if the server goes away again while the
+// watches reconnect, it probes on. It is the only prober of an outage.
+func (g *APIGate) probeUntilBack(ctx context.Context) {
 	for delay := gateProbeFirst; ; delay = min(2*delay, gateProbeMax) {
 		select {
 		case <-ctx.Done():
-			g.mu.Lock()
-			g.probing = false
-			g.mu.Unlock()
-			return
+			return // shutting down: waiters end with their own contexts
 		case <-time.After(delay):
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := g.probe(pctx)
 		cancel()
-		if err == nil || answered(err) {
-			g.mu.Lock()
-			now := time.Now()
-			klog.InfoS("API server answers again; reconciles resume", "after", now.Sub(g.since).Round(100*time.Millisecond).String())
-			g.down, g.probing, g.opened = false, false, now
-			close(g.open)
-			g.mu.Unlock()
-			return
+		if err != nil && !answered(err) {
+			continue
 		}
+		g.mu.Lock()
+		g.isBack, g.backAt = true, time.Now()
+		close(g.back)
+		g.mu.Unlock()
+		if g.Settle != nil {
+			sctx, cancel := context.WithTimeout(ctx, gateSettleMax)
+			g.Settle(sctx)
+			cancel()
+		}
+		g.mu.Lock()
+		if !g.isBack {
+			g.mu.Unlock()
+			delay = gateProbeFirst / 2
+			continue // away again
+		}
+		now := time.Now()
+		klog.InfoS("API server answers again; reconciles resume", "after", now.Sub(g.since).Round(100*time.Millisecond).String(),
+			"settled", now.Sub(g.backAt).Round(time.Millisecond).String())
+		g.down, g.opened = false, now
+		close(g.open)
+		g.mu.Unlock()
+		return
 	}
 }

@@ -62,6 +62,7 @@ type Manager struct {
 	owners    map[string]*ownerReconciler // by owner kind
 	chains    *chainReconciler
 	runnables *runnableReconciler
+	gate      *APIGate // one outage of the API server, for controllers and watches
 
 	// blocked owners are re-reconciled when RBAC or discovery changes; they
 	// are not retried on a timer, which would only repeat the failure.
@@ -89,6 +90,16 @@ type Manager struct {
 	// OnEventDropped, when set, is told of each Normal event dropped
 	// because its namespace's event budget was spent.
 	OnEventDropped func(reason string)
+	// OnStatusConflict, when set, is told of each status write (of an
+	// owner, Runnable or chain kind) refused as a conflict.
+	OnStatusConflict func(kind string)
+}
+
+// statusConflict reports a status write of kind refused as a conflict.
+func (m *Manager) statusConflict(kind string) {
+	if m.OnStatusConflict != nil {
+		m.OnStatusConflict(kind)
+	}
 }
 
 type blockCause int
@@ -179,6 +190,12 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	gate := NewAPIGate(func(ctx context.Context) error {
 		return dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	})
+	// Watches wait out an outage at the same gate, and reconnect before
+	// the workers go on: reconciles after an outage read caches that
+	// caught up.
+	m.tracker.WaitOutages(gate)
+	gate.Settle = m.tracker.AwaitReconnect
+	m.gate = gate
 	for _, c := range m.Controllers() {
 		c.Gate = gate
 		c.OnReconcile = opts.OnReconcile
@@ -227,6 +244,7 @@ func (m *Manager) Synced() bool {
 // workers never wait), then runs the controllers until ctx is done and they
 // have drained.
 func (m *Manager) Run(ctx context.Context) error {
+	m.gate.Start(ctx)
 	m.tracker.Start(ctx)
 	keys := permanentWatches()
 	for _, k := range keys {

@@ -39,6 +39,7 @@ type ownerReconciler struct {
 
 	writesMu sync.Mutex
 	writes   map[string]ownWrite // status written, not yet seen in the cache
+	stale    staleReads          // status writes refused on a stale copy
 }
 
 func newOwnerReconciler(m *Manager, f *Flavor, idx *index) *ownerReconciler {
@@ -119,9 +120,10 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		r.writesMu.Lock()
 		delete(r.writes, user)
 		r.writesMu.Unlock()
+		r.stale.forget(user)
 		return Result{}, nil
 	}
-	if r.awaitOwnWrite(user, obj) {
+	if r.awaitOwnWrite(user, obj) || r.stale.behind(user, obj.GetResourceVersion()) {
 		return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
 	}
 	obj = obj.DeepCopy()
@@ -136,6 +138,11 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	}
 
 	if err := r.writeStatus(ctx, obj, op); err != nil {
+		if apierrors.IsConflict(err) {
+			// Decided on a stale copy: decide again once the cache has a
+			// newer one (staleReads), not on the same copy with backoff.
+			return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
+		}
 		return Result{}, err
 	}
 	op.watch.Done()
@@ -219,13 +226,18 @@ type ownWrite struct {
 // writeStatus writes the owner's status only when it changed.
 func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, op *ownerPass) error {
 	op.bound(obj)
+	user := r.user(obj.GetNamespace(), obj.GetName())
 	written, err := r.m.w.WriteStatus(ctx, r.flavor.OwnerGVR, obj, op.status)
 	if written != nil {
-		r.recordWrite(r.user(obj.GetNamespace(), obj.GetName()), written)
+		r.recordWrite(user, written)
+	}
+	if apierrors.IsConflict(err) {
+		r.stale.note(user, obj.GetResourceVersion())
+		r.m.statusConflict(r.flavor.OwnerKind)
 	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		// The cache is behind; the watch event that follows re-queues us.
-		klog.V(2).InfoS("status write raced; will retry", "owner", r.user(obj.GetNamespace(), obj.GetName()), "err", err.Error())
+		// The cache is behind: the owner is looked at again once it is not.
+		klog.V(2).InfoS("status write raced; will retry", "owner", user, "err", err.Error())
 	}
 	return err
 }

@@ -336,6 +336,10 @@ func (op *ownerPass) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unst
 		d := apply.Digest(o.Object)
 		ann[AnnotationDigest] = d
 		o.SetAnnotations(ann)
+		// Written as the API server keeps it (after the digest, which
+		// stays the rendered object's), so that it is up to date once
+		// written.
+		apply.Stored(o)
 	}
 	return objs, nil
 }

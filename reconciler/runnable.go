@@ -28,8 +28,8 @@ import (
 // Runnable condition types and reasons (the contract's; Cartographer's
 // names where it has them).
 const (
-	CondRunTemplateReady   = "RunTemplateReady"
-	CondStampedObject      = "StampedObjectCondition"
+	CondRunTemplateReady   = step.CondRunTemplateReady
+	CondStampedObject      = step.CondStampedObject
 	ReasonRunTemplateFound = "Ready"
 
 	ReasonRunnableInvalidSpec     = "InvalidSpec"
@@ -86,6 +86,8 @@ type runnableReconciler struct {
 	doomed      map[string][]doomedRunTemplate
 	nameWaiters map[string]map[Key]struct{}
 	unproven    map[types.UID]struct{}
+	// stale: status writes refused on a stale copy (fresh.go).
+	stale staleReads
 }
 
 func newRunnableReconciler(m *Manager) *runnableReconciler {
@@ -185,8 +187,12 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 		r.m.tracker.ReleaseAll(user)
 		r.setSelector(key, nil)
 		r.recent.Forget(user)
+		r.stale.forget(user)
 		r.m.unblockOne(key)
 		return Result{}, nil
+	}
+	if r.stale.behind(user, obj.GetResourceVersion()) {
+		return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
 	}
 	rp := &runnablePass{ctx: ctx, r: r, obj: obj.DeepCopy(), key: key, user: user, watch: r.m.tracker.Begin(user), w: r.m.w.Session(),
 		now: metav1.NewTime(time.Now().Truncate(time.Second))}
@@ -196,6 +202,13 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	runErr := rp.realize()
 	if !rp.keepStatus {
 		if err := r.writeStatus(ctx, rp); err != nil {
+			if apierrors.IsConflict(err) {
+				// Decided on a stale copy: decide again once the cache
+				// has a newer one (staleReads).
+				r.m.statusConflict(api.KindRunnable)
+				klog.V(2).InfoS("status write raced; will retry", "runnable", user, "err", err.Error())
+				return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
+			}
 			return Result{}, err
 		}
 	}
@@ -214,7 +227,15 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 
 func (r *runnableReconciler) writeStatus(ctx context.Context, rp *runnablePass) error {
 	rp.bound()
-	_, err := r.m.w.WriteStatus(ctx, RunnableGVR, rp.obj, rp.status)
+	read := rp.obj.GetResourceVersion()
+	written, err := r.m.w.WriteStatus(ctx, RunnableGVR, rp.obj, rp.status)
+	if written != nil || apierrors.IsConflict(err) {
+		// The copy read is stale now (this write replaced it, or another
+		// had): the next reconcile waits for the cache to show a newer
+		// one. A run's event often wakes the Runnable again a moment after
+		// its status write, before the cache has it.
+		r.stale.note(rp.user, read)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile; its delete event cleans up
 	}

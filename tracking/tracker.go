@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -98,6 +98,10 @@ type Impersonate func(namespace, name string) (dynamic.Interface, error)
 // through as's client instead (nil as: such watches fail, never falling
 // back to client's rights).
 func DynamicInformers(client dynamic.Interface, as Impersonate) InformerFunc {
+	return dynamicInformers(client, as, nil)
+}
+
+func dynamicInformers(client dynamic.Interface, as Impersonate, t *Tracker) InformerFunc {
 	return func(k Key, resync time.Duration) cache.SharedIndexInformer {
 		indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 		cl := client
@@ -114,8 +118,21 @@ func DynamicInformers(client dynamic.Interface, as Impersonate) InformerFunc {
 			}
 		}
 		sel := k.Selector
-		return dynamicinformer.NewFilteredDynamicInformer(cl, k.GVR, k.Namespace, resync, indexers,
-			func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
+		ri := cl.Resource(k.GVR).Namespace(k.Namespace)
+		// As client-go's dynamic informer, with lists and watches that
+		// wait out an outage of the API server (outage.go).
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.LabelSelector = sel
+				return throughOutage(t, ctx, "list "+k.String(), func(ctx context.Context) (runtime.Object, error) { return ri.List(ctx, o) })
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.LabelSelector = sel
+				return throughOutage(t, ctx, "watch "+k.String(), func(ctx context.Context) (watch.Interface, error) { return ri.Watch(ctx, o) })
+			},
+		}
+		return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, cl), &unstructured.Unstructured{},
+			cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: indexers, ObjectDescription: k.GVR.String()})
 	}
 }
 
@@ -142,12 +159,19 @@ type Tracker struct {
 	ctx     context.Context
 	entries map[Key]*entry
 	byUser  map[string]map[Key]struct{}
+
+	// outage, when set, is where lists and watches wait while the API
+	// server is away; waiting counts those that wait or retry.
+	outage  Outage
+	waiting atomic.Int64
 }
 
 // New returns a tracker whose informers watch through client (keys with
 // As: through as); call Start before Ensure.
 func New(client dynamic.Interface, as Impersonate, resync time.Duration, h Handler) *Tracker {
-	return NewWith(DynamicInformers(client, as), resync, h)
+	t := NewWith(nil, resync, h)
+	t.informer = dynamicInformers(client, as, t)
+	return t
 }
 
 // NewWith returns a tracker whose informers newInformer makes.

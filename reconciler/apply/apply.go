@@ -5,6 +5,7 @@ package apply
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -158,4 +159,42 @@ func Describe(obj *unstructured.Unstructured) string {
 		return fmt.Sprintf("%s/%s", obj.GetKind(), obj.GetName())
 	}
 	return fmt.Sprintf("%s/%s/%s", obj.GetKind(), obj.GetNamespace(), obj.GetName())
+}
+
+// Stored rewrites obj as the API server stores it, where the two differ
+// in a way UpToDate would see: a core Secret's stringData is write-only,
+// merged into data base64-encoded (over data's own value for the same
+// key), and never shown back. Written as is, such a Secret would never be
+// up to date: every reconcile would apply it again, and the first apply
+// after its create would hand its fields over, a write of an unchanged
+// Secret. A stringData that is not a map of strings is left as it is, for
+// the API server to refuse with its own message.
+func Stored(obj *unstructured.Unstructured) {
+	if obj.GetAPIVersion() != "v1" || obj.GetKind() != "Secret" {
+		return
+	}
+	sd, ok := obj.Object["stringData"].(map[string]any)
+	if !ok {
+		return
+	}
+	data, ok := obj.Object["data"].(map[string]any)
+	if !ok {
+		if obj.Object["data"] != nil {
+			return
+		}
+		data = map[string]any{}
+	}
+	enc := make(map[string]any, len(sd))
+	for k, v := range sd {
+		s, ok := v.(string)
+		if !ok {
+			return
+		}
+		enc[k] = base64.StdEncoding.EncodeToString([]byte(s))
+	}
+	for k, v := range enc {
+		data[k] = v
+	}
+	obj.Object["data"] = data
+	delete(obj.Object, "stringData")
 }

@@ -108,3 +108,50 @@ func TestLeaves(t *testing.T) {
 		})
 	}
 }
+
+func TestStored(t *testing.T) {
+	secret := func(extra map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s"}}}
+		for k, v := range extra {
+			u.Object[k] = v
+		}
+		return u
+	}
+	tests := []struct {
+		name string
+		in   *unstructured.Unstructured
+		want map[string]any // the object's fields besides apiVersion, kind, metadata
+	}{
+		{"stringData becomes data", secret(map[string]any{"stringData": map[string]any{"token": "abc"}}),
+			map[string]any{"data": map[string]any{"token": "YWJj"}}},
+		{"merged over data, stringData winning", secret(map[string]any{"data": map[string]any{"a": "eA==", "token": "b2xk"}, "stringData": map[string]any{"token": "abc"}}),
+			map[string]any{"data": map[string]any{"a": "eA==", "token": "YWJj"}}},
+		{"empty data", secret(map[string]any{"data": nil, "stringData": map[string]any{"t": ""}}),
+			map[string]any{"data": map[string]any{"t": ""}}},
+		{"no stringData: unchanged", secret(map[string]any{"data": map[string]any{"a": "eA=="}}),
+			map[string]any{"data": map[string]any{"a": "eA=="}}},
+		{"a value that is not a string: left for the API server to refuse", secret(map[string]any{"stringData": map[string]any{"n": int64(3)}}),
+			map[string]any{"stringData": map[string]any{"n": int64(3)}}},
+		{"another kind with stringData: unchanged", &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Secret", "metadata": map[string]any{}, "stringData": map[string]any{"a": "b"}}},
+			map[string]any{"stringData": map[string]any{"a": "b"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			Stored(tt.in)
+			got := map[string]any{}
+			for k, v := range tt.in.Object {
+				if k != "apiVersion" && k != "kind" && k != "metadata" {
+					got[k] = v
+				}
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	// What the API server keeps of a Secret applied with stringData holds
+	// the stored form: up to date, nothing left out.
+	desired := secret(map[string]any{"stringData": map[string]any{"token": "abc"}})
+	Stored(desired)
+	live := secret(map[string]any{"data": map[string]any{"token": "YWJj"}, "type": "Opaque"})
+	assert.True(t, UpToDate(desired, live))
+	assert.False(t, Leaves(desired, live))
+}

@@ -36,11 +36,14 @@ var (
 	dropped   = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kontinue_events_dropped_total", Help: "Normal events not recorded because their namespace's event budget was spent, by reason.",
 	}, []string{"reason"})
-	clients = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_impersonating_clients", Help: "Clients kept that act as a service account (bounded)."})
+	clients   = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_impersonating_clients", Help: "Clients kept that act as a service account (bounded)."})
+	conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kontinue_status_conflicts_total", Help: "Status writes the API server refused as conflicts (decided on a stale cached copy), by kind.",
+	}, []string{"kind"})
 )
 
 func init() {
-	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped, clients,
+	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped, clients, conflicts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue()
 	registerStandard()
@@ -67,6 +70,9 @@ func Applied(applied bool) {
 		applies.WithLabelValues("skipped").Inc()
 	}
 }
+
+// StatusConflict counts a status write of kind refused as a conflict.
+func StatusConflict(kind string) { conflicts.WithLabelValues(kind).Inc() }
 
 // EventDropped counts a Normal event past its namespace's budget.
 func EventDropped(reason string) { dropped.WithLabelValues(reason).Inc() }

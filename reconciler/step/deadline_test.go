@@ -86,6 +86,16 @@ func TestDeadlineReleasesHeldInputs(t *testing.T) {
 	assert.False(t, ob.Held, "past the deadline the held set goes in")
 	assert.Equal(t, Outputs{"image": "img@d0"}, ob.State.Good)
 
+	// The deadline is a failure: the reconcile that lets the held set in
+	// stamps the shadow from the last good inputs too, not only once the
+	// newer set fails in its turn.
+	mo := mutableObserved(spec, "d2", o.State)
+	mo.Now = t0.Add(time.Minute)
+	writes, done := drive(t, mo, Seen{Live: busy}, world{status: processing(), wrote: true, shadow: processing()})
+	assert.Equal(t, []string{"apply", "shadow"}, kinds(writes))
+	assert.Equal(t, "registry/d0", writes[1].Apply[0].Object["spec"].(map[string]any)["tag"], "stamped from the last good inputs")
+	assert.NotNil(t, done.Done.State.ShadowRef, "kept until the primary succeeds")
+
 	// Nothing newer: the object itself is failed past the deadline.
 	o = observed(spec, "d1", good)
 	o.State, o.Now = ob.State, t0.Add(2*time.Minute)

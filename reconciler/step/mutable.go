@@ -129,7 +129,17 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 			if ShadowCapable(o.Kind, o.Spec) {
 				ob.State.LastGoodObject = ObjectFromLive(live)
 			}
+			// The primary succeeded: the shadow has served its purpose
+			// (design document 004), also when the next set goes in now.
+			ob.State.ShadowRef = nil
 		}
+	}
+	if h.Outcome == health.Failed {
+		// A failure (its rule's or the progress deadline's) on inputs
+		// other than the last good ones wants the shadow now, although
+		// the newest set goes in at once: the apply that follows sees the
+		// object processing that set, not the failure.
+		ob.State.shadowDue = ShadowCapable(o.Kind, o.Spec) && liveDigest != ob.State.GoodDigest
 	}
 	if h.Outcome != health.Processing {
 		return ob

@@ -30,33 +30,21 @@ func RunnableOutputs(kind string, spec *api.TemplateSpec) map[string]string {
 	return nil
 }
 
+// Condition types a Runnable reports besides Ready: whether its run
+// template can stamp, and its newest run as the run template's rule
+// judges it.
+const (
+	CondRunTemplateReady = "RunTemplateReady"
+	CondStampedObject    = "StampedObjectCondition"
+)
+
 // ObserveRunnable reads the step's outputs from the Runnable's
 // status.outputs (the newest successful run's) and its health from the
 // Runnable's Ready condition.
 func ObserveRunnable(o Observed, rn *unstructured.Unstructured) Observation {
 	what := fmt.Sprintf("Runnable [%s/%s]", rn.GetNamespace(), rn.GetName())
 	ob := Observation{State: o.State}
-	gen, _, _ := unstructured.NestedInt64(rn.Object, "status", "observedGeneration")
-	ready, found := st.ConditionOf(rn, st.Ready)
-	switch {
-	case gen < rn.GetGeneration():
-		ob.Healthy = healthyOf(string(st.Unknown), "ReadyCondition", fmt.Sprintf("%s has not yet reported on generation %d", what, rn.GetGeneration()))
-	case !found:
-		ob.Healthy = healthyOf(string(st.Unknown), "ReadyCondition", what+" has no Ready condition yet")
-	default:
-		cs := metav1.ConditionStatus(ready.Status)
-		if cs != st.True && cs != st.False {
-			cs = st.Unknown
-		}
-		m := fmt.Sprintf("%s is Ready=%s", what, ready.Status)
-		if ready.Reason != "" {
-			m += " (" + ready.Reason + ")"
-		}
-		if ready.Message != "" {
-			m += ": " + ready.Message
-		}
-		ob.Healthy = healthyOf(string(cs), "ReadyCondition", m)
-	}
+	ob.Healthy = runnableHealth(rn, what)
 	ob.Submitted = st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
 	want := RunnableOutputs(o.Kind, o.Spec)
 	if want == nil {
@@ -82,6 +70,46 @@ func ObserveRunnable(o Observed, rn *unstructured.Unstructured) Observation {
 	}
 	ob.out = out
 	return ob
+}
+
+// runnableHealth is the step's Healthy condition from the Runnable. While
+// the Runnable's template is fine, its health is its newest run's as the
+// template's own rule judged it (StampedObjectCondition): the step carries
+// the rule's reason (FailedConditionMet, SucceededCondition, …) and names
+// the run, as a mutable step carries the rule's reason for its object.
+// Otherwise (no run template, a run the API server refused) the Runnable's
+// Ready condition is relayed as ReadyCondition.
+func runnableHealth(rn *unstructured.Unstructured, what string) *metav1.Condition {
+	gen, _, _ := unstructured.NestedInt64(rn.Object, "status", "observedGeneration")
+	if gen < rn.GetGeneration() {
+		return healthyOf(string(st.Unknown), "ReadyCondition", fmt.Sprintf("%s has not yet reported on generation %d", what, rn.GetGeneration()))
+	}
+	ready, found := st.ConditionOf(rn, st.Ready)
+	if !found {
+		return healthyOf(string(st.Unknown), "ReadyCondition", what+" has no Ready condition yet")
+	}
+	tmpl, _ := st.ConditionOf(rn, CondRunTemplateReady)
+	run, ran := st.ConditionOf(rn, CondStampedObject)
+	if tmpl.Status == string(st.True) && ran && run.Status == ready.Status && run.Reason != "" {
+		return healthyOf(statusOf(run.Status), run.Reason, fmt.Sprintf("%s: %s", what, run.Message))
+	}
+	m := fmt.Sprintf("%s is Ready=%s", what, ready.Status)
+	if ready.Reason != "" {
+		m += " (" + ready.Reason + ")"
+	}
+	if ready.Message != "" {
+		m += ": " + ready.Message
+	}
+	return healthyOf(statusOf(ready.Status), "ReadyCondition", m)
+}
+
+// statusOf is a condition status as another controller wrote it, anything
+// but True or False being Unknown.
+func statusOf(s string) string {
+	if cs := metav1.ConditionStatus(s); cs == st.True || cs == st.False {
+		return s
+	}
+	return string(st.Unknown)
 }
 
 // HasRunCriterion reports whether a template says when one of its runs has

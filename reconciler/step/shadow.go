@@ -90,7 +90,8 @@ func (ob *Observation) planShadow(o Observed, primary *unstructured.Unstructured
 		return
 	}
 	badInputs := primary.GetAnnotations()[AnnotationDigest] != s.GoodDigest
-	need := s.ShadowRef != nil || (h.Outcome == health.Failed && badInputs)
+	need := s.ShadowRef != nil || s.shadowDue || (h.Outcome == health.Failed && badInputs)
+	s.shadowDue = false
 	if !need || s.LastGoodObject == nil {
 		s.ShadowRef = nil
 		return
