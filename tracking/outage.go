@@ -6,6 +6,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 )
 
@@ -88,4 +93,60 @@ func throughOutage[T any](t *Tracker, ctx context.Context, what string, call fun
 func answer(err error) bool {
 	var s apierrors.APIStatus
 	return errors.As(err, &s)
+}
+
+// gated wraps client so that the lists and watches a dynamic informer
+// makes through it wait out outages at t's Outage (t nil: client as is).
+func gated(client dynamic.Interface, t *Tracker, what string) dynamic.Interface {
+	if t == nil {
+		return client
+	}
+	return gatedClient{client, t, what}
+}
+
+type gatedClient struct {
+	dynamic.Interface
+	t    *Tracker
+	what string
+}
+
+func (c gatedClient) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	return gatedResource{c.Interface.Resource(gvr), c.t, c.what}
+}
+
+type gatedResource struct {
+	dynamic.NamespaceableResourceInterface
+	t    *Tracker
+	what string
+}
+
+func (r gatedResource) Namespace(ns string) dynamic.ResourceInterface {
+	return gatedList{r.NamespaceableResourceInterface.Namespace(ns), r.t, r.what}
+}
+
+func (r gatedResource) List(ctx context.Context, o metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	return gatedList{r.NamespaceableResourceInterface, r.t, r.what}.List(ctx, o)
+}
+
+func (r gatedResource) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	return gatedList{r.NamespaceableResourceInterface, r.t, r.what}.Watch(ctx, o)
+}
+
+// gatedList is a resource whose List and Watch go through throughOutage.
+type gatedList struct {
+	dynamic.ResourceInterface
+	t    *Tracker
+	what string
+}
+
+func (r gatedList) List(ctx context.Context, o metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	return throughOutage(r.t, ctx, "list "+r.what, func(ctx context.Context) (*unstructured.UnstructuredList, error) {
+		return r.ResourceInterface.List(ctx, o)
+	})
+}
+
+func (r gatedList) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	return throughOutage(r.t, ctx, "watch "+r.what, func(ctx context.Context) (watch.Interface, error) {
+		return r.ResourceInterface.Watch(ctx, o)
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -118,21 +119,8 @@ func dynamicInformers(client dynamic.Interface, as Impersonate, t *Tracker) Info
 			}
 		}
 		sel := k.Selector
-		ri := cl.Resource(k.GVR).Namespace(k.Namespace)
-		// As client-go's dynamic informer, with lists and watches that
-		// wait out an outage of the API server (outage.go).
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.LabelSelector = sel
-				return throughOutage(t, ctx, "list "+k.String(), func(ctx context.Context) (runtime.Object, error) { return ri.List(ctx, o) })
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.LabelSelector = sel
-				return throughOutage(t, ctx, "watch "+k.String(), func(ctx context.Context) (watch.Interface, error) { return ri.Watch(ctx, o) })
-			},
-		}
-		return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, cl), &unstructured.Unstructured{},
-			cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: indexers, ObjectDescription: k.GVR.String()})
+		return dynamicinformer.NewFilteredDynamicInformer(gated(cl, t, k.String()), k.GVR, k.Namespace, resync, indexers,
+			func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
 	}
 }
 
