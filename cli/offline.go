@@ -1,21 +1,14 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/paths"
@@ -27,10 +20,10 @@ import (
 )
 
 // Offline rendering: what each step of a chain would stamp for an owner,
-// with the controller's own code (option choice by package selector, params
-// by render.MergeParams, the context by render.NewContext, the engines of
-// package render), and upstream outputs given by hand instead of read from
-// stamped objects.
+// prepared by the controller's own code (reconciler/prepare: chain and
+// option choice, pass-through, inputs, params, labels, the engines and the
+// fix-ups of what they render), with upstream outputs given by hand instead
+// of read from stamped objects.
 
 // RenderInput is everything an offline render reads.
 type RenderInput struct {
@@ -83,85 +76,6 @@ type RenderedStep struct {
 	// Outputs are the outputs the step passes on (given by hand, or
 	// forwarded by a pass-through).
 	Outputs map[string]any `json:"outputs,omitempty"`
-}
-
-// LoadObjects reads YAML or JSON documents from files and folders (recursively,
-// *.yaml, *.yml, *.json); "-" is stdin.
-func LoadObjects(paths []string, stdin io.Reader) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	read := func(name string, r io.Reader) error {
-		d := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
-		for {
-			var m map[string]any
-			if err := d.Decode(&m); err != nil {
-				if errors.Is(err, io.EOF) {
-					return nil
-				}
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			if len(m) == 0 {
-				continue
-			}
-			u := &unstructured.Unstructured{Object: m}
-			if u.IsList() {
-				l, err := u.ToList()
-				if err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				for i := range l.Items {
-					out = append(out, &l.Items[i])
-				}
-				continue
-			}
-			if u.GetKind() == "" {
-				return fmt.Errorf("%s: a document without kind", name)
-			}
-			out = append(out, u)
-		}
-	}
-	for _, p := range paths {
-		if p == "-" {
-			if err := read("stdin", stdin); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		fi, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		var files []string
-		if fi.IsDir() {
-			err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				switch strings.ToLower(filepath.Ext(path)) {
-				case ".yaml", ".yml", ".json":
-					if !d.IsDir() {
-						files = append(files, path)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, err
-			}
-			sort.Strings(files)
-		} else {
-			files = []string{p}
-		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return nil, err
-			}
-			if err := read(f, bytes.NewReader(b)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, nil
 }
 
 func isCarto(u *unstructured.Unstructured, kind string) bool {
