@@ -38,14 +38,12 @@ func init() {
 
 // The contract (reconciler/api), as this package names it.
 const (
-	StampedLabel           = api.StampedLabel
-	StampedSelector        = api.StampedSelector
-	LabelWorkloadName      = api.LabelWorkloadName
-	LabelWorkloadNamespace = api.LabelWorkloadNamespace
-	LabelResourceName      = api.LabelResourceName
-	LabelRunnableName      = api.LabelRunnableName
-	LabelRunTemplateName   = api.LabelRunTemplateName
-	AnnotationDigest       = api.AnnotationDigest
+	StampedLabel         = api.StampedLabel
+	StampedSelector      = api.StampedSelector
+	LabelResourceName    = api.LabelResourceName
+	LabelRunnableName    = api.LabelRunnableName
+	LabelRunTemplateName = api.LabelRunTemplateName
+	AnnotationDigest     = api.AnnotationDigest
 	// FieldManager owns every field Kontinue applies.
 	FieldManager = stamp.FieldManager
 )
