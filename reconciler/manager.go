@@ -320,7 +320,7 @@ func (m *Manager) route(ev tracking.Event) {
 			m.unblockOne(k)
 			m.owners[f.OwnerKind].ctrl.Forget(k)
 		}
-		f.enqueue(m, k)
+		m.owners[f.OwnerKind].ctrl.Enqueue(k)
 	case gvr == SupplyChainGVR || gvr == DeliveryGVR:
 		if ev.Type == tracking.Updated && !specOrLabelsChanged(ev.Old, ev.Obj) {
 			return
@@ -514,8 +514,6 @@ func flavorOfOwner(gvr schema.GroupVersionResource) *Flavor {
 	}
 	return WorkloadFlavor
 }
-
-func (f *Flavor) enqueue(m *Manager, k Key) { m.owners[f.OwnerKind].ctrl.Enqueue(k) }
 
 // ownerChanged reports whether anything an owner's reconcile reads changed:
 // anything but its status and bookkeeping metadata.

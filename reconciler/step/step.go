@@ -57,7 +57,7 @@ const (
 
 // AnnotationDigest holds the digest of the object Kontinue last applied: its
 // input set.
-const AnnotationDigest = "kontinue.dev/applied-digest"
+const AnnotationDigest = api.AnnotationDigest
 
 // Outputs of a step: "url"/"revision", "image", "config", or none.
 type Outputs map[string]any
