@@ -8,7 +8,7 @@ BIN      := _output/bin
 STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build test unit e2e chromium conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane bench clean
+.PHONY: all build test unit e2e chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane bench clean
 
 all: build
 
@@ -22,7 +22,7 @@ build:
 ## $KUBECONFIG), then Cartographer's own kuttl suite (conformance).
 test: lint unit e2e conformance
 
-unit: controlplane
+unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 
 e2e: controlplane chromium
@@ -32,6 +32,12 @@ e2e: controlplane chromium
 ## headless; installed with apt-get when missing (needs root).
 chromium:
 	@hack/install-chromium.sh >/dev/null
+
+## promtool: Debian's promtool, which runs the PrometheusRule's unit tests
+## (deploy/monitoring/prometheusrule_test.yaml); installed with apt-get when
+## missing (needs root).
+promtool:
+	@hack/install-promtool.sh >/dev/null
 
 ## conformance: Cartographer v0.8.11's own kuttl suite, unmodified, against
 ## Kontinue on a fresh local control plane (docs/conformance.md). Run one
