@@ -126,7 +126,7 @@ func TestInstallYAMLServerDryRun(t *testing.T) {
 	}
 	require.Equal(t, 11, kinds["CustomResourceDefinition"])
 	require.Equal(t, 1, kinds["Deployment"])
-	require.Equal(t, 4, kinds["ClusterRole"]+kinds["Role"])
+	require.Equal(t, 6, kinds["ClusterRole"]+kinds["Role"], "Kontinue's four and the aggregated view and edit roles")
 
 	// The check above can fail: a Deployment without the restricted
 	// security context draws a Pod Security warning in this namespace.
