@@ -87,7 +87,22 @@ bench: controlplane build
 e2e-kind:
 	IMAGE=$(IMAGE) hack/e2e-kind.sh
 
-.PHONY: install-yaml image e2e-rbac
+.PHONY: install-yaml image e2e-rbac release publish
+
+## release: everything a release needs, without Docker, in
+## _output/release/$(VERSION): CLI archives for linux/darwin × amd64/arm64
+## with SBOMs, the image as an OCI layout, install.yaml and crds.yaml and the
+## chart pinned to the image's digest, the krew manifest, SHA256SUMS
+## (hack/release; docs/install.md). VERSION=v0.x.y REGISTRY=ghcr.io/you
+## RELEASE_URL=<folder the archives are downloaded from>.
+## `make test` runs it as a dry run (hack/release's test).
+release:
+	$(GO) run ./hack/release -version "$(VERSION)" -registry "$(REGISTRY)" -url "$(RELEASE_URL)" $(RELEASE_ARGS)
+
+## publish: the same, then push the image to $(REGISTRY)/kontinue:$(VERSION)
+## (credentials of ~/.docker/config.json; no Docker daemon needed).
+publish:
+	$(GO) run ./hack/release -version "$(VERSION)" -registry "$(REGISTRY)" -url "$(RELEASE_URL)" -push $(RELEASE_ARGS)
 IMAGE ?= kontinue:latest
 
 ## install-yaml: regenerate deploy/install.yaml (namespace + the chart deploy/chart rendered) for $(IMAGE), deploy/crds.yaml and the chart's crds/.
