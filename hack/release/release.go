@@ -463,13 +463,13 @@ func SBOM(bin, version string, p Platform, epoch time.Time) ([]byte, error) {
 		Locator  string `json:"referenceLocator"`
 	}
 	type pkg struct {
-		ID               string     `json:"SPDXID"`
-		Name             string     `json:"name"`
-		Version          string     `json:"versionInfo"`
-		DownloadLocation string     `json:"downloadLocation"`
-		FilesAnalyzed    bool       `json:"filesAnalyzed"`
-		ExternalRefs     []ref      `json:"externalRefs"`
-		Comment          string     `json:"comment,omitempty"`
+		ID               string `json:"SPDXID"`
+		Name             string `json:"name"`
+		Version          string `json:"versionInfo"`
+		DownloadLocation string `json:"downloadLocation"`
+		FilesAnalyzed    bool   `json:"filesAnalyzed"`
+		ExternalRefs     []ref  `json:"externalRefs"`
+		Comment          string `json:"comment,omitempty"`
 	}
 	type rel struct {
 		Element string `json:"spdxElementId"`
