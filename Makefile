@@ -100,7 +100,8 @@ release:
 	$(GO) run ./hack/release -version "$(VERSION)" -registry "$(REGISTRY)" -url "$(RELEASE_URL)" $(RELEASE_ARGS)
 
 ## publish: the same, then push the image to $(REGISTRY)/kontinue:$(VERSION)
-## (credentials of ~/.docker/config.json; no Docker daemon needed).
+## and the chart to oci://$(REGISTRY)/charts/kontinue (credentials of
+## ~/.docker/config.json and `helm registry login`; no Docker, no helm CLI).
 publish:
 	$(GO) run ./hack/release -version "$(VERSION)" -registry "$(REGISTRY)" -url "$(RELEASE_URL)" -push $(RELEASE_ARGS)
 IMAGE ?= kontinue:latest

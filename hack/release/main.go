@@ -11,8 +11,8 @@
 //
 // Every timestamp is the commit's, binaries are built with -trimpath and no
 // build ID, archives are written in a fixed order: the same commit gives the
-// same bytes and the same image digest. -push sends the image to its
-// registry (docs/install.md: publishing a release).
+// same bytes and the same image digest. -push sends the image and the
+// chart to the registry (docs/install.md: publishing a release).
 //
 //	go run ./hack/release -version v0.1.0 -registry ghcr.io/you -url https://.../v0.1.0 [-out DIR] [-push]
 package main
@@ -38,7 +38,7 @@ func main() {
 	flag.StringVar(&o.Homepage, "homepage", "", "the krew manifest's homepage")
 	flag.StringVar(&o.Out, "out", "", "output folder (default: _output/release/VERSION)")
 	platforms := flag.String("platforms", "", "OS/ARCH,... (default: linux and darwin, amd64 and arm64)")
-	push := flag.Bool("push", false, "then push the image to REGISTRY/kontinue:VERSION (the credentials of ~/.docker/config.json)")
+	push := flag.Bool("push", false, "then push the image to REGISTRY/kontinue:VERSION and the chart to REGISTRY/charts/kontinue:X.Y.Z (the credentials of ~/.docker/config.json, and of `helm registry login` for the chart)")
 	flag.Parse()
 	if err := run(o, *platforms, *push); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
@@ -72,10 +72,14 @@ func run(o Options, platforms string, push bool) error {
 		return err
 	}
 	fmt.Printf("%s\nimage %s\nchart %s\n", o.Out, r.Image, r.Chart)
-	if push {
-		return Push(filepath.Join(o.Out, "image"), o.Registry+"/"+ImageName+":"+o.Version, r.Digest)
+	if !push {
+		return nil
 	}
-	return nil
+	if err := Push(filepath.Join(o.Out, "image"), o.Registry+"/"+ImageName+":"+o.Version, r.Digest); err != nil {
+		return err
+	}
+	_, err = PushChart(filepath.Join(o.Out, r.Chart), o.Registry, o.Epoch, false)
+	return err
 }
 
 // commitTime is HEAD's commit time (SOURCE_DATE_EPOCH when set): every

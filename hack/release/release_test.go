@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	helmregistry "helm.sh/helm/v3/pkg/registry"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -227,6 +228,22 @@ func TestRelease(t *testing.T) {
 	desc, err := remote.Head(tagged)
 	require.NoError(t, err)
 	require.Equal(t, r.Digest, desc.Digest.String(), "the tag names the same index")
+
+	// The chart is OCI-pushable: Helm's registry client pushes it and pulls
+	// the same bytes back, and the same package gives the same manifest.
+	chartDigest, err := PushChart(filepath.Join(out, r.Chart), host+"/team", options(t, root, out, build).Epoch, true)
+	require.NoError(t, err)
+	again2, err := PushChart(filepath.Join(out2, r.Chart), host+"/team", options(t, root, out2, build).Epoch, true)
+	require.NoError(t, err)
+	require.Equal(t, chartDigest, again2)
+	hc, err := helmregistry.NewClient(helmregistry.ClientOptPlainHTTP())
+	require.NoError(t, err)
+	pulled, err := hc.Pull(host + "/team/charts/kontinue:0.3.1")
+	require.NoError(t, err)
+	packaged, err := os.ReadFile(filepath.Join(out, r.Chart))
+	require.NoError(t, err)
+	require.Equal(t, packaged, pulled.Chart.Data)
+	require.Equal(t, "v0.3.1", pulled.Chart.Meta.AppVersion)
 }
 
 func TestReleaseRefusesBadInput(t *testing.T) {
