@@ -1,0 +1,145 @@
+package e2ereal
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// The played kubelet (hack/localcluster/kwok-stages.yaml) does what the
+// other tests rely on, with the real controllers writing every status:
+// Deployments roll out or, when their container crash-loops, time out
+// (ProgressDeadlineExceeded); Jobs complete or fail with their exit code;
+// TaskRuns succeed with their results or fail with their step's exit code.
+func TestPlayedKubelet(t *testing.T) {
+	ns := newNamespace(t)
+	apply(t, ns, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: up}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: up}}
+  template:
+    metadata: {labels: {app: up}}
+    spec:
+      containers: [{name: app, image: registry.example.com/app:v1}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: crashing}
+spec:
+  replicas: 1
+  progressDeadlineSeconds: 3
+  selector: {matchLabels: {app: crashing}}
+  template:
+    metadata: {labels: {app: crashing}}
+    spec:
+      containers:
+      - {name: app, image: registry.example.com/app:v1, env: [{name: KWOK_EXIT_CODE, value: "1"}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: passes}
+spec:
+  backoffLimit: 0
+  template:
+    metadata: {annotations: {kwok.kontinue.dev/run-for: 2s}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: test, image: registry.example.com/test, command: [make, test]}]
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: fails}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: test, image: registry.example.com/test, command: [make, test], env: [{name: KWOK_EXIT_CODE, value: "2"}]}
+---
+apiVersion: tekton.dev/v1
+kind: TaskRun
+metadata: {name: builds}
+spec:
+  params: [{name: revision, value: abc}]
+  taskSpec:
+    params: [{name: revision}]
+    results: [{name: image}]
+    steps:
+    - name: build
+      image: registry.example.com/builder
+      script: make image
+      env: [{name: KWOK_RESULTS, value: '{"image": "registry.example.com/app@$(params.revision)"}'}]
+---
+apiVersion: tekton.dev/v1
+kind: TaskRun
+metadata: {name: breaks}
+spec:
+  taskSpec:
+    steps:
+    - name: build
+      image: registry.example.com/builder
+      command: [make, image]
+      env: [{name: KWOK_EXIT_CODE, value: "1"}]
+`)
+	const timeout = 30 * time.Second
+	up := waitFor(t, deploymentGVR, ns, "up", timeout, func(m map[string]any) string {
+		if condition(m, "Available")["status"] != "True" || condition(m, "Progressing")["reason"] != "NewReplicaSetAvailable" ||
+			fmt.Sprint(nested(m, "status", "readyReplicas")) != "2" {
+			return "not rolled out"
+		}
+		return ""
+	})
+	assert.Equal(t, up.GetGeneration(), nested(up.Object, "status", "observedGeneration"))
+	crashing := waitFor(t, deploymentGVR, ns, "crashing", timeout, func(m map[string]any) string {
+		if condition(m, "Progressing")["reason"] != "ProgressDeadlineExceeded" {
+			return "not timed out"
+		}
+		return ""
+	})
+	assert.Equal(t, "False", condition(crashing.Object, "Progressing")["status"])
+	assert.Equal(t, "False", condition(crashing.Object, "Available")["status"])
+	pods := list(t, podGVR, ns, "app=crashing")
+	if assert.Len(t, pods, 1) {
+		assert.Equal(t, "CrashLoopBackOff", nested(pods[0].Object, "status", "containerStatuses").([]any)[0].(map[string]any)["state"].(map[string]any)["waiting"].(map[string]any)["reason"])
+	}
+
+	passes := waitFor(t, jobGVR, ns, "passes", timeout, func(m map[string]any) string {
+		if condition(m, "Complete")["status"] != "True" {
+			return "not complete"
+		}
+		return ""
+	})
+	start, _ := time.Parse(time.RFC3339, fmt.Sprint(nested(passes.Object, "status", "startTime")))
+	done, _ := time.Parse(time.RFC3339, fmt.Sprint(nested(passes.Object, "status", "completionTime")))
+	assert.GreaterOrEqual(t, done.Sub(start), time.Second, "kwok.kontinue.dev/run-for keeps the Pod running")
+	fails := waitFor(t, jobGVR, ns, "fails", timeout, func(m map[string]any) string {
+		if condition(m, "Failed")["status"] != "True" {
+			return "not failed"
+		}
+		return ""
+	})
+	assert.Equal(t, "BackoffLimitExceeded", condition(fails.Object, "Failed")["reason"])
+
+	builds := waitFor(t, taskRunGVR, ns, "builds", timeout, func(m map[string]any) string {
+		if condition(m, "Succeeded")["status"] != "True" {
+			return "not succeeded"
+		}
+		return ""
+	})
+	assert.Equal(t, []any{map[string]any{"name": "image", "type": "string", "value": "registry.example.com/app@abc"}},
+		nested(builds.Object, "status", "results"))
+	breaks := waitFor(t, taskRunGVR, ns, "breaks", timeout, func(m map[string]any) string {
+		if condition(m, "Succeeded")["status"] != "False" {
+			return "not failed"
+		}
+		return ""
+	})
+	assert.Equal(t, "Failed", condition(breaks.Object, "Succeeded")["reason"])
+	assert.Equal(t, `"step-build" exited with code 1`, condition(breaks.Object, "Succeeded")["message"])
+}
