@@ -41,6 +41,7 @@ var (
 	deploymentGVR  = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	taskRunGVR     = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
 	pipelineRunGVR = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "pipelineruns"}
+	schemaRS       = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
 	crGVR          = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
 )
 
@@ -292,7 +293,11 @@ func apply(t testing.TB, ns, y string) {
 		require.NoError(t, err, "apply %s %s", u.GetKind(), u.GetName())
 		if u.GetNamespace() == "" {
 			name := u.GetName()
-			t.Cleanup(func() { _ = r.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+			t.Cleanup(func() {
+				if !keep(t) {
+					_ = r.Delete(context.Background(), name, metav1.DeleteOptions{})
+				}
+			})
 		}
 	}
 }
@@ -308,10 +313,9 @@ func newNamespace(t testing.TB) string {
 	require.NoError(t, err)
 	name := got.GetName()
 	t.Cleanup(func() {
-		if t.Failed() && os.Getenv("E2E_KEEP") != "" {
-			return
+		if !keep(t) {
+			_ = env.dyn.Resource(nsGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
 		}
-		_ = env.dyn.Resource(nsGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	apply(t, name, `
 apiVersion: rbac.authorization.k8s.io/v1
@@ -322,6 +326,10 @@ subjects: [{kind: ServiceAccount, name: default, namespace: `+name+`}]
 `)
 	return name
 }
+
+// keep says whether to leave a failed test's objects for a look
+// (E2E_KEEP set).
+func keep(t testing.TB) bool { return t.Failed() && os.Getenv("E2E_KEEP") != "" }
 
 // uniq makes a cluster-scoped name unique to the test's namespace.
 func uniq(ns, name string) string { return name + "-" + strings.TrimPrefix(ns, "real-") }

@@ -1,11 +1,16 @@
 package e2ereal
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // The played kubelet (hack/localcluster/kwok-stages.yaml) does what the
@@ -142,4 +147,71 @@ spec:
 	})
 	assert.Equal(t, "Failed", condition(breaks.Object, "Succeeded")["reason"])
 	assert.Equal(t, `"step-build" exited with code 1`, condition(breaks.Object, "Succeeded")["message"])
+}
+
+// What the deployment controller reports while a Recreate rollout starts,
+// the reason the suite's success rules count replicas rather than read the
+// Progressing condition: its first status for the new generation has
+// observedGeneration = generation, no updated replica yet, and still the
+// previous rollout's Progressing reason (NewReplicaSetAvailable), because
+// it estimates progress only once the new ReplicaSet exists. A rule
+// "observedGeneration current, Available, NewReplicaSetAvailable" holds on
+// that status: a false success.
+func TestDeploymentStatusLagsOnRecreate(t *testing.T) {
+	ns := newNamespace(t)
+	deployment := func(img string) string {
+		return `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  progressDeadlineSeconds: 30
+  strategy: {type: Recreate}
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: app, image: ` + img + `}]
+`
+	}
+	apply(t, ns, deployment("registry.example.com/web:v1"))
+	v1 := waitFor(t, deploymentGVR, ns, "web", 30*time.Second, func(m map[string]any) string {
+		if condition(m, "Progressing")["reason"] != "NewReplicaSetAvailable" || fmt.Sprint(nested(m, "status", "availableReplicas")) != "2" {
+			return "not rolled out"
+		}
+		return ""
+	})
+	w, err := env.dyn.Resource(deploymentGVR).Namespace(ns).Watch(context.Background(), metav1.ListOptions{
+		FieldSelector: "metadata.name=web", ResourceVersion: v1.GetResourceVersion()})
+	require.NoError(t, err)
+	defer w.Stop()
+	apply(t, ns, deployment("registry.example.com/web:v2"))
+
+	var seen []string
+	stale := false
+	deadline := time.After(30 * time.Second)
+	for done := false; !done; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			require.True(t, ok, "watch closed")
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			m := u.Object
+			gen, observed := u.GetGeneration(), nested(m, "status", "observedGeneration")
+			reason := condition(m, "Progressing")["reason"]
+			updated := nested(m, "status", "updatedReplicas")
+			seen = append(seen, fmt.Sprintf("gen %d observed %v updated %v reason %v", gen, observed, updated, reason))
+			if gen == 2 && fmt.Sprint(observed) == "2" && reason == "NewReplicaSetAvailable" && updated == nil {
+				stale = true
+			}
+			done = gen == 2 && fmt.Sprint(observed) == "2" && fmt.Sprint(updated) == "2" && reason == "NewReplicaSetAvailable"
+		case <-deadline:
+			t.Fatalf("no rollout of v2 within 30s; statuses seen:\n%s", strings.Join(seen, "\n"))
+		}
+	}
+	assert.True(t, stale, "a status for generation 2 with no updated replica and the previous NewReplicaSetAvailable; seen:\n%s", strings.Join(seen, "\n"))
+	t.Logf("statuses seen:\n%s", strings.Join(seen, "\n"))
 }
