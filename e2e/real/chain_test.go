@@ -1,6 +1,7 @@
 package e2ereal
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"testing"
@@ -8,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // appChain is a supply chain and a delivery whose steps stamp objects real
@@ -492,6 +495,15 @@ func TestRealSupplyChainAndDelivery(t *testing.T) {
 	c.workload(t, "c5")
 	c.waitDeployed(t, "c5", timeout)
 
+	// Idle: the real controllers are done, Kontinue writes nothing.
+	time.Sleep(2 * time.Second) // the last status writes land
+	before, err := env.kontinue.writes()
+	require.NoError(t, err)
+	time.Sleep(10 * time.Second) // proving that nothing happens
+	after, err := env.kontinue.writes()
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "API writes by Kontinue while idle")
+
 	// One Job per commit (the failed one too), one build and one lint run
 	// per commit whose tests passed.
 	jobs, builds, lints := c.countRuns(t)
@@ -500,6 +512,26 @@ func TestRealSupplyChainAndDelivery(t *testing.T) {
 	assert.Equal(t, []string{"c1", "c3-fails-build", "c4-crashes", "c5"}, lints.revisions())
 	assert.Empty(t, append(append(jobs.dups, builds.dups...), lints.dups...))
 	assert.Equal(t, []string{"app-build", "app-lint"}, runnableNames(t, ns))
+
+	// Deleting the workload removes everything it stamped, down to the
+	// Pods, through owner references and the garbage collector.
+	require.NoError(t, env.dyn.Resource(workloadGVR).Namespace(ns).Delete(context.Background(), "app", metav1.DeleteOptions{}))
+	eventually(t, timeout, func() string {
+		var left []string
+		for _, gvr := range []schema.GroupVersionResource{deliverableGVR, runnableGVR, deploymentGVR, schemaRS, jobGVR,
+			pipelineRunGVR, taskRunGVR, podGVR} {
+			for _, u := range list(t, gvr, ns, "") {
+				left = append(left, u.GetKind()+"/"+u.GetName())
+			}
+		}
+		for _, u := range list(t, configMapGVR, ns, "kontinue.dev/stamped=true") {
+			left = append(left, "ConfigMap/"+u.GetName())
+		}
+		if len(left) > 0 {
+			return fmt.Sprintf("left after the workload's deletion: %v", left)
+		}
+		return ""
+	})
 }
 
 // waitConfig waits until the ConfigMap app-config holds value at key.

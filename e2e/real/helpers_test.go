@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +143,7 @@ type kontinueProc struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
+	metrics string // http://host:port
 	done    chan struct{}
 }
 
@@ -156,9 +160,10 @@ func startKontinue(name string) (*kontinueProc, error) {
 	if err != nil {
 		return nil, err
 	}
+	metrics := freeAddr()
 	cmd := exec.Command(env.bin,
 		"--kubeconfig="+env.kubeconfig,
-		"--metrics-bind-address="+freeAddr(),
+		"--metrics-bind-address="+metrics,
 		"--health-probe-bind-address="+freeAddr(),
 		"--log-format=json",
 		"--shutdown-grace-period=5s",
@@ -169,7 +174,7 @@ func startKontinue(name string) (*kontinueProc, error) {
 		f.Close()
 		return nil, err
 	}
-	p := &kontinueProc{name: name, cmd: cmd, logPath: path, done: make(chan struct{})}
+	p := &kontinueProc{name: name, cmd: cmd, logPath: path, metrics: "http://" + metrics, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
@@ -185,6 +190,36 @@ func freeAddr() string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// writes sums kontinue_api_requests_total over the verbs that write.
+func (p *kontinueProc) writes() (float64, error) {
+	resp, err := http.Get(p.metrics + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, "kontinue_api_requests_total{")
+		if !ok {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, "} ")
+		if strings.Contains(labels, `verb="GET"`) || strings.Contains(labels, `verb="LIST"`) || strings.Contains(labels, `verb="WATCH"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, fmt.Errorf("metrics line %q: %v", line, err)
+		}
+		total += v
+	}
+	return total, nil
 }
 
 // kill sends SIGKILL and waits for the exit.

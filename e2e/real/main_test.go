@@ -86,11 +86,7 @@ func runSuite(m *testing.M) int {
 			return fail("Tekton", err)
 		}
 	}
-	ours, err := crds.All()
-	if err != nil {
-		return fail("CRDs", err)
-	}
-	if err := crds.Install(ctx, env.dyn, "e2e-real", ours, 2*time.Minute); err != nil {
+	if err := installCRDs(ctx, env.dyn); err != nil { // a no-op on the suite's own cluster
 		return fail("installing CRDs", err)
 	}
 	if err := setupRBAC(ctx); err != nil {
@@ -127,6 +123,15 @@ func startCluster(ctx context.Context, root string) (*localcluster.Cluster, erro
 		Log:       os.Stderr,
 		Workloads: &localcluster.Workloads{KwokBinary: in.Kwok, Nodes: 2},
 		Tekton:    &localcluster.Tekton{Dir: in.TektonDir},
+		// Kontinue's CRDs before the garbage collector starts, so that it
+		// collects what Runnables, Workloads and Deliverables own at once.
+		BeforeControllers: func(ctx context.Context, c *localcluster.Cluster) error {
+			cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+			if err != nil {
+				return err
+			}
+			return installCRDs(ctx, dynamic.NewForConfigOrDie(cfg))
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -134,6 +139,14 @@ func startCluster(ctx context.Context, root string) (*localcluster.Cluster, erro
 	fmt.Fprintf(os.Stderr, "e2e/real: cluster with real controllers ready in %s (state and logs in %s)\n",
 		time.Since(t0).Round(100*time.Millisecond), dir)
 	return c, nil
+}
+
+func installCRDs(ctx context.Context, dyn dynamic.Interface) error {
+	ours, err := crds.All()
+	if err != nil {
+		return err
+	}
+	return crds.Install(ctx, dyn, "e2e-real", ours, 2*time.Minute)
 }
 
 // logPath is where a Kontinue process of this run logs.

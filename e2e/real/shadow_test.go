@@ -121,9 +121,12 @@ spec:
 			if condition(p.Object, "Ready")["status"] != "True" {
 				continue
 			}
-			rs := p.GetOwnerReferences()[0].Name
-			rsObj, err := tryGet(schemaRS, ns, rs)
-			if err != nil || rsObj.GetOwnerReferences()[0].Name != deployment {
+			owners := p.GetOwnerReferences()
+			if len(owners) == 0 {
+				continue
+			}
+			rs, err := tryGet(schemaRS, ns, owners[0].Name)
+			if err != nil || len(rs.GetOwnerReferences()) == 0 || rs.GetOwnerReferences()[0].Name != deployment {
 				continue
 			}
 			out = append(out, fmt.Sprint(nested(p.Object, "spec", "containers").([]any)[0].(map[string]any)["image"]))
@@ -172,8 +175,13 @@ spec:
 		if !gone(deploymentGVR, ns, "web-last-good") {
 			return "the shadow still exists"
 		}
-		if got := readyPods("web-last-good"); len(got) != 0 {
-			return fmt.Sprintf("Ready Pods of the shadow: %v", got)
+		// Its ReplicaSet and Pods go with it (garbage collection).
+		var images []string
+		for _, p := range list(t, podGVR, ns, "app=web") {
+			images = append(images, fmt.Sprint(nested(p.Object, "spec", "containers").([]any)[0].(map[string]any)["image"]))
+		}
+		if fmt.Sprint(images) != "[registry.example.com/web:v3 registry.example.com/web:v3]" {
+			return fmt.Sprintf("Pods left: %v", images)
 		}
 		return ""
 	})

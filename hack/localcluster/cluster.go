@@ -62,6 +62,12 @@ type Options struct {
 	// SchedulerArgs, KwokArgs and TektonArgs are appended to the generated
 	// flags of those components.
 	SchedulerArgs, KwokArgs, TektonArgs []string
+	// BeforeControllers, when set, runs once the API server is ready (and
+	// Kubeconfig written), before the controller-manager starts: the place
+	// to install CRDs, so that the garbage collector knows their kinds from
+	// its start (a kind added later is collected only after its next
+	// discovery, about 30s).
+	BeforeControllers func(ctx context.Context, c *Cluster) error
 }
 
 // Cluster is a running control plane.
@@ -266,6 +272,16 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 
 	// kube-controller-manager: up once it has created the default
 	// ServiceAccount of namespace default.
+	if o.Tekton != nil {
+		if err := c.installTekton(ctx, logf, o); err != nil {
+			return nil, err
+		}
+	}
+	if o.BeforeControllers != nil {
+		if err := o.BeforeControllers(ctx, c); err != nil {
+			return nil, fmt.Errorf("localcluster: before the controllers: %w", err)
+		}
+	}
 	kcmControllers := controllers
 	if o.Workloads != nil {
 		kcmControllers = workloadControllers

@@ -49,9 +49,11 @@ func (t *Tekton) check() error {
 	return nil
 }
 
-// startTekton installs Tekton's CRDs and config maps, starts its
-// controller and waits until a TaskRun succeeds through it.
-func (c *Cluster) startTekton(ctx context.Context, logf func(string, ...any), o Options) error {
+// installTekton applies Tekton's namespace, CRDs and config maps. It runs
+// before the controller-manager starts, so that the garbage collector
+// knows Tekton's kinds from its start (a kind added later is collected
+// only after its next discovery, about 30s).
+func (c *Cluster) installTekton(ctx context.Context, logf func(string, ...any), o Options) error {
 	t := o.Tekton
 	t0 := time.Now()
 	if err := c.create(ctx, "/api/v1/namespaces", map[string]any{
@@ -115,8 +117,14 @@ func (c *Cluster) startTekton(ctx context.Context, logf func(string, ...any), o 
 		}
 	}
 	logf("Tekton's %d CRDs and %d config maps applied after %.1fs", len(names), len(cms), time.Since(t0).Seconds())
+	return nil
+}
 
-	err = c.startComponent(ctx, logf, tektonName, tektonTimeout, func() (*process, func(context.Context) error, error) {
+// startTekton starts Tekton's controller (installTekton ran) and waits
+// until a TaskRun succeeds through it.
+func (c *Cluster) startTekton(ctx context.Context, logf func(string, ...any), o Options) error {
+	t := o.Tekton
+	err := c.startComponent(ctx, logf, tektonName, tektonTimeout, func() (*process, func(context.Context) error, error) {
 		ports, err := freePorts(3)
 		if err != nil {
 			return nil, nil, err
