@@ -7,8 +7,9 @@ GO       ?= go
 BIN      := _output/bin
 STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
+E2E_REAL_TIMEOUT ?= 20m
 
-.PHONY: all build test unit e2e chromium conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane bench clean
+.PHONY: all build test unit e2e e2e-real chromium conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
 all: build
 
@@ -19,14 +20,24 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kontinue .
 
 ## test: lint, unit tests, the e2e suite on the local control plane (or
-## $KUBECONFIG), then Cartographer's own kuttl suite (conformance).
+## $KUBECONFIG), the e2e suite on real workload controllers and Tekton
+## (e2e/real, always on its own local cluster), then Cartographer's own kuttl
+## suite (conformance).
 test: lint unit e2e conformance
 
 unit: controlplane
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 
-e2e: controlplane chromium
-	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+## e2e: the two e2e suites, one after the other (each starts a cluster; side
+## by side they would share 2 cores).
+e2e: controlplane realcontrollers chromium
+	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e
+	$(GO) test -count=1 -timeout $(E2E_REAL_TIMEOUT) ./e2e/real
+
+## e2e-real: the suite on real workload controllers, kwok's fake nodes and
+## Tekton alone (docs/testing.md).
+e2e-real: realcontrollers
+	$(GO) test -count=1 -timeout $(E2E_REAL_TIMEOUT) ./e2e/real
 
 ## chromium: Debian's chromium, which the dashboard's e2e test drives
 ## headless; installed with apt-get when missing (needs root).
@@ -44,9 +55,15 @@ conformance: controlplane build
 conformance-cartographer: controlplane
 	$(GO) run ./hack/conformance -controller cartographer $(CONFORMANCE_ARGS)
 
-## controlplane: build kube-apiserver, kube-controller-manager and etcd once.
+## controlplane: build kube-apiserver, kube-controller-manager, kube-scheduler and etcd once.
 controlplane:
 	@hack/install-controlplane.sh >/dev/null
+
+## realcontrollers: build kwok and Tekton Pipelines' controller once (the
+## cluster with real workload controllers: docs/testing.md).
+realcontrollers: controlplane
+	@hack/install-kwok.sh >/dev/null
+	@hack/install-tekton.sh >/dev/null
 
 lint: fmt vet staticcheck
 

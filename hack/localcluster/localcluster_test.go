@@ -433,3 +433,50 @@ func TestAttachStopsOnlyRecordedProcesses(t *testing.T) {
 		t.Errorf("Attach after Stop: %v", err)
 	}
 }
+
+// The real-controllers options are checked before anything starts or the
+// state folder is touched.
+func TestStartRefusesIncompleteRealOptions(t *testing.T) {
+	bins := binDir(t)
+	for name, tc := range map[string]struct {
+		opts Options
+		want string
+	}{
+		"Tekton without Workloads": {Options{Tekton: &Tekton{Dir: t.TempDir()}}, "Options.Tekton needs Options.Workloads"},
+		"no kwok":                  {Options{Workloads: &Workloads{}}, "Workloads.KwokBinary is empty"},
+		"kwok missing":             {Options{Workloads: &Workloads{KwokBinary: "/nonexistent/kwok"}}, "no such file"},
+		"no Tekton folder":         {Options{Workloads: &Workloads{KwokBinary: "/bin/true"}, Tekton: &Tekton{}}, "Tekton.Dir is empty"},
+		"no Tekton controller":     {Options{Workloads: &Workloads{KwokBinary: "/bin/true"}, Tekton: &Tekton{Dir: t.TempDir()}}, "run hack/install-tekton.sh"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			tc.opts.BinDir, tc.opts.Dir = bins, dir
+			_, err := Start(context.Background(), tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Start: %v, want an error containing %q", err, tc.want)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the state folder was touched: %v", err)
+			}
+		})
+	}
+}
+
+// The default kwok Stages are well-formed YAML, one Pod stage per step of a
+// Pod's life the suite relies on.
+func TestDefaultStages(t *testing.T) {
+	docs, err := splitYAML(DefaultStages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range docs {
+		if d["kind"] != "Stage" || str(d, "spec", "resourceRef", "kind") != "Pod" {
+			t.Fatalf("not a Pod Stage: %v", d)
+		}
+		names = append(names, str(d, "metadata", "name"))
+	}
+	if got := strings.Join(names, ","); got != "kontinue-pod-delete,kontinue-pod-start,kontinue-pod-complete" {
+		t.Fatalf("stages %s", got)
+	}
+}

@@ -85,7 +85,7 @@ func (c *Cluster) installTekton(ctx context.Context, logf func(string, ...any), 
 				return err
 			}
 			if st, _, _ := conditionStatus(crd, "Established"); st != "True" {
-				return fmt.Errorf("Established is %q", st)
+				return fmt.Errorf("condition Established is %q", st)
 			}
 			return nil
 		})
@@ -210,7 +210,7 @@ func (c *Cluster) TektonCanary(ctx context.Context, timeout time.Duration) error
 		case "False":
 			return permanentError{fmt.Errorf("failed: %s: %s", reason, msg)}
 		}
-		return fmt.Errorf("Succeeded is %q (%s)", st, reason)
+		return fmt.Errorf("condition Succeeded is %q (%s)", st, reason)
 	})
 }
 

@@ -181,7 +181,7 @@ func (c *Cluster) nodeSchedulable(ctx context.Context, name string) error {
 		return err
 	}
 	if st, _, _ := conditionStatus(node, "Ready"); st != "True" {
-		return fmt.Errorf("Ready is %q", st)
+		return fmt.Errorf("condition Ready is %q", st)
 	}
 	spec, _ := node["spec"].(map[string]any)
 	taints, _ := spec["taints"].([]any)
