@@ -103,7 +103,8 @@ spec:
 	rolledOut := func(name, img string) func(map[string]any) string {
 		return func(m map[string]any) string {
 			if fmt.Sprint(nested(m, "status", "observedGeneration")) != fmt.Sprint(nested(m, "metadata", "generation")) ||
-				condition(m, "Progressing")["reason"] != "NewReplicaSetAvailable" || fmt.Sprint(nested(m, "status", "readyReplicas")) != "2" {
+				fmt.Sprint(nested(m, "status", "updatedReplicas")) != "2" || fmt.Sprint(nested(m, "status", "replicas")) != "2" ||
+				fmt.Sprint(nested(m, "status", "availableReplicas")) != "2" {
 				return "not rolled out"
 			}
 			cs := nested(m, "spec", "template", "spec", "containers").([]any)
