@@ -16,8 +16,10 @@ import (
 // The played kubelet (hack/localcluster/kwok-stages.yaml) does what the
 // other tests rely on, with the real controllers writing every status:
 // Deployments roll out or, when their container crash-loops, time out
-// (ProgressDeadlineExceeded); Jobs complete or fail with their exit code;
-// TaskRuns succeed with their results or fail with their step's exit code.
+// (ProgressDeadlineExceeded); Jobs complete or fail with their exit code
+// (KWOK_EXIT_CODE, or KWOK_FAIL_ON matching their command line); TaskRuns
+// succeed with their results or fail with their step's exit code, also
+// when written as tekton.dev/v1beta1.
 func TestPlayedKubelet(t *testing.T) {
 	ns := newNamespace(t)
 	apply(t, ns, `
@@ -66,6 +68,36 @@ spec:
       restartPolicy: Never
       containers:
       - {name: test, image: registry.example.com/test, command: [make, test], env: [{name: KWOK_EXIT_CODE, value: "2"}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: fails-on-input}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: test, image: registry.example.com/test, command: [go, test], args: [-run, TestBad], env: [{name: KWOK_FAIL_ON, value: "-run TestB"}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: passes-on-input}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: test, image: registry.example.com/test, command: [go, test], args: [-run, TestGood], env: [{name: KWOK_FAIL_ON, value: "-run TestB"}]}
+---
+apiVersion: tekton.dev/v1beta1
+kind: TaskRun
+metadata: {name: beta}
+spec:
+  taskSpec:
+    steps:
+    - {name: test, image: registry.example.com/builder, command: [make, test]}
 ---
 apiVersion: tekton.dev/v1
 kind: TaskRun
@@ -130,6 +162,27 @@ spec:
 		return ""
 	})
 	assert.Equal(t, "BackoffLimitExceeded", condition(fails.Object, "Failed")["reason"])
+	// KWOK_FAIL_ON: the outcome follows the container's command line.
+	waitFor(t, jobGVR, ns, "fails-on-input", timeout, func(m map[string]any) string {
+		if condition(m, "Failed")["status"] != "True" {
+			return "not failed"
+		}
+		return ""
+	})
+	waitFor(t, jobGVR, ns, "passes-on-input", timeout, func(m map[string]any) string {
+		if condition(m, "Complete")["status"] != "True" {
+			return "not complete"
+		}
+		return ""
+	})
+	// Written as tekton.dev/v1beta1 with no conversion webhook (the CRDs'
+	// conversion is None): stored as it is and run by the controller.
+	waitFor(t, taskRunGVR, ns, "beta", timeout, func(m map[string]any) string {
+		if condition(m, "Succeeded")["status"] != "True" {
+			return "not succeeded"
+		}
+		return ""
+	})
 
 	builds := waitFor(t, taskRunGVR, ns, "builds", timeout, func(m map[string]any) string {
 		if condition(m, "Succeeded")["status"] != "True" {

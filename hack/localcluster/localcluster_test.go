@@ -480,3 +480,33 @@ func TestDefaultStages(t *testing.T) {
 		t.Fatalf("stages %s", got)
 	}
 }
+
+// Tekton's CRDs are served without their conversion webhook: a CRD that
+// names the webhook gets None, others are left as they are.
+func TestWithoutConversionWebhook(t *testing.T) {
+	webhook := func() map[string]any {
+		return map[string]any{"spec": map[string]any{"conversion": map[string]any{
+			"strategy": "Webhook",
+			"webhook":  map[string]any{"clientConfig": map[string]any{"service": map[string]any{"name": "tekton-pipelines-webhook"}}},
+		}}}
+	}
+	for _, tc := range []struct {
+		name string
+		crd  map[string]any
+		want any
+	}{
+		{"webhook", webhook(), map[string]any{"strategy": "None"}},
+		{"none", map[string]any{"spec": map[string]any{"conversion": map[string]any{"strategy": "None"}}}, map[string]any{"strategy": "None"}},
+		{"no conversion", map[string]any{"spec": map[string]any{}}, nil},
+		{"no spec", map[string]any{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withoutConversionWebhook(tc.crd)
+			spec, _ := tc.crd["spec"].(map[string]any)
+			got := spec["conversion"]
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("conversion %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -16,9 +16,10 @@ import (
 // config/controller.yaml would inside), with its CRDs and config maps
 // applied first. It needs Workloads: kwok plays the TaskRuns' Pods
 // (DefaultStages end each step with its KWOK_EXIT_CODE and KWOK_RESULTS).
-// Tekton's webhook does not run: objects must be written as tekton.dev/v1
-// (the CRDs' v1beta1 needs the conversion webhook), and nothing defaults or
-// validates them at admission (the controller validates when it reconciles).
+// Tekton's webhook does not run: the CRDs' conversion is None instead of the
+// webhook (withoutConversionWebhook: v1beta1 objects are stored as they are,
+// labelled v1), and nothing defaults or validates objects at admission (the
+// controller validates when it reconciles).
 type Tekton struct {
 	// Dir is the folder hack/install-tekton.sh prints: the controller
 	// executable and config/ (300-crds/*.yaml, config-*.yaml).
@@ -72,6 +73,7 @@ func (c *Cluster) installTekton(ctx context.Context, logf func(string, ...any), 
 			return fmt.Errorf("localcluster: %w", err)
 		}
 		for _, d := range docs {
+			withoutConversionWebhook(d)
 			if err := c.create(ctx, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", d); err != nil {
 				return fmt.Errorf("localcluster: Tekton CRD %s: %w", str(d, "metadata", "name"), err)
 			}
@@ -118,6 +120,25 @@ func (c *Cluster) installTekton(ctx context.Context, logf func(string, ...any), 
 	}
 	logf("Tekton's %d CRDs and %d config maps applied after %.1fs", len(names), len(cms), time.Since(t0).Seconds())
 	return nil
+}
+
+// withoutConversionWebhook switches a CRD's conversion from Tekton's webhook,
+// which does not run here, to None: the API server then serves every
+// version of the CRD and only rewrites apiVersion. With the webhook
+// strategy every request in a version other than the stored one fails
+// (the webhook's Service cannot be reached); with None, objects written as
+// tekton.dev/v1beta1 work as long as they use fields that v1 has in the same
+// place (Task steps and params, a TaskRun's taskRef, params and
+// serviceAccountName, conditions in status), as Cartographer's examples do.
+// Fields that moved (a v1beta1 TaskRun's status.taskResults is v1's
+// status.results) read as the stored v1 object has them.
+func withoutConversionWebhook(crd map[string]any) {
+	spec, _ := crd["spec"].(map[string]any)
+	conv, _ := spec["conversion"].(map[string]any)
+	if conv == nil || conv["strategy"] != "Webhook" {
+		return
+	}
+	spec["conversion"] = map[string]any{"strategy": "None"}
 }
 
 // startTekton starts Tekton's controller (installTekton ran) and waits
