@@ -18,12 +18,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/hack/localcluster"
@@ -141,10 +145,20 @@ func startCluster(ctx context.Context, root string) (*localcluster.Cluster, erro
 	return c, nil
 }
 
+// installCRDs installs Kontinue's CRDs and the minimal ones of the kinds
+// Cartographer's examples stamp whose controllers do not run here
+// (exampleCRDs).
 func installCRDs(ctx context.Context, dyn dynamic.Interface) error {
 	ours, err := crds.All()
 	if err != nil {
 		return err
+	}
+	for _, doc := range strings.Split(exampleCRDs, "\n---") {
+		var u unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return fmt.Errorf("exampleCRDs: %w", err)
+		}
+		ours = append(ours, &u)
 	}
 	return crds.Install(ctx, dyn, "e2e-real", ours, 2*time.Minute)
 }
