@@ -126,10 +126,9 @@ func readFiles(t *testing.T, paths ...string) string {
 
 // exampleNamespace is a namespace for one example, with the status
 // player running in it.
-func exampleNamespace(t *testing.T) string {
+func exampleNamespace(t *testing.T) (string, *statusPlayer) {
 	ns := newNamespace(t)
-	playStatuses(t, ns)
-	return ns
+	return ns, playStatuses(t, ns)
 }
 
 // stamped returns the object an owner's step stamped (its stampedRef).
@@ -324,7 +323,7 @@ func failOnCommit(t *testing.T, commit string) {
 // fail, pass. Its outputs follow the last passing TaskRun.
 func testRunnableTekton(t *testing.T, dir string) {
 	failOnCommit(t, failingCommit)
-	ns := exampleNamespace(t)
+	ns, _ := exampleNamespace(t)
 	ex := filepath.Join(dir, "runnable-tekton")
 	apply(t, ns, readFiles(t, filepath.Join(ex, "00-setup", "*.yml")))
 	apply(t, ns, readFiles(t, filepath.Join(ex, "01-tests-pass", "runnable.yml")))
@@ -403,7 +402,7 @@ func testRunnableTekton(t *testing.T, dir string) {
 
 // basic-sc: source -> image -> app, with the developer's Workload.
 func testBasicSC(t *testing.T, dir string) {
-	ns := exampleNamespace(t)
+	ns, player := exampleNamespace(t)
 	ex := filepath.Join(dir, "basic-sc")
 	files := ytt(t, ex) + "\n---\n" + ytt(t, filepath.Join(dir, "shared"), filepath.Join(ex, "values.yaml"))
 	apply(t, ns, files)
@@ -416,7 +415,7 @@ func testBasicSC(t *testing.T, dir string) {
 	assert.Equal(t, []string{"GitRepository/dev", "Image/dev", "App/dev"},
 		[]string{repo.GetKind() + "/" + repo.GetName(), image.GetKind() + "/" + image.GetName(), app.GetKind() + "/" + app.GetName()})
 
-	revision, url := playedArtifact(ns, "dev", helloWorld, map[string]any{"branch": "main"})
+	revision, url := player.artifact("dev", helloWorld, map[string]any{"branch": "main"})
 	assert.Equal(t, helloWorld, nested(repo.Object, "spec", "url"))
 	assert.Equal(t, url, nested(image.Object, "spec", "source", "blob", "url"), "the Image builds the GitRepository's artifact")
 	assert.Equal(t, "a-project-id-i-own/an-image-prefix-i-like-dev", nested(image.Object, "spec", "tag"), "the supply chain's image_prefix param")
@@ -436,7 +435,7 @@ func testBasicSC(t *testing.T, dir string) {
 // testing-sc: source -> test (a Runnable running the developer's Tekton
 // Task) -> image -> app.
 func testTestingSC(t *testing.T, dir string) {
-	ns := exampleNamespace(t)
+	ns, player := exampleNamespace(t)
 	ex := filepath.Join(dir, "testing-sc")
 	files := ytt(t, ex) + "\n---\n" + ytt(t, filepath.Join(dir, "shared"), filepath.Join(ex, "values.yaml"))
 	apply(t, ns, files)
@@ -452,7 +451,7 @@ func testTestingSC(t *testing.T, dir string) {
 
 	// Runnable/dev -> TaskRun/dev-xxxxx -> Pod: the test ran, on the
 	// GitRepository's artifact, and passed.
-	revision, url := playedArtifact(ns, "dev", helloWorld, map[string]any{"branch": "main"})
+	revision, url := player.artifact("dev", helloWorld, map[string]any{"branch": "main"})
 	runs := taskRunsOf(t, ns, "dev")
 	require.Len(t, runs, 1)
 	assert.True(t, strings.HasPrefix(runs[0].GetName(), "dev-"), runs[0].GetName())
@@ -475,13 +474,73 @@ func testTestingSC(t *testing.T, dir string) {
 		"source-tester.url": url, "source-tester.revision": revision,
 		"image-builder.image": built,
 	}))
+
+	// "Assuring that only commits with passing tests result in deployed
+	// apps": a push of a commit whose tests fail runs them, and nothing
+	// downstream moves; the next passing commit is built and deployed.
+	const bad, good = "badbadbadbadbadbadbadbadbadbadbadbadbad0", "600d600d600d600d600d600d600d600d600d600d"
+	failOnCommit(t, bad)
+	player.push(helloWorld, "main", bad)
+	badRevision, badURL := player.artifact("dev", helloWorld, map[string]any{"branch": "main"})
+	var failed unstructured.Unstructured
+	eventually(t, exampleTimeout, func() string {
+		runs := taskRunsOf(t, ns, "dev")
+		if len(runs) != 2 {
+			return fmt.Sprintf("%d TaskRuns, want 2", len(runs))
+		}
+		for _, tr := range runs {
+			if fmt.Sprint(nested(tr.Object, "spec", "params")) == fmt.Sprint([]any{map[string]any{"name": "blob-url", "value": badURL}, map[string]any{"name": "blob-revision", "value": badRevision}}) {
+				failed = tr
+			}
+		}
+		if failed.Object == nil || succeeded(failed) != "False" {
+			return "the bad commit's TaskRun has not failed"
+		}
+		return ""
+	})
+	waitFor(t, runnableGVR, ns, "dev", exampleTimeout, func(m map[string]any) string {
+		c := condition(m, "Ready")
+		if c["status"] != "False" || !strings.Contains(fmt.Sprint(c["message"]), failed.GetName()+`]: Succeeded is False: "step-test" exited with code 1`) {
+			return "the Runnable does not report the failed run"
+		}
+		return ""
+	})
+	// The template has no health rule: as with Cartographer, the step is
+	// healthy while it has outputs, and it keeps the passing commit's.
+	wl = get(t, workloadGVR, ns, "dev")
+	assert.Equal(t, "True", condition(wl.Object, "Ready")["status"])
+	assert.Equal(t, "OutputsAvailable", stepCondition(wl, "source-tester", "Healthy")["reason"])
+	assert.Equal(t, map[string]any{"url": url, "revision": revision}, nested(get(t, runnableGVR, ns, "dev").Object, "status", "outputs"), "the Runnable keeps the passing commit")
+	assert.Equal(t, url, nested(get(t, kpackImageGVR, ns, "dev").Object, "spec", "source", "blob", "url"), "the Image keeps the tested source")
+	assert.Contains(t, fmt.Sprint(nested(get(t, kappAppGVR, ns, "dev").Object, "spec")), "image: "+built, "the App keeps the image")
+
+	player.push(helloWorld, "main", good)
+	goodRevision, goodURL := player.artifact("dev", helloWorld, map[string]any{"branch": "main"})
+	wl = waitReady(t, workloadGVR, ns, "dev", "source-provider", "source-tester", "image-builder", "deployer")
+	image = waitFor(t, kpackImageGVR, ns, "dev", exampleTimeout, func(m map[string]any) string {
+		if nested(m, "spec", "source", "blob", "url") != goodURL || condition(m, "Ready")["status"] != "True" ||
+			nested(m, "status", "latestImage") == built {
+			return "not built from the good commit"
+		}
+		return ""
+	})
+	assert.Equal(t, map[string]any{"url": goodURL, "revision": goodRevision}, nested(get(t, runnableGVR, ns, "dev").Object, "status", "outputs"))
+	rebuilt := fmt.Sprint(nested(image.Object, "status", "latestImage"))
+	assert.NotEqual(t, built, rebuilt)
+	waitFor(t, kappAppGVR, ns, "dev", exampleTimeout, func(m map[string]any) string {
+		if !strings.Contains(fmt.Sprint(nested(m, "spec")), "image: "+rebuilt) {
+			return "not the rebuilt image"
+		}
+		return appReconciled(m)
+	})
+	assert.Len(t, taskRunsOf(t, ns, "dev"), 3, "one TaskRun per commit")
 }
 
 // gitwriter-sc: source -> image -> config (a ConfigMap rendered by a ytt
 // template) -> git-writer (a Runnable running a ClusterTask that commits
 // the config to git).
 func testGitwriterSC(t *testing.T, dir string) {
-	ns := exampleNamespace(t)
+	ns, player := exampleNamespace(t)
 	ex := filepath.Join(dir, "gitwriter-sc")
 	files := ytt(t, ex) + "\n---\n" + ytt(t, filepath.Join(dir, "shared"), filepath.Join(ex, "values.yaml"))
 	apply(t, ns, files)
@@ -528,7 +587,7 @@ func testGitwriterSC(t *testing.T, dir string) {
 		"git_commit_message": "Update app configuration", "git_files": encoded,
 	}, params)
 
-	revision, url := playedArtifact(ns, "dev", "https://github.com/example/example.git", map[string]any{"branch": "main"})
+	revision, url := player.artifact("dev", "https://github.com/example/example.git", map[string]any{"branch": "main"})
 	sameAsRendered(t, wl, renderOffline(t, ns, "dev", files, map[string]string{
 		"source-provider.url": url, "source-provider.revision": revision,
 		"image-builder.image": built, "config-provider.config": encoded,
@@ -539,7 +598,7 @@ func testGitwriterSC(t *testing.T, dir string) {
 // configuration and whose App deploys it, gated on kapp's
 // ReconcileSucceeded.
 func testBasicDelivery(t *testing.T, dir string) {
-	ns := exampleNamespace(t)
+	ns, player := exampleNamespace(t)
 	ex := filepath.Join(dir, "basic-delivery")
 	shared := filepath.Join(dir, "shared", "cluster")
 	values := filepath.Join(ex, "values.yaml")
@@ -577,7 +636,7 @@ subjects: [{kind: ServiceAccount, name: default, namespace: `+ns+`}]
 	app := stamped(t, d, "deployer")
 	assert.Equal(t, []string{"GitRepository/gitops", "App/gitops"},
 		[]string{repo.GetKind() + "/" + repo.GetName(), app.GetKind() + "/" + app.GetName()})
-	revision, url := playedArtifact(ns, "gitops", "github.com/example/example.git", map[string]any{"branch": "main"})
+	revision, url := player.artifact("gitops", "github.com/example/example.git", map[string]any{"branch": "main"})
 	assert.Equal(t, url, nested(app.Object, "spec", "fetch").([]any)[0].(map[string]any)["http"].(map[string]any)["url"])
 	assert.Equal(t, "True", condition(app.Object, "ReconcileSucceeded")["status"])
 

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,12 +117,18 @@ spec:
     schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 `
 
-// commitOf is the commit a played Git repository's ref points at: a
-// stable function of the URL and the ref, as a real repository's branch
-// is a stable commit while nobody pushes.
-func commitOf(url string, ref any) string {
-	sum := sha1.Sum([]byte(fmt.Sprintf("%s %v", url, ref)))
+// commitOf is the commit a played Git repository's branch points at
+// until the test pushes: a stable function of the URL and the branch.
+func commitOf(url, branch string) string {
+	sum := sha1.Sum([]byte(url + " " + branch))
 	return hex.EncodeToString(sum[:])
+}
+
+func branchOf(ref map[string]any) string {
+	if b, _ := ref["branch"].(string); b != "" {
+		return b
+	}
+	return "master" // Flux's default
 }
 
 func sha256Of(s string) string {
@@ -129,17 +136,29 @@ func sha256Of(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// playedArtifact is what the played source-controller stores for a
-// GitRepository: Flux's revision format (<branch>@sha1:<commit>) and the
-// artifact URL source-controller serves.
-func playedArtifact(ns, name, url string, ref map[string]any) (revision, artifactURL string) {
-	branch, _ := ref["branch"].(string)
-	if branch == "" {
-		branch = "master"
+// artifact is what the played source-controller stores for a
+// GitRepository at the head of its branch: Flux's revision format
+// (<branch>@sha1:<commit>) and the artifact URL source-controller serves.
+func (p *statusPlayer) artifact(name, url string, ref map[string]any) (revision, artifactURL string) {
+	branch := branchOf(ref)
+	p.mu.Lock()
+	commit, pushed := p.heads[url+" "+branch]
+	p.mu.Unlock()
+	if !pushed {
+		commit = commitOf(url, branch)
 	}
-	commit := commitOf(url, ref)
 	return branch + "@sha1:" + commit,
-		fmt.Sprintf("http://source-controller.flux-system.svc.cluster.local./gitrepository/%s/%s/%s.tar.gz", ns, name, commit)
+		fmt.Sprintf("http://source-controller.flux-system.svc.cluster.local./gitrepository/%s/%s/%s.tar.gz", p.ns, name, commit)
+}
+
+// push moves a played repository's branch to commit: every GitRepository
+// of it gets the new artifact, as source-controller's next fetch would
+// give it (a new status with the same generation).
+func (p *statusPlayer) push(url, branch, commit string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.heads[url+" "+branch] = commit
+	p.pushes++
 }
 
 // playedImage is the image the played kpack builds for an Image: its tag
@@ -149,24 +168,27 @@ func playedImage(tag string, source any) string {
 }
 
 // statusPlayer plays source-controller, kpack and kapp-controller for the
-// objects of one namespace. Each new generation goes through two status
-// writes, as the real controllers make them: first in progress (Flux's and
-// kpack's Ready=Unknown, kapp's Reconciling) with observedGeneration
-// already current, then done a poll later. Nothing is written for a
-// generation that is done.
+// objects of one namespace. Each new generation (and, for a
+// GitRepository, each push) goes through two status writes, as the real
+// controllers make them: first in progress (Flux's and kpack's
+// Ready=Unknown, kapp's Reconciling) with observedGeneration already
+// current, then done a poll later. Nothing is written for what is done.
 type statusPlayer struct {
 	ns     string
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu    sync.Mutex
-	seen  map[string]int64 // object UID: generation whose in-progress status was written
-	build map[string]int64 // kpack Image UID: build counter
+	mu     sync.Mutex
+	state  map[string]string // object UID: "progress " or "done " + what was played (generation, pushes)
+	build  map[string]int64  // kpack Image UID: build counter
+	heads  map[string]string // "url branch": commit pushed
+	pushes int
 }
 
 func playStatuses(t *testing.T, ns string) *statusPlayer {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &statusPlayer{ns: ns, cancel: cancel, done: make(chan struct{}), seen: map[string]int64{}, build: map[string]int64{}}
+	p := &statusPlayer{ns: ns, cancel: cancel, done: make(chan struct{}),
+		state: map[string]string{}, build: map[string]int64{}, heads: map[string]string{}}
 	go func() {
 		defer close(p.done)
 		tick := time.NewTicker(300 * time.Millisecond)
@@ -201,13 +223,17 @@ func (p *statusPlayer) round(ctx context.Context, gvr schema.GroupVersionResourc
 		}
 		gen := u.GetGeneration()
 		status, _ := u.Object["status"].(map[string]any)
-		observed, _ := status["observedGeneration"].(int64)
 		p.mu.Lock()
-		inProgress := p.seen[string(u.GetUID())] == gen
-		p.mu.Unlock()
-		if observed == gen && !inProgress {
-			continue // done for this generation
+		key := fmt.Sprint(gen)
+		if gvr == gitRepositoryGVR {
+			key += fmt.Sprintf("/%d", p.pushes)
 		}
+		state := p.state[string(u.GetUID())]
+		p.mu.Unlock()
+		if state == "done "+key {
+			continue
+		}
+		inProgress := state == "progress "+key
 		var next map[string]any
 		if !inProgress {
 			next = p.progressing(gvr, u, status)
@@ -221,9 +247,9 @@ func (p *statusPlayer) round(ctx context.Context, gvr schema.GroupVersionResourc
 		}
 		p.mu.Lock()
 		if inProgress {
-			delete(p.seen, string(u.GetUID()))
+			p.state[string(u.GetUID())] = "done " + key
 		} else {
-			p.seen[string(u.GetUID())] = gen
+			p.state[string(u.GetUID())] = "progress " + key
 		}
 		p.mu.Unlock()
 	}
@@ -270,8 +296,8 @@ func (p *statusPlayer) finished(gvr schema.GroupVersionResource, u *unstructured
 	case gitRepositoryGVR:
 		url, _, _ := unstructured.NestedString(u.Object, "spec", "url")
 		ref, _, _ := unstructured.NestedMap(u.Object, "spec", "ref")
-		revision, artifactURL := playedArtifact(u.GetNamespace(), u.GetName(), url, ref)
-		commit := commitOf(url, ref)
+		revision, artifactURL := p.artifact(u.GetName(), url, ref)
+		commit := revision[strings.LastIndex(revision, ":")+1:]
 		msg := fmt.Sprintf("stored artifact for revision '%s'", revision)
 		return map[string]any{
 			"artifact": map[string]any{
