@@ -1,7 +1,7 @@
-# Kontinue. `make run-local` runs it on a local control plane with an
-# example chain; `make test` runs every test. Both work on a fresh clone with
-# only Go installed: they build what they need (the control plane from the Go
-# module proxy, cached in ~/.cache/kontinue).
+# Kontinue. `make run-local` runs it on a local cluster with an example chain
+# of a Job and a Deployment; `make test` runs every test. Both work on a fresh
+# clone with only Go installed: they build what they need (the control plane
+# from the Go module proxy, cached in ~/.cache/kontinue).
 
 GO       ?= go
 BIN      := _output/bin
@@ -80,7 +80,9 @@ staticcheck: $(BIN)/staticcheck
 $(BIN)/staticcheck:
 	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## run-local: local control plane + CRDs + Kontinue + the example; Ctrl-C stops it all.
+## run-local: local cluster (workload controllers, kube-scheduler, two fake
+## nodes played by kwok) + CRDs + Kontinue + examples/real-chain.yaml; Ctrl-C
+## stops it all (docs/walkthrough.md).
 run-local: controlplane build
 	$(GO) run ./hack/runlocal
 
