@@ -516,7 +516,6 @@ func testTestingSC(t *testing.T, dir string) {
 
 	player.push(helloWorld, "main", good)
 	goodRevision, goodURL := player.artifact("dev", helloWorld, map[string]any{"branch": "main"})
-	wl = waitReady(t, workloadGVR, ns, "dev", "source-provider", "source-tester", "image-builder", "deployer")
 	image = waitFor(t, kpackImageGVR, ns, "dev", exampleTimeout, func(m map[string]any) string {
 		if nested(m, "spec", "source", "blob", "url") != goodURL || condition(m, "Ready")["status"] != "True" ||
 			nested(m, "status", "latestImage") == built {
@@ -534,6 +533,7 @@ func testTestingSC(t *testing.T, dir string) {
 		return appReconciled(m)
 	})
 	assert.Len(t, taskRunsOf(t, ns, "dev"), 3, "one TaskRun per commit")
+	waitReady(t, workloadGVR, ns, "dev", "source-provider", "source-tester", "image-builder", "deployer")
 }
 
 // gitwriter-sc: source -> image -> config (a ConfigMap rendered by a ytt
