@@ -592,6 +592,34 @@ func testGitwriterSC(t *testing.T, dir string) {
 		"source-provider.url": url, "source-provider.revision": revision,
 		"image-builder.image": built, "config-provider.config": encoded,
 	}))
+
+	assertIdle(t, ns)
+}
+
+// assertIdle checks that Kontinue writes nothing to the API server while
+// nothing changes: once the namespaces of earlier tests are gone (their
+// teardown is a change), and the last status writes have landed.
+func assertIdle(t *testing.T, ns string) {
+	t.Helper()
+	eventually(t, time.Minute, func() string {
+		l, err := env.dyn.Resource(nsGVR).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, n := range l.Items {
+			if strings.HasPrefix(n.GetName(), "real-") && n.GetName() != ns {
+				return "namespace " + n.GetName() + " is still there"
+			}
+		}
+		return ""
+	})
+	time.Sleep(2 * time.Second)
+	before, err := env.kontinue.writes()
+	require.NoError(t, err)
+	time.Sleep(5 * time.Second)
+	after, err := env.kontinue.writes()
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "API writes by Kontinue while idle")
 }
 
 // basic-delivery: a Deliverable whose GitRepository holds the app's
