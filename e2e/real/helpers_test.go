@@ -43,9 +43,11 @@ var (
 	jobGVR         = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
 	deploymentGVR  = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	taskRunGVR     = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
-	pipelineRunGVR = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "pipelineruns"}
-	schemaRS       = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
-	crGVR          = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+	// taskRunV1beta1GVR reads TaskRuns through Tekton's conversion webhook.
+	taskRunV1beta1GVR = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1beta1", Resource: "taskruns"}
+	pipelineRunGVR    = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "pipelineruns"}
+	schemaRS          = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
+	crGVR             = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
 )
 
 // --- readiness of a cluster started elsewhere ------------------------------

@@ -19,7 +19,7 @@ import (
 // (ProgressDeadlineExceeded); Jobs complete or fail with their exit code
 // (KWOK_EXIT_CODE, or KWOK_FAIL_ON matching their command line); TaskRuns
 // succeed with their results or fail with their step's exit code, also
-// when written as tekton.dev/v1beta1.
+// when written as tekton.dev/v1beta1 (converted by Tekton's webhook).
 func TestPlayedKubelet(t *testing.T) {
 	ns := newNamespace(t)
 	apply(t, ns, `
@@ -96,8 +96,12 @@ kind: TaskRun
 metadata: {name: beta}
 spec:
   taskSpec:
+    results: [{name: report}]
     steps:
-    - {name: test, image: registry.example.com/builder, command: [make, test]}
+    - name: test
+      image: registry.example.com/builder
+      command: [make, test]
+      env: [{name: KWOK_RESULTS, value: '{"report": "ok"}'}]
 ---
 apiVersion: tekton.dev/v1
 kind: TaskRun
@@ -175,14 +179,19 @@ spec:
 		}
 		return ""
 	})
-	// Written as tekton.dev/v1beta1 with no conversion webhook (the CRDs'
-	// conversion is None): stored as it is and run by the controller.
-	waitFor(t, taskRunGVR, ns, "beta", timeout, func(m map[string]any) string {
+	// Written as tekton.dev/v1beta1: Tekton's webhook converts it to the
+	// stored v1 and back (v1's status.results is v1beta1's
+	// status.taskResults).
+	beta := waitFor(t, taskRunV1beta1GVR, ns, "beta", timeout, func(m map[string]any) string {
 		if condition(m, "Succeeded")["status"] != "True" {
 			return "not succeeded"
 		}
 		return ""
 	})
+	assert.Equal(t, []any{map[string]any{"name": "report", "type": "string", "value": "ok"}}, nested(beta.Object, "status", "taskResults"))
+	assert.Nil(t, nested(beta.Object, "status", "results"))
+	assert.Equal(t, []any{map[string]any{"name": "report", "type": "string", "value": "ok"}},
+		nested(get(t, taskRunGVR, ns, "beta").Object, "status", "results"))
 
 	builds := waitFor(t, taskRunGVR, ns, "builds", timeout, func(m map[string]any) string {
 		if condition(m, "Succeeded")["status"] != "True" {

@@ -57,7 +57,8 @@ type Options struct {
 	// Workloads, when set, runs the workload controllers, kube-scheduler
 	// (from BinDir) and kwok with fake nodes.
 	Workloads *Workloads
-	// Tekton, when set, runs Tekton Pipelines' controller; needs Workloads.
+	// Tekton, when set, runs Tekton Pipelines' webhook and controller; needs
+	// Workloads.
 	Tekton *Tekton
 	// SchedulerArgs, KwokArgs and TektonArgs are appended to the generated
 	// flags of those components.
@@ -83,11 +84,13 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	procs []*process // in start order
+
+	tektonWebhookPort int // Tekton's webhook listens here (installTekton picks it)
 }
 
 // Process describes one component of a cluster.
 type Process struct {
-	Name    string // etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, tekton-pipelines-controller
+	Name    string // etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, tekton-pipelines-webhook, tekton-pipelines-controller
 	Pid     int
 	Path    string // binary
 	LogFile string

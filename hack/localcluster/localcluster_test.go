@@ -481,31 +481,30 @@ func TestDefaultStages(t *testing.T) {
 	}
 }
 
-// Tekton's CRDs are served without their conversion webhook: a CRD that
-// names the webhook gets None, others are left as they are.
-func TestWithoutConversionWebhook(t *testing.T) {
-	webhook := func() map[string]any {
-		return map[string]any{"spec": map[string]any{"conversion": map[string]any{
-			"strategy": "Webhook",
-			"webhook":  map[string]any{"clientConfig": map[string]any{"service": map[string]any{"name": "tekton-pipelines-webhook"}}},
-		}}}
+// Every Service reference of a CRD's conversion webhook and of a webhook
+// configuration gets the webhook's port; other objects are left alone.
+func TestWebhookPort(t *testing.T) {
+	svc := func() map[string]any {
+		return map[string]any{"service": map[string]any{"name": "tekton-pipelines-webhook", "namespace": "tekton-pipelines"}}
 	}
 	for _, tc := range []struct {
 		name string
-		crd  map[string]any
-		want any
+		obj  map[string]any
+		want string
 	}{
-		{"webhook", webhook(), map[string]any{"strategy": "None"}},
-		{"none", map[string]any{"spec": map[string]any{"conversion": map[string]any{"strategy": "None"}}}, map[string]any{"strategy": "None"}},
-		{"no conversion", map[string]any{"spec": map[string]any{}}, nil},
-		{"no spec", map[string]any{}, nil},
+		{"crd", map[string]any{"spec": map[string]any{"conversion": map[string]any{"strategy": "Webhook", "webhook": map[string]any{"clientConfig": svc()}}}},
+			"map[spec:map[conversion:map[strategy:Webhook webhook:map[clientConfig:map[service:map[name:tekton-pipelines-webhook namespace:tekton-pipelines port:8443]]]]]]"},
+		{"crd without conversion", map[string]any{"spec": map[string]any{"group": "tekton.dev"}}, "map[spec:map[group:tekton.dev]]"},
+		{"webhook configuration", map[string]any{"webhooks": []any{map[string]any{"clientConfig": svc()}, map[string]any{"clientConfig": svc()}}},
+			"map[webhooks:[map[clientConfig:map[service:map[name:tekton-pipelines-webhook namespace:tekton-pipelines port:8443]]] map[clientConfig:map[service:map[name:tekton-pipelines-webhook namespace:tekton-pipelines port:8443]]]]]"},
+		{"url, no service", map[string]any{"webhooks": []any{map[string]any{"clientConfig": map[string]any{"url": "https://x"}}}},
+			"map[webhooks:[map[clientConfig:map[url:https://x]]]]"},
+		{"secret", map[string]any{"kind": "Secret"}, "map[kind:Secret]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			withoutConversionWebhook(tc.crd)
-			spec, _ := tc.crd["spec"].(map[string]any)
-			got := spec["conversion"]
-			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-				t.Fatalf("conversion %v, want %v", got, tc.want)
+			webhookPort(tc.obj, 8443)
+			if got := fmt.Sprint(tc.obj); got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}
 		})
 	}

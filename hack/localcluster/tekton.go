@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,24 +13,30 @@ import (
 	"time"
 )
 
-// Tekton runs Tekton Pipelines' controller outside the cluster (as its
-// config/controller.yaml would inside), with its CRDs and config maps
-// applied first. It needs Workloads: kwok plays the TaskRuns' Pods
-// (DefaultStages end each step with its KWOK_EXIT_CODE and KWOK_RESULTS).
-// Tekton's webhook does not run: the CRDs' conversion is None instead of the
-// webhook (withoutConversionWebhook: v1beta1 objects are stored as they are,
-// labelled v1), and nothing defaults or validates objects at admission (the
-// controller validates when it reconciles).
+// Tekton runs Tekton Pipelines' controller and webhook outside the cluster
+// (as its config/controller.yaml and config/webhook.yaml would inside), with
+// its CRDs, config maps and webhook configurations applied first. It needs
+// Workloads: kwok plays the TaskRuns' Pods (DefaultStages end each step
+// with its KWOK_EXIT_CODE and KWOK_RESULTS).
+//
+// The API server reaches the webhook (conversion between tekton.dev/v1beta1
+// and v1, defaulting, validation) through its Service, which here is of
+// type ExternalName pointing at localhost: the API server resolves such a
+// Service to its externalName and the port the webhook configuration names
+// (webhookPort sets the webhook's port there), and verifies the certificate
+// the webhook made for tekton-pipelines-webhook.tekton-pipelines.svc.
 type Tekton struct {
-	// Dir is the folder hack/install-tekton.sh prints: the controller
-	// executable and config/ (300-crds/*.yaml, config-*.yaml).
+	// Dir is the folder hack/install-tekton.sh prints: the controller and
+	// webhook executables and config/ (300-crds/*.yaml, config-*.yaml,
+	// 500-webhooks.yaml).
 	Dir string
 	// FeatureFlags override keys of the feature-flags config map.
 	FeatureFlags map[string]string
 }
 
 const (
-	tektonName = "tekton-pipelines-controller"
+	tektonName        = "tekton-pipelines-controller"
+	tektonWebhookName = "tekton-pipelines-webhook"
 	// TektonNamespace is Tekton's system namespace (its config maps).
 	TektonNamespace = "tekton-pipelines"
 )
@@ -44,19 +51,28 @@ func (t *Tekton) check() error {
 	if t.Dir == "" {
 		return errors.New("Tekton.Dir is empty (run hack/install-tekton.sh)")
 	}
-	if err := executable(filepath.Join(t.Dir, "controller")); err != nil {
-		return fmt.Errorf("tekton: %w (run hack/install-tekton.sh)", err)
+	for _, b := range []string{"controller", "webhook"} {
+		if err := executable(filepath.Join(t.Dir, b)); err != nil {
+			return fmt.Errorf("tekton: %w (run hack/install-tekton.sh)", err)
+		}
 	}
 	return nil
 }
 
-// installTekton applies Tekton's namespace, CRDs and config maps. It runs
-// before the controller-manager starts, so that the garbage collector
-// knows Tekton's kinds from its start (a kind added later is collected
-// only after its next discovery, about 30s).
+// installTekton applies Tekton's namespace, CRDs, config maps, the
+// webhook's Service and its webhook configurations (the webhook's port is
+// chosen here: they name it). It runs before the controller-manager
+// starts, so that the garbage collector knows Tekton's kinds from its start
+// (a kind added later is collected only after its next discovery, about
+// 30s).
 func (c *Cluster) installTekton(ctx context.Context, logf func(string, ...any), o Options) error {
 	t := o.Tekton
 	t0 := time.Now()
+	ports, err := freePorts(1)
+	if err != nil {
+		return fmt.Errorf("localcluster: %w", err)
+	}
+	c.tektonWebhookPort = ports[0]
 	if err := c.create(ctx, "/api/v1/namespaces", map[string]any{
 		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": TektonNamespace},
 	}); err != nil {
@@ -73,7 +89,7 @@ func (c *Cluster) installTekton(ctx context.Context, logf func(string, ...any), 
 			return fmt.Errorf("localcluster: %w", err)
 		}
 		for _, d := range docs {
-			withoutConversionWebhook(d)
+			webhookPort(d, c.tektonWebhookPort)
 			if err := c.create(ctx, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", d); err != nil {
 				return fmt.Errorf("localcluster: Tekton CRD %s: %w", str(d, "metadata", "name"), err)
 			}
@@ -118,33 +134,158 @@ func (c *Cluster) installTekton(ctx context.Context, logf func(string, ...any), 
 			}
 		}
 	}
-	logf("Tekton's %d CRDs and %d config maps applied after %.1fs", len(names), len(cms), time.Since(t0).Seconds())
+	// The webhook's Service, and its configurations last: they make the
+	// API server call the webhook for Tekton's objects and config maps,
+	// failing until it runs.
+	if err := c.create(ctx, "/api/v1/namespaces/"+TektonNamespace+"/services", map[string]any{
+		"apiVersion": "v1", "kind": "Service",
+		"metadata": map[string]any{"name": tektonWebhookName, "namespace": TektonNamespace},
+		"spec": map[string]any{"type": "ExternalName", "externalName": "localhost",
+			"ports": []any{map[string]any{"name": "https-webhook", "port": c.tektonWebhookPort}}},
+	}); err != nil {
+		return fmt.Errorf("localcluster: Tekton webhook service: %w", err)
+	}
+	docs, err := readYAML(filepath.Join(t.Dir, "config", "500-webhooks.yaml"))
+	if err != nil {
+		return fmt.Errorf("localcluster: %w (run hack/install-tekton.sh)", err)
+	}
+	for _, d := range docs {
+		webhookPort(d, c.tektonWebhookPort)
+		path := "/api/v1/namespaces/" + TektonNamespace + "/secrets"
+		switch d["kind"] {
+		case "ValidatingWebhookConfiguration":
+			path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+		case "MutatingWebhookConfiguration":
+			path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+		}
+		if err := c.create(ctx, path, d); err != nil {
+			return fmt.Errorf("localcluster: Tekton %s %s: %w", d["kind"], str(d, "metadata", "name"), err)
+		}
+	}
+	logf("Tekton's %d CRDs, %d config maps and webhook configurations applied after %.1fs", len(names), len(cms), time.Since(t0).Seconds())
 	return nil
 }
 
-// withoutConversionWebhook switches a CRD's conversion from Tekton's webhook,
-// which does not run here, to None: the API server then serves every
-// version of the CRD and only rewrites apiVersion. With the webhook
-// strategy every request in a version other than the stored one fails
-// (the webhook's Service cannot be reached); with None, objects written as
-// tekton.dev/v1beta1 work as long as they use fields that v1 has in the same
-// place (Task steps and params, a TaskRun's taskRef, params and
-// serviceAccountName, conditions in status), as Cartographer's examples do.
-// Fields that moved (a v1beta1 TaskRun's status.taskResults is v1's
-// status.results) read as the stored v1 object has them.
-func withoutConversionWebhook(crd map[string]any) {
-	spec, _ := crd["spec"].(map[string]any)
-	conv, _ := spec["conversion"].(map[string]any)
-	if conv == nil || conv["strategy"] != "Webhook" {
-		return
+// webhookPort sets port on every reference to a Service in a CRD's
+// conversion webhook or in a webhook configuration: Tekton's name none
+// (443), and the webhook listens on a free port. Tekton's webhook later
+// fills in the CA bundle and the path, and keeps the port.
+func webhookPort(obj map[string]any, port int) {
+	setPort := func(clientConfig any) {
+		cc, _ := clientConfig.(map[string]any)
+		if svc, ok := cc["service"].(map[string]any); ok {
+			svc["port"] = port
+		}
 	}
-	spec["conversion"] = map[string]any{"strategy": "None"}
+	if spec, ok := obj["spec"].(map[string]any); ok {
+		if conv, ok := spec["conversion"].(map[string]any); ok {
+			if wh, ok := conv["webhook"].(map[string]any); ok {
+				setPort(wh["clientConfig"])
+			}
+		}
+	}
+	webhooks, _ := obj["webhooks"].([]any)
+	for _, w := range webhooks {
+		if m, ok := w.(map[string]any); ok {
+			setPort(m["clientConfig"])
+		}
+	}
 }
 
-// startTekton starts Tekton's controller (installTekton ran) and waits
-// until a TaskRun succeeds through it.
+// startTektonWebhook starts Tekton's webhook and waits until it has made
+// its certificate and written its CA bundle into every CRD and webhook
+// configuration that names it, so that the API server can call it.
+func (c *Cluster) startTektonWebhook(ctx context.Context, logf func(string, ...any), o Options) error {
+	t := o.Tekton
+	return c.startComponent(ctx, logf, tektonWebhookName, tektonTimeout, func() (*process, func(context.Context) error, error) {
+		ports, err := freePorts(3)
+		if err != nil {
+			return nil, nil, err
+		}
+		env := []string{
+			// As in Tekton's config/webhook.yaml.
+			"SYSTEM_NAMESPACE=" + TektonNamespace,
+			"CONFIG_LOGGING_NAME=config-logging",
+			"CONFIG_OBSERVABILITY_NAME=config-observability",
+			"CONFIG_LEADERELECTION_NAME=config-leader-election-webhook",
+			"CONFIG_FEATURE_FLAGS_NAME=feature-flags",
+			"WEBHOOK_ADMISSION_CONTROLLER_NAME=webhook.pipeline.tekton.dev",
+			"WEBHOOK_SERVICE_NAME=" + tektonWebhookName,
+			"WEBHOOK_SECRET_NAME=webhook-certs",
+			"METRICS_DOMAIN=tekton.dev/pipeline",
+			"WEBHOOK_PORT=" + strconv.Itoa(c.tektonWebhookPort),
+			// Its other listeners, on free ports.
+			"PROBES_PORT=" + strconv.Itoa(ports[0]),
+			"PROFILING_PORT=" + strconv.Itoa(ports[1]),
+			"METRICS_PROMETHEUS_PORT=" + strconv.Itoa(ports[2]),
+			"METRICS_PROMETHEUS_HOST=127.0.0.1",
+		}
+		args := []string{"-kubeconfig=" + c.Kubeconfig, "-disable-ha"}
+		proc, err := launch(tektonWebhookName, filepath.Join(t.Dir, "webhook"), args,
+			env, c.Dir, filepath.Join(c.Dir, "logs", tektonWebhookName+".log"), o.Detach)
+		return proc, c.tektonWebhookReady, err
+	})
+}
+
+// tektonWebhookReady checks that the webhook answers TLS on its port and
+// that every CRD and webhook configuration naming its Service has a CA
+// bundle.
+func (c *Cluster) tektonWebhookReady(ctx context.Context) error {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(c.tektonWebhookPort)))
+	if err != nil {
+		return err
+	}
+	_ = conn.Close()
+	for _, l := range []string{
+		"/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+		"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+		"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+	} {
+		var list struct{ Items []map[string]any }
+		if err := c.call(ctx, http.MethodGet, l, "", nil, &list); err != nil {
+			return err
+		}
+		for _, obj := range list.Items {
+			var configs []any
+			if wh, ok := nestedMap(obj, "spec", "conversion", "webhook"); ok {
+				configs = append(configs, wh)
+			}
+			ws, _ := obj["webhooks"].([]any)
+			configs = append(configs, ws...)
+			for _, w := range configs {
+				cc, _ := w.(map[string]any)["clientConfig"].(map[string]any)
+				svc, _ := cc["service"].(map[string]any)
+				if svc == nil || svc["name"] != tektonWebhookName {
+					continue
+				}
+				if b, _ := cc["caBundle"].(string); b == "" {
+					return fmt.Errorf("%s has no CA bundle for the webhook yet", str(obj, "metadata", "name"))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func nestedMap(obj map[string]any, path ...string) (map[string]any, bool) {
+	cur := obj
+	for _, p := range path {
+		next, ok := cur[p].(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+// startTekton starts Tekton's webhook and controller (installTekton ran)
+// and waits until a TaskRun succeeds through them.
 func (c *Cluster) startTekton(ctx context.Context, logf func(string, ...any), o Options) error {
 	t := o.Tekton
+	if err := c.startTektonWebhook(ctx, logf, o); err != nil {
+		return err
+	}
 	err := c.startComponent(ctx, logf, tektonName, tektonTimeout, func() (*process, func(context.Context) error, error) {
 		ports, err := freePorts(3)
 		if err != nil {
