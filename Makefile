@@ -1,14 +1,15 @@
-# Kontinue. `make run-local` runs it on a local control plane with an
-# example chain; `make test` runs every test. Both work on a fresh clone with
-# only Go installed: they build what they need (the control plane from the Go
-# module proxy, cached in ~/.cache/kontinue).
+# Kontinue. `make run-local` runs it on a local cluster with an example chain
+# of a Job and a Deployment; `make test` runs every test. Both work on a fresh
+# clone with only Go installed: they build what they need (the control plane
+# from the Go module proxy, cached in ~/.cache/kontinue).
 
 GO       ?= go
 BIN      := _output/bin
 STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
+E2E_REAL_TIMEOUT ?= 20m
 
-.PHONY: all build test unit e2e chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane bench clean
+.PHONY: all build test unit e2e e2e-real chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
 all: build
 
@@ -19,14 +20,24 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kontinue .
 
 ## test: lint, unit tests, the e2e suite on the local control plane (or
-## $KUBECONFIG), then Cartographer's own kuttl suite (conformance).
+## $KUBECONFIG), the e2e suite on real workload controllers and Tekton
+## (e2e/real, always on its own local cluster), then Cartographer's own kuttl
+## suite (conformance).
 test: lint unit e2e conformance
 
 unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 
-e2e: controlplane chromium
-	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e/...
+## e2e: the two e2e suites, one after the other (each starts a cluster; side
+## by side they would share 2 cores).
+e2e: controlplane realcontrollers chromium
+	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e
+	$(GO) test -count=1 -timeout $(E2E_REAL_TIMEOUT) ./e2e/real
+
+## e2e-real: the suite on real workload controllers, kwok's fake nodes and
+## Tekton alone (docs/testing.md).
+e2e-real: realcontrollers
+	$(GO) test -count=1 -timeout $(E2E_REAL_TIMEOUT) ./e2e/real
 
 ## chromium: Debian's chromium, which the dashboard's e2e test drives
 ## headless; installed with apt-get when missing (needs root).
@@ -50,9 +61,15 @@ conformance: controlplane build
 conformance-cartographer: controlplane
 	$(GO) run ./hack/conformance -controller cartographer $(CONFORMANCE_ARGS)
 
-## controlplane: build kube-apiserver, kube-controller-manager and etcd once.
+## controlplane: build kube-apiserver, kube-controller-manager, kube-scheduler and etcd once.
 controlplane:
 	@hack/install-controlplane.sh >/dev/null
+
+## realcontrollers: build kwok and Tekton Pipelines' controller once (the
+## cluster with real workload controllers: docs/testing.md).
+realcontrollers: controlplane
+	@hack/install-kwok.sh >/dev/null
+	@hack/install-tekton.sh >/dev/null
 
 lint: fmt vet staticcheck
 
@@ -69,7 +86,9 @@ staticcheck: $(BIN)/staticcheck
 $(BIN)/staticcheck:
 	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## run-local: local control plane + CRDs + Kontinue + the example; Ctrl-C stops it all.
+## run-local: local cluster (workload controllers, kube-scheduler, two fake
+## nodes played by kwok) + CRDs + Kontinue + examples/real-chain.yaml; Ctrl-C
+## stops it all (docs/walkthrough.md).
 run-local: controlplane build
 	$(GO) run ./hack/runlocal
 

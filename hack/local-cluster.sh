@@ -10,12 +10,14 @@
 #   hack/local-cluster.sh stop      stop the cluster (logs stay in the state folder)
 #
 # Flags after the command go to the Go command: -dir (env LOCAL_CLUSTER_DIR,
-# default _output/local-cluster) and -bin-dir (env LOCAL_CLUSTER_BIN_DIR).
+# default _output/local-cluster) and -bin-dir (env LOCAL_CLUSTER_BIN_DIR);
+# start -workloads adds the workload controllers, kube-scheduler and kwok's
+# fake nodes (Pods run), start -tekton also Tekton (docs/testing.md).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 die() { echo "local-cluster.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,14s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 cmd=${1:-}
 case "$cmd" in

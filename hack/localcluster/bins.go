@@ -2,9 +2,13 @@ package localcluster
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -109,4 +113,51 @@ func RepoRoot(dir string) (string, error) {
 			return "", errors.New("not inside the kontinue repository (no go.mod with module kontinue.dev/kontinue above " + dir + ")")
 		}
 	}
+}
+
+// Installed are the folders and executables the install scripts built.
+type Installed struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and
+	// kube-scheduler (Options.BinDir).
+	BinDir string
+	// Kwok is kwok's executable (Workloads.KwokBinary); set by Install
+	// with real.
+	Kwok string
+	// TektonDir holds Tekton's controller and config (Tekton.Dir); set by
+	// Install with real.
+	TektonDir string
+}
+
+// Install runs hack/install-controlplane.sh and, with real, also
+// hack/install-kwok.sh and hack/install-tekton.sh: each builds what is
+// missing from the Go module proxy into the cache, once per version, and
+// prints where it is. Their progress lines go to log (may be nil).
+func Install(ctx context.Context, repoRoot string, real bool, log io.Writer) (Installed, error) {
+	var in Installed
+	type script struct {
+		name string
+		out  *string
+	}
+	scripts := []script{{"install-controlplane.sh", &in.BinDir}}
+	if real {
+		scripts = append(scripts, script{"install-kwok.sh", &in.Kwok}, script{"install-tekton.sh", &in.TektonDir})
+	}
+	for _, s := range scripts {
+		var out, errb bytes.Buffer
+		cmd := exec.CommandContext(ctx, filepath.Join(repoRoot, "hack", s.name))
+		cmd.Stdout = &out
+		cmd.Stderr = &errb
+		if log != nil {
+			cmd.Stderr = io.MultiWriter(&errb, log)
+		}
+		if err := cmd.Run(); err != nil {
+			return in, fmt.Errorf("hack/%s: %v\n%s", s.name, err, errb.String())
+		}
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		*s.out = strings.TrimSpace(lines[len(lines)-1])
+		if *s.out == "" {
+			return in, fmt.Errorf("hack/%s printed no path", s.name)
+		}
+	}
+	return in, nil
 }

@@ -2,11 +2,17 @@
 // kube-apiserver and kube-controller-manager) on 127.0.0.1 for tests and
 // development, from binaries built by hack/install-controlplane.sh.
 //
-// There is no scheduler and no kubelet: Pods never run. The garbage
-// collector, the namespace controller, the service-account controllers and
-// the ClusterRole aggregation controller run, so ownerReferences, namespace
-// deletion, default ServiceAccounts, TokenRequest and aggregated roles
-// (the chart's kontinue-view and kontinue-edit) behave as in a real cluster.
+// By default there is no scheduler and no kubelet: Pods never run. The
+// garbage collector, the namespace controller, the service-account
+// controllers and the ClusterRole aggregation controller run, so
+// ownerReferences, namespace deletion, default ServiceAccounts, TokenRequest
+// and aggregated roles (the chart's kontinue-view and kontinue-edit) behave
+// as in a real cluster.
+//
+// With Options.Workloads, the workload controllers run too, with
+// kube-scheduler and kwok playing the kubelet of fake nodes: Deployments
+// roll out, Jobs complete, with the status their real controllers write.
+// With Options.Tekton, Tekton Pipelines' controller runs as well.
 package localcluster
 
 import (
@@ -49,6 +55,22 @@ type Options struct {
 	// flags (a repeated flag overrides the generated one).
 	APIServerArgs         []string
 	ControllerManagerArgs []string
+
+	// Workloads, when set, runs the workload controllers, kube-scheduler
+	// (from BinDir) and kwok with fake nodes.
+	Workloads *Workloads
+	// Tekton, when set, runs Tekton Pipelines' webhook and controller; needs
+	// Workloads.
+	Tekton *Tekton
+	// SchedulerArgs, KwokArgs and TektonArgs are appended to the generated
+	// flags of those components.
+	SchedulerArgs, KwokArgs, TektonArgs []string
+	// BeforeControllers, when set, runs once the API server is ready (and
+	// Kubeconfig written), before the controller-manager starts: the place
+	// to install CRDs, so that the garbage collector knows their kinds from
+	// its start (a kind added later is collected only after its next
+	// discovery, about 30s).
+	BeforeControllers func(ctx context.Context, c *Cluster) error
 }
 
 // Cluster is a running control plane.
@@ -64,11 +86,13 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	procs []*process // in start order
+
+	tektonWebhookPort int // Tekton's webhook listens here (installTekton picks it)
 }
 
 // Process describes one component of a cluster.
 type Process struct {
-	Name    string // etcd, kube-apiserver, kube-controller-manager
+	Name    string // etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, tekton-pipelines-webhook, tekton-pipelines-controller
 	Pid     int
 	Path    string // binary
 	LogFile string
@@ -132,6 +156,19 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := HaveBinaries(o.BinDir); err != nil {
 		return nil, fmt.Errorf("localcluster: %w (run hack/local-cluster.sh install)", err)
 	}
+	if o.Workloads != nil {
+		if err := o.Workloads.check(o.BinDir); err != nil {
+			return nil, fmt.Errorf("localcluster: %w", err)
+		}
+	}
+	if o.Tekton != nil {
+		if o.Workloads == nil {
+			return nil, errors.New("localcluster: Options.Tekton needs Options.Workloads (kwok runs its Pods)")
+		}
+		if err := o.Tekton.check(); err != nil {
+			return nil, fmt.Errorf("localcluster: %w", err)
+		}
+	}
 	if err := prepareDir(dir); err != nil {
 		return nil, fmt.Errorf("localcluster: state folder: %w", err)
 	}
@@ -186,7 +223,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			"--initial-cluster-state=new",
 			"--unsafe-no-fsync=true",
 			"--log-level=warn",
-		}, dir, filepath.Join(logsDir, etcdName+".log"), o.Detach)
+		}, nil, dir, filepath.Join(logsDir, etcdName+".log"), o.Detach)
 		etcdURL = client
 		return proc, func(ctx context.Context) error { return etcdHealthy(ctx, client) }, err
 	})
@@ -223,7 +260,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			"--endpoint-reconciler-type=none",
 		}
 		proc, err := launch(apiserverName, bin(apiserverName), append(args, o.APIServerArgs...),
-			dir, filepath.Join(logsDir, apiserverName+".log"), o.Detach)
+			nil, dir, filepath.Join(logsDir, apiserverName+".log"), o.Detach)
 		c.Host = "https://127.0.0.1:" + strconv.Itoa(ports[0])
 		return proc, func(ctx context.Context) error { return probe(ctx, client, c.Host+"/readyz", http.StatusOK) }, err
 	})
@@ -240,10 +277,24 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 
 	// kube-controller-manager: up once it has created the default
 	// ServiceAccount of namespace default.
+	if o.Tekton != nil {
+		if err := c.installTekton(ctx, logf, o); err != nil {
+			return nil, err
+		}
+	}
+	if o.BeforeControllers != nil {
+		if err := o.BeforeControllers(ctx, c); err != nil {
+			return nil, fmt.Errorf("localcluster: before the controllers: %w", err)
+		}
+	}
+	kcmControllers := controllers
+	if o.Workloads != nil {
+		kcmControllers = workloadControllers
+	}
 	err = c.startComponent(ctx, logf, kcmName, kcmTimeout, func() (*process, func(context.Context) error, error) {
 		args := []string{
 			"--kubeconfig=" + kcmKubeconfig,
-			"--controllers=" + controllers,
+			"--controllers=" + kcmControllers,
 			"--service-account-private-key-file=" + files.saKey,
 			"--root-ca-file=" + files.caCert,
 			"--use-service-account-credentials=false",
@@ -251,12 +302,22 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			"--secure-port=0",
 		}
 		proc, err := launch(kcmName, bin(kcmName), append(args, o.ControllerManagerArgs...),
-			dir, filepath.Join(logsDir, kcmName+".log"), o.Detach)
+			nil, dir, filepath.Join(logsDir, kcmName+".log"), o.Detach)
 		sa := c.Host + "/api/v1/namespaces/default/serviceaccounts/default"
 		return proc, func(ctx context.Context) error { return probe(ctx, client, sa, http.StatusOK) }, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if o.Workloads != nil {
+		if err := c.startWorkloads(ctx, logf, o); err != nil {
+			return nil, err
+		}
+	}
+	if o.Tekton != nil {
+		if err := c.startTekton(ctx, logf, o); err != nil {
+			return nil, err
+		}
 	}
 	logf("cluster ready after %.1fs: export KUBECONFIG=%s", time.Since(begin).Seconds(), c.Kubeconfig)
 	return c, nil
@@ -475,7 +536,8 @@ func (c *Cluster) Processes() []Process {
 	return out
 }
 
-// Running reports whether every component runs.
+// Running reports whether every component runs (at least etcd, the
+// apiserver and the controller-manager).
 func (c *Cluster) Running() bool {
 	ps := c.Processes()
 	for _, p := range ps {
@@ -483,7 +545,7 @@ func (c *Cluster) Running() bool {
 			return false
 		}
 	}
-	return len(ps) == 3
+	return len(ps) >= 3
 }
 
 // HTTPClient returns a client that trusts the cluster CA and authenticates
@@ -516,23 +578,27 @@ func (c *Cluster) Ready(ctx context.Context) error {
 }
 
 // Stop stops the components it knows of (SIGTERM, then SIGKILL after 10s)
-// and waits for them to exit: the controller-manager and the apiserver
-// first, etcd last. It removes the pids file; data and logs stay in Dir.
-// Stop may be called more than once.
+// and waits for them to exit: the API server's clients first (so that
+// they do not log its absence), then the apiserver, etcd last. It removes
+// the pids file; data and logs stay in Dir. Stop may be called more than
+// once.
 func (c *Cluster) Stop() error {
 	c.mu.Lock()
 	procs := append([]*process(nil), c.procs...)
 	c.mu.Unlock()
 	var errs []error
-	var first, last []*process
+	var clients, server, store []*process
 	for _, p := range procs {
-		if p.name == etcdName {
-			last = append(last, p)
-		} else {
-			first = append(first, p)
+		switch p.name {
+		case etcdName:
+			store = append(store, p)
+		case apiserverName:
+			server = append(server, p)
+		default:
+			clients = append(clients, p)
 		}
 	}
-	for _, group := range [][]*process{first, last} {
+	for _, group := range [][]*process{clients, server, store} {
 		var wg sync.WaitGroup
 		errc := make(chan error, len(group))
 		for _, p := range group {

@@ -433,3 +433,79 @@ func TestAttachStopsOnlyRecordedProcesses(t *testing.T) {
 		t.Errorf("Attach after Stop: %v", err)
 	}
 }
+
+// The real-controllers options are checked before anything starts or the
+// state folder is touched.
+func TestStartRefusesIncompleteRealOptions(t *testing.T) {
+	bins := binDir(t)
+	for name, tc := range map[string]struct {
+		opts Options
+		want string
+	}{
+		"Tekton without Workloads": {Options{Tekton: &Tekton{Dir: t.TempDir()}}, "Options.Tekton needs Options.Workloads"},
+		"no kwok":                  {Options{Workloads: &Workloads{}}, "Workloads.KwokBinary is empty"},
+		"kwok missing":             {Options{Workloads: &Workloads{KwokBinary: "/nonexistent/kwok"}}, "no such file"},
+		"no Tekton folder":         {Options{Workloads: &Workloads{KwokBinary: "/bin/true"}, Tekton: &Tekton{}}, "Tekton.Dir is empty"},
+		"no Tekton controller":     {Options{Workloads: &Workloads{KwokBinary: "/bin/true"}, Tekton: &Tekton{Dir: t.TempDir()}}, "run hack/install-tekton.sh"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			tc.opts.BinDir, tc.opts.Dir = bins, dir
+			_, err := Start(context.Background(), tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Start: %v, want an error containing %q", err, tc.want)
+			}
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the state folder was touched: %v", err)
+			}
+		})
+	}
+}
+
+// The default kwok Stages are well-formed YAML, one Pod stage per step of a
+// Pod's life the suite relies on.
+func TestDefaultStages(t *testing.T) {
+	docs, err := splitYAML(DefaultStages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range docs {
+		if d["kind"] != "Stage" || str(d, "spec", "resourceRef", "kind") != "Pod" {
+			t.Fatalf("not a Pod Stage: %v", d)
+		}
+		names = append(names, str(d, "metadata", "name"))
+	}
+	if got := strings.Join(names, ","); got != "kontinue-pod-delete,kontinue-pod-start,kontinue-pod-complete" {
+		t.Fatalf("stages %s", got)
+	}
+}
+
+// Every Service reference of a CRD's conversion webhook and of a webhook
+// configuration gets the webhook's port; other objects are left alone.
+func TestWebhookPort(t *testing.T) {
+	svc := func() map[string]any {
+		return map[string]any{"service": map[string]any{"name": "tekton-pipelines-webhook", "namespace": "tekton-pipelines"}}
+	}
+	for _, tc := range []struct {
+		name string
+		obj  map[string]any
+		want string
+	}{
+		{"crd", map[string]any{"spec": map[string]any{"conversion": map[string]any{"strategy": "Webhook", "webhook": map[string]any{"clientConfig": svc()}}}},
+			"map[spec:map[conversion:map[strategy:Webhook webhook:map[clientConfig:map[service:map[name:tekton-pipelines-webhook namespace:tekton-pipelines port:8443]]]]]]"},
+		{"crd without conversion", map[string]any{"spec": map[string]any{"group": "tekton.dev"}}, "map[spec:map[group:tekton.dev]]"},
+		{"webhook configuration", map[string]any{"webhooks": []any{map[string]any{"clientConfig": svc()}, map[string]any{"clientConfig": svc()}}},
+			"map[webhooks:[map[clientConfig:map[service:map[name:tekton-pipelines-webhook namespace:tekton-pipelines port:8443]]] map[clientConfig:map[service:map[name:tekton-pipelines-webhook namespace:tekton-pipelines port:8443]]]]]"},
+		{"url, no service", map[string]any{"webhooks": []any{map[string]any{"clientConfig": map[string]any{"url": "https://x"}}}},
+			"map[webhooks:[map[clientConfig:map[url:https://x]]]]"},
+		{"secret", map[string]any{"kind": "Secret"}, "map[kind:Secret]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			webhookPort(tc.obj, 8443)
+			if got := fmt.Sprint(tc.obj); got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ type process struct {
 	dir     string // the cluster state folder; appears in the command line
 	logPath string
 	args    []string // command line (processes started by us only)
+	env     []string // added to the environment (processes started by us only)
 	detach  bool
 
 	cmd     *exec.Cmd
@@ -31,15 +32,19 @@ type process struct {
 	waitErr error
 }
 
-// launch starts a component with its output appended to logPath.
-func launch(name, path string, args []string, dir, logPath string, detach bool) (*process, error) {
+// launch starts a component with its output appended to logPath and env
+// added to this process's environment.
+func launch(name, path string, args, env []string, dir, logPath string, detach bool) (*process, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "# %s %s\n", path, strings.Join(args, " "))
+	fmt.Fprintf(f, "# %s\n", strings.Join(append(append(env[:len(env):len(env)], path), args...), " "))
 	cmd := exec.Command(path, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Dir = dir
 	cmd.Stdin = nil // /dev/null
 	cmd.Stdout = f  // an *os.File: no copying goroutine, survives our exit
@@ -50,7 +55,7 @@ func launch(name, path string, args []string, dir, logPath string, detach bool) 
 	}
 	p := &process{
 		name: name, path: path, pid: cmd.Process.Pid, dir: dir, logPath: logPath,
-		args: args, detach: detach, cmd: cmd, done: make(chan struct{}),
+		args: args, env: env, detach: detach, cmd: cmd, done: make(chan struct{}),
 	}
 	go func() {
 		p.waitErr = cmd.Wait()

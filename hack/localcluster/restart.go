@@ -42,7 +42,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		return errors.New("localcluster: kube-apiserver is running")
 	}
 	_ = os.Rename(old.logPath, old.logPath+".1")
-	p, err := launch(old.name, old.path, old.args, old.dir, old.logPath, old.detach)
+	p, err := launch(old.name, old.path, old.args, old.env, old.dir, old.logPath, old.detach)
 	if err != nil {
 		return fmt.Errorf("localcluster: restart %s: %w", old.name, err)
 	}

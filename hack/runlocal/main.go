@@ -1,9 +1,12 @@
-// Command runlocal is `make run-local`: it starts the local control plane,
-// runs `kontinue controller` against it (installing the CRDs, with leader
-// election in kontinue-system as in a cluster, so that `kontinue check`
-// finds it), applies the example chain, prints the example workload's
-// status as it changes, and once it is Ready what to try next. Ctrl-C
-// stops Kontinue and the control plane.
+// Command runlocal is `make run-local`: it starts the local control plane
+// with the workload controllers, kube-scheduler and two fake nodes (kwok
+// plays their kubelet, so Pods run), runs `kontinue controller` against it
+// (installing the CRDs, with leader election in kontinue-system as in a
+// cluster, so that `kontinue check` finds it), applies
+// examples/real-chain.yaml (a commit, its tests as a Job, a Deployment) into
+// the default namespace, prints the example workload's status as it changes,
+// and once it is Ready what to try next. Ctrl-C stops Kontinue and the
+// cluster. docs/walkthrough.md walks through it.
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -44,21 +48,26 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	out, err := exec.Command(filepath.Join(root, "hack", "install-controlplane.sh")).Output()
+	bins, err := install(root, "install-controlplane.sh")
 	if err != nil {
 		return fmt.Errorf("building the control plane: %w", err)
 	}
+	kwok, err := install(root, "install-kwok.sh")
+	if err != nil {
+		return fmt.Errorf("building kwok: %w", err)
+	}
 	dir := filepath.Join(root, "_output", "run-local")
 	_ = os.RemoveAll(dir)
-	cluster, err := localcluster.Start(ctx, localcluster.Options{BinDir: strings.TrimSpace(string(out)), Dir: dir, Log: os.Stderr})
+	cluster, err := localcluster.Start(ctx, localcluster.Options{BinDir: bins, Dir: dir, Log: os.Stderr,
+		Workloads: &localcluster.Workloads{KwokBinary: kwok, Nodes: 2}})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		fmt.Println("stopping the control plane")
+		fmt.Println("stopping the cluster")
 		_ = cluster.Stop()
 	}()
-	fmt.Printf("control plane up; use it with:\n  export KUBECONFIG=%s\n", cluster.Kubeconfig)
+	fmt.Printf("cluster up (workload controllers, scheduler, 2 fake nodes); use it with:\n  export KUBECONFIG=%s\n", cluster.Kubeconfig)
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Kubeconfig)
 	if err != nil {
@@ -67,7 +76,7 @@ func run() error {
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(discovery.NewDiscoveryClientForConfigOrDie(cfg)))
 	// The namespace of the Lease, as deploy/ creates it.
-	if err := applyExample(ctx, dyn, mapper, filepath.Join(root, "deploy", "namespace.yaml")); err != nil {
+	if err := applyExample(ctx, dyn, mapper, filepath.Join(root, "deploy", "namespace.yaml"), ""); err != nil {
 		return err
 	}
 
@@ -91,10 +100,10 @@ func run() error {
 	}()
 	fmt.Printf("kontinue running (logs: %s)\n", logPath)
 
-	if err := applyExample(ctx, dyn, mapper, filepath.Join(root, "examples", "supply-chain.yaml")); err != nil {
+	if err := applyExample(ctx, dyn, mapper, filepath.Join(root, "examples", "real-chain.yaml"), "default"); err != nil {
 		return err
 	}
-	fmt.Println("applied examples/supply-chain.yaml; watching workload default/hello (Ctrl-C to stop)")
+	fmt.Println("applied examples/real-chain.yaml; watching workload default/web (Ctrl-C to stop)")
 	wl := schema.GroupVersionResource{Group: "carto.run", Version: "v1alpha1", Resource: "workloads"}
 	last := ""
 	suggested := false
@@ -105,7 +114,7 @@ func run() error {
 			return nil
 		case <-time.After(time.Second):
 		}
-		w, err := dyn.Resource(wl).Namespace("default").Get(ctx, "hello", metav1.GetOptions{})
+		w, err := dyn.Resource(wl).Namespace("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			continue
 		}
@@ -113,7 +122,7 @@ func run() error {
 			fmt.Println(time.Now().Format("15:04:05"), s)
 			last = s
 		}
-		if !suggested && (ready(w) || time.Since(started) > 30*time.Second) {
+		if !suggested && (ready(w) || time.Since(started) > 60*time.Second) {
 			suggested = true
 			rel, _ := filepath.Rel(mustGetwd(), bin)
 			if rel == "" || strings.HasPrefix(rel, "..") {
@@ -122,11 +131,13 @@ func run() error {
 			fmt.Printf(`
 Kontinue runs. In another shell:
   export KUBECONFIG=%[1]s
-  %[2]s check                                        # CRDs, controller
-  %[2]s get workload hello -n default --watch        # the tree of its steps, live
-  %[2]s events workload hello -n default             # what happened to it
-  %[2]s dashboard                                    # chains and workloads in the browser
-  %[2]s render -f examples/supply-chain.yaml         # what the chain stamps, offline
+  kubectl get jobs,deployments,pods                # the commit's tests, then its rollout
+  %[2]s check                                      # CRDs, controller
+  %[2]s get workload web -n default --watch        # the tree of its steps, live
+  %[2]s events workload web -n default             # what happened to it
+  %[2]s dashboard                                  # chains and workloads in the browser
+  kubectl patch workload web --type merge -p '{"spec":{"source":{"git":{"ref":{"commit":"second"}}}}}'
+docs/walkthrough.md goes on with broken commits and crash-looping ones.
 Ctrl-C here stops it all.
 
 `, cluster.Kubeconfig, rel)
@@ -150,9 +161,18 @@ func mustGetwd() string {
 	return d
 }
 
-// applyExample applies the example, retrying while the CRDs are being
-// installed by Kontinue.
-func applyExample(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, path string) error {
+// install runs one of hack/install-*.sh (each builds what is missing, once)
+// and returns the path it prints.
+func install(root, script string) (string, error) {
+	cmd := exec.Command(filepath.Join(root, "hack", script))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// applyExample applies the example (namespaced objects without a namespace
+// into ns), retrying while the CRDs are being installed by Kontinue.
+func applyExample(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, path, ns string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -164,7 +184,7 @@ func applyExample(ctx context.Context, dyn dynamic.Interface, mapper *restmapper
 			continue
 		}
 		for {
-			err := applyOne(ctx, dyn, mapper, u)
+			err := applyOne(ctx, dyn, mapper, u, ns)
 			if err == nil {
 				break
 			}
@@ -178,14 +198,17 @@ func applyExample(ctx context.Context, dyn dynamic.Interface, mapper *restmapper
 	return nil
 }
 
-func applyOne(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, u *unstructured.Unstructured) error {
+func applyOne(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, u *unstructured.Unstructured, ns string) error {
 	gvk := u.GroupVersionKind()
 	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		return err
 	}
 	var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
-	if u.GetNamespace() != "" {
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		if u.GetNamespace() == "" {
+			u.SetNamespace(ns)
+		}
 		r = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
 	}
 	_, err = r.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "run-local", Force: true})
@@ -206,5 +229,5 @@ func summary(w *unstructured.Unstructured) string {
 		name, _, _ := unstructured.NestedString(m, "stampedRef", "name")
 		steps = append(steps, fmt.Sprintf("%v→%s", m["name"], name))
 	}
-	return fmt.Sprintf("workload hello: %s\n    steps: %s", strings.Join(parts, " "), strings.Join(steps, ", "))
+	return fmt.Sprintf("workload web: %s\n    steps: %s", strings.Join(parts, " "), strings.Join(steps, ", "))
 }

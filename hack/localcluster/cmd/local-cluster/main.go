@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -49,6 +48,10 @@ func run() error {
 		"state folder (env LOCAL_CLUSTER_DIR; default $REPO/_output/local-cluster)")
 	binDir := fs.String("bin-dir", os.Getenv("LOCAL_CLUSTER_BIN_DIR"),
 		"folder with etcd, kube-apiserver, kube-controller-manager (env LOCAL_CLUSTER_BIN_DIR; default: the folder printed by hack/install-controlplane.sh)")
+	workloads := fs.Bool("workloads", false,
+		"also run the workload controllers, kube-scheduler and kwok with fake nodes: Pods run (played), Deployments roll out, Jobs complete")
+	tekton := fs.Bool("tekton", false, "also run Tekton Pipelines' controller (implies -workloads)")
+	nodes := fs.Int("nodes", 2, "fake nodes, with -workloads")
 	// Flags may come before or after the command.
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
@@ -66,7 +69,10 @@ func run() error {
 	}
 
 	var root string
-	if *dir == "" || (cmd == "start" && *binDir == "") {
+	if *tekton {
+		*workloads = true
+	}
+	if *dir == "" || cmd == "start" {
 		var err error
 		if root, err = repoRoot(); err != nil {
 			return fmt.Errorf("%w; pass -dir and -bin-dir", err)
@@ -78,7 +84,7 @@ func run() error {
 
 	switch cmd {
 	case "start":
-		return start(root, *dir, *binDir)
+		return start(root, *dir, *binDir, *workloads, *tekton, *nodes)
 	case "stop":
 		return stop(*dir)
 	case "env":
@@ -99,31 +105,34 @@ func run() error {
 	}
 }
 
-func start(root, dir, binDir string) error {
-	if binDir == "" {
-		script := filepath.Join(root, "hack", "install-controlplane.sh")
-		c := exec.Command(script)
-		c.Stderr = os.Stderr
-		out, err := c.Output()
-		if err != nil {
-			return fmt.Errorf("%s failed: %w", script, err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		binDir = strings.TrimSpace(lines[len(lines)-1])
-		if binDir == "" {
-			return fmt.Errorf("%s printed no folder", script)
-		}
-	}
+func start(root, dir, binDir string, workloads, tekton bool, nodes int) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancelT()
-	c, err := localcluster.Start(ctx, localcluster.Options{
+	opts := localcluster.Options{
 		BinDir: binDir,
 		Dir:    dir,
 		Log:    prefixWriter{},
 		Detach: true,
-	})
+	}
+	if binDir == "" || workloads {
+		// Builds what is missing (minutes cold), else returns at once.
+		in, err := localcluster.Install(ctx, root, workloads, os.Stderr)
+		if err != nil {
+			return err
+		}
+		if opts.BinDir == "" {
+			opts.BinDir = in.BinDir
+		}
+		if workloads {
+			opts.Workloads = &localcluster.Workloads{KwokBinary: in.Kwok, Nodes: nodes}
+		}
+		if tekton {
+			opts.Tekton = &localcluster.Tekton{Dir: in.TektonDir}
+		}
+	}
+	ctx, cancelT := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancelT()
+	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,190 @@
+package e2ereal
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Seed 004 on a real Deployment: a new image that crash-loops makes the
+// deployment controller report ProgressDeadlineExceeded; Kontinue then
+// stamps a shadow Deployment from the last good inputs, which the
+// deployment controller rolls out and which serves (its Pods Ready on the
+// last good image). A good image again: the primary rolls out and the
+// shadow goes. Once with observedCompletion and the Recreate strategy (the
+// failing primary serves nothing at all), once with a healthRule and
+// shadow: true and a rolling update.
+//
+// Success is judged on replica counts, not on the Progressing condition:
+// the deployment controller's first status for a new generation can carry
+// the previous rollout's condition (TestDeploymentStatusLagsOnRecreate).
+func TestRealShadowDeployment(t *testing.T) {
+	t.Run("observedCompletion, Recreate", func(t *testing.T) {
+		testShadowDeployment(t, "{type: Recreate}", `
+  observedCompletion:
+    succeeded:
+    - {key: status.updatedReplicas, value: 2}
+    - {key: status.replicas, value: 2}
+    - {key: status.availableReplicas, value: 2}
+    failed:
+    - {key: 'status.conditions[?(@.type=="Progressing")].reason', value: ProgressDeadlineExceeded}
+    - {key: status.updatedReplicas, value: 2}`)
+	})
+	t.Run("healthRule with shadow: true, RollingUpdate", func(t *testing.T) {
+		testShadowDeployment(t, "{type: RollingUpdate, rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}", `
+  shadow: true
+  healthRule:
+    multiMatch:
+      healthy:
+        matchFields:
+        - {key: status.updatedReplicas, operator: In, values: [2]}
+        - {key: status.replicas, operator: In, values: [2]}
+        - {key: status.availableReplicas, operator: In, values: [2]}
+      unhealthy:
+        matchFields:
+        - key: 'status.conditions[?(@.type=="Progressing")].reason'
+          operator: In
+          values: [ProgressDeadlineExceeded]
+          messagePath: 'status.conditions[?(@.type=="Progressing")].message'`)
+	})
+}
+
+func testShadowDeployment(t *testing.T, strategy, rule string) {
+	ns := newNamespace(t)
+	chain, run := uniq(ns, "chain"), uniq(ns, "run")
+	apply(t, ns, fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: %[2]s}
+spec:%[3]s
+  goTemplate: |
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: {{ .workload.metadata.name }}}
+    spec:
+      replicas: 2
+      progressDeadlineSeconds: 5
+      strategy: %[4]s
+      selector: {matchLabels: {app: {{ .workload.metadata.name }}}}
+      template:
+        metadata: {labels: {app: {{ .workload.metadata.name }}}}
+        spec:
+          containers:
+          - name: app
+            image: {{ .params.image | quote }}
+            # Played: the images that crash.
+            env: [{name: KWOK_EXIT_CODE, value: "{{ if contains "crashes" .params.image }}1{{ else }}0{{ end }}"}]
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterSupplyChain
+metadata: {name: %[1]s}
+spec:
+  selector: {app.example.com/chain: %[1]s}
+  resources:
+  - name: run
+    templateRef: {kind: ClusterTemplate, name: %[2]s}
+`, chain, run, rule, strategy))
+	workload := func(img string) {
+		apply(t, ns, fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: Workload
+metadata:
+  name: web
+  labels: {app.example.com/chain: %s}
+spec:
+  params: [{name: image, value: %s}]
+`, chain, img))
+	}
+	const timeout = 60 * time.Second
+	rolledOut := func(name, img string) func(map[string]any) string {
+		return func(m map[string]any) string {
+			if fmt.Sprint(nested(m, "status", "observedGeneration")) != fmt.Sprint(nested(m, "metadata", "generation")) ||
+				fmt.Sprint(nested(m, "status", "updatedReplicas")) != "2" || fmt.Sprint(nested(m, "status", "replicas")) != "2" ||
+				fmt.Sprint(nested(m, "status", "availableReplicas")) != "2" {
+				return "not rolled out"
+			}
+			cs := nested(m, "spec", "template", "spec", "containers").([]any)
+			if got := cs[0].(map[string]any)["image"]; got != img {
+				return fmt.Sprintf("image %v, want %s", got, img)
+			}
+			return ""
+		}
+	}
+	// readyPods lists the images of the Ready Pods a Deployment's
+	// ReplicaSets own.
+	readyPods := func(deployment string) []string {
+		var out []string
+		for _, p := range list(t, podGVR, ns, "app=web") {
+			if condition(p.Object, "Ready")["status"] != "True" {
+				continue
+			}
+			owners := p.GetOwnerReferences()
+			if len(owners) == 0 {
+				continue
+			}
+			rs, err := tryGet(schemaRS, ns, owners[0].Name)
+			if err != nil || len(rs.GetOwnerReferences()) == 0 || rs.GetOwnerReferences()[0].Name != deployment {
+				continue
+			}
+			out = append(out, fmt.Sprint(nested(p.Object, "spec", "containers").([]any)[0].(map[string]any)["image"]))
+		}
+		return out
+	}
+
+	workload("registry.example.com/web:v1")
+	waitFor(t, deploymentGVR, ns, "web", timeout, rolledOut("web", "registry.example.com/web:v1"))
+	waitOwner(t, workloadGVR, ns, "web", "Ready", "True", "Ready", timeout)
+
+	// The new image crash-loops: the deployment controller gives up, the
+	// step fails with its reason, and the shadow serves v1.
+	workload("registry.example.com/web:v2-crashes")
+	w := waitStep(t, workloadGVR, ns, "web", "run", "Healthy", "False", "", timeout)
+	t.Logf("step on failure: %v", step(w, "run")["conditions"])
+	shadow := waitFor(t, deploymentGVR, ns, "web-last-good", timeout, rolledOut("web-last-good", "registry.example.com/web:v1"))
+	assert.Equal(t, "true", shadow.GetLabels()["kontinue.dev/shadow"])
+	primary := get(t, deploymentGVR, ns, "web")
+	assert.Equal(t, "ProgressDeadlineExceeded", condition(primary.Object, "Progressing")["reason"])
+	// The primary's own Ready Pods: none with Recreate, the old ones with a
+	// rolling update (maxUnavailable 0).
+	primaryPods := "[]"
+	if strings.Contains(strategy, "RollingUpdate") {
+		primaryPods = "[registry.example.com/web:v1 registry.example.com/web:v1]"
+	}
+	eventually(t, timeout, func() string {
+		if got := readyPods("web-last-good"); fmt.Sprint(got) != "[registry.example.com/web:v1 registry.example.com/web:v1]" {
+			return fmt.Sprintf("Ready Pods of the shadow: %v", got)
+		}
+		if got := readyPods("web"); fmt.Sprint(got) != primaryPods {
+			return fmt.Sprintf("Ready Pods of the primary: %v, want %s", got, primaryPods)
+		}
+		return ""
+	})
+	w = get(t, workloadGVR, ns, "web")
+	assert.Equal(t, "False", fmt.Sprint(condition(w.Object, "Ready")["status"]))
+	require.NotNil(t, step(w, "run")["shadowRef"], "the step names its shadow: %v", step(w, "run"))
+	assert.Contains(t, fmt.Sprint(stepCondition(w, "run", "Healthy")["message"]), "ProgressDeadlineExceeded", "the deployment controller's reason")
+
+	// A good image: the primary rolls out, the shadow goes.
+	workload("registry.example.com/web:v3")
+	waitFor(t, deploymentGVR, ns, "web", timeout, rolledOut("web", "registry.example.com/web:v3"))
+	waitOwner(t, workloadGVR, ns, "web", "Ready", "True", "Ready", timeout)
+	eventually(t, timeout, func() string {
+		if !gone(deploymentGVR, ns, "web-last-good") {
+			return "the shadow still exists"
+		}
+		// Its ReplicaSet and Pods go with it (garbage collection).
+		var images []string
+		for _, p := range list(t, podGVR, ns, "app=web") {
+			images = append(images, fmt.Sprint(nested(p.Object, "spec", "containers").([]any)[0].(map[string]any)["image"]))
+		}
+		if fmt.Sprint(images) != "[registry.example.com/web:v3 registry.example.com/web:v3]" {
+			return fmt.Sprintf("Pods left: %v", images)
+		}
+		return ""
+	})
+	assert.Nil(t, step(get(t, workloadGVR, ns, "web"), "run")["shadowRef"])
+}
