@@ -460,7 +460,7 @@ func TestRealSupplyChainAndDelivery(t *testing.T) {
 	c.waitDeployed(t, "c1", timeout)
 	w := get(t, workloadGVR, ns, "app")
 	assert.Equal(t, "MatchedCondition", stepCondition(w, "test", "Healthy")["reason"], "the Job's Complete condition")
-	assert.Equal(t, "ReadyCondition", stepCondition(w, "build", "Healthy")["reason"], "the Runnable's Ready")
+	assert.Equal(t, "SucceededCondition", stepCondition(w, "build", "Healthy")["reason"], "the reason its template's rule gave the PipelineRun, as for lifecycle: tekton")
 	cm := get(t, configMapGVR, ns, "app-config")
 	assert.Equal(t, map[string]any{"image": image("c1"), "lint": "clean at c1"}, cm.Object["data"])
 	d := get(t, deliverableGVR, ns, "app")
