@@ -128,19 +128,21 @@ func run() error {
 			if rel == "" || strings.HasPrefix(rel, "..") {
 				rel = bin
 			}
-			fmt.Printf(`
-Kontinue runs. In another shell:
-  export KUBECONFIG=%[1]s
-  kubectl get jobs,deployments,pods                # the commit's tests, then its rollout
-  %[2]s check                                      # CRDs, controller
-  %[2]s get workload web -n default --watch        # the tree of its steps, live
-  %[2]s events workload web -n default             # what happened to it
-  %[2]s dashboard                                  # chains and workloads in the browser
-  kubectl patch workload web --type merge -p '{"spec":{"source":{"git":{"ref":{"commit":"second"}}}}}'
+			fmt.Printf("\nKontinue runs. In another shell:\n  export KUBECONFIG=%s\n", cluster.Kubeconfig)
+			for _, l := range [][2]string{
+				{"kubectl get jobs,deployments,pods", "the commit's tests, then its rollout"},
+				{rel + " check", "CRDs, controller"},
+				{rel + " get workload web -n default --watch", "the tree of its steps, live"},
+				{rel + " events workload web -n default", "what happened to it"},
+				{rel + " dashboard", "chains and workloads in the browser"},
+			} {
+				fmt.Printf("  %-60s # %s\n", l[0], l[1])
+			}
+			fmt.Print(`  kubectl patch workload web --type merge -p '{"spec":{"source":{"git":{"ref":{"commit":"second"}}}}}'
 docs/walkthrough.md goes on with broken commits and crash-looping ones.
 Ctrl-C here stops it all.
 
-`, cluster.Kubeconfig, rel)
+`)
 		}
 	}
 }
