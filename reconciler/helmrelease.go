@@ -11,8 +11,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/render"
-	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -73,12 +73,12 @@ func (op *ownerPass) keepRelease(sc *stepCtx, rec *helmRecord) error {
 	}
 	sa := op.serviceAccount()
 	if err := op.w.KeepRecord(op.ctx, cl, secret, !rec.exists); err != nil {
-		switch stamp.Classify(err) {
-		case stamp.Forbidden:
+		switch failure.Classify(err) {
+		case failure.Forbidden:
 			return fmt.Errorf("service account [%s/%s] may not write the Secret [%s] that keeps the step's Helm release (it needs get, create and patch on secrets in its namespace): %w", sa.Namespace, sa.Name, name, err)
-		case stamp.AlreadyExists:
+		case failure.AlreadyExists:
 			return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and was not written by Kontinue for this %s: it is left as it is; delete or rename it", name, op.r.flavor.OwnerKind)
-		case stamp.Rejected:
+		case failure.Rejected:
 			return fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err)
 		}
 		return render.Transient(fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err))

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -49,13 +50,10 @@ func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 	w.what = fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)
 
 	tg, err := op.w.Resolve(gvk)
-	switch {
-	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		return fail(st.False, step.ReasonRejected, nil, "unable to create %s: %v", w.what, err)
-	case err != nil:
-		return fail(st.Unknown, step.ReasonUnknownError, err, "%v", err)
-	case !tg.Namespaced:
-		return fail(st.False, step.ReasonStampFailure, nil, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", w.what, gvk.Kind, op.r.flavor.OwnerKind)
+	if f := failure.Kind(op.subject("create", w.what), gvk.Kind, tg.Namespaced, err); f != nil {
+		r := op.stepDone(sc, nil, f.Cond(st.ResourceSubmitted, step.Reasons), nil)
+		r.err = f.Retry
+		return step.Seen{}, &r
 	}
 	w.gvr = tg.GVR
 	key := tg.Watch()
@@ -121,17 +119,13 @@ func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key, digest string, 
 func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what string) (*unstructured.Unstructured, stepResult, bool) {
 	cl, err := op.stampClient()
 	if err != nil {
-		return nil, op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error()), nil), false
+		return nil, op.stepDone(sc, nil, failure.Client(err).Cond(st.ResourceSubmitted, step.Reasons), nil), false
 	}
 	created, err := op.w.Create(op.ctx, cl, gvr, desired, digest)
-	if stamp.Classify(err) == stamp.AlreadyExists {
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, desired.GetName()))
-		return nil, op.stepDone(sc, nil, c, nil), false
-	}
 	if err != nil {
-		c, transient := op.applyFailure(what, err)
-		r := op.stepDone(sc, nil, c, nil)
-		r.err = transient
+		f := failure.Write(op.subject("create", what), desired.GetName(), err)
+		r := op.stepDone(sc, nil, f.Cond(st.ResourceSubmitted, step.Reasons), nil)
+		r.err = f.Retry
 		return nil, r, false
 	}
 	op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)

@@ -23,6 +23,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -290,8 +291,7 @@ func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource
 	}
 	cl, err := op.stampClient()
 	if err != nil {
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
-		return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
+		return appliedGenerated{stepResult: op.stepDone(sc, nil, failure.Client(err).Cond(st.ResourceSubmitted, step.Reasons), nil)}, false
 	}
 	live, wrote, c, err := op.put(cl, gvr, what, desired, cached)
 	if c != nil {

@@ -15,6 +15,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -36,16 +37,9 @@ func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (t
 	gvk := desired.GroupVersionKind()
 	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", gvk.Kind, desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
 	tg, err := op.w.Resolve(gvk)
-	switch {
-	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err))
-		return target{}, &c, nil
-	case err != nil:
-		c := st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, err.Error())
-		return target{}, &c, err
-	case !tg.Namespaced:
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, op.r.flavor.OwnerKind))
-		return target{}, &c, nil
+	if f := failure.Kind(op.subject("apply", what), gvk.Kind, tg.Namespaced, err); f != nil {
+		c := f.Cond(st.ResourceSubmitted, step.Reasons)
+		return target{}, &c, f.Retry
 	}
 	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
@@ -62,7 +56,7 @@ func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstr
 	cached, _ := op.current(t.key, desired.GetNamespace(), desired.GetName())
 	cl, err := op.stampClient()
 	if err != nil {
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
+		c := failure.Client(err).Cond(st.ResourceSubmitted, step.Reasons)
 		return nil, false, &c, nil
 	}
 	live, wrote, c, err := op.put(cl, t.gvr, t.what, desired, cached)
@@ -151,21 +145,19 @@ func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstruc
 	return op.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
 }
 
-// applyFailure turns an API error into the step's condition. Errors that
-// retrying cannot fix end as a False condition and no retry; they come back
-// when RBAC, discovery, the template or the owner change.
+// applyFailure turns an API error into the step's condition, and the error
+// to retry (nil: retrying cannot help; RBAC, discovery, the template or the
+// owner bring the step back).
 func (op *ownerPass) applyFailure(what string, err error) (metav1.Condition, error) {
+	f := failure.Write(op.subject("apply", what), "", err)
+	return f.Cond(st.ResourceSubmitted, step.Reasons), f.Retry
+}
+
+// subject names a write of the owner's for failure's messages.
+func (op *ownerPass) subject(verb, what string) failure.Subject {
 	sa := op.serviceAccount()
-	switch stamp.Classify(err) {
-	case stamp.Forbidden:
-		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
-	case stamp.Rejected:
-		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil
-	case stamp.Unauthorized:
-		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, fmt.Sprintf("unable to apply %s as service account [%s/%s]: %v", what, sa.Namespace, sa.Name, err)), err
-	default:
-		return st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: %v", what, err)), err
-	}
+	return failure.Subject{Verb: verb, What: what, Account: sa.Namespace + "/" + sa.Name,
+		Home: fmt.Sprintf("stamped objects must live in the %s's namespace", op.r.flavor.OwnerKind)}
 }
 
 // serviceAccount is the account whose permissions stamp objects:

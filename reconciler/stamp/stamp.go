@@ -11,9 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +27,7 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 
 	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -74,76 +73,18 @@ type Target struct {
 // Watch is the stamped watch of the target's kind.
 func (t Target) Watch() tracking.Key { return tracking.Key{GVR: t.GVR, Selector: StampedSelector} }
 
-// Resolve maps a kind to its resource and scope. An error is a *Error: the
-// kind is not served (Failure NotServed) or discovery failed (Transient).
+// Resolve maps a kind to its resource and scope. An error is a
+// *failure.Error: the kind is not served (NotServed) or discovery failed
+// (Transient).
 func (w *Writer) Resolve(gvk schema.GroupVersionKind) (Target, error) {
 	m, err := w.mapper.Mapping(gvk)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			return Target{}, &Error{Failure: NotServed, Err: fmt.Errorf("the API server does not serve kind [%s] in [%s]", gvk.Kind, gvk.GroupVersion())}
+			return Target{}, &failure.Error{Class: failure.NotServed, Err: fmt.Errorf("the API server does not serve kind [%s] in [%s]", gvk.Kind, gvk.GroupVersion())}
 		}
-		return Target{}, &Error{Failure: Transient, Err: fmt.Errorf("unable to look up kind [%s]: %w", gvk.Kind, err)}
+		return Target{}, &failure.Error{Class: failure.Transient, Err: fmt.Errorf("unable to look up kind [%s]: %w", gvk.Kind, err)}
 	}
 	return Target{GVR: m.Resource, Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
-}
-
-// Failure says what can make a failed API call succeed.
-type Failure int
-
-// Failures, from an error's point of view.
-const (
-	// Transient: retrying may help (a timeout, a 5xx, a conflict).
-	Transient Failure = iota
-	// NotServed: the kind is not served; news from discovery may help.
-	NotServed
-	// Forbidden: the service account may not; news from RBAC may help.
-	Forbidden
-	// Rejected: the API server refuses the object as it is; only a change
-	// to the template or the owner helps.
-	Rejected
-	// AlreadyExists: a create found the name taken.
-	AlreadyExists
-	// Unauthorized: the impersonated account was not accepted; retried.
-	Unauthorized
-)
-
-// Error is a failed call with its Failure.
-type Error struct {
-	Failure Failure
-	Err     error
-}
-
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// Classify says what can make a failed API call succeed (err is not nil).
-func Classify(err error) Failure {
-	var se *Error
-	switch {
-	case err == nil:
-		return Transient
-	case errors.As(err, &se):
-		return se.Failure
-	case apierrors.IsForbidden(err):
-		return Forbidden
-	case apierrors.IsAlreadyExists(err):
-		return AlreadyExists
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), isSchemaMismatch(err),
-		apierrors.IsNotFound(err), apierrors.IsRequestEntityTooLargeError(err), apierrors.IsUnsupportedMediaType(err), apierrors.IsNotAcceptable(err):
-		return Rejected
-	case apierrors.IsUnauthorized(err):
-		return Unauthorized
-	case meta.IsNoMatchError(err):
-		return NotServed
-	}
-	return Transient
-}
-
-// isSchemaMismatch recognises a server-side apply of a value whose type the
-// kind's schema does not allow (a map where a string goes): the API server
-// reports it without a 4xx code, but retrying cannot fix it.
-func isSchemaMismatch(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "failed to create typed patch object")
 }
 
 // Watch starts or joins a watch for the reconcile at hand and reports
@@ -384,7 +325,7 @@ func StatusDigest(status map[string]any) [32]byte {
 // error classes, however many calls failed.
 type Session struct {
 	*Writer
-	blocking Failure
+	blocking failure.Class
 	blocked  bool
 }
 
@@ -392,7 +333,7 @@ type Session struct {
 func (w *Writer) Session() *Session { return &Session{Writer: w} }
 
 // Blocked returns the failure the reconcile waits on news for (false: none).
-func (s *Session) Blocked() (Failure, bool) { return s.blocking, s.blocked }
+func (s *Session) Blocked() (failure.Class, bool) { return s.blocking, s.blocked }
 
 // Note records err's class when it is one only news can fix; it returns
 // err. The Session's own calls note their errors: callers note only errors
@@ -401,7 +342,7 @@ func (s *Session) Note(err error) error {
 	if err == nil {
 		return nil
 	}
-	if f := Classify(err); f == Forbidden || f == NotServed {
+	if f := failure.Classify(err); f == failure.Forbidden || f == failure.NotServed {
 		s.blocking, s.blocked = f, true
 	}
 	return err
@@ -462,7 +403,7 @@ func (s *Session) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) 
 func (s *Session) RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (bool, error) {
 	forbidden, err := s.Writer.RemoveRuns(ctx, cl, gvr, doomed, owner, account, why)
 	if forbidden {
-		s.blocking, s.blocked = Forbidden, true
+		s.blocking, s.blocked = failure.Forbidden, true
 	}
 	return forbidden, s.Note(err)
 }
