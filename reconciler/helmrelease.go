@@ -108,7 +108,7 @@ func (l saLookup) Lookup(ctx context.Context, apiVersion, kind, namespace, name 
 	if err != nil {
 		return nil, err
 	}
-	t, err := l.op.r.m.w.Resolve(gv.WithKind(kind))
+	t, err := l.op.r.m.w.Session().Resolve(gv.WithKind(kind)) // not the owner's: a lookup never blocks it
 	if err != nil {
 		return nil, err
 	}

@@ -327,7 +327,8 @@ func (rp *runnablePass) what() string { return runnableWhat(rp.obj) }
 // selectReasons a selector whose kind cannot be selected.
 var (
 	runReasons = failure.Reasons{Unknown: step.ReasonUnknownError, Refused: ReasonStampedObjectRejected,
-		Account: step.ReasonServiceAccountError, NameTaken: ReasonStampedObjectRejected, Scope: step.ReasonStampFailure}
+		Account: step.ReasonServiceAccountError, NameTaken: ReasonStampedObjectRejected, Scope: step.ReasonStampFailure,
+		Taken: ReasonStampedObjectRejected}
 	selectReasons = failure.Reasons{Unknown: step.ReasonUnknownError, Refused: ReasonSelectorMatchError,
 		Account: step.ReasonServiceAccountError, Scope: ReasonRunnableInvalidSpec}
 )

@@ -16,14 +16,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
-	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -256,11 +254,14 @@ func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepRes
 				return got, stop
 			}
 		} else {
-			r, ok := w.op.applyGenerated(w.sc, RunnableGVR, tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}, u)
-			if !ok {
-				return got, &r.stepResult
+			t := target{gvr: RunnableGVR, what: fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", u.GetKind(), u.GetName(), w.sc.step.Name, w.sc.kind, w.sc.tmplName)}
+			l, _, cond, err := w.op.stampOne(w.sc, t, u)
+			if cond != nil {
+				r := w.op.stepDone(w.sc, nil, *cond, nil)
+				r.err = err
+				return got, &r
 			}
-			live = r.live
+			live = l
 		}
 		got.Live, got.Refs = append(got.Live, live), append(got.Refs, w.ref(u))
 	}
@@ -273,36 +274,6 @@ func (w *runnableWriter) ref(u *unstructured.Unstructured) st.StampedRef {
 		gvr = RunTemplateGVR
 	}
 	return st.StampedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Resource: resourceString(gvr)}
-}
-
-type appliedGenerated struct {
-	stepResult
-	live *unstructured.Unstructured
-}
-
-// applyGenerated applies the generated Runnable as the stamping service
-// account: a stamped object like any other, created first, never taken
-// over.
-func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured) (appliedGenerated, bool) {
-	what := fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	cached, err := op.w.Live(op.ctx, key, op.watch.Watch, desired.GetNamespace(), desired.GetName())
-	if err != nil {
-		cached = nil // the create decides
-	}
-	cl, err := op.stampClient()
-	if err != nil {
-		return appliedGenerated{stepResult: op.stepDone(sc, nil, failure.Client(err).Cond(st.ResourceSubmitted, step.Reasons), nil)}, false
-	}
-	live, wrote, c, err := op.put(cl, gvr, what, desired, cached)
-	if c != nil {
-		r := op.stepDone(sc, nil, *c, nil)
-		r.err = err
-		return appliedGenerated{stepResult: r}, false
-	}
-	if wrote {
-		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
-	}
-	return appliedGenerated{live: live}, true
 }
 
 // ReasonRunTemplateRecorded (Kontinue, Unknown): the ClusterRunTemplate of
@@ -418,7 +389,7 @@ func (op *ownerPass) applyRunTemplate(sc *stepCtx, what string, desired *unstruc
 	}
 	d := withClaim(desired, rec.Claim)
 	d.SetUID(rec.UID)
-	if handOver(d, live) {
+	if stamp.HandOver(d, live) {
 		// Fields the create set and the template no longer has go only once
 		// the create's fields are handed to the apply (as for stamped objects).
 		full, err := op.r.m.dyn.Resource(RunTemplateGVR).Get(op.ctx, d.GetName(), metav1.GetOptions{})
@@ -676,7 +647,7 @@ func (r *runnableReconciler) removeRunTemplate(ctx context.Context, rec st.Gener
 		klog.InfoS("left a ClusterRunTemplate that is not the one Kontinue generated", "name", rec.Name, "uid", live.GetUID(), "recorded", rec.UID, "why", why)
 		return nil
 	}
-	if err := r.m.w.Delete(ctx, r.m.dyn, RunTemplateGVR, "", rec.Name, uid); err != nil {
+	if err := r.m.w.Session().Delete(ctx, r.m.dyn, RunTemplateGVR, "", rec.Name, uid); err != nil {
 		return err
 	}
 	klog.InfoS("removed generated ClusterRunTemplate", "name", rec.Name, "uid", uid, "why", why)

@@ -6,15 +6,12 @@ package reconciler
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -49,95 +46,23 @@ func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (t
 	return t, nil, nil
 }
 
-// stampOne writes one object unless the cached live object already has
-// it, and reports whether the object was written. On failure it returns the
-// step's condition (and a transient error to retry, if retrying can help).
+// stampOne writes one object (stamp.Session.Put) and reports whether it
+// was written. On failure it returns the step's condition (and a transient
+// error to retry, if retrying can help).
 func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-	cached, _ := op.current(t.key, desired.GetNamespace(), desired.GetName())
 	cl, err := op.stampClient()
 	if err != nil {
 		c := failure.Client(err).Cond(st.ResourceSubmitted, step.Reasons)
 		return nil, false, &c, nil
 	}
-	live, wrote, c, err := op.put(cl, t.gvr, t.what, desired, cached)
-	if c != nil {
-		return nil, false, c, err
-	}
-	if wrote {
-		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
-	}
-	return live, wrote, nil, nil
-}
-
-// put writes desired as cl unless cached (the watch's copy, nil: none)
-// already holds it.
-//   - An object the cache does not have is created: nearly always it is new,
-//     a create costs the API server half of a GET and an apply, and it
-//     cannot take over an object someone else made (AlreadyExists).
-//   - When the name is taken, the object is read as cl, and written only if
-//     this owner stamped it (stamp.Claim).
-//   - An object Kontinue created, about to lose a field, is read too, to
-//     hand the create's fields to the apply (stamp.UpgradeFields) so that
-//     the field is removed. A change that only sets fields needs no hand
-//     over: the apply takes what it changes, and shares what it does not.
-//
-// Then it is server-side applied.
-func (op *ownerPass) put(cl dynamic.Interface, gvr schema.GroupVersionResource, what string, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-	fail := func(err error) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-		c, transient := op.applyFailure(what, err)
-		return nil, false, &c, transient
-	}
-	if cached == nil {
-		created, err := op.w.CreateStamped(op.ctx, cl, gvr, desired)
-		if err == nil {
-			return created, true, nil, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return fail(err)
-		}
-	}
-	known := cached
-	if cached == nil || handOver(desired, cached) {
-		// Not readable, or gone meanwhile: the apply decides, as it would
-		// have without the read.
-		if full, err := cl.Resource(gvr).Namespace(desired.GetNamespace()).Get(op.ctx, desired.GetName(), metav1.GetOptions{}); err == nil {
-			if c := op.claimed(what, full); c != nil {
-				return nil, false, c, nil
-			}
-			if handOver(desired, full) {
-				if err := op.w.UpgradeFields(op.ctx, cl, gvr, full); err != nil {
-					return fail(err)
-				}
-			}
-			tracking.Compact(full)
-			known = full
-		}
-	} else if c := op.claimed(what, cached); c != nil {
-		return nil, false, c, nil
-	}
-	live, wrote, err := op.w.Apply(op.ctx, cl, gvr, desired, known)
+	f := stamp.For{Client: cl, Owner: op.owner, Claim: stamp.Owner{Kind: op.r.flavor.OwnerKind, Name: op.owner.GetName(), UID: op.owner.GetUID()}, Step: sc.step.Name}
+	live, wrote, err := op.w.Put(op.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, op.watch.Watch, desired)
 	if err != nil {
-		return fail(err)
+		fc := failure.Write(op.subject("apply", t.what), desired.GetName(), err)
+		c := fc.Cond(st.ResourceSubmitted, step.Reasons)
+		return nil, false, &c, fc.Retry
 	}
 	return live, wrote, nil, nil
-}
-
-// handOver says whether live's fields must go from Kontinue's create entry
-// to its apply entry before desired is applied: there is a create entry,
-// and the apply would leave out a field live has.
-func handOver(desired, live *unstructured.Unstructured) bool {
-	return tracking.HasUpdateEntry(live) && !apply.UpToDate(desired, live) && apply.Leaves(desired, live)
-}
-
-// claimed is the condition that refuses to write to live, an object this
-// owner did not stamp (stamp.Claim); nil when it may.
-func (op *ownerPass) claimed(what string, live *unstructured.Unstructured) *metav1.Condition {
-	owner := stamp.Owner{Kind: op.r.flavor.OwnerKind, Name: op.owner.GetName(), UID: op.owner.GetUID()}
-	if ok, why := stamp.Claim(live, owner); !ok {
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf("unable to apply %s: %s", what, why))
-		return &c
-	}
-	return nil
 }
 
 // current is the live object (nil: missing), watched for this owner.

@@ -33,6 +33,9 @@ const (
 	AlreadyExists
 	// Unauthorized: the impersonated account was not accepted; retried.
 	Unauthorized
+	// NotOwned: an object of the name exists that the writer did not stamp
+	// (stamp.Claim); it is left alone, and only its removal helps.
+	NotOwned
 )
 
 // Error is a failed call with its Class.
@@ -93,11 +96,13 @@ const (
 	NameTaken
 	// Scope: the kind is cluster-scoped where only namespaced kinds go.
 	Scope
+	// Taken: the object exists and is someone else's (NotOwned).
+	Taken
 )
 
 // Reasons name the causes for one kind of condition.
 type Reasons struct {
-	Unknown, Refused, Account, NameTaken, Scope string
+	Unknown, Refused, Account, NameTaken, Scope, Taken string
 }
 
 // Subject is what was being done when the call failed, for the message.
@@ -132,6 +137,8 @@ func (c Condition) Cond(typ string, r Reasons) metav1.Condition {
 		reason = r.NameTaken
 	case Scope:
 		reason = r.Scope
+	case Taken:
+		reason = r.Taken
 	}
 	return metav1.Condition{Type: typ, Status: c.Status, Reason: reason, Message: c.Message}
 }
@@ -167,6 +174,8 @@ func Write(s Subject, name string, err error) Condition {
 		return Condition{Cause: Refused, Status: metav1.ConditionFalse, Message: fmt.Sprintf("%s: %v", s.unable(), err)}
 	case AlreadyExists:
 		return Condition{Cause: NameTaken, Status: metav1.ConditionFalse, Message: fmt.Sprintf("%s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", s.unable(), name)}
+	case NotOwned:
+		return Condition{Cause: Taken, Status: metav1.ConditionFalse, Message: fmt.Sprintf("%s: %v", s.unable(), err)}
 	case Unauthorized:
 		return Condition{Cause: Account, Status: metav1.ConditionFalse, Message: fmt.Sprintf("%s as service account [%s]: %v", s.unable(), s.Account, err), Retry: err}
 	}

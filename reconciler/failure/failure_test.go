@@ -29,6 +29,7 @@ func TestClassify(t *testing.T) {
 		{"a timeout is retried", apierrors.NewTimeoutError("slow", 1), Transient},
 		{"a conflict is retried", apierrors.NewConflict(gr, "a", errors.New("rv")), Transient},
 		{"wrapped", &Error{Class: NotServed, Err: errors.New("x")}, NotServed},
+		{"not owned", &Error{Class: NotOwned, Err: errors.New("x")}, NotOwned},
 		{"nil", nil, Transient},
 	}
 	for _, tt := range tests {
@@ -38,8 +39,8 @@ func TestClassify(t *testing.T) {
 
 var (
 	apply = Subject{Verb: "apply", What: "Deployment [app] for step [deploy]", Account: "ns/sa", Home: "stamped objects must live in the Workload's namespace"}
-	step  = Reasons{Unknown: "UnknownError", Refused: "TemplateRejectedByAPIServer", Account: "ServiceAccountError", NameTaken: "TemplateRejectedByAPIServer", Scope: "TemplateStampFailure"}
-	run   = Reasons{Unknown: "UnknownError", Refused: "StampedObjectRejectedByAPIServer", Account: "ServiceAccountError", NameTaken: "StampedObjectRejectedByAPIServer", Scope: "TemplateStampFailure"}
+	step  = Reasons{Unknown: "UnknownError", Refused: "TemplateRejectedByAPIServer", Account: "ServiceAccountError", NameTaken: "TemplateRejectedByAPIServer", Scope: "TemplateStampFailure", Taken: "StampedObjectNotOwned"}
+	run   = Reasons{Unknown: "UnknownError", Refused: "StampedObjectRejectedByAPIServer", Account: "ServiceAccountError", NameTaken: "StampedObjectRejectedByAPIServer", Scope: "TemplateStampFailure", Taken: "StampedObjectRejectedByAPIServer"}
 )
 
 func TestWrite(t *testing.T) {
@@ -60,6 +61,8 @@ func TestWrite(t *testing.T) {
 			"TemplateRejectedByAPIServer", "StampedObjectRejectedByAPIServer", "an object named [app-x] already exists; give the template metadata.generateName", false},
 		{"unauthorized is retried", apierrors.NewUnauthorized("who"), metav1.ConditionFalse,
 			"ServiceAccountError", "ServiceAccountError", "unable to apply Deployment [app] for step [deploy] as service account [ns/sa]: who", true},
+		{"someone else's object is left alone", &Error{Class: NotOwned, Err: errors.New("Deployment [ns/app] already exists and was not stamped by this Workload")}, metav1.ConditionFalse,
+			"StampedObjectNotOwned", "StampedObjectRejectedByAPIServer", "unable to apply Deployment [app] for step [deploy]: Deployment [ns/app] already exists and was not stamped", false},
 		{"a timeout is retried", apierrors.NewTimeoutError("slow", 1), metav1.ConditionUnknown,
 			"UnknownError", "UnknownError", "unable to apply Deployment [app] for step [deploy]: ", true},
 		{"not served at write time is retried", &meta.NoKindMatchError{GroupKind: schema.GroupKind{Kind: "Y"}}, metav1.ConditionUnknown,

@@ -76,7 +76,8 @@ func (t Target) Watch() tracking.Key { return tracking.Key{GVR: t.GVR, Selector:
 // Resolve maps a kind to its resource and scope. An error is a
 // *failure.Error: the kind is not served (NotServed) or discovery failed
 // (Transient).
-func (w *Writer) Resolve(gvk schema.GroupVersionKind) (Target, error) {
+func (w *Session) Resolve(gvk schema.GroupVersionKind) (_ Target, err error) {
+	defer func() { _ = w.Note(err) }()
 	m, err := w.mapper.Mapping(gvk)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
@@ -95,7 +96,8 @@ type Watch func(tracking.Key) bool
 // else from the API server, so that an unchanged object is not written again
 // just because the cache is cold. watch starts the watch if needed (nil only
 // reads a watch someone else keeps). A missing object is (nil, nil).
-func (w *Writer) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (*unstructured.Unstructured, error) {
+func (w *Session) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (_ *unstructured.Unstructured, err error) {
+	defer func() { _ = w.Note(err) }()
 	if watch != nil {
 		watch(key)
 	}
@@ -119,7 +121,8 @@ func (w *Writer) Live(ctx context.Context, key tracking.Key, watch Watch, namesp
 // made (it fails with AlreadyExists). It records Kontinue's fields under an
 // Update entry; UpgradeFields hands them to the apply entry before the
 // object's next write.
-func (w *Writer) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (w *Session) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (_ *unstructured.Unstructured, err error) {
+	defer func() { _ = w.Note(err) }()
 	created, err := resource(cl, gvr, desired.GetNamespace()).Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
 	w.note(true)
 	if err != nil {
@@ -135,7 +138,8 @@ func (w *Writer) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr sc
 // create's entry. live must carry its full managedFields (read from the API
 // server, not the cache); nothing is written when there is nothing to hand
 // over. The patch is conditional on live's resourceVersion.
-func (w *Writer) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, live *unstructured.Unstructured) error {
+func (w *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, live *unstructured.Unstructured) (err error) {
+	defer func() { _ = w.Note(err) }()
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
 	if err != nil || patch == nil {
 		return err
@@ -147,7 +151,8 @@ func (w *Writer) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr sc
 
 // Apply server-side applies desired through cl unless cached already holds
 // it, and reports whether the object was written.
-func (w *Writer) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+func (w *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (_ *unstructured.Unstructured, _ bool, err error) {
+	defer func() { _ = w.Note(err) }()
 	if apply.UpToDate(desired, cached) {
 		w.note(false)
 		return cached, false, nil
@@ -162,7 +167,8 @@ func (w *Writer) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.Gro
 
 // Create creates a run through cl, stamped with its input digest and, for
 // people, its creation time (runs.AnnotationCreatedAt: never read).
-func (w *Writer) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
+func (w *Session) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (_ *unstructured.Unstructured, err error) {
+	defer func() { _ = w.Note(err) }()
 	obj = obj.DeepCopy()
 	l := obj.GetLabels()
 	if l == nil {
@@ -183,8 +189,9 @@ func (w *Writer) Create(ctx context.Context, cl dynamic.Interface, gvr schema.Gr
 
 // Delete deletes obj through cl only if it is still the object seen (UID
 // precondition). Gone or replaced meanwhile is not an error.
-func (w *Writer) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) error {
-	err := deleteObject(ctx, cl, gvr, namespace, name, uid)
+func (w *Session) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) (err error) {
+	defer func() { _ = w.Note(err) }()
+	err = deleteObject(ctx, cl, gvr, namespace, name, uid)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -214,7 +221,8 @@ type RunQuery struct {
 // judges them): objects with an input digest, not being deleted, controlled
 // by q.Controller. Before the cache has synced (or when q.Live) it asks the
 // API server, because deciding on an empty cache would create a duplicate.
-func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
+func (w *Session) ListRuns(ctx context.Context, q RunQuery) (_ []runs.Run, err error) {
+	defer func() { _ = w.Note(err) }()
 	sel := labels.SelectorFromSet(q.Labels)
 	var objs []*unstructured.Unstructured
 	if q.Watch(q.Kind) && !q.Live {
@@ -254,7 +262,8 @@ func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
 
 // Remove deletes obj through cl (UID precondition) and records on owner
 // that it did, or that account may not ("Removed Kind ns/name <why>").
-func (w *Writer) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error {
+// Delete notes the error.
+func (w *Session) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error {
 	err := w.Delete(ctx, cl, gvr, obj.GetNamespace(), obj.GetName(), obj.GetUID())
 	switch {
 	case err == nil:
@@ -267,8 +276,9 @@ func (w *Writer) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.Gr
 
 // RemoveRuns removes the runs retention no longer keeps (the caller
 // decided which). It reports whether a deletion was forbidden (retrying
-// cannot help until RBAC changes) and the first other error.
-func (w *Writer) RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (forbidden bool, err error) {
+// cannot help until RBAC changes: noted, so the key waits for RBAC news)
+// and the first other error.
+func (w *Session) RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (forbidden bool, err error) {
 	for _, d := range doomed {
 		switch e := w.Remove(ctx, cl, gvr, d.Obj, owner, account, why); {
 		case e == nil:
@@ -319,10 +329,11 @@ func StatusDigest(status map[string]any) [32]byte {
 	return sha256.Sum256(b)
 }
 
-// Session is the Writer as one reconcile uses it. It remembers the last
-// failure that only news can fix (Forbidden: RBAC; NotServed: discovery),
-// so that whether a key waits for news is decided in one place, from the
-// error classes, however many calls failed.
+// Session is the Writer as one reconcile uses it: every read and write of
+// stamped objects and runs is a Session's, and notes its error. It
+// remembers the last failure that only news can fix (Forbidden: RBAC;
+// NotServed: discovery), so that whether a key waits for news is decided
+// in one place, from the error classes, however many calls failed.
 type Session struct {
 	*Writer
 	blocking failure.Class
@@ -346,64 +357,4 @@ func (s *Session) Note(err error) error {
 		s.blocking, s.blocked = f, true
 	}
 	return err
-}
-
-// Resolve is Writer.Resolve, noted.
-func (s *Session) Resolve(gvk schema.GroupVersionKind) (Target, error) {
-	t, err := s.Writer.Resolve(gvk)
-	return t, s.Note(err)
-}
-
-// Live is Writer.Live, noted.
-func (s *Session) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (*unstructured.Unstructured, error) {
-	o, err := s.Writer.Live(ctx, key, watch, namespace, name)
-	return o, s.Note(err)
-}
-
-// Apply is Writer.Apply, noted.
-func (s *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
-	live, wrote, err := s.Writer.Apply(ctx, cl, gvr, desired, cached)
-	return live, wrote, s.Note(err)
-}
-
-// CreateStamped is Writer.CreateStamped, noted.
-func (s *Session) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	created, err := s.Writer.CreateStamped(ctx, cl, gvr, desired)
-	return created, s.Note(err)
-}
-
-// UpgradeFields is Writer.UpgradeFields, noted.
-func (s *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, live *unstructured.Unstructured) error {
-	return s.Note(s.Writer.UpgradeFields(ctx, cl, gvr, live))
-}
-
-// Create is Writer.Create, noted.
-func (s *Session) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
-	created, err := s.Writer.Create(ctx, cl, gvr, obj, digest)
-	return created, s.Note(err)
-}
-
-// Delete is Writer.Delete, noted.
-func (s *Session) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) error {
-	return s.Note(s.Writer.Delete(ctx, cl, gvr, namespace, name, uid))
-}
-
-// Remove is Writer.Remove, noted.
-func (s *Session) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error {
-	return s.Note(s.Writer.Remove(ctx, cl, gvr, obj, owner, account, why))
-}
-
-// ListRuns is Writer.ListRuns, noted.
-func (s *Session) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
-	list, err := s.Writer.ListRuns(ctx, q)
-	return list, s.Note(err)
-}
-
-// RemoveRuns is Writer.RemoveRuns, noted: a forbidden deletion blocks.
-func (s *Session) RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (bool, error) {
-	forbidden, err := s.Writer.RemoveRuns(ctx, cl, gvr, doomed, owner, account, why)
-	if forbidden {
-		s.blocking, s.blocked = failure.Forbidden, true
-	}
-	return forbidden, s.Note(err)
 }

@@ -59,7 +59,7 @@ const (
 // Reasons name the causes of a step's failed read or write
 // (failure.Condition.Cond of its ResourceSubmitted).
 var Reasons = failure.Reasons{Unknown: ReasonUnknownError, Refused: ReasonRejected, Account: ReasonServiceAccountError,
-	NameTaken: ReasonRejected, Scope: ReasonStampFailure}
+	NameTaken: ReasonRejected, Scope: ReasonStampFailure, Taken: ReasonNotOwned}
 
 // AnnotationDigest holds the digest of the object Kontinue last applied: its
 // input set.
