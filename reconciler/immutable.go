@@ -3,13 +3,10 @@ package reconciler
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/runs"
@@ -39,11 +36,6 @@ func newImmutableWriter(op *ownerPass, sc *stepCtx) stepWriter {
 // Observed digest), resolves its kind and lists the step's runs.
 func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 	op, sc := w.op, w.sc
-	fail := func(s metav1.ConditionStatus, reason string, err error, format string, args ...any) (step.Seen, *stepResult) {
-		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
-		r.err = err
-		return step.Seen{}, &r
-	}
 	o.Desired, o.Digest = step.RunOf(o.Objects[0])
 	o.Objects = []*unstructured.Unstructured{o.Desired}
 	gvk := o.Desired.GroupVersionKind()
@@ -58,29 +50,21 @@ func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 	w.gvr = tg.GVR
 	key := tg.Watch()
 	op.watch.Watch(key)
-	list, err := op.listStepRuns(sc, key, o.Digest, false)
+	list, pending, err := op.w.LoadRuns(op.ctx, op.stepRuns(sc, key, o.Digest, w.memo))
 	if err != nil {
-		return fail(st.Unknown, step.ReasonUnknownError, err, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
-	}
-	pending := op.r.m.runnables.recent.Pending(w.memo, o.Digest, list)
-	if !pending && runs.NeedsCreate(list, o.Digest) {
-		// Start would create a run because the cache says so: the API
-		// server confirms first (creates are rare, a duplicate run is not
-		// undone).
-		if list, err = op.listStepRuns(sc, key, o.Digest, true); err != nil {
-			return fail(st.Unknown, step.ReasonUnknownError, err, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
-		}
+		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to list the runs of step [%s]: %v", sc.step.Name, err)), nil)
+		r.err = err
+		return step.Seen{}, &r
 	}
 	return step.Seen{Runs: list, Pending: pending}, nil
 }
 
 // write creates the Plan's run.
 func (w *immutableWriter) write(o step.Observed, p step.Plan) (step.Got, *stepResult) {
-	created, r, ok := w.op.createRun(w.sc, p.Create, w.gvr, o.Digest, w.what)
+	created, r, ok := w.op.createRun(w.sc, p.Create, w.gvr, o.Digest, w.what, w.memo)
 	if !ok {
 		return step.Got{}, &r
 	}
-	w.op.r.m.runnables.recent.Remember(w.memo, o.Digest, string(created.GetUID()))
 	return step.Got{Live: []*unstructured.Unstructured{created}, Refs: []st.StampedRef{w.ref(created)}, Wrote: true}, nil
 }
 
@@ -104,32 +88,31 @@ func (w *immutableWriter) remove(p step.Plan) error {
 	return err
 }
 
-// listStepRuns returns the step's runs, newest first: objects of the
-// template's kind carrying this owner's and step's labels, whose controller
-// is this very owner. digest is the input set rendered now; live asks the
-// API server rather than the cache.
-func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key, digest string, live bool) ([]runs.Run, error) {
+// stepRuns finds the step's runs: objects of the template's kind carrying
+// this owner's and step's labels, whose controller is this very owner.
+// digest is the input set rendered now, memo the step's key in the memory
+// of runs just created.
+func (op *ownerPass) stepRuns(sc *stepCtx, key tracking.Key, digest, memo string) stamp.RunQuery {
 	f := op.r.flavor
 	ns := op.owner.GetNamespace()
-	return op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(), Current: digest, Live: live,
-		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}})
+	return stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(), Current: digest, Memo: memo,
+		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}}
 }
 
-// createRun creates a run as the stamping service account.
-func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what string) (*unstructured.Unstructured, stepResult, bool) {
+// createRun creates a run as the stamping service account (stamp's run
+// protocol: remembered under memo).
+func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what, memo string) (*unstructured.Unstructured, stepResult, bool) {
 	cl, err := op.stampClient()
 	if err != nil {
 		return nil, op.stepDone(sc, nil, failure.Client(err).Cond(st.ResourceSubmitted, step.Reasons), nil), false
 	}
-	created, err := op.w.Create(op.ctx, cl, gvr, desired, digest)
+	created, err := op.w.CreateRun(op.ctx, stamp.For{Client: cl, Owner: op.owner, Step: sc.step.Name}, gvr, desired, digest, memo)
 	if err != nil {
 		f := failure.Write(op.subject("create", what), desired.GetName(), err)
 		r := op.stepDone(sc, nil, f.Cond(st.ResourceSubmitted, step.Reasons), nil)
 		r.err = f.Retry
 		return nil, r, false
 	}
-	op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
-	klog.V(2).InfoS("created run", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "run", created.GetName(), "digest", digest)
 	return created, stepResult{}, true
 }
 

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,10 +43,6 @@ const (
 	ReasonOutputsTooLarge         = "OutputsTooLarge"
 )
 
-// recentRunTTL bounds how long a just-created run is remembered while the
-// cache catches up (normally milliseconds).
-const recentRunTTL = 30 * time.Second
-
 // runnableStatus is the status of a Runnable.
 type runnableStatus struct {
 	ObservedGeneration     int64              `json:"observedGeneration,omitempty"`
@@ -74,9 +69,6 @@ func refOfRun(u *unstructured.Unstructured) *runRef {
 type runnableReconciler struct {
 	m    *Manager
 	ctrl *Controller
-	// recent covers the moment between a create and its arrival in the
-	// cache, for Runnables and for immutable steps of owners alike.
-	recent *runs.Recent
 
 	selMu sync.Mutex
 	bySel map[tracking.Key]map[Key]struct{} // selector watch → Runnables
@@ -92,7 +84,7 @@ type runnableReconciler struct {
 }
 
 func newRunnableReconciler(m *Manager) *runnableReconciler {
-	r := &runnableReconciler{m: m, recent: runs.NewRecent(recentRunTTL),
+	r := &runnableReconciler{m: m,
 		bySel: map[tracking.Key]map[Key]struct{}{}, selOf: map[Key]tracking.Key{},
 		doomed: map[string][]doomedRunTemplate{}, nameWaiters: map[string]map[Key]struct{}{}, unproven: map[types.UID]struct{}{}}
 	r.ctrl = NewController(api.KindRunnable, ReconcileFunc(r.Reconcile))
@@ -187,7 +179,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 		// collector removes them.
 		r.m.tracker.ReleaseAll(user)
 		r.setSelector(key, nil)
-		r.recent.Forget(user)
+		r.m.w.ForgetRuns(user)
 		r.stale.forget(user)
 		r.m.unblockOne(key)
 		return Result{}, nil
@@ -415,26 +407,19 @@ func (rp *runnablePass) realize() error {
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	list, err := rp.listRuns(key, digest, false)
+	list, pending, err := rp.w.LoadRuns(rp.ctx, rp.runs(key, digest))
 	if err != nil {
 		return err
 	}
+	rp.judge(list)
 
 	// Execute.
-	switch decideRun(list, digest, rp.r.recent.Pending(rp.user, digest, list)) {
-	case runWait:
+	switch runs.Decide(list, digest, pending) {
+	case runs.Wait:
 		// Created a moment ago; the cache has not shown it yet.
-		rp.keepStatus, rp.requeue = true, 300*time.Millisecond
+		rp.keepStatus, rp.requeue = true, runs.PendingWait
 		return nil
-	case runCreate:
-		// The cache says create: the API server confirms first (creates
-		// are rare, a duplicate run is not undone).
-		if list, err = rp.listRuns(key, digest, true); err != nil {
-			return err
-		}
-		if decideRun(list, digest, false) != runCreate {
-			break
-		}
+	case runs.Create:
 		created, err := rp.create(run, tg.GVR, digest, tmplName)
 		if created == nil {
 			return err
@@ -498,17 +483,19 @@ func (rp *runnablePass) selected() (*unstructured.Unstructured, error) {
 	return sel, nil
 }
 
-// listRuns returns this Runnable's runs, newest first: those labelled with
-// its name whose controller is this very Runnable (by UID), so that a
-// Runnable deleted and created again does not adopt old runs. live asks the
-// API server rather than the cache.
-func (rp *runnablePass) listRuns(key tracking.Key, digest string, live bool) ([]runs.Run, error) {
-	list, err := rp.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(), Current: digest, Live: live,
-		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}})
+// runs finds this Runnable's runs: those labelled with its name whose
+// controller is this very Runnable (by UID), so that a Runnable deleted and
+// created again does not adopt old runs.
+func (rp *runnablePass) runs(key tracking.Key, digest string) stamp.RunQuery {
+	return stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(), Current: digest, Memo: rp.user,
+		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}}
+}
+
+// judge sets the Outcome of every run by the run template's criterion.
+func (rp *runnablePass) judge(list []runs.Run) {
 	for i := range list {
 		list[i].Outcome = runOutcome(rp.crit, list[i].Obj)
 	}
-	return list, err
 }
 
 func (rp *runnablePass) serviceAccount() string {
@@ -529,13 +516,10 @@ func (rp *runnablePass) create(run *unstructured.Unstructured, gvr schema.GroupV
 	if err != nil {
 		return nil, rp.failed(failure.Client(err), runReasons)
 	}
-	created, err := rp.w.Create(rp.ctx, cl, gvr, run, digest)
+	created, err := rp.w.CreateRun(rp.ctx, stamp.For{Client: cl, Owner: rp.obj}, gvr, run, digest, rp.user)
 	if err != nil {
 		return nil, rp.failed(failure.Write(rp.subject("create", what, ""), run.GetName(), err), runReasons)
 	}
-	rp.r.recent.Remember(rp.user, digest, string(created.GetUID()))
-	rp.r.m.w.Events.Event(rp.obj, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
-	klog.V(2).InfoS("created run", "runnable", rp.user, "run", created.GetName(), "digest", digest)
 	return created, nil
 }
 

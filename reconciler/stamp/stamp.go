@@ -12,14 +12,12 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -51,11 +49,14 @@ type Writer struct {
 	noted func(applied bool)
 	// written are the records written lately (records.go).
 	written recentWrites
+	// recent are the runs created lately (runs.go), for Runnables and
+	// immutable steps alike.
+	recent *runs.Recent
 }
 
 // NewWriter returns a Writer. noted may be nil.
 func NewWriter(dyn dynamic.Interface, mapper *tracking.Mapper, tracker *tracking.Tracker, events *Events, noted func(applied bool)) *Writer {
-	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted}
+	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted, recent: runs.NewRecent(recentRunTTL)}
 }
 
 func (w *Writer) note(applied bool) {
@@ -165,28 +166,6 @@ func (w *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.Gr
 	return live, cached == nil || cached.GetResourceVersion() != live.GetResourceVersion(), nil
 }
 
-// Create creates a run through cl, stamped with its input digest and, for
-// people, its creation time (runs.AnnotationCreatedAt: never read).
-func (w *Session) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (_ *unstructured.Unstructured, err error) {
-	defer func() { _ = w.Note(err) }()
-	obj = obj.DeepCopy()
-	l := obj.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[runs.LabelInputDigest] = digest
-	obj.SetLabels(l)
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[runs.AnnotationCreatedAt] = time.Now().UTC().Format(time.RFC3339Nano)
-	obj.SetAnnotations(ann)
-	created, err := resource(cl, gvr, obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-	w.note(true)
-	return created, err
-}
-
 // Delete deletes obj through cl only if it is still the object seen (UID
 // precondition). Gone or replaced meanwhile is not an error.
 func (w *Session) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) (err error) {
@@ -196,68 +175,6 @@ func (w *Session) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.G
 		return nil
 	}
 	return err
-}
-
-// RunQuery finds the runs of a step or a Runnable.
-type RunQuery struct {
-	Kind      tracking.Key
-	Watch     Watch // starts the watch
-	Namespace string
-	Labels    labels.Set
-	// Controller is the UID the runs' controller reference must name, so
-	// that an owner deleted and created again does not adopt old runs.
-	Controller types.UID
-	// Current is the input digest rendered now: among runs created in the
-	// same second it is the newest (runs.SortNewestFirst).
-	Current string
-	// Live asks the API server even when the cache has synced: before a
-	// create the cache calls for, since a cache can lag for longer than
-	// runs.Recent remembers a create (a watch gap after an outage, a create
-	// whose answer was lost).
-	Live bool
-}
-
-// ListRuns returns the runs newest first (outcome Running: the caller
-// judges them): objects with an input digest, not being deleted, controlled
-// by q.Controller. Before the cache has synced (or when q.Live) it asks the
-// API server, because deciding on an empty cache would create a duplicate.
-func (w *Session) ListRuns(ctx context.Context, q RunQuery) (_ []runs.Run, err error) {
-	defer func() { _ = w.Note(err) }()
-	sel := labels.SelectorFromSet(q.Labels)
-	var objs []*unstructured.Unstructured
-	if q.Watch(q.Kind) && !q.Live {
-		// The controller index, not the namespace: an owner's reconcile
-		// must not cost a walk over every object of its kind.
-		all, _ := w.tracker.ListControlledBy(q.Kind, q.Controller)
-		for _, o := range all {
-			if o.GetNamespace() == q.Namespace && sel.Matches(labels.Set(o.GetLabels())) {
-				objs = append(objs, o)
-			}
-		}
-	} else {
-		l, err := resource(w.dyn, q.Kind.GVR, q.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	}
-	var out []runs.Run
-	for _, o := range objs {
-		if o.GetLabels()[runs.LabelInputDigest] == "" || o.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != q.Controller {
-			continue
-		}
-		out = append(out, runs.FromObject(o, runs.Running))
-	}
-	runs.SortNewestFirst(out, q.Current)
-	return out, nil
 }
 
 // Remove deletes obj through cl (UID precondition) and records on owner
@@ -272,23 +189,6 @@ func (w *Session) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.G
 		w.Events.Event(owner, corev1.EventTypeWarning, EventStampedObjectNotRemoved, "Cannot remove %s %s/%s as service account [%s]: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), account, err)
 	}
 	return err
-}
-
-// RemoveRuns removes the runs retention no longer keeps (the caller
-// decided which). It reports whether a deletion was forbidden (retrying
-// cannot help until RBAC changes: noted, so the key waits for RBAC news)
-// and the first other error.
-func (w *Session) RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (forbidden bool, err error) {
-	for _, d := range doomed {
-		switch e := w.Remove(ctx, cl, gvr, d.Obj, owner, account, why); {
-		case e == nil:
-		case apierrors.IsForbidden(e):
-			forbidden = true
-		case err == nil:
-			err = e
-		}
-	}
-	return forbidden, err
 }
 
 func resource(cl dynamic.Interface, gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
