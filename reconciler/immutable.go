@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -21,49 +20,45 @@ import (
 // when retention lets them go. Whether to create one, and which go, is
 // step.Strategy's.
 type immutableWriter struct {
-	op   *ownerPass
+	io   *ownerIO
 	sc   *stepCtx
 	gvr  schema.GroupVersionResource
-	memo string // the step's key in the memory of runs just created
+	runs stamp.RunQuery
 	what string
 }
 
-func newImmutableWriter(op *ownerPass, sc *stepCtx) stepWriter {
-	return &immutableWriter{op: op, sc: sc, memo: op.r.user(op.owner.GetNamespace(), op.owner.GetName()) + "/" + sc.step.Name}
+func newImmutableWriter(op *ownerPass, sc *stepCtx) stepIO {
+	return &immutableWriter{io: op.io(), sc: sc}
 }
 
 // load turns the rendered object into the run (its input set is the
-// Observed digest), resolves its kind and lists the step's runs.
-func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
-	op, sc := w.op, w.sc
+// Observed digest), resolves its kind and lists the step's runs (stamp's
+// run protocol: confirmed by the API server when the cache calls for a
+// create).
+func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
+	x, sc := w.io, w.sc
 	o.Desired, o.Digest = step.RunOf(o.Objects[0])
 	o.Objects = []*unstructured.Unstructured{o.Desired}
-	gvk := o.Desired.GroupVersionKind()
-	w.what = fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)
-
-	tg, err := op.w.Resolve(gvk)
-	if f := failure.Kind(op.subject("create", w.what), gvk.Kind, tg.Namespaced, err); f != nil {
-		r := op.stepDone(sc, nil, f.Cond(st.ResourceSubmitted, step.Reasons), nil)
-		r.err = f.Retry
-		return step.Seen{}, &r
+	w.what = fmt.Sprintf("%s for step [%s] from template [%s/%s]", o.Desired.GetKind(), sc.step.Name, sc.kind, sc.tmplName)
+	t, fail := x.resolve(o.Desired, "create", w.what)
+	if fail != nil {
+		return step.Seen{}, fail
 	}
-	w.gvr = tg.GVR
-	key := tg.Watch()
-	op.watch.Watch(key)
-	list, pending, err := op.w.LoadRuns(op.ctx, op.stepRuns(sc, key, o.Digest, w.memo))
+	w.gvr = t.gvr
+	w.runs = x.stepRuns(sc.step.Name, t.key, o.Digest)
+	list, pending, err := x.w.LoadRuns(x.ctx, w.runs)
 	if err != nil {
-		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to list the runs of step [%s]: %v", sc.step.Name, err)), nil)
-		r.err = err
-		return step.Seen{}, &r
+		return step.Seen{}, &stepFail{err: err, cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError,
+			fmt.Sprintf("unable to list the runs of step [%s]: %v", sc.step.Name, err))}
 	}
 	return step.Seen{Runs: list, Pending: pending}, nil
 }
 
 // write creates the Plan's run.
-func (w *immutableWriter) write(o step.Observed, p step.Plan) (step.Got, *stepResult) {
-	created, r, ok := w.op.createRun(w.sc, p.Create, w.gvr, o.Digest, w.what, w.memo)
-	if !ok {
-		return step.Got{}, &r
+func (w *immutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
+	created, fail := w.io.createRun(w.runs, w.sc.step.Name, p.Create, w.gvr, w.what)
+	if fail != nil {
+		return step.Got{}, fail
 	}
 	return step.Got{Live: []*unstructured.Unstructured{created}, Refs: []st.StampedRef{w.ref(created)}, Wrote: true}, nil
 }
@@ -72,48 +67,9 @@ func (w *immutableWriter) ref(u *unstructured.Unstructured) st.StampedRef {
 	return st.StampedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Resource: resourceString(w.gvr)}
 }
 
-// remove deletes the runs retention lets go. A forbidden deletion is not
-// returned (retrying cannot help until RBAC changes): the Session notes it.
+// remove deletes the runs retention lets go.
 func (w *immutableWriter) remove(p step.Plan) error {
-	if len(p.Delete) == 0 {
-		return nil
-	}
-	op, sc := w.op, w.sc
-	cl, err := op.stampClient()
-	if err != nil {
-		return err
-	}
-	sa := op.serviceAccount()
-	_, err = op.w.RemoveRuns(op.ctx, cl, w.gvr, p.Delete, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("(retention policy of step [%s])", sc.step.Name))
-	return err
-}
-
-// stepRuns finds the step's runs: objects of the template's kind carrying
-// this owner's and step's labels, whose controller is this very owner.
-// digest is the input set rendered now, memo the step's key in the memory
-// of runs just created.
-func (op *ownerPass) stepRuns(sc *stepCtx, key tracking.Key, digest, memo string) stamp.RunQuery {
-	f := op.r.flavor
-	ns := op.owner.GetNamespace()
-	return stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(), Current: digest, Memo: memo,
-		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}}
-}
-
-// createRun creates a run as the stamping service account (stamp's run
-// protocol: remembered under memo).
-func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what, memo string) (*unstructured.Unstructured, stepResult, bool) {
-	cl, err := op.stampClient()
-	if err != nil {
-		return nil, op.stepDone(sc, nil, failure.Client(err).Cond(st.ResourceSubmitted, step.Reasons), nil), false
-	}
-	created, err := op.w.CreateRun(op.ctx, stamp.For{Client: cl, Owner: op.owner, Step: sc.step.Name}, gvr, desired, digest, memo)
-	if err != nil {
-		f := failure.Write(op.subject("create", what), desired.GetName(), err)
-		r := op.stepDone(sc, nil, f.Cond(st.ResourceSubmitted, step.Reasons), nil)
-		r.err = f.Retry
-		return nil, r, false
-	}
-	return created, stepResult{}, true
+	return w.io.removeRuns(w.gvr, p.Delete, fmt.Sprintf("(retention policy of step [%s])", w.sc.step.Name))
 }
 
 // deleteRun deletes a run as the stamping service account, only if it is

@@ -150,20 +150,22 @@ func translateLeaf(s string, seen map[string]bool) string {
 // place. load generates them; the Strategy applies them in that order.
 type runnableWriter struct {
 	noRuns
-	op *ownerPass
+	op *ownerPass // generating the objects: the owner, its chain, its records
+	io *ownerIO
 	sc *stepCtx
 }
 
-func newRunnableWriter(op *ownerPass, sc *stepCtx) stepWriter { return &runnableWriter{op: op, sc: sc} }
+func newRunnableWriter(op *ownerPass, sc *stepCtx) stepIO {
+	return &runnableWriter{op: op, io: op.io(), sc: sc}
+}
 
 // load generates the ClusterRunTemplate and the Runnable from the rendered
 // object (Observed.Objects becomes them, the Runnable primary) and watches
 // the Runnable.
-func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
+func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	op, sc := w.op, w.sc
-	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) (step.Seen, *stepResult) {
-		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
-		return step.Seen{}, &r
+	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) (step.Seen, *stepFail) {
+		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...))}
 	}
 	ns, owner := op.owner.GetNamespace(), op.owner.GetName()
 	translated, exprs := translateTemplate(sc.spec.Template)
@@ -238,30 +240,27 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 	}})
 	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
 	o.Desired, o.Digest = rn, ""
-	op.watch.Watch(tracking.Key{GVR: RunnableGVR, Selector: StampedSelector})
-	op.keep.ref(w.ref(rn))
+	w.io.watch.Watch(tracking.Key{GVR: RunnableGVR, Selector: StampedSelector})
+	w.io.keep.ref(w.ref(rn))
 	return step.Seen{}, nil
 }
 
 // write applies the generated objects in the Plan's order.
-func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepResult) {
+func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
 	var got step.Got
 	for _, u := range p.Apply {
 		var live *unstructured.Unstructured
 		if u.GetKind() == api.KindClusterRunTemplate {
-			var stop *stepResult
-			if live, stop = w.op.putRunTemplate(w.sc, u); stop != nil {
+			var stop *stepFail
+			if live, stop = w.putRunTemplate(u); stop != nil {
 				return got, stop
 			}
 		} else {
 			t := target{gvr: RunnableGVR, what: fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", u.GetKind(), u.GetName(), w.sc.step.Name, w.sc.kind, w.sc.tmplName)}
-			l, _, cond, err := w.op.stampOne(w.sc, t, u)
-			if cond != nil {
-				r := w.op.stepDone(w.sc, nil, *cond, nil)
-				r.err = err
-				return got, &r
+			var stop *stepFail
+			if live, _, stop = w.io.put(w.sc.step.Name, t, u); stop != nil {
+				return got, stop
 			}
-			live = l
 		}
 		got.Live, got.Refs = append(got.Live, live), append(got.Refs, w.ref(u))
 	}
@@ -289,17 +288,15 @@ const recordedDelay = 10 * time.Millisecond
 // Kontinue, only if it is the one the owner's record names
 // (decideRunTemplate): created after its record, applied with the
 // recorded UID as precondition, never an object someone else made.
-func (op *ownerPass) putRunTemplate(sc *stepCtx, desired *unstructured.Unstructured) (*unstructured.Unstructured, *stepResult) {
+func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
+	op, sc := w.op, w.sc
 	name := desired.GetName()
 	what := fmt.Sprintf("ClusterRunTemplate [%s] for step [%s] (template [%s/%s] sets runnable: true)", name, sc.step.Name, sc.kind, sc.tmplName)
-	stop := func(c metav1.Condition, err error) (*unstructured.Unstructured, *stepResult) {
-		r := op.stepDone(sc, nil, c, nil)
-		r.err = err
-		return nil, &r
+	stop := func(c metav1.Condition, err error) (*unstructured.Unstructured, *stepFail) {
+		return nil, &stepFail{cond: c, err: err}
 	}
-	failed := func(err error) (*unstructured.Unstructured, *stepResult) {
-		c, transient := op.applyFailure(what, err)
-		return stop(c, transient)
+	failed := func(err error) (*unstructured.Unstructured, *stepFail) {
+		return nil, w.io.writeFailed(what, err)
 	}
 	rec := op.runTemplateRecord(sc.step.Name, name)
 	legacy := rec == nil && op.legacyRunTemplate(sc.step.Name, name)
@@ -328,10 +325,8 @@ func (op *ownerPass) putRunTemplate(sc *stepCtx, desired *unstructured.Unstructu
 		case crtRecord:
 			r := st.GeneratedRunTemplate{Step: sc.step.Name, Name: name, Claim: newClaim()}
 			op.setRunTemplateRecord(r)
-			res := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonRunTemplateRecorded,
-				fmt.Sprintf("%s is recorded in the %s's status; it is created once the record is kept", what, op.r.flavor.OwnerKind)), nil)
-			res.requeue = recordedDelay
-			return nil, &res
+			return nil, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.Unknown, ReasonRunTemplateRecorded,
+				fmt.Sprintf("%s is recorded in the %s's status; it is created once the record is kept", what, op.r.flavor.OwnerKind)), requeue: recordedDelay}
 		case crtRead:
 			if err := readLive(); err != nil {
 				return failed(err)
@@ -359,9 +354,9 @@ func (op *ownerPass) putRunTemplate(sc *stepCtx, desired *unstructured.Unstructu
 			}
 			rec.UID = live.GetUID()
 			op.setRunTemplateRecord(*rec)
-			return op.applyRunTemplate(sc, what, desired, *rec, live)
+			return w.applyRunTemplate(what, desired, *rec, live)
 		case crtApply:
-			return op.applyRunTemplate(sc, what, desired, *rec, live)
+			return w.applyRunTemplate(what, desired, *rec, live)
 		case crtRefuse:
 			op.r.m.runnables.waitForName(name, op.r.key(op.owner.GetNamespace(), op.owner.GetName()))
 			return stop(st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf(
@@ -374,18 +369,15 @@ func (op *ownerPass) putRunTemplate(sc *stepCtx, desired *unstructured.Unstructu
 // applyRunTemplate applies a ClusterRunTemplate that is Kontinue's (rec
 // names live's UID), with that UID in the applied object: the API server
 // refuses the write if the name now holds another object, or none.
-func (op *ownerPass) applyRunTemplate(sc *stepCtx, what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepResult) {
-	fail := func(err error) (*unstructured.Unstructured, *stepResult) {
-		c, transient := op.applyFailure(what, err)
+func (w *runnableWriter) applyRunTemplate(what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
+	op, sc := w.op, w.sc
+	fail := func(err error) (*unstructured.Unstructured, *stepFail) {
 		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.uid") {
 			// Deleted or replaced since it was read: decided again from
 			// fresh state.
-			c = st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it changed while being written: %v", what, err))
-			transient = err
+			return nil, &stepFail{err: err, cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it changed while being written: %v", what, err))}
 		}
-		r := op.stepDone(sc, nil, c, nil)
-		r.err = transient
-		return nil, &r
+		return nil, w.io.writeFailed(what, err)
 	}
 	d := withClaim(desired, rec.Claim)
 	d.SetUID(rec.UID)

@@ -1,23 +1,68 @@
 package reconciler
 
-// The owner's side of reconciler/stamp: where an object goes, applying it
-// as the step's service account, and the step condition an API error ends in.
+// The port between deciding and doing for an owner's steps: the step
+// writers (mutable.go, immutable.go, runnablestep.go) read and write only
+// through an ownerIO, never through the reconcile (ownerPass), and a
+// failure comes back to the executor as a stepFail (execute.go builds the
+// step's status from it).
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/failure"
+	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
 	"kontinue.dev/kontinue/tracking"
 )
+
+// ownerIO is what a step writer may do for one owner's reconcile: read and
+// write through its stamp Session as its service account, watch, and note
+// the refs it touched (keepSet). It is all writers see of the reconcile.
+type ownerIO struct {
+	ctx     context.Context
+	w       *stamp.Session
+	watch   *tracking.Handle
+	keep    *keepSet
+	owner   *unstructured.Unstructured // events, the controller reference
+	claim   stamp.Owner
+	account api.ServiceAccountRef
+	client  func() (dynamic.Interface, error)
+	user    string     // the owner, for logs and the memory of runs just created
+	labels  labels.Set // what every object stamped for the owner carries
+}
+
+// io is the port the step writers of this reconcile use.
+func (op *ownerPass) io() *ownerIO {
+	f, ns, name := op.r.flavor, op.owner.GetNamespace(), op.owner.GetName()
+	return &ownerIO{ctx: op.ctx, w: op.w, watch: op.watch, keep: op.keep, owner: op.owner,
+		claim: stamp.Owner{Kind: f.OwnerKind, Name: name, UID: op.owner.GetUID()}, account: op.serviceAccount(), client: op.stampClient,
+		user: op.r.user(ns, name), labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: name, f.LabelOwnerNS: ns}}
+}
+
+// stepFail ends a step: a read or write failed and cond says why; err is
+// transient (retry with backoff), requeue a look again soon.
+type stepFail struct {
+	cond    metav1.Condition
+	err     error
+	requeue time.Duration
+}
+
+// failed is the stepFail of a failed call.
+func failed(f failure.Condition) *stepFail {
+	return &stepFail{cond: f.Cond(st.ResourceSubmitted, step.Reasons), err: f.Retry}
+}
 
 // target is where one desired object goes.
 type target struct {
@@ -29,40 +74,64 @@ type target struct {
 
 // resolve maps a desired object to its resource, refuses cluster-scoped
 // kinds, and registers the watch and the ref (so that a step that holds or
-// fails never loses track of its object).
-func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target, *metav1.Condition, error) {
+// fails never loses track of its object). verb and what name the write in
+// messages.
+func (x *ownerIO) resolve(desired *unstructured.Unstructured, verb, what string) (target, *stepFail) {
 	gvk := desired.GroupVersionKind()
-	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", gvk.Kind, desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	tg, err := op.w.Resolve(gvk)
-	if f := failure.Kind(op.subject("apply", what), gvk.Kind, tg.Namespaced, err); f != nil {
-		c := f.Cond(st.ResourceSubmitted, step.Reasons)
-		return target{}, &c, f.Retry
+	tg, err := x.w.Resolve(gvk)
+	if f := failure.Kind(x.subject(verb, what), gvk.Kind, tg.Namespaced, err); f != nil {
+		return target{}, failed(*f)
 	}
 	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
-	op.watch.Watch(t.key)
-	op.keep.ref(t.ref)
-	op.keep.want(t.ref)
-	return t, nil, nil
+	x.watch.Watch(t.key)
+	return t, nil
 }
 
-// stampOne writes one object (stamp.Session.Put) and reports whether it
-// was written. On failure it returns the step's condition (and a transient
-// error to retry, if retrying can help).
-func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-	cl, err := op.stampClient()
-	if err != nil {
-		c := failure.Client(err).Cond(st.ResourceSubmitted, step.Reasons)
-		return nil, false, &c, nil
+// resolveObject is resolve for an object applied in place, whose ref the
+// owner keeps.
+func (x *ownerIO) resolveObject(sc *stepCtx, desired *unstructured.Unstructured) (target, *stepFail) {
+	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
+	t, fail := x.resolve(desired, "apply", what)
+	if fail == nil {
+		x.keep.ref(t.ref)
+		x.keep.want(t.ref)
 	}
-	f := stamp.For{Client: cl, Owner: op.owner, Claim: stamp.Owner{Kind: op.r.flavor.OwnerKind, Name: op.owner.GetName(), UID: op.owner.GetUID()}, Step: sc.step.Name}
-	live, wrote, err := op.w.Put(op.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, op.watch.Watch, desired)
+	return t, fail
+}
+
+// put writes one object (stamp.Session.Put) for the step and reports
+// whether it was written.
+func (x *ownerIO) put(stepName string, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *stepFail) {
+	cl, err := x.client()
 	if err != nil {
-		fc := failure.Write(op.subject("apply", t.what), desired.GetName(), err)
-		c := fc.Cond(st.ResourceSubmitted, step.Reasons)
-		return nil, false, &c, fc.Retry
+		return nil, false, failed(failure.Client(err))
 	}
-	return live, wrote, nil, nil
+	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName}
+	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch.Watch, desired)
+	if err != nil {
+		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
+	}
+	return live, wrote, nil
+}
+
+// live is the live object (nil: missing), watched for this owner.
+func (x *ownerIO) live(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
+	return x.w.Live(x.ctx, key, x.watch.Watch, namespace, name)
+}
+
+// controls reports whether obj's controller reference names this owner.
+func (x *ownerIO) controls(obj *unstructured.Unstructured) bool {
+	return controlledBy(obj, x.owner.GetUID())
+}
+
+// controlledBy reports whether obj's controller reference names uid.
+func controlledBy(obj *unstructured.Unstructured, uid types.UID) bool {
+	if obj == nil {
+		return false
+	}
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == uid
 }
 
 // current is the live object (nil: missing), watched for this owner.
@@ -70,19 +139,53 @@ func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstruc
 	return op.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
 }
 
-// applyFailure turns an API error into the step's condition, and the error
-// to retry (nil: retrying cannot help; RBAC, discovery, the template or the
-// owner bring the step back).
-func (op *ownerPass) applyFailure(what string, err error) (metav1.Condition, error) {
-	f := failure.Write(op.subject("apply", what), "", err)
-	return f.Cond(st.ResourceSubmitted, step.Reasons), f.Retry
+// stepRuns finds the step's runs: objects of the kind of key carrying this
+// owner's and step's labels, whose controller is this very owner. digest
+// is the input set rendered now.
+func (x *ownerIO) stepRuns(stepName string, key tracking.Key, digest string) stamp.RunQuery {
+	l := labels.Merge(x.labels, labels.Set{LabelResourceName: stepName})
+	return stamp.RunQuery{Kind: key, Watch: x.watch.Watch, Namespace: x.owner.GetNamespace(), Controller: x.owner.GetUID(), Current: digest,
+		Memo: x.user + "/" + stepName, Labels: l}
+}
+
+// createRun creates a run of the step as the stamping service account
+// (stamp's run protocol).
+func (x *ownerIO) createRun(q stamp.RunQuery, stepName string, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, what string) (*unstructured.Unstructured, *stepFail) {
+	cl, err := x.client()
+	if err != nil {
+		return nil, failed(failure.Client(err))
+	}
+	created, err := x.w.CreateRun(x.ctx, stamp.For{Client: cl, Owner: x.owner, Step: stepName}, gvr, desired, q.Current, q.Memo)
+	if err != nil {
+		return nil, failed(failure.Write(x.subject("create", what), desired.GetName(), err))
+	}
+	return created, nil
+}
+
+// removeRuns deletes the runs retention lets go. A forbidden deletion is
+// not returned (retrying cannot help until RBAC changes): the Session
+// notes it.
+func (x *ownerIO) removeRuns(gvr schema.GroupVersionResource, doomed []runs.Run, why string) error {
+	if len(doomed) == 0 {
+		return nil
+	}
+	cl, err := x.client()
+	if err != nil {
+		return err
+	}
+	_, err = x.w.RemoveRuns(x.ctx, cl, gvr, doomed, x.owner, x.account.Namespace+"/"+x.account.Name, why)
+	return err
+}
+
+// writeFailed is the stepFail of a failed write of what.
+func (x *ownerIO) writeFailed(what string, err error) *stepFail {
+	return failed(failure.Write(x.subject("apply", what), "", err))
 }
 
 // subject names a write of the owner's for failure's messages.
-func (op *ownerPass) subject(verb, what string) failure.Subject {
-	sa := op.serviceAccount()
-	return failure.Subject{Verb: verb, What: what, Account: sa.Namespace + "/" + sa.Name,
-		Home: fmt.Sprintf("stamped objects must live in the %s's namespace", op.r.flavor.OwnerKind)}
+func (x *ownerIO) subject(verb, what string) failure.Subject {
+	return failure.Subject{Verb: verb, What: what, Account: x.account.Namespace + "/" + x.account.Name,
+		Home: fmt.Sprintf("stamped objects must live in the %s's namespace", x.claim.Kind)}
 }
 
 // serviceAccount is the account whose permissions stamp objects:
