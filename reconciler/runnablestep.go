@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -303,19 +301,17 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 	live, _ := op.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
 	read := false
 	readLive := func() error {
-		got, err := op.r.m.dyn.Resource(RunTemplateGVR).Get(op.ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			live = nil
-		case err != nil:
+		got, err := w.io.w.Read(op.ctx, op.r.m.dyn, RunTemplateGVR, "", name)
+		if err != nil {
 			return err
-		default:
-			tracking.Compact(got)
-			live = got
 		}
-		read = true
+		if got != nil {
+			tracking.Compact(got)
+		}
+		live, read = got, true
 		return nil
 	}
+	kontinue := stamp.For{Client: op.r.m.dyn, Owner: op.owner, Step: sc.step.Name} // its own identity: see above
 	for attempt := 0; ; attempt++ {
 		if attempt > 3 {
 			// Created and gone again between each look: someone races us.
@@ -332,12 +328,10 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 				return failed(err)
 			}
 		case crtCreate:
-			d := withClaim(desired, rec.Claim)
-			created, err := op.w.CreateStamped(op.ctx, op.r.m.dyn, RunTemplateGVR, d)
+			created, err := w.io.w.Create(op.ctx, kontinue, RunTemplateGVR, withClaim(desired, rec.Claim))
 			if err == nil {
 				rec.UID = created.GetUID()
 				op.setRunTemplateRecord(*rec)
-				op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", created.GetKind(), apply.Describe(created), sc.step.Name)
 				return created, nil
 			}
 			if !apierrors.IsAlreadyExists(err) {
@@ -354,9 +348,9 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 			}
 			rec.UID = live.GetUID()
 			op.setRunTemplateRecord(*rec)
-			return w.applyRunTemplate(what, desired, *rec, live)
+			return w.applyRunTemplate(kontinue, what, desired, *rec, live)
 		case crtApply:
-			return w.applyRunTemplate(what, desired, *rec, live)
+			return w.applyRunTemplate(kontinue, what, desired, *rec, live)
 		case crtRefuse:
 			op.r.m.runnables.waitForName(name, op.r.key(op.owner.GetNamespace(), op.owner.GetName()))
 			return stop(st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf(
@@ -369,42 +363,19 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 // applyRunTemplate applies a ClusterRunTemplate that is Kontinue's (rec
 // names live's UID), with that UID in the applied object: the API server
 // refuses the write if the name now holds another object, or none.
-func (w *runnableWriter) applyRunTemplate(what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
-	op, sc := w.op, w.sc
-	fail := func(err error) (*unstructured.Unstructured, *stepFail) {
-		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.uid") {
-			// Deleted or replaced since it was read: decided again from
-			// fresh state.
-			return nil, &stepFail{err: err, cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it changed while being written: %v", what, err))}
-		}
-		return nil, w.io.writeFailed(what, err)
-	}
+func (w *runnableWriter) applyRunTemplate(f stamp.For, what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
 	d := withClaim(desired, rec.Claim)
 	d.SetUID(rec.UID)
-	if stamp.HandOver(d, live) {
-		// Fields the create set and the template no longer has go only once
-		// the create's fields are handed to the apply (as for stamped objects).
-		full, err := op.r.m.dyn.Resource(RunTemplateGVR).Get(op.ctx, d.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return fail(err)
-		}
-		if full.GetUID() != rec.UID {
-			return fail(apierrors.NewConflict(RunTemplateGVR.GroupResource(), d.GetName(), fmt.Errorf("uid is %s, not the recorded %s", full.GetUID(), rec.UID)))
-		}
-		if err := op.w.UpgradeFields(op.ctx, op.r.m.dyn, RunTemplateGVR, full); err != nil {
-			return fail(err)
-		}
-		tracking.Compact(full)
-		live = full
+	out, err := w.io.w.ApplyTo(w.io.ctx, f, RunTemplateGVR, d, live)
+	switch {
+	case err == nil:
+		return out, nil
+	case apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.uid"):
+		// Deleted or replaced since it was read: decided again from
+		// fresh state.
+		return nil, &stepFail{err: err, cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it changed while being written: %v", what, err))}
 	}
-	out, wrote, err := op.w.Apply(op.ctx, op.r.m.dyn, RunTemplateGVR, d, live)
-	if err != nil {
-		return fail(err)
-	}
-	if wrote {
-		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", out.GetKind(), apply.Describe(out), sc.step.Name)
-	}
-	return out, nil
+	return nil, w.io.writeFailed(what, err)
 }
 
 // withClaim is a copy of desired carrying claim (none: as it is).
@@ -625,11 +596,8 @@ func (r *runnableReconciler) removeRunTemplate(ctx context.Context, rec st.Gener
 	live, _ := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", rec.Name)
 	if live == nil {
 		// The cache may not show a create yet: ask.
-		got, err := r.m.dyn.Resource(RunTemplateGVR).Get(ctx, rec.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
+		got, err := r.m.w.Session().Read(ctx, r.m.dyn, RunTemplateGVR, "", rec.Name)
+		if got == nil || err != nil {
 			return err
 		}
 		live = got

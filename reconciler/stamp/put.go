@@ -3,11 +3,13 @@ package stamp
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/reconciler/apply"
@@ -47,9 +49,18 @@ func (s *Session) Put(ctx context.Context, f For, t Target, watch Watch, desired
 	}
 	live, wrote, err := s.put(ctx, f, t, desired, cached)
 	if wrote {
-		s.Events.Event(f.Owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), f.Step)
+		s.applied(f, live)
 	}
 	return live, wrote, err
+}
+
+// applied records on f.Owner that live was written for f.Step.
+func (s *Session) applied(f For, live *unstructured.Unstructured) {
+	name := live.GetName()
+	if ns := live.GetNamespace(); ns != "" {
+		name = ns + "/" + name
+	}
+	s.Events.Event(f.Owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), name, f.Step)
 }
 
 func (s *Session) put(ctx context.Context, f For, t Target, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
@@ -82,6 +93,54 @@ func (s *Session) put(ctx context.Context, f For, t Target, desired, cached *uns
 		return nil, false, err
 	}
 	return s.Apply(ctx, f.Client, t.GVR, desired, known)
+}
+
+// Read reads the object namespace/name of gvr as cl from the API server,
+// not the cache (nil: not found), whole: with its managedFields.
+func (s *Session) Read(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string) (_ *unstructured.Unstructured, err error) {
+	defer func() { _ = s.Note(err) }()
+	got, err := resource(cl, gvr, namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return got, err
+}
+
+// Create creates desired as f.Client, the first write of an object whose
+// name must be free (CreateStamped), and records it on f.Owner.
+func (s *Session) Create(ctx context.Context, f For, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	created, err := s.CreateStamped(ctx, f.Client, gvr, desired)
+	if err == nil {
+		s.applied(f, created)
+	}
+	return created, err
+}
+
+// ApplyTo writes desired over live, the object of desired's UID, as
+// f.Client: the API server refuses the apply if the name now holds another
+// object, or none (a Conflict or an Invalid metadata.uid). Fields the
+// create set and desired leaves out are handed to the apply first
+// (HandOver), from a read that must still show that UID.
+func (s *Session) ApplyTo(ctx context.Context, f For, gvr schema.GroupVersionResource, desired, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if HandOver(desired, live) {
+		full, err := s.Read(ctx, f.Client, gvr, desired.GetNamespace(), desired.GetName())
+		if err != nil {
+			return nil, err
+		}
+		if full == nil || full.GetUID() != desired.GetUID() {
+			return nil, apierrors.NewConflict(gvr.GroupResource(), desired.GetName(), fmt.Errorf("the object of uid %s is gone", desired.GetUID()))
+		}
+		if err := s.UpgradeFields(ctx, f.Client, gvr, full); err != nil {
+			return nil, err
+		}
+		tracking.Compact(full)
+		live = full
+	}
+	out, wrote, err := s.Apply(ctx, f.Client, gvr, desired, live)
+	if wrote {
+		s.applied(f, out)
+	}
+	return out, err
 }
 
 // HandOver says whether live's fields must go from Kontinue's create entry
