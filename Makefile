@@ -8,7 +8,7 @@ BIN      := _output/bin
 STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
 
-.PHONY: all build test unit e2e chromium conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane bench clean
+.PHONY: all build test unit e2e chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane bench clean
 
 all: build
 
@@ -22,7 +22,7 @@ build:
 ## $KUBECONFIG), then Cartographer's own kuttl suite (conformance).
 test: lint unit e2e conformance
 
-unit: controlplane
+unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 
 e2e: controlplane chromium
@@ -32,6 +32,12 @@ e2e: controlplane chromium
 ## headless; installed with apt-get when missing (needs root).
 chromium:
 	@hack/install-chromium.sh >/dev/null
+
+## promtool: Debian's promtool, which runs the PrometheusRule's unit tests
+## (deploy/monitoring/prometheusrule_test.yaml); installed with apt-get when
+## missing (needs root).
+promtool:
+	@hack/install-promtool.sh >/dev/null
 
 ## conformance: Cartographer v0.8.11's own kuttl suite, unmodified, against
 ## Kontinue on a fresh local control plane (docs/conformance.md). Run one
@@ -81,7 +87,23 @@ bench: controlplane build
 e2e-kind:
 	IMAGE=$(IMAGE) hack/e2e-kind.sh
 
-.PHONY: install-yaml image e2e-rbac
+.PHONY: install-yaml image e2e-rbac release publish
+
+## release: everything a release needs, without Docker, in
+## _output/release/$(VERSION): CLI archives for linux/darwin × amd64/arm64
+## with SBOMs, the image as an OCI layout, install.yaml and crds.yaml and the
+## chart pinned to the image's digest, the krew manifest, SHA256SUMS
+## (hack/release; docs/install.md). VERSION=v0.x.y REGISTRY=ghcr.io/you
+## RELEASE_URL=<folder the archives are downloaded from>.
+## `make test` runs it as a dry run (hack/release's test).
+release:
+	$(GO) run ./hack/release -version "$(VERSION)" -registry "$(REGISTRY)" -url "$(RELEASE_URL)" $(RELEASE_ARGS)
+
+## publish: the same, then push the image to $(REGISTRY)/kontinue:$(VERSION)
+## and the chart to oci://$(REGISTRY)/charts/kontinue (credentials of
+## ~/.docker/config.json and `helm registry login`; no Docker, no helm CLI).
+publish:
+	$(GO) run ./hack/release -version "$(VERSION)" -registry "$(REGISTRY)" -url "$(RELEASE_URL)" -push $(RELEASE_ARGS)
 IMAGE ?= kontinue:latest
 
 ## install-yaml: regenerate deploy/install.yaml (namespace + the chart deploy/chart rendered) for $(IMAGE), deploy/crds.yaml and the chart's crds/.

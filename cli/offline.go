@@ -1,36 +1,29 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/paths"
-	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/health"
+	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/selector"
+	"kontinue.dev/kontinue/reconciler/step"
 )
 
 // Offline rendering: what each step of a chain would stamp for an owner,
-// with the controller's own code (option choice by package selector, params
-// by render.MergeParams, the context by render.NewContext, the engines of
-// package render), and upstream outputs given by hand instead of read from
-// stamped objects.
+// prepared by the controller's own code (reconciler/prepare: chain and
+// option choice, pass-through, inputs, params, labels, the engines and the
+// fix-ups of what they render), with upstream outputs given by hand instead
+// of read from stamped objects.
 
 // RenderInput is everything an offline render reads.
 type RenderInput struct {
@@ -85,85 +78,6 @@ type RenderedStep struct {
 	Outputs map[string]any `json:"outputs,omitempty"`
 }
 
-// LoadObjects reads YAML or JSON documents from files and folders (recursively,
-// *.yaml, *.yml, *.json); "-" is stdin.
-func LoadObjects(paths []string, stdin io.Reader) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	read := func(name string, r io.Reader) error {
-		d := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
-		for {
-			var m map[string]any
-			if err := d.Decode(&m); err != nil {
-				if errors.Is(err, io.EOF) {
-					return nil
-				}
-				return fmt.Errorf("%s: %w", name, err)
-			}
-			if len(m) == 0 {
-				continue
-			}
-			u := &unstructured.Unstructured{Object: m}
-			if u.IsList() {
-				l, err := u.ToList()
-				if err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				for i := range l.Items {
-					out = append(out, &l.Items[i])
-				}
-				continue
-			}
-			if u.GetKind() == "" {
-				return fmt.Errorf("%s: a document without kind", name)
-			}
-			out = append(out, u)
-		}
-	}
-	for _, p := range paths {
-		if p == "-" {
-			if err := read("stdin", stdin); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		fi, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		var files []string
-		if fi.IsDir() {
-			err = filepath.WalkDir(p, func(path string, d os.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				switch strings.ToLower(filepath.Ext(path)) {
-				case ".yaml", ".yml", ".json":
-					if !d.IsDir() {
-						files = append(files, path)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, err
-			}
-			sort.Strings(files)
-		} else {
-			files = []string{p}
-		}
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return nil, err
-			}
-			if err := read(f, bytes.NewReader(b)); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, nil
-}
-
 func isCarto(u *unstructured.Unstructured, kind string) bool {
 	return u.GetKind() == kind && u.GroupVersionKind().Group == api.Group
 }
@@ -196,10 +110,7 @@ func Render(ctx context.Context, in RenderInput) (*RenderResult, error) {
 		}
 		owner.SetNamespace(ns)
 	}
-	flavor := reconciler.WorkloadFlavor
-	if owner.GetKind() == api.KindDeliverable {
-		flavor = reconciler.DeliverableFlavor
-	}
+	flavor := api.FlavorOf(owner.GetKind())
 	doc, err := json.Marshal(owner.Object)
 	if err != nil {
 		return nil, err
@@ -210,9 +121,9 @@ func Render(ctx context.Context, in RenderInput) (*RenderResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	var chain api.ChainSpec
-	if err := api.Decode(chainObj.Object["spec"], &chain); err != nil {
-		return nil, fmt.Errorf("cannot read spec of %s [%s]: %w", chainObj.GetKind(), chainObj.GetName(), err)
+	chain, _, err := prepare.DecodeChain(chainObj)
+	if err != nil {
+		return nil, err
 	}
 	var ownerSpec api.OwnerSpec
 	if err := api.Decode(owner.Object["spec"], &ownerSpec); err != nil {
@@ -222,9 +133,10 @@ func Render(ctx context.Context, in RenderInput) (*RenderResult, error) {
 		Owner: ObjectName{Kind: owner.GetKind(), Namespace: owner.GetNamespace(), Name: owner.GetName()},
 		Chain: ObjectName{Kind: chainObj.GetKind(), Name: chainObj.GetName()},
 	}
-	r := &offline{in: in, owner: owner, so: so, flavor: flavor, chain: chain, chainName: chainObj.GetName(), ownerSpec: ownerSpec,
-		outs: map[string]map[string]any{}}
-	ctx = render.WithObjectGetter(ctx, objectsGetter(in.Objects))
+	r := &offline{in: in, outs: map[string]step.Outputs{}}
+	r.env = prepare.Env{Flavor: flavor, Owner: owner, OwnerDoc: doc, OwnerSpec: ownerSpec,
+		ChainName: chainObj.GetName(), Chain: &chain, Template: r.template,
+		Engines: map[string]render.Engine{render.FieldHelm: render.HelmWith(in.Helm)}, Getter: objectsGetter(in.Objects)}
 	for _, step := range chain.Resources {
 		rs := r.step(ctx, step)
 		if given, ok := in.Outputs[step.Name]; ok {
@@ -238,7 +150,7 @@ func Render(ctx context.Context, in RenderInput) (*RenderResult, error) {
 	return res, nil
 }
 
-func chooseChain(in RenderInput, flavor *reconciler.Flavor, so selector.Owner, ownerName string) (*unstructured.Unstructured, error) {
+func chooseChain(in RenderInput, flavor *api.Flavor, so selector.Owner, ownerName string) (*unstructured.Unstructured, error) {
 	byName := map[string]*unstructured.Unstructured{}
 	var cands []selector.Candidate
 	for _, o := range in.Objects {
@@ -246,12 +158,8 @@ func chooseChain(in RenderInput, flavor *reconciler.Flavor, so selector.Owner, o
 			continue
 		}
 		byName[o.GetName()] = o
-		var spec api.ChainSpec
-		if err := api.Decode(o.Object["spec"], &spec); err != nil {
-			continue
-		}
-		sel, err := selector.Compile(spec.Selector, spec.SelectorMatchExpressions, spec.SelectorMatchFields)
-		if err != nil || sel.Empty() {
+		_, sel, err := prepare.DecodeChain(o)
+		if err != nil || sel == nil {
 			continue
 		}
 		cands = append(cands, selector.Candidate{Name: o.GetName(), Selector: sel})
@@ -266,8 +174,7 @@ func chooseChain(in RenderInput, flavor *reconciler.Flavor, so selector.Owner, o
 	if len(byName) == 0 {
 		return nil, fmt.Errorf("no %s in the files", flavor.ChainKind)
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].Name < cands[j].Name })
-	choice := selector.ChooseChain(so, ownerName, cands)
+	choice := prepare.ChooseChain(so, ownerName, cands)
 	if choice.Reason != "" {
 		msg := choice.Message
 		if len(choice.Candidates) > 0 {
@@ -279,112 +186,57 @@ func chooseChain(in RenderInput, flavor *reconciler.Flavor, so selector.Owner, o
 }
 
 type offline struct {
-	in        RenderInput
-	owner     *unstructured.Unstructured
-	so        selector.Owner
-	flavor    *reconciler.Flavor
-	chain     api.ChainSpec
-	chainName string
-	ownerSpec api.OwnerSpec
-	outs      map[string]map[string]any
+	in   RenderInput
+	env  prepare.Env
+	outs map[string]step.Outputs
 }
 
-// The controller's ResourceSubmitted reasons for what a render can find.
-const (
-	reasonOptions   = "TemplateOptionsMatchError"
-	reasonResolve   = "ResolveTemplateOptionsError"
-	reasonRetrieval = "TemplateObjectRetrievalFailure"
-	reasonStamp     = "TemplateStampFailure"
-	passThroughName = "passThrough:"
-)
-
-func (r *offline) step(ctx context.Context, step api.Step) RenderedStep {
-	rs := RenderedStep{Name: step.Name}
-	fail := func(reason string, err error) RenderedStep {
-		rs.Reason, rs.Error = reason, err.Error()
+// step prepares a step as the controller does, and keeps what render shows.
+func (r *offline) step(ctx context.Context, def api.Step) RenderedStep {
+	rs := RenderedStep{Name: def.Name}
+	p := prepare.Step(ctx, r.env, def, r.outs)
+	rs.PassThrough, rs.Outputs = p.PassThrough, p.Outputs
+	if p.Template != "" {
+		rs.Template = &ObjectName{Kind: p.Kind, Name: p.Template}
+	}
+	if p.Spec != nil {
+		rs.Runnable = p.Spec.Runnable
+	}
+	if f := p.Refusal; f != nil {
+		if len(f.Waiting) > 0 {
+			rs.Waiting = waitingFor(def.Name, f.Waiting)
+		} else {
+			rs.Reason, rs.Error = f.Reason, f.Message
+		}
 		return rs
 	}
-	kind := step.TemplateRef.Kind
-	name := step.TemplateRef.Name
-	if len(step.TemplateRef.Options) > 0 {
-		var cands []selector.Candidate
-		for i, o := range step.TemplateRef.Options {
-			n := o.Name
-			if o.PassThrough != "" {
-				n = passThroughName + o.PassThrough
-			}
-			s, err := selector.Compile(o.Selector.MatchLabels, o.Selector.MatchExpressions, o.Selector.MatchFields)
-			if err != nil {
-				return fail(reasonResolve, &selector.ResolveOptionsError{Step: step.Name, ChainKind: r.flavor.ChainKind, Chain: r.chainName, Option: n, Err: fmt.Errorf("option [%d]: %w", i, err)})
-			}
-			cands = append(cands, selector.Candidate{Name: n, Selector: s})
+	for _, o := range p.Objects {
+		// Offline there is no owner UID to refer to, and the digest only
+		// tells whether the live object is up to date: both are left out.
+		o.SetOwnerReferences(nil)
+		if ann := o.GetAnnotations(); len(ann) > 1 {
+			delete(ann, api.AnnotationDigest)
+			o.SetAnnotations(ann)
+		} else {
+			unstructured.RemoveNestedField(o.Object, "metadata", "annotations")
 		}
-		chosen, err := selector.ChooseOption(r.so, r.flavor.ChainKind, r.chainName, step.Name, cands)
-		if err != nil {
-			var oe *selector.OptionsMatchError
-			if errors.As(err, &oe) {
-				return fail(reasonOptions, err)
-			}
-			return fail(reasonResolve, err)
-		}
-		if strings.HasPrefix(chosen, passThroughName) {
-			return r.passThrough(step, rs, strings.TrimPrefix(chosen, passThroughName))
-		}
-		name = chosen
-	}
-	rs.Template = &ObjectName{Kind: kind, Name: name}
-	tobj := r.template(kind, name)
-	if tobj == nil {
-		return fail(reasonRetrieval, fmt.Errorf("unable to get template [%s/%s] for step [%s]: not in the files", kind, name, step.Name))
-	}
-	spec := &api.TemplateSpec{}
-	if err := api.Decode(tobj.Object["spec"], spec); err != nil {
-		return fail(reasonStamp, fmt.Errorf("template [%s/%s] for step [%s] is invalid: %w", kind, name, step.Name, err))
-	}
-	if err := health.Validate(spec, kind); err != nil {
-		return fail(reasonStamp, fmt.Errorf("template [%s/%s] for step [%s] is invalid: %w", kind, name, step.Name, err))
-	}
-	rs.Runnable = spec.Runnable
-	inputs, waiting, err := r.inputs(step, kind)
-	if err != nil {
-		return fail(reasonStamp, err)
-	}
-	if waiting != "" {
-		rs.Waiting = waiting
-		return rs
-	}
-	params := render.MergeParams(spec.Params, r.chain.Params, step.Params, r.ownerSpec.Params)
-	labels := r.labels(step, kind, name, spec)
-	tc := render.NewContext(r.flavor.OwnerKind, r.owner.Object, params, inputs, labels)
-	eng, err := render.EngineForWith(spec, map[string]render.Engine{render.FieldHelm: render.HelmWith(r.in.Helm)})
-	if err != nil {
-		return fail(reasonStamp, err)
-	}
-	objs, err := eng.Render(ctx, spec, tc)
-	if err == nil && len(objs) == 0 {
-		err = fmt.Errorf("the template rendered no object")
-	}
-	if err != nil {
-		return fail(reasonStamp, fmt.Errorf("unable to stamp object for step [%s] from template [%s/%s] in %s [%s]: %w", step.Name, kind, name, r.flavor.ChainNoun, r.chainName, err))
-	}
-	ns := r.owner.GetNamespace()
-	for _, o := range objs {
-		if got := o.GetNamespace(); got != "" && got != ns {
-			return fail(reasonStamp, fmt.Errorf("stamped %s [%s] names namespace [%s], but objects are stamped only in the %s's namespace [%s]", o.GetKind(), o.GetName(), got, r.flavor.OwnerKind, ns))
-		}
-		o.SetNamespace(ns)
-		l := o.GetLabels()
-		if l == nil {
-			l = map[string]string{}
-		}
-		for k, v := range labels {
-			l[k] = v
-		}
-		o.SetLabels(l)
-		unstructured.RemoveNestedField(o.Object, "status")
 		rs.Objects = append(rs.Objects, o.Object)
 	}
 	return rs
+}
+
+// waitingFor says which steps' outputs a step waits for, with the flag that
+// gives them.
+func waitingFor(stepName string, missing []prepare.Missing) string {
+	var steps []string
+	seen := map[string]bool{}
+	for _, m := range missing {
+		if !seen[m.Step] {
+			seen[m.Step] = true
+			steps = append(steps, fmt.Sprintf("%s (e.g. --step-output %s.%s=...)", m.Step, m.Step, exampleOutput(m.Type)))
+		}
+	}
+	return fmt.Sprintf("step [%s] waits for the outputs of step %s", stepName, strings.Join(steps, ", "))
 }
 
 // given are the outputs given by hand for a step, a config given as a
@@ -411,7 +263,7 @@ func (r *offline) configIsText(rs RenderedStep) bool {
 	if rs.Template == nil {
 		return false
 	}
-	tobj := r.template(rs.Template.Kind, rs.Template.Name)
+	tobj := r.object(rs.Template.Kind, rs.Template.Name)
 	if tobj == nil {
 		return false
 	}
@@ -440,107 +292,21 @@ func (r *offline) configIsText(rs RenderedStep) bool {
 	return false
 }
 
-func (r *offline) passThrough(step api.Step, rs RenderedStep, input string) RenderedStep {
-	rs.PassThrough = input
-	from := ""
-	for _, list := range [][]api.StepInput{step.Sources, step.Images, step.Configs} {
-		for _, i := range list {
-			if i.Name == input {
-				from = i.Resource
-			}
-		}
+// template reads a template from the files.
+func (r *offline) template(kind, name string) (*api.TemplateSpec, error) {
+	if o := r.object(kind, name); o != nil {
+		return prepare.DecodeTemplate(o)
 	}
-	if from == "" && step.Deployment != nil && input == "deployment" {
-		from = step.Deployment.Resource
-	}
-	if from == "" {
-		rs.Reason, rs.Error = reasonStamp, fmt.Sprintf("step [%s] passes through input [%s], which the step does not declare", step.Name, input)
-		return rs
-	}
-	o, ok := r.outs[from]
-	if !ok {
-		rs.Waiting = fmt.Sprintf("step [%s] waits for the outputs of step [%s]", step.Name, from)
-		return rs
-	}
-	rs.Outputs = o
-	return rs
+	return nil, fmt.Errorf("%w in the files", prepare.ErrNotFound)
 }
 
-func (r *offline) template(kind, name string) *unstructured.Unstructured {
+func (r *offline) object(kind, name string) *unstructured.Unstructured {
 	for _, o := range r.in.Objects {
 		if isCarto(o, kind) && o.GetName() == name {
 			return o
 		}
 	}
 	return nil
-}
-
-// inputs collects a step's inputs from the outputs of earlier steps.
-func (r *offline) inputs(step api.Step, kind string) (render.Inputs, string, error) {
-	in := render.Inputs{Sources: map[string]render.Source{}, Images: map[string]any{}, Configs: map[string]any{}}
-	earlier := map[string]bool{}
-	for _, s := range r.chain.Resources {
-		if s.Name == step.Name {
-			break
-		}
-		earlier[s.Name] = true
-	}
-	var missing []string
-	get := func(typ string, i api.StepInput) (map[string]any, bool, error) {
-		if !earlier[i.Resource] {
-			return nil, false, fmt.Errorf("step [%s] reads %s [%s] from step [%s], which is not an earlier step of %s [%s]", step.Name, typ, i.Name, i.Resource, r.flavor.ChainNoun, r.chainName)
-		}
-		o, ok := r.outs[i.Resource]
-		if !ok {
-			missing = append(missing, fmt.Sprintf("%s (e.g. --step-output %s.%s=...)", i.Resource, i.Resource, exampleOutput(typ)))
-		}
-		return o, ok, nil
-	}
-	for _, i := range step.Sources {
-		o, ok, err := get("source", i)
-		if err != nil {
-			return in, "", err
-		}
-		if ok {
-			in.Sources[i.Name] = render.Source{URL: o["url"], Revision: o["revision"]}
-		}
-	}
-	for _, i := range step.Images {
-		o, ok, err := get("image", i)
-		if err != nil {
-			return in, "", err
-		}
-		if ok {
-			in.Images[i.Name] = o["image"]
-		}
-	}
-	for _, i := range step.Configs {
-		o, ok, err := get("config", i)
-		if err != nil {
-			return in, "", err
-		}
-		if ok {
-			in.Configs[i.Name] = o["config"]
-		}
-	}
-	if step.Deployment != nil {
-		if kind != api.KindClusterDeploymentTemplate {
-			return in, "", fmt.Errorf("step [%s] receives deployment, but only a %s step can take it (the step uses a %s)", step.Name, api.KindClusterDeploymentTemplate, kind)
-		}
-		o, ok, err := get("deployment", api.StepInput{Name: "deployment", Resource: step.Deployment.Resource})
-		if err != nil {
-			return in, "", err
-		}
-		if ok {
-			in.Deployment = &render.Source{URL: o["url"], Revision: o["revision"]}
-		}
-	} else if kind == api.KindClusterDeploymentTemplate {
-		return in, "", fmt.Errorf("step [%s] uses a %s but has no deployment input", step.Name, api.KindClusterDeploymentTemplate)
-	}
-	if len(missing) > 0 {
-		return in, fmt.Sprintf("step [%s] waits for the outputs of step %s", step.Name, strings.Join(dedup(missing), ", ")), nil
-	}
-	return in, "", nil
 }
 
 func exampleOutput(typ string) string {
@@ -551,36 +317,6 @@ func exampleOutput(typ string) string {
 		return "config"
 	}
 	return "url"
-}
-
-func dedup(s []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, x := range s {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-// labels are the labels the controller puts on a step's objects.
-func (r *offline) labels(step api.Step, kind, name string, spec *api.TemplateSpec) map[string]string {
-	lifecycle := spec.Lifecycle
-	if lifecycle == "" {
-		lifecycle = api.LifecycleMutable
-	}
-	return map[string]string{
-		reconciler.StampedLabel:           "true",
-		r.flavor.LabelOwnerName:           r.owner.GetName(),
-		r.flavor.LabelOwnerNS:             r.owner.GetNamespace(),
-		r.flavor.LabelChainName:           r.chainName,
-		reconciler.LabelResourceName:      step.Name,
-		reconciler.LabelTemplateKind:      kind,
-		reconciler.LabelTemplateName:      name,
-		reconciler.LabelTemplateLifecycle: lifecycle,
-	}
 }
 
 // objectsGetter serves the Helm engine's reads (a chart in a ConfigMap)

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/step"
 )
 
 type renderOptions struct {
@@ -150,7 +151,7 @@ func (a *app) runRender(ctx context.Context, o *renderOptions) error {
 			failed++
 			fmt.Fprintf(&b, "%s: %s: %s\n", head, s.Reason, s.Error)
 		case s.Waiting != "":
-			fmt.Fprintf(&b, "%s: MissingValueAtPath: %s\n", head, s.Waiting)
+			fmt.Fprintf(&b, "%s: %s: %s\n", head, step.ReasonMissingValueAtPath, s.Waiting)
 		case s.PassThrough != "":
 			fmt.Fprintf(&b, "%s: passes input [%s] through, stamps nothing\n", head, s.PassThrough)
 		default:

@@ -353,3 +353,17 @@ func TestRenderHelmFlags(t *testing.T) {
 		require.True(t, v, f)
 	}
 }
+
+// TestRenderRefusesWhatTheControllerRefuses: render prepares a step with
+// the controller's own code (reconciler/prepare), so a mutable object
+// without metadata.name, which the controller refuses, is an error here
+// too (render once printed it as if it would be stamped).
+func TestRenderRefusesWhatTheControllerRefuses(t *testing.T) {
+	noName := strings.Replace(chainFiles, "metadata: {name: $(workload.metadata.name)$-src}", "metadata: {generateName: src-}", 1)
+	res, err := Render(context.Background(), load(t, noName, workloadYAML("go")))
+	require.NoError(t, err)
+	src := res.Steps[0]
+	require.Equal(t, "TemplateStampFailure", src.Reason)
+	require.Contains(t, src.Error, "stamped ConfigMap has no metadata.name")
+	require.Empty(t, src.Objects)
+}

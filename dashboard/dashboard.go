@@ -13,6 +13,7 @@ package dashboard
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -86,6 +87,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	owners map[string]Entry      // by ownerKey
+	sent   map[string][32]byte   // hash of the last event sent for an owner, by ownerKey
 	chains map[string]view.Chain // by view.ChainKey, counts not set
 	counts map[string][2]int     // last counts sent, by view.ChainKey
 	// chainsTimer is the pending send of the chain list, chainsForce
@@ -98,7 +100,7 @@ type Server struct {
 
 // New makes a server reading with dyn.
 func New(dyn dynamic.Interface, opts Options) *Server {
-	s := &Server{dyn: dyn, opts: opts, owners: map[string]Entry{}, chains: map[string]view.Chain{},
+	s := &Server{dyn: dyn, opts: opts, owners: map[string]Entry{}, sent: map[string][32]byte{}, chains: map[string]view.Chain{},
 		counts: map[string][2]int{}, subs: map[chan []byte]struct{}{}}
 	for _, k := range []*KindState{
 		{Kind: api.KindWorkload, Resource: "workloads", Namespaced: true},
@@ -307,11 +309,22 @@ func (s *Server) onOwner(obj any, deleted bool) {
 	key := ownerKey(u.GetKind(), u.GetNamespace(), u.GetName())
 	if deleted {
 		delete(s.owners, key)
+		delete(s.sent, key)
 		s.broadcastLocked("ownerDeleted", map[string]string{"ownerKind": u.GetKind(), "namespace": u.GetNamespace(), "name": u.GetName()})
-	} else {
-		s.owners[key] = v
-		s.broadcastLocked("owner", v)
+		s.sendCountsLocked(false)
+		return
 	}
+	s.owners[key] = v
+	// An update that changes nothing the page shows (a resourceVersion, a
+	// managed field, an annotation the view ignores) sends nothing: with
+	// many owners, the pages only draw real changes.
+	msg := event("owner", v)
+	sum := sha256.Sum256(msg)
+	if old, ok := s.sent[key]; ok && old == sum {
+		return
+	}
+	s.sent[key] = sum
+	s.broadcastMsgLocked(msg)
 	s.sendCountsLocked(false)
 }
 
@@ -474,7 +487,11 @@ func (s *Server) broadcastLocked(name string, data any) {
 	if len(s.subs) == 0 {
 		return
 	}
-	msg := event(name, data)
+	s.broadcastMsgLocked(event(name, data))
+}
+
+// broadcastMsgLocked sends an encoded event to every viewer, as broadcastLocked.
+func (s *Server) broadcastMsgLocked(msg []byte) {
 	for c := range s.subs {
 		select {
 		case c <- msg:

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 )
@@ -161,4 +164,80 @@ func TestKindRefusedThenReadable(t *testing.T) {
 	require.Empty(t, kind().Error)
 	require.True(t, kind().Synced)
 	require.NotContains(t, nextKinds(), `"forbidden":true`)
+}
+
+// TestUnchangedOwnerSendsNothing: an update of an owner that changes
+// nothing the page shows sends no event; a real change does. With many
+// owners, pages draw only real changes.
+func TestUnchangedOwnerSendsNothing(t *testing.T) {
+	s := New(nil, Options{})
+	c := s.subscribe()
+	require.Contains(t, string(<-c), "event: snapshot\n")
+	owners := func() []string {
+		var got []string
+		for {
+			select {
+			case msg := <-c:
+				if strings.HasPrefix(string(msg), "event: owner") {
+					got = append(got, strings.SplitN(string(msg), "\n", 2)[0])
+				}
+			default:
+				return got
+			}
+		}
+	}
+	w := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "carto.run/v1alpha1", "kind": "Workload",
+		"metadata": map[string]any{"name": "app", "namespace": "dev", "resourceVersion": "1", "generation": int64(1)},
+		"status": map[string]any{"observedGeneration": int64(1), "conditions": []any{
+			map[string]any{"type": "Ready", "status": "False", "reason": "SupplyChainNotFound", "message": "no chain"}}},
+	}}
+	s.onOwner(w, false)
+	require.Equal(t, []string{"event: owner"}, owners())
+
+	w = w.DeepCopy()
+	w.SetResourceVersion("2")
+	w.SetAnnotations(map[string]string{"example.com/unrelated": "x"})
+	w.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
+	s.onOwner(w, false)
+	require.Empty(t, owners(), "nothing the page shows changed")
+
+	w = w.DeepCopy()
+	require.NoError(t, unstructured.SetNestedSlice(w.Object, []any{
+		map[string]any{"type": "Ready", "status": "True", "reason": "Ready"}}, "status", "conditions"))
+	s.onOwner(w, false)
+	require.Equal(t, []string{"event: owner"}, owners())
+
+	s.onOwner(w, true)
+	require.Equal(t, []string{"event: ownerDeleted"}, owners())
+	s.onOwner(w, false)
+	require.Equal(t, []string{"event: owner"}, owners(), "created again: sent again")
+}
+
+func TestParseObjectQuery(t *testing.T) {
+	for _, tc := range []struct {
+		query string
+		gvr   schema.GroupVersionResource
+		err   string
+	}{
+		{"apiVersion=v1&resource=configmaps&namespace=dev&name=app", schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, ""},
+		{"apiVersion=kpack.io/v1alpha2&resource=images.kpack.io&namespace=dev&name=app", schema.GroupVersionResource{Group: "kpack.io", Version: "v1alpha2", Resource: "images"}, ""},
+		{"apiVersion=carto.run/v1alpha1&resource=clustertemplates.carto.run&name=t", schema.GroupVersionResource{Group: "carto.run", Version: "v1alpha1", Resource: "clustertemplates"}, ""},
+		{"apiVersion=v1&resource=configmaps&namespace=dev&name=../../secrets/x", schema.GroupVersionResource{}, "name"},
+		{"apiVersion=v1&resource=configmaps/status&namespace=dev&name=a", schema.GroupVersionResource{}, "resource"},
+		{"apiVersion=v1&resource=images.kpack.io&namespace=dev&name=a", schema.GroupVersionResource{}, "resource"},
+		{"apiVersion=../v1&resource=configmaps&namespace=dev&name=a", schema.GroupVersionResource{}, "apiVersion"},
+		{"apiVersion=v1&resource=configmaps&namespace=Dev/x&name=a", schema.GroupVersionResource{}, "namespace"},
+		{"resource=configmaps&namespace=dev&name=a", schema.GroupVersionResource{}, "apiVersion"},
+	} {
+		q, err := url.ParseQuery(tc.query)
+		require.NoError(t, err)
+		got, err := parseObjectQuery(q)
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, tc.query)
+			continue
+		}
+		require.NoError(t, err, tc.query)
+		require.Equal(t, tc.gvr, got.gvr, tc.query)
+	}
 }

@@ -29,7 +29,9 @@ const CSRFHeader = "X-Kontinue-Dashboard"
 const heartbeat = 20 * time.Second
 
 // Handler serves the page, its assets, /events (server-sent events),
-// /api/state (the snapshot as JSON) and POST /api/reconcile.
+// /api/state (the snapshot as JSON), /api/object and /api/events (a
+// stamped object's YAML and events, read when a viewer asks) and POST
+// /api/reconcile.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(web, "web")
@@ -45,6 +47,8 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, s.Snapshot())
 	})
 	mux.HandleFunc("POST /api/reconcile", s.reconcile)
+	mux.HandleFunc("GET /api/object", s.object)
+	mux.HandleFunc("GET /api/events", s.objectEvents)
 	if !s.opts.LocalOnly {
 		return mux
 	}

@@ -126,7 +126,7 @@ func TestInstallYAMLServerDryRun(t *testing.T) {
 	}
 	require.Equal(t, 11, kinds["CustomResourceDefinition"])
 	require.Equal(t, 1, kinds["Deployment"])
-	require.Equal(t, 4, kinds["ClusterRole"]+kinds["Role"])
+	require.Equal(t, 6, kinds["ClusterRole"]+kinds["Role"], "Kontinue's four and the aggregated view and edit roles")
 
 	// The check above can fail: a Deployment without the restricted
 	// security context draws a Pod Security warning in this namespace.
@@ -277,4 +277,51 @@ func TestInstallDashboardImpersonation(t *testing.T) {
 	})
 	_, err = as("default")
 	require.True(t, apierrors.IsForbidden(err), "impersonating another account of %s: %v", installNS, err)
+}
+
+// TestInstallAggregatedRoles applies install.yaml's kontinue-view and
+// kontinue-edit and lets the API server's role aggregation (the controller
+// manager) fold them into the built-in roles: whoever is bound to edit in a
+// namespace may then create Workloads there, whoever is bound to view may
+// read them and not create them, and neither gets chains (cluster-scoped).
+func TestInstallAggregatedRoles(t *testing.T) {
+	ctx := context.Background()
+	crGVR := schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
+	for _, o := range installObjects(t) {
+		if o.GetKind() != "ClusterRole" || (o.GetName() != "kontinue-view" && o.GetName() != "kontinue-edit") {
+			continue
+		}
+		if _, err := tryGet(crGVR, "", o.GetName()); apierrors.IsNotFound(err) {
+			name := o.GetName()
+			t.Cleanup(func() { _ = env.dyn.Resource(crGVR).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		}
+		apply(t, "", toYAML(t, o))
+	}
+	ns := newNamespace(t)
+	for user, role := range map[string]string{"dev-editor": "edit", "dev-viewer": "view"} {
+		apply(t, ns, `{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "`+user+`"},
+			"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "`+role+`"},
+			"subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "`+user+`"}]}`)
+	}
+	allowed := func(user, verb, resource, namespace string) bool {
+		review := obj(`{"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {"user": "` + user + `",
+			"resourceAttributes": {"namespace": "` + namespace + `", "verb": "` + verb + `", "group": "carto.run", "resource": "` + resource + `"}}}`)
+		got, err := env.dyn.Resource(schema.GroupVersionResource{Group: "authorization.k8s.io", Version: "v1", Resource: "subjectaccessreviews"}).
+			Create(ctx, review, metav1.CreateOptions{})
+		require.NoError(t, err)
+		ok, _, _ := unstructured.NestedBool(got.Object, "status", "allowed")
+		return ok
+	}
+	eventually(t, 60*time.Second, func() string {
+		if !allowed("dev-editor", "create", "workloads", ns) || !allowed("dev-viewer", "list", "deliverables", ns) {
+			return "the built-in edit and view roles do not cover Kontinue's kinds yet"
+		}
+		return ""
+	})
+	require.True(t, allowed("dev-editor", "delete", "runnables", ns))
+	require.True(t, allowed("dev-viewer", "get", "workloads", ns))
+	require.False(t, allowed("dev-viewer", "create", "workloads", ns), "view never writes")
+	require.False(t, allowed("dev-editor", "update", "workloads/status", ns), "the status is Kontinue's")
+	require.False(t, allowed("dev-editor", "create", "clustersupplychains", ""), "chains are the platform team's")
+	require.False(t, allowed("dev-editor", "create", "workloads", "default"), "only where bound")
 }

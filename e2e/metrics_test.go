@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"kontinue.dev/kontinue/deploy/monitoring"
 )
 
 // TestMetricsAndProbes runs the binary (no leader election, as locally),
@@ -105,6 +107,46 @@ func TestMetricsAndProbes(t *testing.T) {
 	// Process metrics come from the standard collectors.
 	require.Positive(t, get("process_resident_memory_bytes", nil))
 	require.Positive(t, get("go_goroutines", nil))
+
+	// controller-runtime's names and labels, so its dashboards work: the
+	// queues by name and controller, depth by priority too, workers busy,
+	// panics counted from zero.
+	for _, ctrl := range []string{"Workload", "Deliverable", "Chain", "Runnable"} {
+		get("workqueue_depth", map[string]string{"name": ctrl, "controller": ctrl, "priority": ""})
+		get("workqueue_retries_total", map[string]string{"name": ctrl, "controller": ctrl})
+		require.Equal(t, 0.0, get("controller_runtime_reconcile_panics_total", map[string]string{"controller": ctrl}))
+		busy := get("controller_runtime_active_workers", map[string]string{"controller": ctrl})
+		require.GreaterOrEqual(t, busy, 0.0)
+		require.LessOrEqual(t, busy, get("controller_runtime_max_concurrent_reconciles", map[string]string{"controller": ctrl}))
+	}
+	require.Positive(t, get("workqueue_adds_total", map[string]string{"name": "Workload", "controller": "Workload"}))
+	require.Positive(t, get("controller_runtime_reconcile_total", map[string]string{"controller": "Workload", "result": "success"}))
+
+	// Every selector of the shipped alerts and panels finds its metric on
+	// this real /metrics, with every label it matches or groups on.
+	exprs, err := monitoring.Exprs(monitoring.Dir())
+	require.NoError(t, err)
+	for _, e := range exprs {
+		for _, sel := range monitoring.Selectors(e.Expr) {
+			have := map[string]bool{}
+			for _, s := range samples {
+				if s.name == sel.Metric {
+					for l := range s.labels {
+						have[l] = true
+					}
+					have[""] = true
+				}
+			}
+			require.True(t, have[""], "%s: no series %s on /metrics", e.Where, sel.Metric)
+			for _, m := range sel.Matchers {
+				require.True(t, have[m.Name] || monitoring.TargetLabels[m.Name], "%s: %s has no label %s on /metrics", e.Where, sel.Metric, m.Name)
+			}
+			for _, l := range sel.Grouping {
+				require.True(t, have[l] || monitoring.TargetLabels[l], "%s: %s has no label %s on /metrics", e.Where, sel.Metric, l)
+			}
+		}
+	}
+
 	var names []string
 	for _, s := range samples {
 		if strings.HasPrefix(s.name, "kontinue_") {

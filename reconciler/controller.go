@@ -101,6 +101,10 @@ func Terminal(err error) error { return fmt.Errorf("%w: %w", ErrTerminal, err) }
 // Observer sees every reconcile's outcome (metrics).
 type Observer interface {
 	Reconciled(controller string, d time.Duration, result string)
+	// Working is told when a worker starts (+1) and ends (-1) a reconcile.
+	Working(controller string, delta int)
+	// Panicked is told of a reconcile that panicked (it also ends as an error).
+	Panicked(controller string)
 }
 
 // Controller runs workers that take keys from a rate-limited queue.
@@ -184,7 +188,13 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.OnReconcile(key)
 	}
 	start := time.Now()
+	if c.Observer != nil {
+		c.Observer.Working(c.Name, 1)
+	}
 	res, err := c.reconcile(ctx, key)
+	if c.Observer != nil {
+		c.Observer.Working(c.Name, -1)
+	}
 	if err != nil {
 		res = Result{}
 	}
@@ -226,6 +236,9 @@ func (c *Controller) reconcile(ctx context.Context, key Key) (res Result, err er
 		if r := recover(); r != nil {
 			klog.ErrorS(nil, "reconcile panicked", "controller", c.Name, "key", key.String(), "panic", r)
 			err = fmt.Errorf("panic: %v", r)
+			if c.Observer != nil {
+				c.Observer.Panicked(c.Name)
+			}
 		}
 	}()
 	return c.R.Reconcile(ctx, key)

@@ -211,3 +211,38 @@ func TestRequeueDelay(t *testing.T) {
 	c.requeueDelay(b, Result{})
 	assert.Empty(t, c.waits, "nothing kept for keys that do not wait")
 }
+
+type recordingObserver struct {
+	events []string
+}
+
+func (o *recordingObserver) Reconciled(c string, _ time.Duration, result string) {
+	o.events = append(o.events, "reconciled "+c+" "+result)
+}
+func (o *recordingObserver) Working(c string, d int) {
+	o.events = append(o.events, fmt.Sprintf("working %s %+d", c, d))
+}
+func (o *recordingObserver) Panicked(c string) { o.events = append(o.events, "panicked "+c) }
+
+// TestObserverSeesPanics: a panicking reconcile is reported as a panic and
+// an error, between a worker starting and ending it (the metrics
+// controller_runtime_reconcile_panics_total and _active_workers).
+func TestObserverSeesPanics(t *testing.T) {
+	c := NewController("Test", ReconcileFunc(func(_ context.Context, k Key) (Result, error) {
+		if k.Name == "bad" {
+			panic("boom")
+		}
+		return Result{}, nil
+	}))
+	o := &recordingObserver{}
+	c.Observer = o
+	c.Enqueue(Key{Kind: "Test", NamespacedName: types.NamespacedName{Name: "bad"}})
+	assert.True(t, c.processNext(context.Background()))
+	c.Enqueue(Key{Kind: "Test", NamespacedName: types.NamespacedName{Name: "good"}})
+	assert.True(t, c.processNext(context.Background()))
+	c.Queue.ShutDown()
+	assert.Equal(t, []string{
+		"working Test +1", "panicked Test", "working Test -1", "reconciled Test error",
+		"working Test +1", "working Test -1", "reconciled Test success",
+	}, o.events)
+}

@@ -12,6 +12,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/failure"
+	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -24,9 +25,10 @@ import (
 var secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
 // helmRelease returns ctx carrying the step's kept release and a `lookup`
-// answered as the owner's service account, and the record the engine fills.
-func (op *ownerPass) helmRelease(ctx context.Context, sc *stepCtx) (context.Context, *helmRecord, error) {
-	ns, name := op.owner.GetNamespace(), op.releaseSecretName(sc)
+// answered as the owner's service account, and what keeps the release the
+// engine rendered (prepare.Env.Release).
+func (op *ownerPass) helmRelease(ctx context.Context, def api.Step) (context.Context, func() error, error) {
+	ns, name := op.owner.GetNamespace(), op.releaseSecretName(def.Name)
 	live, err := op.current(tracking.Key{GVR: secretGVR, Selector: render.ReleaseSelector}, ns, name)
 	if err != nil {
 		return nil, nil, render.Transient(fmt.Errorf("unable to read the Secret [%s] that keeps the step's Helm release: %w", name, err))
@@ -39,7 +41,7 @@ func (op *ownerPass) helmRelease(ctx context.Context, sc *stepCtx) (context.Cont
 		}
 		if rec.Stored, err = render.ParseReleaseSecret(live); err != nil {
 			// Edited by hand: render anew, as a first install.
-			klog.InfoS("helm release unreadable, rendering anew", "owner", op.r.user(ns, op.owner.GetName()), "step", sc.step.Name, "secret", name, "err", err)
+			klog.InfoS("helm release unreadable, rendering anew", "owner", op.r.user(ns, op.owner.GetName()), "step", def.Name, "secret", name, "err", err)
 		}
 	}
 	ctx = render.WithRelease(ctx, &rec.ReleaseRecord)
@@ -48,7 +50,7 @@ func (op *ownerPass) helmRelease(ctx context.Context, sc *stepCtx) (context.Cont
 		// helm.chart.secretRef is read as the service account.
 		ctx = render.WithServiceAccountGetter(ctx, render.DynamicGetter(cl))
 	}
-	return ctx, rec, nil
+	return ctx, func() error { return op.keepRelease(def.Name, rec) }, nil
 }
 
 type helmRecord struct {
@@ -57,13 +59,12 @@ type helmRecord struct {
 }
 
 // keepRelease writes the release the engine rendered, if it rendered.
-func (op *ownerPass) keepRelease(sc *stepCtx, rec *helmRecord) error {
-	if rec == nil || rec.Next == nil {
+func (op *ownerPass) keepRelease(stepName string, rec *helmRecord) error {
+	if rec.Next == nil {
 		return nil
 	}
-	ns, name := op.owner.GetNamespace(), op.releaseSecretName(sc)
-	owner := metav1.OwnerReference{APIVersion: api.Group + "/" + api.Version, Kind: op.r.flavor.OwnerKind, Name: op.owner.GetName(), UID: op.owner.GetUID()}
-	secret, err := render.ReleaseSecret(ns, name, owner, sc.step.Name, rec.Next)
+	ns, name := op.owner.GetNamespace(), op.releaseSecretName(stepName)
+	secret, err := render.ReleaseSecret(ns, name, prepare.OwnerReference(op.r.flavor, op.owner), stepName, rec.Next)
 	if err != nil {
 		return err
 	}
@@ -86,8 +87,8 @@ func (op *ownerPass) keepRelease(sc *stepCtx, rec *helmRecord) error {
 	return nil
 }
 
-func (op *ownerPass) releaseSecretName(sc *stepCtx) string {
-	return render.ReleaseSecretName(op.r.flavor.OwnerKind, op.owner.GetName(), sc.step.Name)
+func (op *ownerPass) releaseSecretName(stepName string) string {
+	return render.ReleaseSecretName(op.r.flavor.OwnerKind, op.owner.GetName(), stepName)
 }
 
 func ownedByUID(o, owner *unstructured.Unstructured) bool {

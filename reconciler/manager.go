@@ -321,7 +321,7 @@ func (m *Manager) route(ev tracking.Event) {
 			m.unblockOne(k)
 			m.owners[f.OwnerKind].ctrl.Forget(k)
 		}
-		f.enqueue(m, k)
+		m.owners[f.OwnerKind].ctrl.Enqueue(k)
 	case gvr == SupplyChainGVR || gvr == DeliveryGVR:
 		if ev.Type == tracking.Updated && !specOrLabelsChanged(ev.Old, ev.Obj) {
 			return
@@ -515,8 +515,6 @@ func flavorOfOwner(gvr schema.GroupVersionResource) *Flavor {
 	}
 	return WorkloadFlavor
 }
-
-func (f *Flavor) enqueue(m *Manager, k Key) { m.owners[f.OwnerKind].ctrl.Enqueue(k) }
 
 // ownerChanged reports whether anything an owner's reconcile reads changed:
 // anything but its status and bookkeeping metadata.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -407,9 +407,8 @@ func (op *ownerPass) chooseChain() (selector.ChainChoice, *chainSpec) {
 		byName[c.name] = c
 		cands = append(cands, selector.Candidate{Name: c.name, Selector: c.selector})
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].Name < cands[j].Name })
 	owner := selector.Owner{Kind: f.OwnerKind, Labels: op.owner.GetLabels(), Doc: op.doc}
-	choice := selector.ChooseChain(owner, op.owner.GetName(), cands)
+	choice := prepare.ChooseChain(owner, op.owner.GetName(), cands)
 	if choice.Reason != "" {
 		return choice, nil
 	}

@@ -1,20 +1,16 @@
 package reconciler
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -38,8 +34,9 @@ func (op *ownerPass) walk(chainReady metav1.Condition) (Result, error) {
 	var resources []st.Resource
 	var res Result
 	var transient error
+	env := op.prepareEnv()
 	for _, def := range op.chain.spec.Resources {
-		sr := op.realizeStep(def, outs)
+		sr := op.realizeStep(env, def, outs)
 		resources = append(resources, sr.status)
 		if sr.outputs != nil {
 			outs[def.Name] = sr.outputs
@@ -102,9 +99,32 @@ type stepCtx struct {
 	prev     *st.Resource
 	res      st.Resource
 	in       render.Inputs
+	params   map[string]any
+	labels   map[string]string // on every object of the step
 }
 
-func (op *ownerPass) realizeStep(def api.Step, outs map[string]outputs) stepResult {
+// prepareEnv is what prepare reads of this owner, its chain and the manager.
+func (op *ownerPass) prepareEnv() prepare.Env {
+	m := op.r.m
+	return prepare.Env{Flavor: op.r.flavor, Owner: op.owner, OwnerDoc: op.doc, OwnerSpec: op.spec,
+		ChainName: op.chainName, Chain: &op.chain.spec,
+		// Keyed by kind too: a supply chain and a delivery may share a name.
+		Options: func(def api.Step) ([]selector.Candidate, error) {
+			return m.optionCandidates(op.r.flavor.ChainKind+"/"+op.chainName, op.chain.rv, def)
+		},
+		Template: func(kind, name string) (*api.TemplateSpec, error) {
+			tobj := m.template(kind, name)
+			if tobj == nil {
+				return nil, prepare.ErrNotFound
+			}
+			return m.templateSpec(tobj)
+		},
+		Engines: m.engines, Getter: render.DynamicGetter(m.dyn), Timeout: m.opts.RenderTimeout,
+		Release: op.helmRelease, // helmrelease.go
+	}
+}
+
+func (op *ownerPass) realizeStep(env prepare.Env, def api.Step, outs map[string]outputs) stepResult {
 	sc := &stepCtx{step: def, kind: def.TemplateRef.Kind, prev: op.prevStep(def.Name)}
 	sc.res = st.Resource{Name: def.Name, Inputs: stepInputs(def)}
 	if sc.prev != nil {
@@ -116,54 +136,44 @@ func (op *ownerPass) realizeStep(def api.Step, outs map[string]outputs) stepResu
 		sc.res.ProcessingInputDigest, sc.res.ProcessingSince = sc.prev.ProcessingInputDigest, sc.prev.ProcessingSince
 	}
 
-	name, passThrough, err := op.chooseTemplate(def)
-	if err != nil {
-		var oe *selector.OptionsMatchError
-		reason := step.ReasonResolveOptionsError
-		if errors.As(err, &oe) {
-			reason = step.ReasonOptionsMatchError
+	p := prepare.Step(op.ctx, env, def, outs)
+	sc.spec, sc.in, sc.params, sc.labels = p.Spec, p.Inputs, p.Params, p.Labels
+	if p.PassThrough != "" {
+		// A pass-through stamps nothing.
+		sc.res.StampedRef, sc.res.StampedObjects, sc.res.TemplateRef = nil, nil, nil
+	}
+	if p.Template != "" {
+		sc.tmplName = p.Template
+		sc.res.TemplateRef = &st.TemplateRef{APIVersion: api.Group + "/" + api.Version, Kind: sc.kind, Name: p.Template}
+	}
+	if r := p.Refusal; r != nil {
+		status := st.False
+		if len(r.Waiting) > 0 {
+			status = st.Unknown
 		}
-		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, reason, err.Error()), nil)
-	}
-	if passThrough != "" {
-		return op.passThrough(sc, passThrough, outs)
-	}
-	sc.tmplName = name
-	sc.res.TemplateRef = &st.TemplateRef{APIVersion: api.Group + "/" + api.Version, Kind: sc.kind, Name: name}
-	tobj := op.r.m.template(sc.kind, name)
-	if tobj == nil {
-		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonRetrievalFailure,
-			fmt.Sprintf("unable to get template [%s/%s] for step [%s]: not found", sc.kind, name, def.Name)), nil)
-	}
-	spec, err := op.r.m.templateSpec(tobj)
-	if err != nil {
-		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
-			fmt.Sprintf("template [%s/%s] for step [%s] is invalid: %v", sc.kind, name, def.Name, err)), nil)
-	}
-	sc.spec = spec
-
-	in, waiting, err := op.inputs(sc, outs)
-	if err != nil {
-		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, err.Error()), nil)
-	}
-	if waiting != "" {
-		return op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonMissingValueAtPath, waiting), nil)
-	}
-
-	objs, err := op.render(sc, in)
-	if err != nil {
-		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure,
-			fmt.Sprintf("unable to stamp object for resource [%s] for template [%s/%s] in %s [%s]: %v", def.Name, sc.kind, name, op.r.flavor.ChainNoun, op.chainName, err)), nil)
-		if render.IsTransient(err) || render.Retryable(err) {
+		res := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, status, r.Reason, r.Message), nil)
+		if render.IsTransient(r.Err) || render.Retryable(r.Err) {
 			// A chart repository that did not answer, a render out of time
 			// or of slots: retried with backoff, not left failed until
 			// something unrelated changes.
-			r.err = err
+			res.err = r.Err
 		}
-		return r
+		return res
 	}
-	sc.in = in
-	return op.execute(sc, objs, in) // execute.go
+	if p.PassThrough != "" {
+		healthy := st.Cond(st.Healthy, st.True, step.ReasonPassThrough, "")
+		return op.stepDone(sc, p.Outputs, st.Cond(st.ResourceSubmitted, st.True, step.ReasonPassThrough, fmt.Sprintf("input [%s] passed through", p.PassThrough)), &healthy)
+	}
+	return op.execute(sc, p.Objects, p.Inputs) // execute.go
+}
+
+// stepInputs are the earlier steps a step reads, for its status.
+func stepInputs(def api.Step) []st.Input {
+	var out []st.Input
+	for _, s := range prepare.InputSteps(def) {
+		out = append(out, st.Input{Name: s})
+	}
+	return out
 }
 
 // stepDone finishes a step: outputs (nil when not available), its
@@ -247,101 +257,6 @@ func prevOutputs(p *st.Resource) []st.Output {
 		return nil
 	}
 	return p.Outputs
-}
-
-// stepLabels are the labels every object of the step carries.
-func (op *ownerPass) stepLabels(sc *stepCtx) map[string]string {
-	f := op.r.flavor
-	lifecycle := sc.spec.Lifecycle
-	if lifecycle == "" {
-		lifecycle = api.LifecycleMutable
-	}
-	return map[string]string{
-		StampedLabel:           "true",
-		f.LabelOwnerName:       op.owner.GetName(),
-		f.LabelOwnerNS:         op.owner.GetNamespace(),
-		f.LabelChainName:       op.chainName,
-		LabelResourceName:      sc.step.Name,
-		LabelTemplateKind:      sc.kind,
-		LabelTemplateName:      sc.tmplName,
-		LabelTemplateLifecycle: lifecycle,
-	}
-}
-
-// render stamps the template into objects ready to apply: in the owner's
-// namespace, with our labels and a controller reference to the owner.
-func (op *ownerPass) render(sc *stepCtx, in render.Inputs) ([]*unstructured.Unstructured, error) {
-	params := render.MergeParams(sc.spec.Params, op.chain.spec.Params, sc.step.Params, op.spec.Params)
-	labels := op.stepLabels(sc)
-	tc := render.NewContext(op.r.flavor.OwnerKind, op.owner.Object, params, in, labels)
-	eng, err := render.EngineForWith(sc.spec, op.r.m.engines)
-	if err != nil {
-		return nil, err
-	}
-	ctx := op.ctx
-	if d := op.r.m.opts.RenderTimeout; d > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
-	}
-	ctx = render.WithObjectGetter(ctx, render.DynamicGetter(op.r.m.dyn))
-	var rec *helmRecord
-	if sc.spec.Helm != nil {
-		if ctx, rec, err = op.helmRelease(ctx, sc); err != nil {
-			return nil, err
-		}
-	}
-	objs, err := eng.Render(ctx, sc.spec, tc)
-	if err != nil {
-		return nil, err
-	}
-	// Before the objects: a release that is not kept would be rendered
-	// again, with new random values.
-	if err := op.keepRelease(sc, rec); err != nil {
-		return nil, err
-	}
-	if len(objs) == 0 {
-		return nil, fmt.Errorf("the template rendered no object")
-	}
-	ns := op.owner.GetNamespace()
-	for _, o := range objs {
-		if o.GetName() == "" && (o.GetGenerateName() == "" || step.LifecycleOf(sc.spec) == step.Mutable) {
-			return nil, fmt.Errorf("stamped %s has no metadata.name", o.GetKind())
-		}
-		if got := o.GetNamespace(); got != "" && got != ns {
-			return nil, fmt.Errorf("stamped %s [%s] names namespace [%s], but objects are stamped only in the %s's namespace [%s]", o.GetKind(), o.GetName(), got, op.r.flavor.OwnerKind, ns)
-		}
-		o.SetNamespace(ns)
-		l := o.GetLabels()
-		if l == nil {
-			l = map[string]string{}
-		}
-		for k, v := range labels {
-			l[k] = v
-		}
-		o.SetLabels(l)
-		o.SetOwnerReferences([]metav1.OwnerReference{{
-			APIVersion: api.Group + "/" + api.Version, Kind: op.r.flavor.OwnerKind,
-			Name: op.owner.GetName(), UID: op.owner.GetUID(), Controller: ptr.To(true),
-		}})
-		unstructured.RemoveNestedField(o.Object, "status")
-		unstructured.RemoveNestedField(o.Object, "metadata", "resourceVersion")
-		unstructured.RemoveNestedField(o.Object, "metadata", "managedFields")
-		ann := o.GetAnnotations()
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		delete(ann, AnnotationDigest)
-		o.SetAnnotations(ann)
-		d := apply.Digest(o.Object)
-		ann[AnnotationDigest] = d
-		o.SetAnnotations(ann)
-		// Written as the API server keeps it (after the digest, which
-		// stays the rendered object's), so that it is up to date once
-		// written.
-		apply.Stored(o)
-	}
-	return objs, nil
 }
 
 // noteApply counts applies and skipped no-op applies (metrics).

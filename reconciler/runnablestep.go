@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -173,8 +173,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	for _, e := range exprs {
 		inputsTmpl[e] = "$(" + e + ")$"
 	}
-	params := render.MergeParams(sc.spec.Params, op.chain.spec.Params, sc.step.Params, op.spec.Params)
-	tc := render.NewContext(op.r.flavor.OwnerKind, op.owner.Object, params, sc.in, op.stepLabels(sc))
+	tc := render.NewContext(op.r.flavor.OwnerKind, op.owner.Object, sc.params, sc.in, sc.labels)
 	rendered, err := render.Simple().Render(op.ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
 	if err != nil {
 		return fail(st.False, step.ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
@@ -185,7 +184,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	if sa.Namespace != ns {
 		return fail(st.False, step.ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, op.r.flavor.OwnerKind)
 	}
-	labels := op.stepLabels(sc)
+	labels := sc.labels
 	crtName := generatedRunTemplateName(op.r.flavor.OwnerKind, ns, owner, sc.step.Name)
 	crt := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindClusterRunTemplate,
@@ -232,10 +231,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		"spec":     spec,
 	}}
 	rn.SetLabels(labels)
-	rn.SetOwnerReferences([]metav1.OwnerReference{{
-		APIVersion: api.Group + "/" + api.Version, Kind: op.r.flavor.OwnerKind,
-		Name: owner, UID: op.owner.GetUID(), Controller: ptr.To(true),
-	}})
+	rn.SetOwnerReferences([]metav1.OwnerReference{prepare.ControllerReference(op.r.flavor, op.owner)})
 	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
 	o.Desired, o.Digest = rn, ""
 	w.io.watch.Watch(tracking.Key{GVR: RunnableGVR, Selector: StampedSelector})

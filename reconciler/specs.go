@@ -4,13 +4,12 @@ package reconciler
 // reconcile reads them from the cache and decodes each version once.
 
 import (
-	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/health"
+	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -27,12 +26,8 @@ func (m *Manager) templateSpec(obj *unstructured.Unstructured) (*api.TemplateSpe
 	if c, ok := m.tmplCache[key]; ok && c.rv == obj.GetResourceVersion() {
 		return c.spec, c.err
 	}
-	c := &cachedTemplate{rv: obj.GetResourceVersion(), spec: &api.TemplateSpec{}}
-	if err := api.Decode(obj.Object["spec"], c.spec); err != nil {
-		c.err = err
-	} else if err := health.Validate(c.spec, obj.GetKind()); err != nil {
-		c.err = err
-	}
+	c := &cachedTemplate{rv: obj.GetResourceVersion()}
+	c.spec, c.err = prepare.DecodeTemplate(obj)
 	m.tmplCache[key] = c
 	return c.spec, c.err
 }
@@ -54,17 +49,9 @@ func (m *Manager) optionCandidates(chain, rv string, def api.Step) ([]selector.C
 	if c, ok := m.optCache[key]; ok && c.rv == rv {
 		return c.cands, nil
 	}
-	var cands []selector.Candidate
-	for i, o := range def.TemplateRef.Options {
-		name := o.Name
-		if o.PassThrough != "" {
-			name = passThroughPrefix + o.PassThrough
-		}
-		s, err := selector.Compile(o.Selector.MatchLabels, o.Selector.MatchExpressions, o.Selector.MatchFields)
-		if err != nil {
-			return nil, &selector.ResolveOptionsError{Option: name, Err: fmt.Errorf("option [%d]: %w", i, err)}
-		}
-		cands = append(cands, selector.Candidate{Name: name, Selector: s})
+	cands, err := prepare.Options(def)
+	if err != nil {
+		return nil, err
 	}
 	m.optCache[key] = cachedOptions{rv: rv, cands: cands}
 	return cands, nil
@@ -124,16 +111,7 @@ func (c *specCache) chain(o *unstructured.Unstructured) (*chainSpec, error) {
 		return cs, nil
 	}
 	cs := &chainSpec{name: o.GetName(), rv: o.GetResourceVersion()}
-	if err := api.Decode(o.Object["spec"], &cs.spec); err != nil {
-		cs.err = fmt.Errorf("cannot read spec of %s [%s]: %w", o.GetKind(), o.GetName(), err)
-	} else {
-		sel, err := selector.Compile(cs.spec.Selector, cs.spec.SelectorMatchExpressions, cs.spec.SelectorMatchFields)
-		if err != nil {
-			cs.err = fmt.Errorf("invalid selector on %s [%s]: %w", o.GetKind(), o.GetName(), err)
-		} else if !sel.Empty() {
-			cs.selector = sel
-		}
-	}
+	cs.spec, cs.selector, cs.err = prepare.DecodeChain(o)
 	c.chains[o.GetName()] = cs
 	return cs, nil
 }

@@ -4,7 +4,7 @@
 // textContent, never as HTML.
 'use strict';
 
-const state = { identity: {}, kinds: [], chains: [], owners: new Map(), updates: 0 };
+const state = { identity: {}, kinds: [], chains: [], owners: new Map(), updates: 0, filter: { q: '', ns: '', status: '' } };
 const SVGNS = 'http://www.w3.org/2000/svg';
 
 function ownerKey(kind, ns, name) { return kind + '/' + ns + '/' + name; }
@@ -51,6 +51,10 @@ function shortDigest(d) { return (d || '').replace(/^sha256:/, '').slice(0, 12);
 
 // ---- events ----------------------------------------------------------------
 
+// What changed since the last frame: the page redraws only that. A whole
+// redraw happens on a snapshot (the first one, or after a reconnect).
+const dirty = { all: true, meta: true, chains: true, owners: new Set() };
+
 function connect() {
   const live = document.getElementById('live');
   const es = new EventSource('events');
@@ -61,21 +65,26 @@ function connect() {
     state.identity = snap.identity; state.kinds = snap.kinds; state.chains = snap.chains;
     state.owners = new Map();
     for (const o of snap.owners) state.owners.set(ownerKey(o.ownerKind, o.namespace, o.name), o);
+    dirty.all = true;
     changed();
   });
   es.addEventListener('owner', (e) => {
     const o = JSON.parse(e.data);
-    state.owners.set(ownerKey(o.ownerKind, o.namespace, o.name), o);
+    const key = ownerKey(o.ownerKind, o.namespace, o.name);
+    state.owners.set(key, o);
+    dirty.owners.add(key);
     changed();
   });
   es.addEventListener('ownerDeleted', (e) => {
     const o = JSON.parse(e.data);
-    state.owners.delete(ownerKey(o.ownerKind, o.namespace, o.name));
+    const key = ownerKey(o.ownerKind, o.namespace, o.name);
+    state.owners.delete(key);
+    dirty.owners.add(key);
     changed();
   });
-  es.addEventListener('chains', (e) => { state.chains = JSON.parse(e.data); changed(); });
-  es.addEventListener('kinds', (e) => { state.kinds = JSON.parse(e.data); changed(); });
-  es.addEventListener('identity', (e) => { state.identity = JSON.parse(e.data); changed(); });
+  es.addEventListener('chains', (e) => { state.chains = JSON.parse(e.data); dirty.chains = true; changed(); });
+  es.addEventListener('kinds', (e) => { state.kinds = JSON.parse(e.data); dirty.meta = true; changed(); });
+  es.addEventListener('identity', (e) => { state.identity = JSON.parse(e.data); dirty.meta = true; changed(); });
 }
 
 let pending = false;
@@ -86,7 +95,199 @@ function changed() {
   requestAnimationFrame(() => { pending = false; render(); });
 }
 
-window.addEventListener('hashchange', render);
+window.addEventListener('hashchange', () => { dirty.route = true; changed(); });
+
+// ---- patching ------------------------------------------------------------------
+
+// patch makes parent's children look like kids, keeping every node that is
+// already equal (so that a text selection, a focused control or a button's
+// feedback in an unchanged part survives an update) and descending into
+// elements of the same tag. SVG drawings are replaced whole when they differ.
+function patch(parent, kids) {
+  let i = 0;
+  for (; i < kids.length; i++) {
+    // Live, not a copy: a kept node (a persistent table or button) may move.
+    const k = kids[i], o = parent.childNodes[i];
+    if (!o) { parent.append(k); continue; }
+    if (o === k || o.isEqualNode(k)) continue;
+    if (o.nodeType === 1 && k.nodeType === 1 && o.tagName === k.tagName && o.namespaceURI === k.namespaceURI &&
+        o.namespaceURI !== SVGNS && !o.persistent && !k.persistent) {
+      syncAttributes(o, k);
+      patch(o, Array.from(k.childNodes));
+      continue;
+    }
+    if (o.nodeType === 3 && k.nodeType === 3) { o.data = k.data; continue; }
+    parent.replaceChild(k, o);
+  }
+  while (parent.childNodes.length > kids.length) parent.lastChild.remove();
+}
+
+function syncAttributes(o, k) {
+  for (const a of Array.from(o.attributes)) if (!k.hasAttribute(a.name)) o.removeAttribute(a.name);
+  for (const a of Array.from(k.attributes)) if (o.getAttribute(a.name) !== a.value) o.setAttribute(a.name, a.value);
+}
+
+// ---- the lists of owners ---------------------------------------------------------
+
+// Rows of the side bar and of the home page's table, one per owner, kept
+// in order and changed one at a time: with a thousand owners an update
+// touches one row, not the page.
+const rows = new Map(); // key -> { side, home, sideSig, homeSig }
+let order = [];         // keys, sorted as sortedOwners sorts
+
+function compareOwners(a, b) {
+  return a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name) || a.ownerKind.localeCompare(b.ownerKind);
+}
+
+// insertAt is where key goes in order (binary search).
+function insertAt(o) {
+  let lo = 0, hi = order.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (compareOwners(state.owners.get(order[mid]) || keyOwner(order[mid]), o) < 0) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+function keyOwner(key) {
+  const [ownerKind, namespace, ...name] = key.split('/');
+  return { ownerKind, namespace, name: name.join('/') };
+}
+
+// matches is the filter of the side bar: the namespace chosen, the state,
+// and the search text in the name, namespace, kind, chain, reason or message.
+function matches(o) {
+  const f = state.filter;
+  if (f.ns && o.namespace !== f.ns) return false;
+  const st = o.ready.status;
+  if (f.status === 'ready' && st !== 'True') return false;
+  if (f.status === 'failing' && st !== 'False') return false;
+  if (f.status === 'notready' && st === 'True') return false;
+  if (!f.q) return true;
+  const hay = (o.namespace + '/' + o.name + ' ' + o.ownerKind + ' ' + (o.chain ? o.chain.name : '') + ' ' +
+    (o.ready.reason || '') + ' ' + (o.ready.message || '')).toLowerCase();
+  return f.q.toLowerCase().split(/\s+/).every((w) => hay.includes(w));
+}
+
+function sideRow(o) {
+  return h('a', { href: ownerHref(o), 'data-owner': o.namespace + '/' + o.name, 'data-key': ownerKey(o.ownerKind, o.namespace, o.name) },
+    h('span', { class: 'dot ' + stateClass(o.ready.status) }), o.namespace + '/' + o.name,
+    h('span', { class: 'sub' }, o.ownerKind + ' · ' + stepsReady(o) + ' steps Ready' + (o.ready.reason && o.ready.status !== 'True' ? ' · ' + o.ready.reason : '')));
+}
+
+function homeRow(o) {
+  return h('tr', { 'data-key': ownerKey(o.ownerKind, o.namespace, o.name) },
+    h('td', {}, o.namespace), h('td', {}, h('a', { href: ownerHref(o) }, o.name)), h('td', {}, o.ownerKind),
+    h('td', {}, o.chain ? o.chain.name : '-'), h('td', {}, chip(o.ready.status, o.ready.reason || o.ready.status)),
+    h('td', {}, stepsReady(o)), h('td', {}, cut(o.ready.status === 'True' ? '' : o.ready.message, 120)));
+}
+
+function sideSig(o) { return [o.ownerKind, o.ready.status, o.ready.reason, stepsReady(o)].join('\u0000'); }
+function homeSig(o) { return [sideSig(o), o.chain ? o.chain.name : '', o.ready.message].join('\u0000'); }
+
+function sideList() { return document.getElementById('side-owners'); }
+function homeBody() { return homeTable.tBodies[0]; }
+
+const homeTable = h('table', { id: 'owners-table' },
+  h('thead', {}, h('tr', {}, ['namespace', 'name', 'kind', 'chain', 'ready', 'steps', 'message'].map((t) => h('th', {}, t)))),
+  h('tbody', {}));
+
+// updateRow brings one owner's rows in line with state.owners.
+function updateRow(key) {
+  const o = state.owners.get(key);
+  const r = rows.get(key);
+  if (!o) {
+    if (r) {
+      r.side.remove(); r.home.remove(); rows.delete(key);
+      order.splice(order.indexOf(key), 1);
+    }
+    return;
+  }
+  if (!r) {
+    const i = insertAt(o);
+    order.splice(i, 0, key);
+    const nr = { side: sideRow(o), home: homeRow(o), sideSig: sideSig(o), homeSig: homeSig(o) };
+    const next = rows.get(order[i + 1]);
+    sideList().insertBefore(nr.side, next ? next.side : null);
+    homeBody().insertBefore(nr.home, next ? next.home : null);
+    rows.set(key, nr);
+    showRow(nr, o);
+    return;
+  }
+  const ss = sideSig(o), hs = homeSig(o);
+  if (ss !== r.sideSig) { const n = sideRow(o); r.side.replaceWith(n); r.side = n; r.sideSig = ss; }
+  if (hs !== r.homeSig) { const n = homeRow(o); r.home.replaceWith(n); r.home = n; r.homeSig = hs; }
+  showRow(r, o);
+}
+
+function showRow(r, o) {
+  const hide = !matches(o);
+  if (r.side.hidden !== hide) r.side.hidden = hide;
+  if (r.home.hidden !== hide) r.home.hidden = hide;
+  const sel = selected === ownerKey(o.ownerKind, o.namespace, o.name);
+  if (r.side.classList.contains('sel') !== sel) r.side.classList.toggle('sel', sel);
+}
+
+let selected = '';
+
+// rebuildRows draws every owner again (a snapshot).
+function rebuildRows() {
+  rows.clear();
+  order = [...state.owners.keys()].sort((a, b) => compareOwners(state.owners.get(a), state.owners.get(b)));
+  const side = [], home = [];
+  for (const key of order) {
+    const o = state.owners.get(key);
+    const r = { side: sideRow(o), home: homeRow(o), sideSig: sideSig(o), homeSig: homeSig(o) };
+    rows.set(key, r);
+    showRow(r, o);
+    side.push(r.side); home.push(r.home);
+  }
+  sideList().replaceChildren(...side);
+  homeBody().replaceChildren(...home);
+}
+
+// refilter applies a changed filter to every row.
+function refilter() {
+  for (const [key, r] of rows) showRow(r, state.owners.get(key));
+  renderCount();
+}
+
+function renderCount() {
+  let shown = 0;
+  for (const r of rows.values()) if (!r.side.hidden) shown++;
+  const n = document.getElementById('owner-count');
+  const txt = shown === rows.size ? rows.size + ' owner' + (rows.size === 1 ? '' : 's') : shown + ' of ' + rows.size + ' owners';
+  if (n.textContent !== txt) n.textContent = txt;
+  const empty = document.getElementById('side-empty');
+  empty.hidden = shown > 0;
+  empty.textContent = rows.size ? 'none matches the filter' : 'none visible';
+}
+
+// renderNamespaces keeps the namespace switcher's choices: the namespaces
+// of the owners shown (the chosen one stays while it has none).
+function renderNamespaces() {
+  const sel = document.getElementById('filter-ns');
+  const names = [...new Set([...state.owners.values()].map((o) => o.namespace))];
+  if (state.filter.ns && !names.includes(state.filter.ns)) names.push(state.filter.ns);
+  names.sort();
+  const want = ['', ...names];
+  const have = Array.from(sel.options).map((op) => op.value);
+  if (want.join('\u0000') === have.join('\u0000')) return;
+  sel.replaceChildren(...want.map((n) => h('option', { value: n }, n || 'all namespaces')));
+  sel.value = state.filter.ns;
+}
+
+function setupFilters() {
+  const q = document.getElementById('filter-q'), ns = document.getElementById('filter-ns'), st = document.getElementById('filter-status');
+  const read = () => {
+    state.filter = { q: q.value.trim(), ns: ns.value, status: st.value };
+    refilter();
+    if (route().view !== 'owner') { dirty.route = true; changed(); }
+  };
+  q.addEventListener('input', read);
+  ns.addEventListener('change', read);
+  st.addEventListener('change', read);
+}
 
 // ---- layout ------------------------------------------------------------------
 
@@ -100,16 +301,50 @@ function route() {
 function chainHref(kind, name) { return '#/chain/' + encodeURIComponent(kind) + '/' + encodeURIComponent(name); }
 function ownerHref(o) { return '#/owner/' + [o.ownerKind, o.namespace, o.name].map(encodeURIComponent).join('/'); }
 
+let firstPaint = 0;
+
 function render() {
+  const t0 = performance.now();
   document.body.dataset.updates = state.updates;
-  renderHeader();
   const r = route();
-  renderSide(r);
+  const owners = dirty.owners;
+  if (dirty.all || dirty.meta) renderHeader();
+  if (dirty.all) rebuildRows();
+  else for (const key of owners) updateRow(key);
+  const sel = r.view === 'owner' ? ownerKey(r.kind, r.namespace, r.name) : '';
+  if (sel !== selected) {
+    const before = rows.get(selected), after = rows.get(sel);
+    selected = sel;
+    if (before) before.side.classList.remove('sel');
+    if (after) after.side.classList.add('sel');
+  }
+  if (dirty.all || owners.size) { renderNamespaces(); renderCount(); }
+  if (dirty.all || dirty.chains || dirty.route || owners.size) patch(document.getElementById('side-chains'), sideChains(r));
+
   const main = document.getElementById('main');
-  const scroll = window.scrollY;
-  main.replaceChildren(...(r.view === 'chain' ? chainPage(r) : r.view === 'owner' ? ownerPage(r) : homePage()));
-  window.scrollTo(0, scroll);
+  let redraw = dirty.all || dirty.route || dirty.meta;
+  if (r.view === 'home') {
+    redraw = redraw || dirty.chains || owners.size > 0; // counts in the chains table
+    if (redraw) patch(main, homePage());
+  } else if (r.view === 'chain') {
+    redraw = redraw || dirty.chains || [...owners].some((k) => { const o = state.owners.get(k); return !o || (o.chain && o.chain.name === r.name); });
+    if (redraw) patch(main, chainPage(r));
+  } else {
+    redraw = redraw || dirty.chains || owners.has(ownerKey(r.kind, r.namespace, r.name));
+    if (redraw) patch(main, ownerPage(r));
+  }
+  dirty.all = dirty.meta = dirty.chains = dirty.route = false;
+  dirty.owners = new Set();
+  if (!firstPaint && state.owners.size) {
+    firstPaint = performance.now();
+    document.body.dataset.firstPaint = String(Math.round(firstPaint));
+  }
+  stats.frames++;
+  stats.frameMs += performance.now() - t0;
 }
+
+// stats: what the page spent drawing (the browser test reads them).
+const stats = window.kontinueStats = { frames: 0, frameMs: 0 };
 
 function renderHeader() {
   const id = state.identity || {};
@@ -117,15 +352,13 @@ function renderHeader() {
   const parts = [who, id.namespace ? 'namespace ' + id.namespace : 'all namespaces'];
   if (id.readOnly) parts.push('read-only');
   document.getElementById('identity').textContent = parts.join(' · ');
-  const warnings = document.getElementById('warnings');
-  warnings.replaceChildren(...state.kinds.filter((k) => k.error && (!k.synced || k.forbidden)).map((k) =>
+  patch(document.getElementById('warnings'), state.kinds.filter((k) => k.error && (!k.synced || k.forbidden)).map((k) =>
     h('div', { class: 'warn', 'data-kind': k.resource },
       h('strong', {}, k.forbidden ? 'Not allowed to list ' + k.resource : 'Cannot list ' + k.resource),
       ': ', k.forbidden ? 'this identity may not list them, so none are shown. ' : '', cut(k.error, 300))));
 }
 
-function renderSide(r) {
-  const side = document.getElementById('side');
+function sideChains(r) {
   const items = [h('h2', {}, 'Chains')];
   if (!state.chains.length) items.push(h('div', { class: 'empty' }, 'none visible'));
   for (const c of state.chains) {
@@ -134,20 +367,11 @@ function renderSide(r) {
       h('span', { class: 'dot ' + stateClass(c.ready.status) }), c.name,
       h('span', { class: 'sub' }, c.chainKind + ' · ' + c.owners + ' owner' + (c.owners === 1 ? '' : 's') + ' · ' + c.ownersReady + ' Ready')));
   }
-  items.push(h('h2', {}, 'Workloads and Deliverables'));
-  if (!state.owners.size) items.push(h('div', { class: 'empty' }, 'none visible'));
-  for (const o of sortedOwners()) {
-    const sel = r.view === 'owner' && r.kind === o.ownerKind && r.namespace === o.namespace && r.name === o.name;
-    items.push(h('a', { href: ownerHref(o), class: sel ? 'sel' : null, 'data-owner': o.namespace + '/' + o.name },
-      h('span', { class: 'dot ' + stateClass(o.ready.status) }), o.namespace + '/' + o.name,
-      h('span', { class: 'sub' }, o.ownerKind + ' · ' + stepsReady(o) + ' steps Ready' + (o.ready.reason && o.ready.status !== 'True' ? ' · ' + o.ready.reason : ''))));
-  }
-  side.replaceChildren(...items);
+  return items;
 }
 
 function sortedOwners() {
-  return [...state.owners.values()].sort((a, b) =>
-    a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name) || a.ownerKind.localeCompare(b.ownerKind));
+  return order.map((k) => state.owners.get(k)).filter(Boolean);
 }
 
 function stepsReady(o) {
@@ -158,22 +382,20 @@ function stepsReady(o) {
 // ---- pages -------------------------------------------------------------------
 
 function homePage() {
-  const rows = state.chains.map((c) => h('tr', {},
+  const chainRows = state.chains.map((c) => h('tr', {},
     h('td', {}, h('a', { href: chainHref(c.chainKind, c.name) }, c.name)),
     h('td', {}, c.chainKind), h('td', {}, chip(c.ready.status, c.ready.reason || c.ready.status)),
     h('td', {}, String((c.steps || []).length)), h('td', {}, String(c.owners)), h('td', {}, String(c.ownersReady))));
-  const owners = sortedOwners().map((o) => h('tr', {},
-    h('td', {}, o.namespace), h('td', {}, h('a', { href: ownerHref(o) }, o.name)), h('td', {}, o.ownerKind),
-    h('td', {}, o.chain ? o.chain.name : '-'), h('td', {}, chip(o.ready.status, o.ready.reason || o.ready.status)),
-    h('td', {}, stepsReady(o)), h('td', {}, cut(o.ready.status === 'True' ? '' : o.ready.message, 120))));
+  homeTable.persistent = true; // its rows are kept by updateRow, never redrawn here
+  homeTable.hidden = rows.size === 0;
   return [
     h('h1', {}, 'Chains'),
-    rows.length ? h('table', {}, h('tr', {}, ['name', 'kind', 'ready', 'steps', 'owners', 'owners ready'].map((t) => h('th', {}, t))), rows)
+    chainRows.length ? h('table', {}, h('tr', {}, ['name', 'kind', 'ready', 'steps', 'owners', 'owners ready'].map((t) => h('th', {}, t))), chainRows)
       : h('p', { class: 'muted' }, 'No ClusterSupplyChain or ClusterDelivery visible.'),
     h('h1', {}, 'Workloads and Deliverables'),
-    owners.length ? h('table', {}, h('tr', {}, ['namespace', 'name', 'kind', 'chain', 'ready', 'steps', 'message'].map((t) => h('th', {}, t))), owners)
-      : h('p', { class: 'muted' }, 'No Workload or Deliverable visible.'),
-  ];
+    rows.size ? null : h('p', { class: 'muted' }, 'No Workload or Deliverable visible.'),
+    homeTable,
+  ].filter(Boolean);
 }
 
 function findChain(kind, name) { return state.chains.find((c) => c.chainKind === kind && c.name === name); }
@@ -189,7 +411,7 @@ function chainPage(r) {
   ];
   if (c.ready.status !== 'True' && c.ready.message) out.push(h('div', { class: 'message ' + stateClass(c.ready.status) }, c.ready.message));
   out.push(h('div', { class: 'graph' }, graph(c, null)));
-  const owners = sortedOwners().filter((o) => o.chain && o.chain.kind === c.chainKind && o.chain.name === c.name);
+  const owners = sortedOwners().filter((o) => o.chain && o.chain.kind === c.chainKind && o.chain.name === c.name && matches(o));
   if (owners.length) {
     out.push(h('h2', {}, 'Owners on this chain'));
     out.push(h('table', {}, h('tr', {}, ['namespace', 'name', 'ready', 'steps', 'message'].map((t) => h('th', {}, t))),
@@ -236,21 +458,47 @@ function ownerPage(r) {
   return out;
 }
 
+// reconcileButton is one button per owner, kept across updates: its
+// feedback ("Requested") stays while the owner's events redraw the page.
+const buttons = new Map();
 function reconcileButton(o) {
-  const b = h('button', { id: 'reconcile', title: 'sets kontinue.dev/reconcile-requested-at, as `kontinue reconcile` does' }, 'Reconcile now');
-  b.addEventListener('click', async () => {
-    b.disabled = true;
-    try {
-      const res = await fetch('api/reconcile', { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Kontinue-Dashboard': '1' },
-        body: JSON.stringify({ kind: o.ownerKind, namespace: o.namespace, name: o.name }) });
-      const body = await res.json();
-      b.textContent = res.ok ? 'Requested' : 'Failed: ' + cut(body.error, 80);
-    } catch (err) {
-      b.textContent = 'Failed: ' + err;
-    }
-    setTimeout(() => { b.disabled = false; b.textContent = 'Reconcile now'; }, 3000);
-  });
+  const key = ownerKey(o.ownerKind, o.namespace, o.name);
+  let b = buttons.get(key);
+  if (!b) {
+    b = h('button', { id: 'reconcile', title: 'sets kontinue.dev/reconcile-requested-at, as `kontinue reconcile` does' }, 'Reconcile now');
+    b.persistent = true;
+    buttons.set(key, b);
+    const reset = () => { delete b.dataset.requested; b.disabled = false; b.textContent = 'Reconcile now'; };
+    b.addEventListener('click', async () => {
+      b.disabled = true;
+      try {
+        const res = await fetch('api/reconcile', { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Kontinue-Dashboard': '1' },
+          body: JSON.stringify({ kind: o.ownerKind, namespace: o.namespace, name: o.name }) });
+        const body = await res.json();
+        if (res.ok) {
+          // "Requested" until the controller says it handled this request
+          // (status.lastHandledReconcileAt), then "Reconciled".
+          b.textContent = 'Requested';
+          b.dataset.requested = body.requestedAt;
+          reconcileFeedback(b, state.owners.get(key));
+          return;
+        }
+        b.textContent = 'Failed: ' + cut(body.error, 80);
+      } catch (err) {
+        b.textContent = 'Failed: ' + err;
+      }
+      setTimeout(reset, 3000);
+    });
+    b.reset = reset;
+  }
+  reconcileFeedback(b, o);
   return b;
+}
+
+function reconcileFeedback(b, o) {
+  if (!o || !b.dataset.requested || o.lastHandledReconcileAt !== b.dataset.requested || b.textContent === 'Reconciled') return;
+  b.textContent = 'Reconciled';
+  setTimeout(b.reset, 3000);
 }
 
 // stepState is the colour of a step: its Ready condition.
@@ -277,7 +525,7 @@ function stepCard(o, st, chain) {
     row('option', 'passThrough' + (st.submitted && st.submitted.message ? ': ' + st.submitted.message : ''));
   }
   if (st.inputs && st.inputs.length) row('inputs', st.inputs.join(', '));
-  if (st.stamped) row('stamped', refText(st.stamped));
+  if (st.stamped) row('stamped', refText(st.stamped), ' ', objectLinks(o, st));
   for (const ob of st.objects || []) if (!st.stamped || refText(ob) !== refText(st.stamped)) row('object', refText(ob));
   if (st.health) row('health', chip(st.health === 'Healthy' ? 'True' : st.health === 'Unhealthy' ? 'False' : 'Unknown', st.health),
     st.healthy && st.healthy.reason ? ' ' + st.healthy.reason : '');
@@ -299,8 +547,53 @@ function stepCard(o, st, chain) {
   const card = h('div', { class: 'card state-' + cls, id: 'step-' + st.name, 'data-step': st.name, 'data-state': cls },
     h('h3', {}, h('span', { class: 'dot ' + cls }), st.name, chip(st.ready.status, st.ready.status === 'True' ? 'Ready' : (st.ready.reason || st.ready.status))),
     h('dl', {}, rows),
-    msgs.map((c) => h('div', { class: 'message ' + stateClass(c.status), 'data-condition': c.type }, c.type + ': ' + c.message)));
+    msgs.map((c) => h('div', { class: 'message ' + stateClass(c.status), 'data-condition': c.type }, c.type + ': ' + c.message)),
+    detailPanel(o, st));
   return card;
+}
+
+// A step's stamped object as YAML, or its events: fetched when asked (one
+// GET or LIST with the dashboard's identity), shown under the step's card,
+// and kept there across updates of the owner until closed.
+const panels = new Map(); // owner key + step -> { what, el }
+
+function panelKey(o, st) { return ownerKey(o.ownerKind, o.namespace, o.name) + '#' + st.name; }
+
+function objectLinks(o, st) {
+  const ref = st.stamped;
+  const link = (what, label) => h('a', { href: '#', class: 'objlink', 'data-show': what, onclick: (e) => { e.preventDefault(); showDetail(o, st, what); } }, label);
+  return h('span', { class: 'objlinks' }, ref.resource && ref.apiVersion ? link('yaml', 'YAML') : null, ' ', link('events', 'events'));
+}
+
+function detailPanel(o, st) {
+  const p = panels.get(panelKey(o, st));
+  return p ? p.el : null;
+}
+
+async function showDetail(o, st, what) {
+  const key = panelKey(o, st), ref = st.stamped;
+  const old = panels.get(key);
+  if (old && old.what === what) { old.el.remove(); panels.delete(key); return; } // a second click closes it
+  const body = h('pre', { class: 'detail-body' }, 'loading…');
+  const el = h('div', { class: 'detail', 'data-detail': what },
+    h('div', { class: 'detail-head' }, (what === 'yaml' ? 'YAML of ' : 'Events of ') + refText(ref), ' ',
+      h('a', { href: '#', onclick: (e) => { e.preventDefault(); el.remove(); panels.delete(key); } }, 'close')), body);
+  el.persistent = true;
+  if (old) old.el.replaceWith(el); else document.getElementById('step-' + st.name)?.append(el);
+  panels.set(key, { what, el });
+  const q = new URLSearchParams(what === 'yaml'
+    ? { apiVersion: ref.apiVersion, resource: ref.resource, namespace: ref.namespace || '', name: ref.name }
+    : { kind: ref.kind, namespace: ref.namespace || '', name: ref.name });
+  try {
+    const res = await fetch('api/' + (what === 'yaml' ? 'object' : 'events') + '?' + q);
+    if (!res.ok) { body.textContent = 'Failed: ' + ((await res.json()).error || res.status); return; }
+    if (what === 'yaml') { body.textContent = await res.text(); return; }
+    const evs = await res.json();
+    body.textContent = evs.length ? evs.map((e) => [e.lastSeen, e.type, e.reason, (e.count > 1 ? '×' + e.count + ' ' : '') + e.message].join('  ')).join('\n')
+      : 'No events (events expire after an hour).';
+  } catch (err) {
+    body.textContent = 'Failed: ' + err;
+  }
 }
 
 // ---- the graph ---------------------------------------------------------------
@@ -377,4 +670,5 @@ function graph(chain, owner) {
   return svg;
 }
 
+setupFilters();
 connect();

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"kontinue.dev/kontinue/hack/installyaml/render"
 	"kontinue.dev/kontinue/hack/localcluster"
 )
 
@@ -161,10 +162,33 @@ func TestChartDashboard(t *testing.T) {
 }
 
 func TestGenerateSetsImage(t *testing.T) {
-	b, err := Generate(repo(t), "registry.example/kontinue:v1")
-	require.NoError(t, err)
-	require.Contains(t, string(b), "image: registry.example/kontinue:v1\n")
-	require.NotContains(t, string(b), "image: "+DefaultImage)
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	for image, want := range map[string]string{
+		"registry.example/kontinue:v1":                 "registry.example/kontinue:v1",
+		"localhost:5000/kontinue:v0.1.0":               "localhost:5000/kontinue:v0.1.0",
+		"localhost:5000/kontinue":                      "localhost:5000/kontinue:latest",
+		"localhost:5000/kontinue:v0.1.0@" + digest:     "localhost:5000/kontinue:v0.1.0@" + digest,
+		"registry.example:443/team/kontinue@" + digest: "registry.example:443/team/kontinue@" + digest,
+	} {
+		b, err := Generate(repo(t), image)
+		require.NoError(t, err)
+		require.Contains(t, string(b), "image: "+want+"\n", image)
+		require.NotContains(t, string(b), "image: "+DefaultImage)
+	}
+}
+
+func TestSplitImage(t *testing.T) {
+	for _, tc := range []struct{ in, repo, tag, digest string }{
+		{"kontinue", "kontinue", "latest", ""},
+		{"kontinue:v1", "kontinue", "v1", ""},
+		{"localhost:5000/kontinue", "localhost:5000/kontinue", "latest", ""},
+		{"localhost:5000/kontinue:v0.1.0", "localhost:5000/kontinue", "v0.1.0", ""},
+		{"r.io/a/b:v1@sha256:00", "r.io/a/b", "v1", "sha256:00"},
+		{"r.io:5000/a/b@sha256:00", "r.io:5000/a/b", "", "sha256:00"},
+	} {
+		repo, tag, digest := render.SplitImage(tc.in)
+		require.Equal(t, []string{tc.repo, tc.tag, tc.digest}, []string{repo, tag, digest}, tc.in)
+	}
 }
 
 // installObjects parses the committed install.yaml.
@@ -237,7 +261,12 @@ func rules(t *testing.T, o *unstructured.Unstructured) []rule {
 // would be a privilege escalation fails here, not in a security review.
 func TestRBACLeastPrivilege(t *testing.T) {
 	objs := installObjects(t)
-	roles := append(byKind(objs, "ClusterRole"), byKind(objs, "Role")...)
+	var roles []*unstructured.Unstructured
+	for _, r := range append(byKind(objs, "ClusterRole"), byKind(objs, "Role")...) {
+		if !aggregated(r) { // people's roles: TestAggregatedRoles
+			roles = append(roles, r)
+		}
+	}
 	require.Len(t, roles, 4)
 	readOnly := []string{"get", "list", "watch"}
 	impersonated := 0
@@ -294,6 +323,98 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	for _, role := range roles {
 		require.True(t, bound[role.GetName()], "%s is bound", role.GetName())
 	}
+}
+
+// aggregated is true for the roles the chart adds to Kubernetes' built-in
+// view, edit and admin roles.
+func aggregated(o *unstructured.Unstructured) bool {
+	for k := range o.GetLabels() {
+		if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAggregatedRoles: view reads Kontinue's kinds, edit writes only what
+// developers submit; neither is bound by the chart, nor grants anything
+// beyond carto.run.
+func TestAggregatedRoles(t *testing.T) {
+	objs := installObjects(t)
+	byName := map[string]*unstructured.Unstructured{}
+	for _, r := range byKind(objs, "ClusterRole") {
+		if aggregated(r) {
+			byName[r.GetName()] = r
+		}
+	}
+	require.Len(t, byName, 2)
+	view, edit := byName["kontinue-view"], byName["kontinue-edit"]
+	require.NotNil(t, view)
+	require.NotNil(t, edit)
+	require.Equal(t, "true", view.GetLabels()["rbac.authorization.k8s.io/aggregate-to-view"])
+	require.Equal(t, "true", edit.GetLabels()["rbac.authorization.k8s.io/aggregate-to-edit"])
+	require.Empty(t, edit.GetLabels()["rbac.authorization.k8s.io/aggregate-to-view"], "view may not write")
+	for _, r := range rules(t, view) {
+		require.Equal(t, []string{"carto.run"}, r.APIGroups)
+		require.Equal(t, []string{"get", "list", "watch"}, r.Verbs)
+		for _, kind := range []string{"workloads", "deliverables", "runnables", "clustersupplychains", "clusterdeliveries", "clustertemplates", "clusterruntemplates"} {
+			require.Contains(t, r.Resources, kind)
+		}
+	}
+	require.Equal(t, []rule{{APIGroups: []string{"carto.run"}, Resources: []string{"workloads", "deliverables", "runnables"},
+		Verbs: []string{"create", "update", "patch", "delete"}}}, rules(t, edit))
+	for _, b := range append(byKind(objs, "ClusterRoleBinding"), byKind(objs, "RoleBinding")...) {
+		name, _, _ := unstructured.NestedString(b.Object, "roleRef", "name")
+		require.NotContains(t, []string{"kontinue-view", "kontinue-edit"}, name, "the chart binds no one to them")
+	}
+	render := func(values map[string]any) []*unstructured.Unstructured {
+		docs, err := RenderChart(repo(t), values)
+		require.NoError(t, err)
+		return parse(t, []byte(strings.Join(docs, "\n---\n")))
+	}
+	for _, r := range byKind(render(map[string]any{"rbac": map[string]any{"aggregateToDefaultRoles": false}}), "ClusterRole") {
+		require.False(t, aggregated(r), r.GetName())
+	}
+}
+
+// TestStandardLabels: every object carries the recommended labels, with
+// the managed-by of the tool that applies it.
+func TestStandardLabels(t *testing.T) {
+	docs, err := RenderChart(repo(t), nil)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		objs    []*unstructured.Unstructured
+		manager string
+	}{{installObjects(t)[1:], "kubectl"}, {parse(t, []byte(strings.Join(docs, "\n---\n"))), "Helm"}} {
+		require.NotEmpty(t, tc.objs)
+		for _, o := range tc.objs {
+			l := o.GetLabels()
+			where := o.GetKind() + " " + o.GetName()
+			require.Equal(t, "kontinue", l["app.kubernetes.io/name"], where)
+			require.Equal(t, Release, l["app.kubernetes.io/instance"], where)
+			require.Equal(t, tc.manager, l["app.kubernetes.io/managed-by"], where)
+			require.Regexp(t, `^kontinue-[0-9]+\.[0-9]+\.[0-9]+`, l["helm.sh/chart"], where)
+			require.NotEmpty(t, l["app.kubernetes.io/version"], where)
+		}
+	}
+}
+
+// TestValuesSchema: values.schema.json refuses a mistyped value before
+// anything renders.
+func TestValuesSchema(t *testing.T) {
+	for _, bad := range []map[string]any{
+		{"replica": 3}, // a typo of replicas
+		{"workers": "16"},
+		{"image": map[string]any{"digest": "latest"}},
+		{"rbac": map[string]any{"impersonation": "everywhere"}},
+		{"logFormat": "xml"},
+	} {
+		_, err := RenderChart(repo(t), bad)
+		require.Error(t, err, "%v", bad)
+		require.Contains(t, err.Error(), "schema", "%v", bad)
+	}
+	_, err := RenderChart(repo(t), map[string]any{"rbac": map[string]any{"impersonation": []any{"team-a"}}, "logLevel": 4})
+	require.NoError(t, err)
 }
 
 func TestDeploymentHardened(t *testing.T) {

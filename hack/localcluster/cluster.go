@@ -3,9 +3,10 @@
 // development, from binaries built by hack/install-controlplane.sh.
 //
 // There is no scheduler and no kubelet: Pods never run. The garbage
-// collector, the namespace controller and the service-account controllers
-// run, so ownerReferences, namespace deletion, default ServiceAccounts and
-// TokenRequest behave as in a real cluster.
+// collector, the namespace controller, the service-account controllers and
+// the ClusterRole aggregation controller run, so ownerReferences, namespace
+// deletion, default ServiceAccounts, TokenRequest and aggregated roles
+// (the chart's kontinue-view and kontinue-edit) behave as in a real cluster.
 package localcluster
 
 import (
@@ -89,7 +90,7 @@ const (
 
 	// Controllers run by kube-controller-manager (names as accepted by 1.32).
 	controllers = "garbage-collector-controller,namespace-controller," +
-		"serviceaccount-controller,serviceaccount-token-controller"
+		"serviceaccount-controller,serviceaccount-token-controller,clusterrole-aggregation-controller"
 
 	bindAttempts = 3
 	stopGrace    = 10 * time.Second

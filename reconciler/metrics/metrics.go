@@ -62,6 +62,14 @@ func (Observer) Reconciled(controller string, d time.Duration, result string) {
 	observeStandard(controller, d, result)
 }
 
+// Working counts the workers busy with a reconcile.
+func (Observer) Working(controller string, delta int) {
+	crActiveWorkers.WithLabelValues(controller).Add(float64(delta))
+}
+
+// Panicked counts a reconcile that panicked.
+func (Observer) Panicked(controller string) { crPanics.WithLabelValues(controller).Inc() }
+
 // Applied counts an apply or a skipped no-op apply.
 func Applied(applied bool) {
 	if applied {
@@ -119,23 +127,23 @@ func registerWorkqueue() {
 type provider struct{}
 
 func (provider) NewDepthMetric(n string) workqueue.GaugeMetric {
-	return gauges{wqDepth.WithLabelValues(n), wqStdDepth.WithLabelValues(n)}
+	return gauges{wqDepth.WithLabelValues(n), wqStdDepth.WithLabelValues(n, n, "")}
 }
 func (provider) NewAddsMetric(n string) workqueue.CounterMetric {
-	return counters{wqAdds.WithLabelValues(n), wqStdAdds.WithLabelValues(n)}
+	return counters{wqAdds.WithLabelValues(n), wqStdAdds.WithLabelValues(n, n)}
 }
 func (provider) NewLatencyMetric(n string) workqueue.HistogramMetric {
-	return histograms{wqLatency.WithLabelValues(n), wqStdLatency.WithLabelValues(n)}
+	return histograms{wqLatency.WithLabelValues(n), wqStdLatency.WithLabelValues(n, n)}
 }
 func (provider) NewWorkDurationMetric(n string) workqueue.HistogramMetric {
-	return histograms{wqWork.WithLabelValues(n), wqStdWork.WithLabelValues(n)}
+	return histograms{wqWork.WithLabelValues(n), wqStdWork.WithLabelValues(n, n)}
 }
 func (provider) NewUnfinishedWorkSecondsMetric(n string) workqueue.SettableGaugeMetric {
-	return gauges{wqUnfin.WithLabelValues(n), wqStdUnfin.WithLabelValues(n)}
+	return gauges{wqUnfin.WithLabelValues(n), wqStdUnfin.WithLabelValues(n, n)}
 }
 func (provider) NewLongestRunningProcessorSecondsMetric(n string) workqueue.SettableGaugeMetric {
-	return gauges{wqLongest.WithLabelValues(n), wqStdLongest.WithLabelValues(n)}
+	return gauges{wqLongest.WithLabelValues(n), wqStdLongest.WithLabelValues(n, n)}
 }
 func (provider) NewRetriesMetric(n string) workqueue.CounterMetric {
-	return counters{wqRetries.WithLabelValues(n), wqStdRetries.WithLabelValues(n)}
+	return counters{wqRetries.WithLabelValues(n), wqStdRetries.WithLabelValues(n, n)}
 }

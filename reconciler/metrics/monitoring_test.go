@@ -2,24 +2,26 @@ package metrics
 
 import (
 	"context"
-	"encoding/json"
 	"net/url"
-	"os"
-	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/util/workqueue"
-	"sigs.k8s.io/yaml"
+
+	"kontinue.dev/kontinue/deploy/monitoring"
 )
 
-// registered exercises every metric once and returns the names the
-// registry exposes (histograms with their _bucket, _sum and _count).
-func registered(t *testing.T) map[string]bool {
+// exported exercises every metric once and returns the series names the
+// registry exposes (histograms with their _bucket, _sum and _count), each
+// with its label names.
+func exported(t *testing.T) map[string]map[string]bool {
 	t.Helper()
 	Observer{}.Reconciled("Workload", time.Millisecond, "error")
+	Observer{}.Working("Workload", 1)
+	Observer{}.Working("Workload", -1)
+	Observer{}.Panicked("Workload")
 	Applied(true)
 	SetInformers(1, 1)
 	SetWorkers("Workload", 4)
@@ -37,106 +39,63 @@ func registered(t *testing.T) map[string]bool {
 
 	families, err := Registry.Gather()
 	require.NoError(t, err)
-	names := map[string]bool{}
-	for _, f := range families {
-		n := f.GetName()
-		names[n] = true
-		if f.GetType().String() == "HISTOGRAM" {
-			for _, s := range []string{"_bucket", "_sum", "_count"} {
-				names[n+s] = true
-			}
+	out := map[string]map[string]bool{}
+	add := func(name string, labels map[string]bool) {
+		if out[name] == nil {
+			out[name] = map[string]bool{}
+		}
+		for l := range labels {
+			out[name][l] = true
 		}
 	}
-	return names
-}
-
-var (
-	labelMatchers = regexp.MustCompile(`\{[^}]*\}`)
-	grouping      = regexp.MustCompile(`\b(by|without)\s*\([^)]*\)`)
-	ranges        = regexp.MustCompile(`\[[^\]]*\]`)
-	strs          = regexp.MustCompile(`"[^"]*"`)
-	ident         = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
-	promqlWords   = map[string]bool{"sum": true, "max": true, "min": true, "avg": true, "count": true, "rate": true, "irate": true,
-		"increase": true, "histogram_quantile": true, "and": true, "or": true, "unless": true, "on": true, "ignoring": true, "offset": true}
-)
-
-// metricNames returns the metric names a PromQL expression reads.
-func metricNames(expr string) []string {
-	e := strs.ReplaceAllString(expr, "")
-	e = labelMatchers.ReplaceAllString(e, " ")
-	e = grouping.ReplaceAllString(e, " ")
-	e = ranges.ReplaceAllString(e, " ")
-	var out []string
-	for _, w := range ident.FindAllString(e, -1) {
-		if !promqlWords[w] {
-			out = append(out, w)
+	for _, f := range families {
+		n := f.GetName()
+		labels := map[string]bool{}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = true
+			}
 		}
+		if f.GetType().String() == "HISTOGRAM" {
+			add(n+"_sum", labels)
+			add(n+"_count", labels)
+			labels["le"] = true
+			add(n+"_bucket", labels)
+			continue
+		}
+		add(n, labels)
 	}
 	return out
 }
 
-func TestMonitoringUsesRegisteredMetrics(t *testing.T) {
-	names := registered(t)
-	dir := filepath.Join("..", "..", "deploy", "monitoring")
-	var exprs []string
-
-	b, err := os.ReadFile(filepath.Join(dir, "prometheusrule.yaml"))
+// TestMonitoringUsesExportedMetrics: every selector of the shipped alerts
+// and Grafana panels names a metric Kontinue exports, matches and groups
+// only on labels that metric has (or that the scrape adds), so no alert
+// or panel is silently empty.
+func TestMonitoringUsesExportedMetrics(t *testing.T) {
+	names := exported(t)
+	exprs, err := monitoring.Exprs(monitoring.Dir())
 	require.NoError(t, err)
-	var rule struct {
-		Spec struct {
-			Groups []struct {
-				Rules []struct {
-					Alert string `json:"alert"`
-					Expr  string `json:"expr"`
-				} `json:"rules"`
-			} `json:"groups"`
-		} `json:"spec"`
-	}
-	require.NoError(t, yaml.Unmarshal(b, &rule))
-	for _, g := range rule.Spec.Groups {
-		for _, r := range g.Rules {
-			require.NotEmpty(t, r.Expr, r.Alert)
-			exprs = append(exprs, r.Expr)
-		}
-	}
-	require.GreaterOrEqual(t, len(exprs), 3, "a few real alerts")
-
-	b, err = os.ReadFile(filepath.Join(dir, "grafana-dashboard.json"))
-	require.NoError(t, err)
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	require.NoError(t, json.Unmarshal(b, &dash))
-	for _, p := range dash.Panels {
-		require.NotEmpty(t, p.Targets, p.Title)
-		for _, tg := range p.Targets {
-			exprs = append(exprs, tg.Expr)
-		}
-	}
+	require.GreaterOrEqual(t, len(exprs), 15)
 	seen := 0
 	for _, e := range exprs {
-		ms := metricNames(e)
-		require.NotEmpty(t, ms, "no metric in %q", e)
-		for _, m := range ms {
+		for _, s := range monitoring.Selectors(e.Expr) {
 			seen++
-			require.True(t, names[m], "%s (in %q) is not a metric Kontinue registers", m, e)
+			labels, ok := names[s.Metric]
+			require.True(t, ok, "%s: %s (in %q) is not a metric Kontinue exports", e.Where, s.Metric, e.Text)
+			for _, m := range s.Matchers {
+				require.True(t, labels[m.Name] || monitoring.TargetLabels[m.Name], "%s: %s has no label %q (in %q)", e.Where, s.Metric, m.Name, e.Text)
+			}
+			for _, l := range s.Grouping {
+				require.True(t, labels[l] || monitoring.TargetLabels[l], "%s: %s has no label %q to group by (in %q)", e.Where, s.Metric, l, e.Text)
+			}
 		}
 	}
-	t.Logf("%d expressions, %d metric references", len(exprs), seen)
-}
-
-func TestMetricNames(t *testing.T) {
-	require.Equal(t, []string{"workqueue_depth"}, metricNames(`max by (name) (workqueue_depth{name="x"}) > 100`))
-	require.Equal(t, []string{"a_bucket"}, metricNames(`histogram_quantile(0.99, sum by (le) (rate(a_bucket[5m])))`))
+	t.Logf("%d expressions, %d selectors", len(exprs), seen)
 }
 
 func TestStandardNames(t *testing.T) {
-	names := registered(t)
+	names := exported(t)
 	for _, n := range []string{
 		"workqueue_depth", "workqueue_adds_total", "workqueue_queue_duration_seconds_bucket", "workqueue_work_duration_seconds_bucket",
 		"workqueue_retries_total", "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds",
@@ -144,6 +103,38 @@ func TestStandardNames(t *testing.T) {
 		"controller_runtime_reconcile_total", "controller_runtime_reconcile_errors_total", "controller_runtime_reconcile_time_seconds_bucket",
 		"leader_election_master_status", "kontinue_leader", "kontinue_reconcile_duration_seconds_count", "kontinue_workqueue_depth",
 	} {
-		require.True(t, names[n], n)
+		require.NotNil(t, names[n], n)
 	}
+}
+
+// TestControllerRuntimeLabels: the series carry controller-runtime's label
+// names, so its dashboards' queries (by controller) find them.
+func TestControllerRuntimeLabels(t *testing.T) {
+	names := exported(t)
+	for _, n := range []string{"workqueue_adds_total", "workqueue_queue_duration_seconds_count", "workqueue_work_duration_seconds_count",
+		"workqueue_retries_total", "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds"} {
+		require.Equal(t, map[string]bool{"name": true, "controller": true}, names[n], n)
+	}
+	require.Equal(t, map[string]bool{"name": true, "controller": true, "le": true}, names["workqueue_queue_duration_seconds_bucket"])
+	require.Equal(t, map[string]bool{"name": true, "controller": true, "priority": true}, names["workqueue_depth"])
+	for _, n := range []string{"controller_runtime_reconcile_errors_total", "controller_runtime_terminal_reconcile_errors_total",
+		"controller_runtime_reconcile_panics_total", "controller_runtime_max_concurrent_reconciles", "controller_runtime_active_workers"} {
+		require.Equal(t, map[string]bool{"controller": true}, names[n], n)
+	}
+	require.Equal(t, map[string]bool{"controller": true, "result": true}, names["controller_runtime_reconcile_total"])
+	require.Equal(t, map[string]bool{"code": true, "method": true, "host": true}, names["rest_client_requests_total"])
+}
+
+// TestWorkersAndPanics: a panicking reconcile counts as a panic and an
+// error, and the busy-worker gauge returns to zero.
+func TestWorkersAndPanics(t *testing.T) {
+	before := testutil.ToFloat64(crPanics.WithLabelValues("PanicTest"))
+	Observer{}.Working("PanicTest", 1)
+	require.Equal(t, 1.0, testutil.ToFloat64(crActiveWorkers.WithLabelValues("PanicTest")))
+	Observer{}.Panicked("PanicTest")
+	Observer{}.Reconciled("PanicTest", time.Millisecond, "error")
+	Observer{}.Working("PanicTest", -1)
+	require.Equal(t, 0.0, testutil.ToFloat64(crActiveWorkers.WithLabelValues("PanicTest")))
+	require.Equal(t, before+1, testutil.ToFloat64(crPanics.WithLabelValues("PanicTest")))
+	require.Equal(t, 1.0, testutil.ToFloat64(crReconcileErrors.WithLabelValues("PanicTest")))
 }

@@ -38,6 +38,14 @@ var (
 		Name: "controller_runtime_max_concurrent_reconciles",
 		Help: "Maximum number of concurrent reconciles (workers) per controller.",
 	}, []string{"controller"})
+	crActiveWorkers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "controller_runtime_active_workers",
+		Help: "Number of workers reconciling a key right now, per controller.",
+	}, []string{"controller"})
+	crPanics = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "controller_runtime_reconcile_panics_total",
+		Help: "Total number of reconciles that panicked, per controller (each also counts as an error).",
+	}, []string{"controller"})
 
 	restRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rest_client_requests_total",
@@ -58,14 +66,19 @@ var (
 		Help: "Total number of slow path exercised in renewing leader leases. 'name' is the string used to identify the lease.",
 	}, []string{"name"})
 
-	wqStdDepth   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_depth", Help: "Current depth of workqueue"}, []string{"name"})
-	wqStdAdds    = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_adds_total", Help: "Total number of adds handled by workqueue"}, []string{"name"})
-	wqStdLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_queue_duration_seconds", Help: "How long in seconds an item stays in workqueue before being requested", Buckets: prometheus.ExponentialBuckets(10e-9, 10, 12)}, []string{"name"})
-	wqStdWork    = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_work_duration_seconds", Help: "How long in seconds processing an item from workqueue takes.", Buckets: prometheus.ExponentialBuckets(10e-9, 10, 12)}, []string{"name"})
-	wqStdUnfin   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_unfinished_work_seconds", Help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads."}, []string{"name"})
-	wqStdLongest = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_longest_running_processor_seconds", Help: "How many seconds has the longest running processor for workqueue been running."}, []string{"name"})
-	wqStdRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_retries_total", Help: "Total number of retries handled by workqueue"}, []string{"name"})
+	// controller-runtime labels its queues by name and controller (the same
+	// value: a queue per controller) and its depth by priority too ("" for
+	// a queue without priorities, as all of Kontinue's are).
+	wqStdDepth   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_depth", Help: "Current depth of workqueue by workqueue and priority"}, []string{"name", "controller", "priority"})
+	wqStdAdds    = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_adds_total", Help: "Total number of adds handled by workqueue"}, wqLabels)
+	wqStdLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_queue_duration_seconds", Help: "How long in seconds an item stays in workqueue before being requested", Buckets: prometheus.ExponentialBuckets(10e-9, 10, 12)}, wqLabels)
+	wqStdWork    = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "workqueue_work_duration_seconds", Help: "How long in seconds processing an item from workqueue takes.", Buckets: prometheus.ExponentialBuckets(10e-9, 10, 12)}, wqLabels)
+	wqStdUnfin   = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_unfinished_work_seconds", Help: "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads."}, wqLabels)
+	wqStdLongest = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "workqueue_longest_running_processor_seconds", Help: "How many seconds has the longest running processor for workqueue been running."}, wqLabels)
+	wqStdRetries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "workqueue_retries_total", Help: "Total number of retries handled by workqueue"}, wqLabels)
 )
+
+var wqLabels = []string{"name", "controller"}
 
 var leading = prometheus.NewGauge(prometheus.GaugeOpts{
 	Name: "kontinue_leader",
@@ -82,7 +95,7 @@ func SetLeading(v bool) {
 }
 
 func registerStandard() {
-	Registry.MustRegister(leading, crReconcileTotal, crReconcileErrors, crTerminalErrors, crReconcileTime, crMaxConcurrent,
+	Registry.MustRegister(leading, crReconcileTotal, crReconcileErrors, crTerminalErrors, crReconcileTime, crMaxConcurrent, crActiveWorkers, crPanics,
 		restRequests, restLatency, leaderStatus, leaderSlowpath,
 		wqStdDepth, wqStdAdds, wqStdLatency, wqStdWork, wqStdUnfin, wqStdLongest, wqStdRetries)
 	leaderelection.SetProvider(leaderProvider{})
@@ -123,6 +136,8 @@ func SetWorkers(controller string, workers int) {
 	}
 	crReconcileErrors.WithLabelValues(controller)
 	crTerminalErrors.WithLabelValues(controller)
+	crPanics.WithLabelValues(controller)
+	crActiveWorkers.WithLabelValues(controller)
 }
 
 // SetLeader sets leader_election_master_status{name} directly, for a

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/csaupgrade"
 
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/runs"
@@ -35,7 +36,7 @@ const FieldManager = tracking.FieldManager
 
 // StampedSelector filters the informers of stamped kinds: Kontinue caches
 // only the objects it stamped.
-const StampedSelector = "kontinue.dev/stamped=true"
+const StampedSelector = api.StampedSelector
 
 // Writer is the edge to the API server for stamped objects. One is shared by
 // every reconciler.

@@ -63,7 +63,7 @@ var Reasons = failure.Reasons{Unknown: ReasonUnknownError, Refused: ReasonReject
 
 // AnnotationDigest holds the digest of the object Kontinue last applied: its
 // input set.
-const AnnotationDigest = "kontinue.dev/applied-digest"
+const AnnotationDigest = api.AnnotationDigest
 
 // Outputs of a step: "url"/"revision", "image", "config", or none.
 type Outputs map[string]any

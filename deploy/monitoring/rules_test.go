@@ -1,0 +1,115 @@
+package monitoring
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+)
+
+// TestPromtool runs `promtool test rules` on prometheusrule_test.yaml
+// against the PrometheusRule's spec. `make promtool` installs Debian's
+// promtool (the prometheus package) when it is missing; PROMTOOL names
+// another binary.
+func TestPromtool(t *testing.T) {
+	promtool := os.Getenv("PROMTOOL")
+	if promtool == "" {
+		p, err := exec.LookPath("promtool")
+		require.NoError(t, err, "promtool is missing: run `make promtool` (as root) or set PROMTOOL")
+		promtool = p
+	}
+	rules, err := RuleFile(Dir())
+	require.NoError(t, err)
+	tests, err := os.ReadFile(filepath.Join(Dir(), "prometheusrule_test.yaml"))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheusrule_test.yaml"), tests, 0o644))
+
+	out, err := exec.Command(promtool, "check", "rules", filepath.Join(dir, "rules.yaml")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	out, err = exec.Command(promtool, "test", "rules", filepath.Join(dir, "prometheusrule_test.yaml")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Logf("%s", out)
+}
+
+// TestEveryAlertTested: an alert without a promtool case is an alert nobody
+// has seen fire.
+func TestEveryAlertTested(t *testing.T) {
+	rules, err := RuleFile(Dir())
+	require.NoError(t, err)
+	var groups struct {
+		Groups []struct {
+			Rules []Rule `json:"rules"`
+		} `json:"groups"`
+	}
+	require.NoError(t, yaml.Unmarshal(rules, &groups))
+	b, err := os.ReadFile(filepath.Join(Dir(), "prometheusrule_test.yaml"))
+	require.NoError(t, err)
+	var tests struct {
+		Tests []struct {
+			Alerts []struct {
+				Alertname string           `json:"alertname"`
+				ExpAlerts []map[string]any `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &tests))
+	fires := map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.Alerts {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			}
+		}
+	}
+	n := 0
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				n++
+				require.True(t, fires[r.Alert], "no promtool case sees %s fire", r.Alert)
+			}
+		}
+	}
+	require.GreaterOrEqual(t, n, 5)
+}
+
+// TestScopedToKontinue: every selector of every alert and panel names
+// Kontinue's job, since other operators export the same metric names.
+func TestScopedToKontinue(t *testing.T) {
+	exprs, err := Exprs(Dir())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(exprs), 15)
+	for _, e := range exprs {
+		sels := Selectors(e.Expr)
+		require.NotEmpty(t, sels, "%s: %s reads no metric", e.Where, e.Text)
+		for _, s := range sels {
+			require.Equal(t, Job, s.Job(), "%s: %s has no job=%q matcher in %s", e.Where, s.Metric, Job, e.Text)
+		}
+	}
+}
+
+func TestSelectors(t *testing.T) {
+	exprs, err := Exprs(Dir())
+	require.NoError(t, err)
+	require.NotEmpty(t, exprs)
+	e := exprs[0].Expr
+	sels := Selectors(e)
+	require.Len(t, sels, 1)
+	require.Equal(t, "leader_election_master_status", sels[0].Metric)
+	require.Len(t, sels[0].Matchers, 2)
+	for _, e := range exprs {
+		if e.Where == "panel Reconcile time p99" {
+			s := Selectors(e.Expr)
+			require.Len(t, s, 1)
+			require.Equal(t, "controller_runtime_reconcile_time_seconds_bucket", s[0].Metric)
+			require.Equal(t, []string{"controller", "le"}, s[0].Grouping)
+			return
+		}
+	}
+	t.Fatal("panel Reconcile time p99 not found")
+}
