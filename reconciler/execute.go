@@ -14,23 +14,24 @@ import (
 	"kontinue.dev/kontinue/reconciler/step"
 )
 
-// A stepWriter reads and writes the objects of one lifecycle's steps. A
-// non-nil *stepResult ends the step: a read or write failed, and the step's
-// condition says why.
-type stepWriter interface {
+// A stepIO reads and writes the objects of one lifecycle's steps: the
+// doing side, the mirror of step.Strategy. It works through an ownerIO
+// (write.go), never the reconcile, and does not build the step's status: a
+// non-nil *stepFail ends the step, its condition says why.
+type stepIO interface {
 	// load resolves and watches what the step stamps, may adjust o (the
 	// objects actually stamped) and reads what Start decides on.
-	load(o *step.Observed) (step.Seen, *stepResult)
+	load(o *step.Observed) (step.Seen, *stepFail)
 	// write does the writes of a Plan.
-	write(o step.Observed, p step.Plan) (step.Got, *stepResult)
+	write(o step.Observed, p step.Plan) (step.Got, *stepFail)
 	// ref is the status ref of an object the step stamped.
 	ref(u *unstructured.Unstructured) st.StampedRef
 	// remove deletes the runs a Done Plan lets go (and forgets them).
 	remove(p step.Plan) error
 }
 
-// writers build the stepWriter of a lifecycle.
-var writers = map[step.Lifecycle]func(op *ownerPass, sc *stepCtx) stepWriter{
+// writers build the stepIO of a lifecycle.
+var writers = map[step.Lifecycle]func(op *ownerPass, sc *stepCtx) stepIO{
 	step.Mutable:   newMutableWriter,   // mutable.go: objects applied in place
 	step.Immutable: newImmutableWriter, // immutable.go: a new run per input set
 	step.Runnable:  newRunnableWriter,  // runnablestep.go: a generated Runnable
@@ -48,7 +49,7 @@ func (op *ownerPass) execute(sc *stepCtx, objs []*unstructured.Unstructured, in 
 	x := writers[s.Lifecycle()](op, sc)
 	seen, stop := x.load(&o)
 	if stop != nil {
-		return *stop
+		return op.stepFailed(sc, stop)
 	}
 	p := s.Start(o, seen)
 	for p.Done == nil {
@@ -58,7 +59,7 @@ func (op *ownerPass) execute(sc *stepCtx, objs []*unstructured.Unstructured, in 
 		}
 		got, stop := x.write(o, p)
 		if stop != nil {
-			return *stop
+			return op.stepFailed(sc, stop)
 		}
 		p = s.Next(o, p, got)
 	}
@@ -94,6 +95,13 @@ func (op *ownerPass) execute(sc *stepCtx, objs []*unstructured.Unstructured, in 
 	if ob.Recheck > 0 && (r.requeue == 0 || ob.Recheck < r.requeue) {
 		r.requeue = ob.Recheck
 	}
+	return r
+}
+
+// stepFailed is the step's result when its stepIO failed.
+func (op *ownerPass) stepFailed(sc *stepCtx, f *stepFail) stepResult {
+	r := op.stepDone(sc, nil, f.cond, nil)
+	r.err, r.requeue = f.err, f.requeue
 	return r
 }
 

@@ -11,9 +11,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
-	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -74,12 +74,12 @@ func (op *ownerPass) keepRelease(stepName string, rec *helmRecord) error {
 	}
 	sa := op.serviceAccount()
 	if err := op.w.KeepRecord(op.ctx, cl, secret, !rec.exists); err != nil {
-		switch stamp.Classify(err) {
-		case stamp.Forbidden:
+		switch failure.Classify(err) {
+		case failure.Forbidden:
 			return fmt.Errorf("service account [%s/%s] may not write the Secret [%s] that keeps the step's Helm release (it needs get, create and patch on secrets in its namespace): %w", sa.Namespace, sa.Name, name, err)
-		case stamp.AlreadyExists:
+		case failure.AlreadyExists:
 			return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and was not written by Kontinue for this %s: it is left as it is; delete or rename it", name, op.r.flavor.OwnerKind)
-		case stamp.Rejected:
+		case failure.Rejected:
 			return fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err)
 		}
 		return render.Transient(fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err))
@@ -109,7 +109,7 @@ func (l saLookup) Lookup(ctx context.Context, apiVersion, kind, namespace, name 
 	if err != nil {
 		return nil, err
 	}
-	t, err := l.op.r.m.w.Resolve(gv.WithKind(kind))
+	t, err := l.op.r.m.w.Session().Resolve(gv.WithKind(kind)) // not the owner's: a lookup never blocks it
 	if err != nil {
 		return nil, err
 	}

@@ -3,13 +3,10 @@ package reconciler
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -23,66 +20,46 @@ import (
 // when retention lets them go. Whether to create one, and which go, is
 // step.Strategy's.
 type immutableWriter struct {
-	op   *ownerPass
+	io   *ownerIO
 	sc   *stepCtx
 	gvr  schema.GroupVersionResource
-	memo string // the step's key in the memory of runs just created
+	runs stamp.RunQuery
 	what string
 }
 
-func newImmutableWriter(op *ownerPass, sc *stepCtx) stepWriter {
-	return &immutableWriter{op: op, sc: sc, memo: op.r.user(op.owner.GetNamespace(), op.owner.GetName()) + "/" + sc.step.Name}
+func newImmutableWriter(op *ownerPass, sc *stepCtx) stepIO {
+	return &immutableWriter{io: op.io(), sc: sc}
 }
 
 // load turns the rendered object into the run (its input set is the
-// Observed digest), resolves its kind and lists the step's runs.
-func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
-	op, sc := w.op, w.sc
-	fail := func(s metav1.ConditionStatus, reason string, err error, format string, args ...any) (step.Seen, *stepResult) {
-		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
-		r.err = err
-		return step.Seen{}, &r
-	}
+// Observed digest), resolves its kind and lists the step's runs (stamp's
+// run protocol: confirmed by the API server when the cache calls for a
+// create).
+func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
+	x, sc := w.io, w.sc
 	o.Desired, o.Digest = step.RunOf(o.Objects[0])
 	o.Objects = []*unstructured.Unstructured{o.Desired}
-	gvk := o.Desired.GroupVersionKind()
-	w.what = fmt.Sprintf("%s for step [%s] from template [%s/%s]", gvk.Kind, sc.step.Name, sc.kind, sc.tmplName)
-
-	tg, err := op.w.Resolve(gvk)
-	switch {
-	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		return fail(st.False, step.ReasonRejected, nil, "unable to create %s: %v", w.what, err)
-	case err != nil:
-		return fail(st.Unknown, step.ReasonUnknownError, err, "%v", err)
-	case !tg.Namespaced:
-		return fail(st.False, step.ReasonStampFailure, nil, "unable to create %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", w.what, gvk.Kind, op.r.flavor.OwnerKind)
+	w.what = fmt.Sprintf("%s for step [%s] from template [%s/%s]", o.Desired.GetKind(), sc.step.Name, sc.kind, sc.tmplName)
+	t, fail := x.resolve(o.Desired, "create", w.what)
+	if fail != nil {
+		return step.Seen{}, fail
 	}
-	w.gvr = tg.GVR
-	key := tg.Watch()
-	op.watch.Watch(key)
-	list, err := op.listStepRuns(sc, key, o.Digest, false)
+	w.gvr = t.gvr
+	w.runs = x.stepRuns(sc.step.Name, t.key, o.Digest)
+	list, pending, err := x.w.LoadRuns(x.ctx, w.runs)
 	if err != nil {
-		return fail(st.Unknown, step.ReasonUnknownError, err, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
-	}
-	pending := op.r.m.runnables.recent.Pending(w.memo, o.Digest, list)
-	if !pending && runs.NeedsCreate(list, o.Digest) {
-		// Start would create a run because the cache says so: the API
-		// server confirms first (creates are rare, a duplicate run is not
-		// undone).
-		if list, err = op.listStepRuns(sc, key, o.Digest, true); err != nil {
-			return fail(st.Unknown, step.ReasonUnknownError, err, "unable to list the runs of step [%s]: %v", sc.step.Name, err)
-		}
+		return step.Seen{}, &stepFail{err: err, cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError,
+			fmt.Sprintf("unable to list the runs of step [%s]: %v", sc.step.Name, err))}
 	}
 	return step.Seen{Runs: list, Pending: pending}, nil
 }
 
 // write creates the Plan's run.
-func (w *immutableWriter) write(o step.Observed, p step.Plan) (step.Got, *stepResult) {
-	created, r, ok := w.op.createRun(w.sc, p.Create, w.gvr, o.Digest, w.what)
-	if !ok {
-		return step.Got{}, &r
+func (w *immutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
+	created, fail := w.io.createRun(w.runs, w.sc.step.Name, p.Create, w.gvr, w.what)
+	if fail != nil {
+		return step.Got{}, fail
 	}
-	w.op.r.m.runnables.recent.Remember(w.memo, o.Digest, string(created.GetUID()))
 	return step.Got{Live: []*unstructured.Unstructured{created}, Refs: []st.StampedRef{w.ref(created)}, Wrote: true}, nil
 }
 
@@ -90,53 +67,9 @@ func (w *immutableWriter) ref(u *unstructured.Unstructured) st.StampedRef {
 	return st.StampedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Resource: resourceString(w.gvr)}
 }
 
-// remove deletes the runs retention lets go. A forbidden deletion is not
-// returned (retrying cannot help until RBAC changes): the Session notes it.
+// remove deletes the runs retention lets go.
 func (w *immutableWriter) remove(p step.Plan) error {
-	if len(p.Delete) == 0 {
-		return nil
-	}
-	op, sc := w.op, w.sc
-	cl, err := op.stampClient()
-	if err != nil {
-		return err
-	}
-	sa := op.serviceAccount()
-	_, err = op.w.RemoveRuns(op.ctx, cl, w.gvr, p.Delete, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("(retention policy of step [%s])", sc.step.Name))
-	return err
-}
-
-// listStepRuns returns the step's runs, newest first: objects of the
-// template's kind carrying this owner's and step's labels, whose controller
-// is this very owner. digest is the input set rendered now; live asks the
-// API server rather than the cache.
-func (op *ownerPass) listStepRuns(sc *stepCtx, key tracking.Key, digest string, live bool) ([]runs.Run, error) {
-	f := op.r.flavor
-	ns := op.owner.GetNamespace()
-	return op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Watch, Namespace: ns, Controller: op.owner.GetUID(), Current: digest, Live: live,
-		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns, LabelResourceName: sc.step.Name}})
-}
-
-// createRun creates a run as the stamping service account.
-func (op *ownerPass) createRun(sc *stepCtx, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, digest, what string) (*unstructured.Unstructured, stepResult, bool) {
-	cl, err := op.stampClient()
-	if err != nil {
-		return nil, op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error()), nil), false
-	}
-	created, err := op.w.Create(op.ctx, cl, gvr, desired, digest)
-	if stamp.Classify(err) == stamp.AlreadyExists {
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, desired.GetName()))
-		return nil, op.stepDone(sc, nil, c, nil), false
-	}
-	if err != nil {
-		c, transient := op.applyFailure(what, err)
-		r := op.stepDone(sc, nil, c, nil)
-		r.err = transient
-		return nil, r, false
-	}
-	op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s for step [%s]", created.GetKind(), created.GetNamespace(), created.GetName(), sc.step.Name)
-	klog.V(2).InfoS("created run", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "run", created.GetName(), "digest", digest)
-	return created, stepResult{}, true
+	return w.io.removeRuns(w.gvr, p.Delete, fmt.Sprintf("(retention policy of step [%s])", w.sc.step.Name))
 }
 
 // deleteRun deletes a run as the stamping service account, only if it is

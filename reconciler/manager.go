@@ -18,6 +18,7 @@ import (
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/tracking"
@@ -115,9 +116,9 @@ func blockCauseOf(s *stamp.Session) blockCause {
 	switch f, ok := s.Blocked(); {
 	case !ok:
 		return 0
-	case f == stamp.Forbidden:
+	case f == failure.Forbidden:
 		return blockedRBAC
-	case f == stamp.NotServed:
+	case f == failure.NotServed:
 		return blockedDiscovery
 	}
 	return 0

@@ -15,35 +15,33 @@ import (
 
 type mutableWriter struct {
 	noRuns
-	op      *ownerPass
+	io      *ownerIO
 	sc      *stepCtx
 	targets map[*unstructured.Unstructured]target
 }
 
-func newMutableWriter(op *ownerPass, sc *stepCtx) stepWriter {
-	return &mutableWriter{op: op, sc: sc, targets: map[*unstructured.Unstructured]target{}}
+func newMutableWriter(op *ownerPass, sc *stepCtx) stepIO {
+	return &mutableWriter{io: op.io(), sc: sc, targets: map[*unstructured.Unstructured]target{}}
 }
 
 // load resolves every object before anything is written (so that a step
 // that holds or fails never loses track of its objects), and reads the live
 // primary when the Strategy decides on it.
-func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
+func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	for _, desired := range o.Objects {
-		t, cond, err := w.op.resolve(w.sc, desired)
-		if cond != nil {
-			r := w.op.stepDone(w.sc, nil, *cond, nil)
-			r.err = err
-			return step.Seen{}, &r
+		t, fail := w.io.resolveObject(w.sc, desired)
+		if fail != nil {
+			return step.Seen{}, fail
 		}
 		w.targets[desired] = t
 	}
 	var seen step.Seen
 	if step.NeedsLive(w.sc.spec) {
-		live, _ := w.op.current(w.targets[o.Desired].key, o.Desired.GetNamespace(), o.Desired.GetName())
+		live, _ := w.io.live(w.targets[o.Desired].key, o.Desired.GetNamespace(), o.Desired.GetName())
 		// Only this owner's object may hold the step or lend it health: an
 		// object of that name someone else made (with our labels, in the
 		// cache) is refused at the write instead (stamp.Claim).
-		if w.op.controls(live) {
+		if w.io.controls(live) {
 			seen.Live = live
 		}
 	}
@@ -52,28 +50,26 @@ func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 
 // write applies the Plan's objects in order; a failure ends the step,
 // except the shadow's, which the step only reports.
-func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepResult) {
-	op, sc := w.op, w.sc
+func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
+	x, sc := w.io, w.sc
 	if p.Shadow {
 		want := p.Apply[0]
-		t, cond, err := op.resolve(sc, want)
-		if cond == nil {
+		t, fail := x.resolveObject(sc, want)
+		if fail == nil {
 			var live *unstructured.Unstructured
-			if live, _, cond, err = op.stampOne(sc, t, want); cond == nil {
+			if live, _, fail = x.put(sc.step.Name, t, want); fail == nil {
 				return step.Got{Live: []*unstructured.Unstructured{live}, Refs: []st.StampedRef{t.ref}}, nil
 			}
 		}
-		klog.V(1).InfoS("could not stamp shadow", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "reason", cond.Reason, "message", cond.Message, "err", err)
-		return step.Got{Failed: cond.Message}, nil
+		klog.V(1).InfoS("could not stamp shadow", "owner", x.user, "step", sc.step.Name, "reason", fail.cond.Reason, "message", fail.cond.Message, "err", fail.err)
+		return step.Got{Failed: fail.cond.Message}, nil
 	}
 	var got step.Got
 	for i, desired := range p.Apply {
 		t := w.targets[desired]
-		live, wrote, cond, err := op.stampOne(sc, t, desired)
-		if cond != nil {
-			r := op.stepDone(sc, nil, *cond, nil)
-			r.err = err
-			return got, &r
+		live, wrote, fail := x.put(sc.step.Name, t, desired)
+		if fail != nil {
+			return got, fail
 		}
 		got.Live, got.Refs = append(got.Live, live), append(got.Refs, t.ref)
 		if i == p.Primary {

@@ -517,11 +517,7 @@ func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) erro
 // controller reference names the owner's UID. Labels anyone can set are not
 // proof.
 func (op *ownerPass) controls(obj *unstructured.Unstructured) bool {
-	if obj == nil {
-		return false
-	}
-	ref := metav1.GetControllerOfNoCopy(obj)
-	return ref != nil && ref.UID == op.owner.GetUID()
+	return controlledBy(obj, op.owner.GetUID())
 }
 
 // statusMargin is kept free of the object's limit for what the API server

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/health"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -42,10 +42,6 @@ const (
 	ReasonNoStampedObjectRunnable = "NoStampedObject"
 	ReasonOutputsTooLarge         = "OutputsTooLarge"
 )
-
-// recentRunTTL bounds how long a just-created run is remembered while the
-// cache catches up (normally milliseconds).
-const recentRunTTL = 30 * time.Second
 
 // runnableStatus is the status of a Runnable.
 type runnableStatus struct {
@@ -73,9 +69,6 @@ func refOfRun(u *unstructured.Unstructured) *runRef {
 type runnableReconciler struct {
 	m    *Manager
 	ctrl *Controller
-	// recent covers the moment between a create and its arrival in the
-	// cache, for Runnables and for immutable steps of owners alike.
-	recent *runs.Recent
 
 	selMu sync.Mutex
 	bySel map[tracking.Key]map[Key]struct{} // selector watch → Runnables
@@ -91,7 +84,7 @@ type runnableReconciler struct {
 }
 
 func newRunnableReconciler(m *Manager) *runnableReconciler {
-	r := &runnableReconciler{m: m, recent: runs.NewRecent(recentRunTTL),
+	r := &runnableReconciler{m: m,
 		bySel: map[tracking.Key]map[Key]struct{}{}, selOf: map[Key]tracking.Key{},
 		doomed: map[string][]doomedRunTemplate{}, nameWaiters: map[string]map[Key]struct{}{}, unproven: map[types.UID]struct{}{}}
 	r.ctrl = NewController(api.KindRunnable, ReconcileFunc(r.Reconcile))
@@ -186,7 +179,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 		// collector removes them.
 		r.m.tracker.ReleaseAll(user)
 		r.setSelector(key, nil)
-		r.recent.Forget(user)
+		r.m.w.ForgetRuns(user)
 		r.stale.forget(user)
 		r.m.unblockOne(key)
 		return Result{}, nil
@@ -322,6 +315,29 @@ func (rp *runnablePass) fail(reason, format string, args ...any) {
 
 func (rp *runnablePass) what() string { return runnableWhat(rp.obj) }
 
+// runReasons name a failed write of a run (RunTemplateReady);
+// selectReasons a selector whose kind cannot be selected.
+var (
+	runReasons = failure.Reasons{Unknown: step.ReasonUnknownError, Refused: ReasonStampedObjectRejected,
+		Account: step.ReasonServiceAccountError, NameTaken: ReasonStampedObjectRejected, Scope: step.ReasonStampFailure,
+		Taken: ReasonStampedObjectRejected}
+	selectReasons = failure.Reasons{Unknown: step.ReasonUnknownError, Refused: ReasonSelectorMatchError,
+		Account: step.ReasonServiceAccountError, Scope: ReasonRunnableInvalidSpec}
+)
+
+// failed records f, its reason named by r, and returns the error to retry.
+func (rp *runnablePass) failed(f failure.Condition, r failure.Reasons) error {
+	c := f.Cond(CondRunTemplateReady, r)
+	rp.fail(c.Reason, "%s", c.Message)
+	return f.Retry
+}
+
+// subject names a call made for the Runnable, as its service account, for
+// failure's messages.
+func (rp *runnablePass) subject(verb, what, home string) failure.Subject {
+	return failure.Subject{Verb: verb, What: what, Account: rp.obj.GetNamespace() + "/" + rp.serviceAccount(), Home: home}
+}
+
 // realize loads what the Runnable's decisions need (runnableplan.go) and
 // executes them: create a run for a new input set, fill the status from the
 // runs, delete what retention lets go. The error is transient (retry with
@@ -369,8 +385,9 @@ func (rp *runnablePass) realize() error {
 	}
 	var selected *unstructured.Unstructured
 	if rp.spec.Selector != nil {
-		if selected = rp.selected(); selected == nil {
-			return nil
+		var err error
+		if selected, err = rp.selected(); selected == nil {
+			return err
 		}
 	}
 
@@ -382,42 +399,27 @@ func (rp *runnablePass) realize() error {
 	}
 	gvk := run.GroupVersionKind()
 	tg, err := rp.w.Resolve(gvk)
-	switch {
-	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		rp.fail(ReasonStampedObjectRejected, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", rp.what(), tmplName, err)
-		return nil
-	case err != nil:
-		rp.fail(step.ReasonUnknownError, "%v", err)
-		return err
-	case !tg.Namespaced:
-		rp.fail(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: kind [%s] is cluster-scoped; runs are created in the Runnable's namespace", rp.what(), tmplName, gvk.Kind)
-		return nil
+	if f := failure.Kind(rp.subject("stamp", fmt.Sprintf("object for %s from ClusterRunTemplate [%s]", rp.what(), tmplName), "runs are created in the Runnable's namespace"), gvk.Kind, tg.Namespaced, err); f != nil {
+		return rp.failed(*f, runReasons)
 	}
 	key := tg.Watch()
 	if !rp.watch.Watch(key) {
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	list, err := rp.listRuns(key, digest, false)
+	list, pending, err := rp.w.LoadRuns(rp.ctx, rp.runs(key, digest))
 	if err != nil {
 		return err
 	}
+	rp.judge(list)
 
 	// Execute.
-	switch decideRun(list, digest, rp.r.recent.Pending(rp.user, digest, list)) {
-	case runWait:
+	switch runs.Decide(list, digest, pending) {
+	case runs.Wait:
 		// Created a moment ago; the cache has not shown it yet.
-		rp.keepStatus, rp.requeue = true, 300*time.Millisecond
+		rp.keepStatus, rp.requeue = true, runs.PendingWait
 		return nil
-	case runCreate:
-		// The cache says create: the API server confirms first (creates
-		// are rare, a duplicate run is not undone).
-		if list, err = rp.listRuns(key, digest, true); err != nil {
-			return err
-		}
-		if decideRun(list, digest, false) != runCreate {
-			break
-		}
+	case runs.Create:
 		created, err := rp.create(run, tg.GVR, digest, tmplName)
 		if created == nil {
 			return err
@@ -431,33 +433,25 @@ func (rp *runnablePass) realize() error {
 }
 
 // selected loads the one object the Runnable's selector matches, or nil
-// (the status says why, or a cache is still syncing).
-func (rp *runnablePass) selected() *unstructured.Unstructured {
+// (the status says why, or a cache is still syncing) and the error to
+// retry.
+func (rp *runnablePass) selected() (*unstructured.Unstructured, error) {
 	s := rp.spec.Selector
 	ns := rp.obj.GetNamespace()
 	gv, err := schema.ParseGroupVersion(s.Resource.APIVersion)
 	if err != nil || s.Resource.Kind == "" {
 		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.resource [%s %s] is not a valid apiVersion and kind", rp.what(), s.Resource.APIVersion, s.Resource.Kind)
-		return nil
+		return nil, nil
 	}
 	gvk := gv.WithKind(s.Resource.Kind)
 	tg, err := rp.w.Resolve(gvk)
-	switch {
-	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		rp.fail(ReasonSelectorMatchError, "%s: spec.selector names kind [%s] in [%s], which the API server does not serve", rp.what(), gvk.Kind, gv)
-		return nil
-	case err != nil:
-		rp.fail(step.ReasonUnknownError, "%v", err)
-		return nil
+	if f := failure.Kind(rp.subject("select", fmt.Sprintf("%s for %s (spec.selector)", gvk.Kind, rp.what()), "a Runnable selects only objects of its own namespace"), gvk.Kind, tg.Namespaced, err); f != nil {
+		return nil, rp.failed(*f, selectReasons)
 	}
 	ls, err := labels.ValidatedSelectorFromSet(s.MatchingLabels)
 	if err != nil {
 		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.selector.matchingLabels: %v", rp.what(), err)
-		return nil
-	}
-	if !tg.Namespaced {
-		rp.fail(ReasonRunnableInvalidSpec, "%s: spec.selector names kind [%s], which is cluster-scoped; a Runnable selects only objects of its own namespace", rp.what(), gvk.Kind)
-		return nil
+		return nil, nil
 	}
 	// The selection sees what the Runnable's service account may list in
 	// its namespace, and nothing else: the watch lists as that account,
@@ -465,19 +459,19 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 	sa := rp.serviceAccount()
 	key := tracking.Key{GVR: tg.GVR, Selector: ls.String(), Namespace: ns, As: ns + "/" + sa}
 	synced := rp.watch.Glance(key)
-	if err := rp.r.m.tracker.Err(key); err != nil && stamp.Classify(err) == stamp.Forbidden {
+	if err := rp.r.m.tracker.Err(key); err != nil && failure.Classify(err) == failure.Forbidden {
 		// Not kept: the watch stops at the end of this reconcile (its
 		// cache, if any, is not used), and RBAC news brings the Runnable
 		// back with a new one.
 		_ = rp.w.Note(err)
 		rp.fail(ReasonSelectorMatchError, "%s: service account [%s/%s] may not list %s in namespace [%s]; spec.selector sees only what it may read", rp.what(), ns, sa, tg.GVR.Resource, ns)
-		return nil
+		return nil, nil
 	}
 	if !synced {
 		rp.watch.Watch(key)
 		rp.selKey = &key
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
-		return nil
+		return nil, nil
 	}
 	rp.watch.Watch(key)
 	rp.selKey = &key
@@ -486,20 +480,22 @@ func (rp *runnablePass) selected() *unstructured.Unstructured {
 	if no != nil {
 		rp.fail(no.reason, "%s", no.message)
 	}
-	return sel
+	return sel, nil
 }
 
-// listRuns returns this Runnable's runs, newest first: those labelled with
-// its name whose controller is this very Runnable (by UID), so that a
-// Runnable deleted and created again does not adopt old runs. live asks the
-// API server rather than the cache.
-func (rp *runnablePass) listRuns(key tracking.Key, digest string, live bool) ([]runs.Run, error) {
-	list, err := rp.w.ListRuns(rp.ctx, stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(), Current: digest, Live: live,
-		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}})
+// runs finds this Runnable's runs: those labelled with its name whose
+// controller is this very Runnable (by UID), so that a Runnable deleted and
+// created again does not adopt old runs.
+func (rp *runnablePass) runs(key tracking.Key, digest string) stamp.RunQuery {
+	return stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(), Current: digest, Memo: rp.user,
+		Labels: labels.Set{LabelRunnableName: rp.obj.GetName()}}
+}
+
+// judge sets the Outcome of every run by the run template's criterion.
+func (rp *runnablePass) judge(list []runs.Run) {
 	for i := range list {
 		list[i].Outcome = runOutcome(rp.crit, list[i].Obj)
 	}
-	return list, err
 }
 
 func (rp *runnablePass) serviceAccount() string {
@@ -518,32 +514,12 @@ func (rp *runnablePass) create(run *unstructured.Unstructured, gvr schema.GroupV
 	what := fmt.Sprintf("%s for %s from ClusterRunTemplate [%s]", run.GetKind(), rp.what(), tmplName)
 	cl, err := rp.r.m.clients.For(ns, sa)
 	if err != nil {
-		rp.fail(step.ReasonServiceAccountError, "unable to create %s: service account [%s/%s]: %v", what, ns, sa, err)
-		return nil, nil
+		return nil, rp.failed(failure.Client(err), runReasons)
 	}
-	created, err := rp.w.Create(rp.ctx, cl, gvr, run, digest)
+	created, err := rp.w.CreateRun(rp.ctx, stamp.For{Client: cl, Owner: rp.obj}, gvr, run, digest, rp.user)
 	if err != nil {
-		switch stamp.Classify(err) {
-		case stamp.Forbidden:
-			rp.fail(ReasonStampedObjectRejected, "unable to create %s: service account [%s/%s] is not allowed: %v", what, ns, sa, err)
-			return nil, nil
-		case stamp.AlreadyExists:
-			rp.fail(ReasonStampedObjectRejected, "unable to create %s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", what, run.GetName())
-			return nil, nil
-		case stamp.Rejected:
-			rp.fail(ReasonStampedObjectRejected, "unable to create %s: %v", what, err)
-			return nil, nil
-		case stamp.Unauthorized:
-			rp.fail(step.ReasonServiceAccountError, "unable to create %s as service account [%s/%s]: %v", what, ns, sa, err)
-			return nil, err
-		default:
-			rp.fail(step.ReasonUnknownError, "unable to create %s: %v", what, err)
-			return nil, err
-		}
+		return nil, rp.failed(failure.Write(rp.subject("create", what, ""), run.GetName(), err), runReasons)
 	}
-	rp.r.recent.Remember(rp.user, digest, string(created.GetUID()))
-	rp.r.m.w.Events.Event(rp.obj, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Created %s %s/%s", created.GetKind(), ns, created.GetName())
-	klog.V(2).InfoS("created run", "runnable", rp.user, "run", created.GetName(), "digest", digest)
 	return created, nil
 }
 

@@ -130,27 +130,6 @@ func runnableForContext(obj *unstructured.Unstructured) map[string]any {
 	return out
 }
 
-// runsDecision is what a Runnable does about a run for its input set.
-type runsDecision int
-
-const (
-	runExists runsDecision = iota // the newest run has these inputs
-	runCreate                     // create one
-	// runWait: one was created a moment ago and the cache does not show
-	// it yet; decide nothing, look again shortly.
-	runWait
-)
-
-func decideRun(list []runs.Run, digest string, pending bool) runsDecision {
-	switch {
-	case !runs.NeedsCreate(list, digest):
-		return runExists
-	case pending:
-		return runWait
-	}
-	return runCreate
-}
-
 // runOutcome judges a run by the run template's criterion (nil: its
 // Succeeded condition, as Cartographer does).
 func runOutcome(crit *api.TemplateSpec, run *unstructured.Unstructured) runs.Outcome {

@@ -131,29 +131,6 @@ func TestStampRun(t *testing.T) {
 	assert.NotEqual(t, d1, d2, "new inputs, new input set")
 }
 
-func TestDecideRun(t *testing.T) {
-	with := func(digest string) []runs.Run {
-		u := taskRun("r", "True", "", "")
-		u.SetLabels(map[string]string{runs.LabelInputDigest: digest})
-		return []runs.Run{runs.FromObject(u, runs.Succeeded)}
-	}
-	tests := []struct {
-		name    string
-		list    []runs.Run
-		pending bool
-		want    runsDecision
-	}{
-		{"no run yet", nil, false, runCreate},
-		{"the newest run has these inputs", with("d1"), false, runExists},
-		{"new inputs", with("d0"), false, runCreate},
-		{"new inputs, a run created a moment ago", with("d0"), true, runWait},
-		{"pending does not matter when a run exists", with("d1"), true, runExists},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, decideRun(tt.list, "d1", tt.pending)) })
-	}
-}
-
 func TestRunsStatus(t *testing.T) {
 	prev := runnableStatus{Outputs: map[string]any{"out": "old"}, LatestRunRef: &runRef{Name: "r0"}, LatestSuccessfulRunRef: &runRef{Name: "r0"}}
 	run := func(u *unstructured.Unstructured) runs.Run { return runs.FromObject(u, runs.TektonOutcome(u)) }

@@ -12,16 +12,13 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -151,20 +148,22 @@ func translateLeaf(s string, seen map[string]bool) string {
 // place. load generates them; the Strategy applies them in that order.
 type runnableWriter struct {
 	noRuns
-	op *ownerPass
+	op *ownerPass // generating the objects: the owner, its chain, its records
+	io *ownerIO
 	sc *stepCtx
 }
 
-func newRunnableWriter(op *ownerPass, sc *stepCtx) stepWriter { return &runnableWriter{op: op, sc: sc} }
+func newRunnableWriter(op *ownerPass, sc *stepCtx) stepIO {
+	return &runnableWriter{op: op, io: op.io(), sc: sc}
+}
 
 // load generates the ClusterRunTemplate and the Runnable from the rendered
 // object (Observed.Objects becomes them, the Runnable primary) and watches
 // the Runnable.
-func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
+func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	op, sc := w.op, w.sc
-	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) (step.Seen, *stepResult) {
-		r := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...)), nil)
-		return step.Seen{}, &r
+	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) (step.Seen, *stepFail) {
+		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...))}
 	}
 	ns, owner := op.owner.GetNamespace(), op.owner.GetName()
 	translated, exprs := translateTemplate(sc.spec.Template)
@@ -235,27 +234,27 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepResult) {
 	rn.SetOwnerReferences([]metav1.OwnerReference{prepare.ControllerReference(op.r.flavor, op.owner)})
 	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
 	o.Desired, o.Digest = rn, ""
-	op.watch.Watch(tracking.Key{GVR: RunnableGVR, Selector: StampedSelector})
-	op.keep.ref(w.ref(rn))
+	w.io.watch.Watch(tracking.Key{GVR: RunnableGVR, Selector: StampedSelector})
+	w.io.keep.ref(w.ref(rn))
 	return step.Seen{}, nil
 }
 
 // write applies the generated objects in the Plan's order.
-func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepResult) {
+func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
 	var got step.Got
 	for _, u := range p.Apply {
 		var live *unstructured.Unstructured
 		if u.GetKind() == api.KindClusterRunTemplate {
-			var stop *stepResult
-			if live, stop = w.op.putRunTemplate(w.sc, u); stop != nil {
+			var stop *stepFail
+			if live, stop = w.putRunTemplate(u); stop != nil {
 				return got, stop
 			}
 		} else {
-			r, ok := w.op.applyGenerated(w.sc, RunnableGVR, tracking.Key{GVR: RunnableGVR, Selector: StampedSelector}, u)
-			if !ok {
-				return got, &r.stepResult
+			t := target{gvr: RunnableGVR, what: fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", u.GetKind(), u.GetName(), w.sc.step.Name, w.sc.kind, w.sc.tmplName)}
+			var stop *stepFail
+			if live, _, stop = w.io.put(w.sc.step.Name, t, u); stop != nil {
+				return got, stop
 			}
-			live = r.live
 		}
 		got.Live, got.Refs = append(got.Live, live), append(got.Refs, w.ref(u))
 	}
@@ -268,37 +267,6 @@ func (w *runnableWriter) ref(u *unstructured.Unstructured) st.StampedRef {
 		gvr = RunTemplateGVR
 	}
 	return st.StampedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Resource: resourceString(gvr)}
-}
-
-type appliedGenerated struct {
-	stepResult
-	live *unstructured.Unstructured
-}
-
-// applyGenerated applies the generated Runnable as the stamping service
-// account: a stamped object like any other, created first, never taken
-// over.
-func (op *ownerPass) applyGenerated(sc *stepCtx, gvr schema.GroupVersionResource, key tracking.Key, desired *unstructured.Unstructured) (appliedGenerated, bool) {
-	what := fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	cached, err := op.w.Live(op.ctx, key, op.watch.Watch, desired.GetNamespace(), desired.GetName())
-	if err != nil {
-		cached = nil // the create decides
-	}
-	cl, err := op.stampClient()
-	if err != nil {
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
-		return appliedGenerated{stepResult: op.stepDone(sc, nil, c, nil)}, false
-	}
-	live, wrote, c, err := op.put(cl, gvr, what, desired, cached)
-	if c != nil {
-		r := op.stepDone(sc, nil, *c, nil)
-		r.err = err
-		return appliedGenerated{stepResult: r}, false
-	}
-	if wrote {
-		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), apply.Describe(live), sc.step.Name)
-	}
-	return appliedGenerated{live: live}, true
 }
 
 // ReasonRunTemplateRecorded (Kontinue, Unknown): the ClusterRunTemplate of
@@ -314,36 +282,32 @@ const recordedDelay = 10 * time.Millisecond
 // Kontinue, only if it is the one the owner's record names
 // (decideRunTemplate): created after its record, applied with the
 // recorded UID as precondition, never an object someone else made.
-func (op *ownerPass) putRunTemplate(sc *stepCtx, desired *unstructured.Unstructured) (*unstructured.Unstructured, *stepResult) {
+func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
+	op, sc := w.op, w.sc
 	name := desired.GetName()
 	what := fmt.Sprintf("ClusterRunTemplate [%s] for step [%s] (template [%s/%s] sets runnable: true)", name, sc.step.Name, sc.kind, sc.tmplName)
-	stop := func(c metav1.Condition, err error) (*unstructured.Unstructured, *stepResult) {
-		r := op.stepDone(sc, nil, c, nil)
-		r.err = err
-		return nil, &r
+	stop := func(c metav1.Condition, err error) (*unstructured.Unstructured, *stepFail) {
+		return nil, &stepFail{cond: c, err: err}
 	}
-	failed := func(err error) (*unstructured.Unstructured, *stepResult) {
-		c, transient := op.applyFailure(what, err)
-		return stop(c, transient)
+	failed := func(err error) (*unstructured.Unstructured, *stepFail) {
+		return nil, w.io.writeFailed(what, err)
 	}
 	rec := op.runTemplateRecord(sc.step.Name, name)
 	legacy := rec == nil && op.legacyRunTemplate(sc.step.Name, name)
 	live, _ := op.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
 	read := false
 	readLive := func() error {
-		got, err := op.r.m.dyn.Resource(RunTemplateGVR).Get(op.ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			live = nil
-		case err != nil:
+		got, err := w.io.w.Read(op.ctx, op.r.m.dyn, RunTemplateGVR, "", name)
+		if err != nil {
 			return err
-		default:
-			tracking.Compact(got)
-			live = got
 		}
-		read = true
+		if got != nil {
+			tracking.Compact(got)
+		}
+		live, read = got, true
 		return nil
 	}
+	kontinue := stamp.For{Client: op.r.m.dyn, Owner: op.owner, Step: sc.step.Name} // its own identity: see above
 	for attempt := 0; ; attempt++ {
 		if attempt > 3 {
 			// Created and gone again between each look: someone races us.
@@ -353,21 +317,17 @@ func (op *ownerPass) putRunTemplate(sc *stepCtx, desired *unstructured.Unstructu
 		case crtRecord:
 			r := st.GeneratedRunTemplate{Step: sc.step.Name, Name: name, Claim: newClaim()}
 			op.setRunTemplateRecord(r)
-			res := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, st.Unknown, ReasonRunTemplateRecorded,
-				fmt.Sprintf("%s is recorded in the %s's status; it is created once the record is kept", what, op.r.flavor.OwnerKind)), nil)
-			res.requeue = recordedDelay
-			return nil, &res
+			return nil, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.Unknown, ReasonRunTemplateRecorded,
+				fmt.Sprintf("%s is recorded in the %s's status; it is created once the record is kept", what, op.r.flavor.OwnerKind)), requeue: recordedDelay}
 		case crtRead:
 			if err := readLive(); err != nil {
 				return failed(err)
 			}
 		case crtCreate:
-			d := withClaim(desired, rec.Claim)
-			created, err := op.w.CreateStamped(op.ctx, op.r.m.dyn, RunTemplateGVR, d)
+			created, err := w.io.w.Create(op.ctx, kontinue, RunTemplateGVR, withClaim(desired, rec.Claim))
 			if err == nil {
 				rec.UID = created.GetUID()
 				op.setRunTemplateRecord(*rec)
-				op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", created.GetKind(), apply.Describe(created), sc.step.Name)
 				return created, nil
 			}
 			if !apierrors.IsAlreadyExists(err) {
@@ -384,9 +344,9 @@ func (op *ownerPass) putRunTemplate(sc *stepCtx, desired *unstructured.Unstructu
 			}
 			rec.UID = live.GetUID()
 			op.setRunTemplateRecord(*rec)
-			return op.applyRunTemplate(sc, what, desired, *rec, live)
+			return w.applyRunTemplate(kontinue, what, desired, *rec, live)
 		case crtApply:
-			return op.applyRunTemplate(sc, what, desired, *rec, live)
+			return w.applyRunTemplate(kontinue, what, desired, *rec, live)
 		case crtRefuse:
 			op.r.m.runnables.waitForName(name, op.r.key(op.owner.GetNamespace(), op.owner.GetName()))
 			return stop(st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf(
@@ -399,45 +359,19 @@ func (op *ownerPass) putRunTemplate(sc *stepCtx, desired *unstructured.Unstructu
 // applyRunTemplate applies a ClusterRunTemplate that is Kontinue's (rec
 // names live's UID), with that UID in the applied object: the API server
 // refuses the write if the name now holds another object, or none.
-func (op *ownerPass) applyRunTemplate(sc *stepCtx, what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepResult) {
-	fail := func(err error) (*unstructured.Unstructured, *stepResult) {
-		c, transient := op.applyFailure(what, err)
-		if apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.uid") {
-			// Deleted or replaced since it was read: decided again from
-			// fresh state.
-			c = st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it changed while being written: %v", what, err))
-			transient = err
-		}
-		r := op.stepDone(sc, nil, c, nil)
-		r.err = transient
-		return nil, &r
-	}
+func (w *runnableWriter) applyRunTemplate(f stamp.For, what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
 	d := withClaim(desired, rec.Claim)
 	d.SetUID(rec.UID)
-	if handOver(d, live) {
-		// Fields the create set and the template no longer has go only once
-		// the create's fields are handed to the apply (as for stamped objects).
-		full, err := op.r.m.dyn.Resource(RunTemplateGVR).Get(op.ctx, d.GetName(), metav1.GetOptions{})
-		if err != nil {
-			return fail(err)
-		}
-		if full.GetUID() != rec.UID {
-			return fail(apierrors.NewConflict(RunTemplateGVR.GroupResource(), d.GetName(), fmt.Errorf("uid is %s, not the recorded %s", full.GetUID(), rec.UID)))
-		}
-		if err := op.w.UpgradeFields(op.ctx, op.r.m.dyn, RunTemplateGVR, full); err != nil {
-			return fail(err)
-		}
-		tracking.Compact(full)
-		live = full
+	out, err := w.io.w.ApplyTo(w.io.ctx, f, RunTemplateGVR, d, live)
+	switch {
+	case err == nil:
+		return out, nil
+	case apierrors.IsConflict(err) || apierrors.IsInvalid(err) && strings.Contains(err.Error(), "metadata.uid"):
+		// Deleted or replaced since it was read: decided again from
+		// fresh state.
+		return nil, &stepFail{err: err, cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it changed while being written: %v", what, err))}
 	}
-	out, wrote, err := op.w.Apply(op.ctx, op.r.m.dyn, RunTemplateGVR, d, live)
-	if err != nil {
-		return fail(err)
-	}
-	if wrote {
-		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s for step [%s]", out.GetKind(), apply.Describe(out), sc.step.Name)
-	}
-	return out, nil
+	return nil, w.io.writeFailed(what, err)
 }
 
 // withClaim is a copy of desired carrying claim (none: as it is).
@@ -658,11 +592,8 @@ func (r *runnableReconciler) removeRunTemplate(ctx context.Context, rec st.Gener
 	live, _ := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", rec.Name)
 	if live == nil {
 		// The cache may not show a create yet: ask.
-		got, err := r.m.dyn.Resource(RunTemplateGVR).Get(ctx, rec.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
+		got, err := r.m.w.Session().Read(ctx, r.m.dyn, RunTemplateGVR, "", rec.Name)
+		if got == nil || err != nil {
 			return err
 		}
 		live = got
@@ -672,7 +603,7 @@ func (r *runnableReconciler) removeRunTemplate(ctx context.Context, rec st.Gener
 		klog.InfoS("left a ClusterRunTemplate that is not the one Kontinue generated", "name", rec.Name, "uid", live.GetUID(), "recorded", rec.UID, "why", why)
 		return nil
 	}
-	if err := r.m.w.Delete(ctx, r.m.dyn, RunTemplateGVR, "", rec.Name, uid); err != nil {
+	if err := r.m.w.Session().Delete(ctx, r.m.dyn, RunTemplateGVR, "", rec.Name, uid); err != nil {
 		return err
 	}
 	klog.InfoS("removed generated ClusterRunTemplate", "name", rec.Name, "uid", uid, "why", why)

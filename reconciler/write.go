@@ -1,25 +1,68 @@
 package reconciler
 
-// The owner's side of reconciler/stamp: where an object goes, applying it
-// as the step's service account, and the step condition an API error ends in.
+// The port between deciding and doing for an owner's steps: the step
+// writers (mutable.go, immutable.go, runnablestep.go) read and write only
+// through an ownerIO, never through the reconcile (ownerPass), and a
+// failure comes back to the executor as a stepFail (execute.go builds the
+// step's status from it).
 
 import (
+	"context"
 	"fmt"
+	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/failure"
+	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
 	"kontinue.dev/kontinue/tracking"
 )
+
+// ownerIO is what a step writer may do for one owner's reconcile: read and
+// write through its stamp Session as its service account, watch, and note
+// the refs it touched (keepSet). It is all writers see of the reconcile.
+type ownerIO struct {
+	ctx     context.Context
+	w       *stamp.Session
+	watch   *tracking.Handle
+	keep    *keepSet
+	owner   *unstructured.Unstructured // events, the controller reference
+	claim   stamp.Owner
+	account api.ServiceAccountRef
+	client  func() (dynamic.Interface, error)
+	user    string     // the owner, for logs and the memory of runs just created
+	labels  labels.Set // what every object stamped for the owner carries
+}
+
+// io is the port the step writers of this reconcile use.
+func (op *ownerPass) io() *ownerIO {
+	f, ns, name := op.r.flavor, op.owner.GetNamespace(), op.owner.GetName()
+	return &ownerIO{ctx: op.ctx, w: op.w, watch: op.watch, keep: op.keep, owner: op.owner,
+		claim: stamp.Owner{Kind: f.OwnerKind, Name: name, UID: op.owner.GetUID()}, account: op.serviceAccount(), client: op.stampClient,
+		user: op.r.user(ns, name), labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: name, f.LabelOwnerNS: ns}}
+}
+
+// stepFail ends a step: a read or write failed and cond says why; err is
+// transient (retry with backoff), requeue a look again soon.
+type stepFail struct {
+	cond    metav1.Condition
+	err     error
+	requeue time.Duration
+}
+
+// failed is the stepFail of a failed call.
+func failed(f failure.Condition) *stepFail {
+	return &stepFail{cond: f.Cond(st.ResourceSubmitted, step.Reasons), err: f.Retry}
+}
 
 // target is where one desired object goes.
 type target struct {
@@ -31,119 +74,64 @@ type target struct {
 
 // resolve maps a desired object to its resource, refuses cluster-scoped
 // kinds, and registers the watch and the ref (so that a step that holds or
-// fails never loses track of its object).
-func (op *ownerPass) resolve(sc *stepCtx, desired *unstructured.Unstructured) (target, *metav1.Condition, error) {
+// fails never loses track of its object). verb and what name the write in
+// messages.
+func (x *ownerIO) resolve(desired *unstructured.Unstructured, verb, what string) (target, *stepFail) {
 	gvk := desired.GroupVersionKind()
-	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", gvk.Kind, desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
-	tg, err := op.w.Resolve(gvk)
-	switch {
-	case err != nil && stamp.Classify(err) == stamp.NotServed:
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err))
-		return target{}, &c, nil
-	case err != nil:
-		c := st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, err.Error())
-		return target{}, &c, err
-	case !tg.Namespaced:
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonStampFailure, fmt.Sprintf("unable to apply %s: kind [%s] is cluster-scoped; stamped objects must live in the %s's namespace", what, gvk.Kind, op.r.flavor.OwnerKind))
-		return target{}, &c, nil
+	tg, err := x.w.Resolve(gvk)
+	if f := failure.Kind(x.subject(verb, what), gvk.Kind, tg.Namespaced, err); f != nil {
+		return target{}, failed(*f)
 	}
 	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
-	op.watch.Watch(t.key)
-	op.keep.ref(t.ref)
-	op.keep.want(t.ref)
-	return t, nil, nil
+	x.watch.Watch(t.key)
+	return t, nil
 }
 
-// stampOne writes one object unless the cached live object already has
-// it, and reports whether the object was written. On failure it returns the
-// step's condition (and a transient error to retry, if retrying can help).
-func (op *ownerPass) stampOne(sc *stepCtx, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-	cached, _ := op.current(t.key, desired.GetNamespace(), desired.GetName())
-	cl, err := op.stampClient()
+// resolveObject is resolve for an object applied in place, whose ref the
+// owner keeps.
+func (x *ownerIO) resolveObject(sc *stepCtx, desired *unstructured.Unstructured) (target, *stepFail) {
+	what := fmt.Sprintf("%s [%s] for step [%s] from template [%s/%s]", desired.GetKind(), desired.GetName(), sc.step.Name, sc.kind, sc.tmplName)
+	t, fail := x.resolve(desired, "apply", what)
+	if fail == nil {
+		x.keep.ref(t.ref)
+		x.keep.want(t.ref)
+	}
+	return t, fail
+}
+
+// put writes one object (stamp.Session.Put) for the step and reports
+// whether it was written.
+func (x *ownerIO) put(stepName string, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *stepFail) {
+	cl, err := x.client()
 	if err != nil {
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, err.Error())
-		return nil, false, &c, nil
+		return nil, false, failed(failure.Client(err))
 	}
-	live, wrote, c, err := op.put(cl, t.gvr, t.what, desired, cached)
-	if c != nil {
-		return nil, false, c, err
-	}
-	if wrote {
-		op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventStampedObjectApplied, "Applied %s %s/%s for step [%s]", live.GetKind(), live.GetNamespace(), live.GetName(), sc.step.Name)
-	}
-	return live, wrote, nil, nil
-}
-
-// put writes desired as cl unless cached (the watch's copy, nil: none)
-// already holds it.
-//   - An object the cache does not have is created: nearly always it is new,
-//     a create costs the API server half of a GET and an apply, and it
-//     cannot take over an object someone else made (AlreadyExists).
-//   - When the name is taken, the object is read as cl, and written only if
-//     this owner stamped it (stamp.Claim).
-//   - An object Kontinue created, about to lose a field, is read too, to
-//     hand the create's fields to the apply (stamp.UpgradeFields) so that
-//     the field is removed. A change that only sets fields needs no hand
-//     over: the apply takes what it changes, and shares what it does not.
-//
-// Then it is server-side applied.
-func (op *ownerPass) put(cl dynamic.Interface, gvr schema.GroupVersionResource, what string, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-	fail := func(err error) (*unstructured.Unstructured, bool, *metav1.Condition, error) {
-		c, transient := op.applyFailure(what, err)
-		return nil, false, &c, transient
-	}
-	if cached == nil {
-		created, err := op.w.CreateStamped(op.ctx, cl, gvr, desired)
-		if err == nil {
-			return created, true, nil, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return fail(err)
-		}
-	}
-	known := cached
-	if cached == nil || handOver(desired, cached) {
-		// Not readable, or gone meanwhile: the apply decides, as it would
-		// have without the read.
-		if full, err := cl.Resource(gvr).Namespace(desired.GetNamespace()).Get(op.ctx, desired.GetName(), metav1.GetOptions{}); err == nil {
-			if c := op.claimed(what, full); c != nil {
-				return nil, false, c, nil
-			}
-			if handOver(desired, full) {
-				if err := op.w.UpgradeFields(op.ctx, cl, gvr, full); err != nil {
-					return fail(err)
-				}
-			}
-			tracking.Compact(full)
-			known = full
-		}
-	} else if c := op.claimed(what, cached); c != nil {
-		return nil, false, c, nil
-	}
-	live, wrote, err := op.w.Apply(op.ctx, cl, gvr, desired, known)
+	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName}
+	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch.Watch, desired)
 	if err != nil {
-		return fail(err)
+		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
 	}
-	return live, wrote, nil, nil
+	return live, wrote, nil
 }
 
-// handOver says whether live's fields must go from Kontinue's create entry
-// to its apply entry before desired is applied: there is a create entry,
-// and the apply would leave out a field live has.
-func handOver(desired, live *unstructured.Unstructured) bool {
-	return tracking.HasUpdateEntry(live) && !apply.UpToDate(desired, live) && apply.Leaves(desired, live)
+// live is the live object (nil: missing), watched for this owner.
+func (x *ownerIO) live(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
+	return x.w.Live(x.ctx, key, x.watch.Watch, namespace, name)
 }
 
-// claimed is the condition that refuses to write to live, an object this
-// owner did not stamp (stamp.Claim); nil when it may.
-func (op *ownerPass) claimed(what string, live *unstructured.Unstructured) *metav1.Condition {
-	owner := stamp.Owner{Kind: op.r.flavor.OwnerKind, Name: op.owner.GetName(), UID: op.owner.GetUID()}
-	if ok, why := stamp.Claim(live, owner); !ok {
-		c := st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf("unable to apply %s: %s", what, why))
-		return &c
+// controls reports whether obj's controller reference names this owner.
+func (x *ownerIO) controls(obj *unstructured.Unstructured) bool {
+	return controlledBy(obj, x.owner.GetUID())
+}
+
+// controlledBy reports whether obj's controller reference names uid.
+func controlledBy(obj *unstructured.Unstructured, uid types.UID) bool {
+	if obj == nil {
+		return false
 	}
-	return nil
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == uid
 }
 
 // current is the live object (nil: missing), watched for this owner.
@@ -151,21 +139,53 @@ func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstruc
 	return op.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
 }
 
-// applyFailure turns an API error into the step's condition. Errors that
-// retrying cannot fix end as a False condition and no retry; they come back
-// when RBAC, discovery, the template or the owner change.
-func (op *ownerPass) applyFailure(what string, err error) (metav1.Condition, error) {
-	sa := op.serviceAccount()
-	switch stamp.Classify(err) {
-	case stamp.Forbidden:
-		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: service account [%s/%s] is not allowed: %v", what, sa.Namespace, sa.Name, err)), nil
-	case stamp.Rejected:
-		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, fmt.Sprintf("unable to apply %s: %v", what, err)), nil
-	case stamp.Unauthorized:
-		return st.Cond(st.ResourceSubmitted, st.False, step.ReasonServiceAccountError, fmt.Sprintf("unable to apply %s as service account [%s/%s]: %v", what, sa.Namespace, sa.Name, err)), err
-	default:
-		return st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: %v", what, err)), err
+// stepRuns finds the step's runs: objects of the kind of key carrying this
+// owner's and step's labels, whose controller is this very owner. digest
+// is the input set rendered now.
+func (x *ownerIO) stepRuns(stepName string, key tracking.Key, digest string) stamp.RunQuery {
+	l := labels.Merge(x.labels, labels.Set{LabelResourceName: stepName})
+	return stamp.RunQuery{Kind: key, Watch: x.watch.Watch, Namespace: x.owner.GetNamespace(), Controller: x.owner.GetUID(), Current: digest,
+		Memo: x.user + "/" + stepName, Labels: l}
+}
+
+// createRun creates a run of the step as the stamping service account
+// (stamp's run protocol).
+func (x *ownerIO) createRun(q stamp.RunQuery, stepName string, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, what string) (*unstructured.Unstructured, *stepFail) {
+	cl, err := x.client()
+	if err != nil {
+		return nil, failed(failure.Client(err))
 	}
+	created, err := x.w.CreateRun(x.ctx, stamp.For{Client: cl, Owner: x.owner, Step: stepName}, gvr, desired, q.Current, q.Memo)
+	if err != nil {
+		return nil, failed(failure.Write(x.subject("create", what), desired.GetName(), err))
+	}
+	return created, nil
+}
+
+// removeRuns deletes the runs retention lets go. A forbidden deletion is
+// not returned (retrying cannot help until RBAC changes): the Session
+// notes it.
+func (x *ownerIO) removeRuns(gvr schema.GroupVersionResource, doomed []runs.Run, why string) error {
+	if len(doomed) == 0 {
+		return nil
+	}
+	cl, err := x.client()
+	if err != nil {
+		return err
+	}
+	_, err = x.w.RemoveRuns(x.ctx, cl, gvr, doomed, x.owner, x.account.Namespace+"/"+x.account.Name, why)
+	return err
+}
+
+// writeFailed is the stepFail of a failed write of what.
+func (x *ownerIO) writeFailed(what string, err error) *stepFail {
+	return failed(failure.Write(x.subject("apply", what), "", err))
+}
+
+// subject names a write of the owner's for failure's messages.
+func (x *ownerIO) subject(verb, what string) failure.Subject {
+	return failure.Subject{Verb: verb, What: what, Account: x.account.Namespace + "/" + x.account.Name,
+		Home: fmt.Sprintf("stamped objects must live in the %s's namespace", x.claim.Kind)}
 }
 
 // serviceAccount is the account whose permissions stamp objects:

@@ -92,6 +92,37 @@ func NeedsCreate(rs []Run, digest string) bool {
 	return len(rs) == 0 || rs[0].Digest != digest
 }
 
+// Decision is what a step or a Runnable does about a run of its current
+// input set.
+type Decision int
+
+// Decisions.
+const (
+	// Exists: the newest run has the current inputs.
+	Exists Decision = iota
+	// Create: create one.
+	Create
+	// Wait: one was created a moment ago and the cache does not show it
+	// yet (Recent.Pending): create nothing, look again after PendingWait.
+	Wait
+)
+
+// PendingWait is how soon a run just created and not in the cache yet is
+// looked for again (the cache lags a create by milliseconds).
+const PendingWait = 300 * time.Millisecond
+
+// Decide says what to do about a run of digest, from the runs (newest
+// first) and whether one was created a moment ago (pending).
+func Decide(rs []Run, digest string, pending bool) Decision {
+	switch {
+	case !NeedsCreate(rs, digest):
+		return Exists
+	case pending:
+		return Wait
+	}
+	return Create
+}
+
 // NewestSucceeded returns the index of the newest succeeded run, or -1.
 // rs must be sorted newest first.
 func NewestSucceeded(rs []Run) int {

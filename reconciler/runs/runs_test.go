@@ -177,3 +177,23 @@ func TestPolicyOf(t *testing.T) {
 	assert.Equal(t, DefaultPolicy, PolicyOf(nil))
 	assert.Equal(t, Policy{3, 0}, PolicyOf(&api.RetentionPolicy{MaxSuccessfulRuns: 3, MaxFailedRuns: -1}))
 }
+
+func TestDecide(t *testing.T) {
+	with := func(digest string) []Run { return []Run{{Name: "r", Digest: digest, Outcome: Succeeded}} }
+	tests := []struct {
+		name    string
+		list    []Run
+		pending bool
+		want    Decision
+	}{
+		{"no run yet", nil, false, Create},
+		{"the newest run has these inputs", with("d1"), false, Exists},
+		{"new inputs", with("d0"), false, Create},
+		{"new inputs, a run created a moment ago", with("d0"), true, Wait},
+		{"no run listed yet, one created a moment ago", nil, true, Wait},
+		{"pending does not matter when a run exists", with("d1"), true, Exists},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, Decide(tt.list, "d1", tt.pending)) })
+	}
+}

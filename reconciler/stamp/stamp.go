@@ -11,17 +11,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -30,6 +26,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -53,11 +50,14 @@ type Writer struct {
 	noted func(applied bool)
 	// written are the records written lately (records.go).
 	written recentWrites
+	// recent are the runs created lately (runs.go), for Runnables and
+	// immutable steps alike.
+	recent *runs.Recent
 }
 
 // NewWriter returns a Writer. noted may be nil.
 func NewWriter(dyn dynamic.Interface, mapper *tracking.Mapper, tracker *tracking.Tracker, events *Events, noted func(applied bool)) *Writer {
-	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted}
+	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted, recent: runs.NewRecent(recentRunTTL)}
 }
 
 func (w *Writer) note(applied bool) {
@@ -75,76 +75,19 @@ type Target struct {
 // Watch is the stamped watch of the target's kind.
 func (t Target) Watch() tracking.Key { return tracking.Key{GVR: t.GVR, Selector: StampedSelector} }
 
-// Resolve maps a kind to its resource and scope. An error is a *Error: the
-// kind is not served (Failure NotServed) or discovery failed (Transient).
-func (w *Writer) Resolve(gvk schema.GroupVersionKind) (Target, error) {
+// Resolve maps a kind to its resource and scope. An error is a
+// *failure.Error: the kind is not served (NotServed) or discovery failed
+// (Transient).
+func (w *Session) Resolve(gvk schema.GroupVersionKind) (_ Target, err error) {
+	defer func() { _ = w.Note(err) }()
 	m, err := w.mapper.Mapping(gvk)
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			return Target{}, &Error{Failure: NotServed, Err: fmt.Errorf("the API server does not serve kind [%s] in [%s]", gvk.Kind, gvk.GroupVersion())}
+			return Target{}, &failure.Error{Class: failure.NotServed, Err: fmt.Errorf("the API server does not serve kind [%s] in [%s]", gvk.Kind, gvk.GroupVersion())}
 		}
-		return Target{}, &Error{Failure: Transient, Err: fmt.Errorf("unable to look up kind [%s]: %w", gvk.Kind, err)}
+		return Target{}, &failure.Error{Class: failure.Transient, Err: fmt.Errorf("unable to look up kind [%s]: %w", gvk.Kind, err)}
 	}
 	return Target{GVR: m.Resource, Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
-}
-
-// Failure says what can make a failed API call succeed.
-type Failure int
-
-// Failures, from an error's point of view.
-const (
-	// Transient: retrying may help (a timeout, a 5xx, a conflict).
-	Transient Failure = iota
-	// NotServed: the kind is not served; news from discovery may help.
-	NotServed
-	// Forbidden: the service account may not; news from RBAC may help.
-	Forbidden
-	// Rejected: the API server refuses the object as it is; only a change
-	// to the template or the owner helps.
-	Rejected
-	// AlreadyExists: a create found the name taken.
-	AlreadyExists
-	// Unauthorized: the impersonated account was not accepted; retried.
-	Unauthorized
-)
-
-// Error is a failed call with its Failure.
-type Error struct {
-	Failure Failure
-	Err     error
-}
-
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// Classify says what can make a failed API call succeed (err is not nil).
-func Classify(err error) Failure {
-	var se *Error
-	switch {
-	case err == nil:
-		return Transient
-	case errors.As(err, &se):
-		return se.Failure
-	case apierrors.IsForbidden(err):
-		return Forbidden
-	case apierrors.IsAlreadyExists(err):
-		return AlreadyExists
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), isSchemaMismatch(err),
-		apierrors.IsNotFound(err), apierrors.IsRequestEntityTooLargeError(err), apierrors.IsUnsupportedMediaType(err), apierrors.IsNotAcceptable(err):
-		return Rejected
-	case apierrors.IsUnauthorized(err):
-		return Unauthorized
-	case meta.IsNoMatchError(err):
-		return NotServed
-	}
-	return Transient
-}
-
-// isSchemaMismatch recognises a server-side apply of a value whose type the
-// kind's schema does not allow (a map where a string goes): the API server
-// reports it without a 4xx code, but retrying cannot fix it.
-func isSchemaMismatch(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "failed to create typed patch object")
 }
 
 // Watch starts or joins a watch for the reconcile at hand and reports
@@ -155,7 +98,8 @@ type Watch func(tracking.Key) bool
 // else from the API server, so that an unchanged object is not written again
 // just because the cache is cold. watch starts the watch if needed (nil only
 // reads a watch someone else keeps). A missing object is (nil, nil).
-func (w *Writer) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (*unstructured.Unstructured, error) {
+func (w *Session) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (_ *unstructured.Unstructured, err error) {
+	defer func() { _ = w.Note(err) }()
 	if watch != nil {
 		watch(key)
 	}
@@ -179,7 +123,8 @@ func (w *Writer) Live(ctx context.Context, key tracking.Key, watch Watch, namesp
 // made (it fails with AlreadyExists). It records Kontinue's fields under an
 // Update entry; UpgradeFields hands them to the apply entry before the
 // object's next write.
-func (w *Writer) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (w *Session) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (_ *unstructured.Unstructured, err error) {
+	defer func() { _ = w.Note(err) }()
 	created, err := resource(cl, gvr, desired.GetNamespace()).Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
 	w.note(true)
 	if err != nil {
@@ -195,7 +140,8 @@ func (w *Writer) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr sc
 // create's entry. live must carry its full managedFields (read from the API
 // server, not the cache); nothing is written when there is nothing to hand
 // over. The patch is conditional on live's resourceVersion.
-func (w *Writer) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, live *unstructured.Unstructured) error {
+func (w *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, live *unstructured.Unstructured) (err error) {
+	defer func() { _ = w.Note(err) }()
 	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
 	if err != nil || patch == nil {
 		return err
@@ -207,7 +153,8 @@ func (w *Writer) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr sc
 
 // Apply server-side applies desired through cl unless cached already holds
 // it, and reports whether the object was written.
-func (w *Writer) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+func (w *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (_ *unstructured.Unstructured, _ bool, err error) {
+	defer func() { _ = w.Note(err) }()
 	if apply.UpToDate(desired, cached) {
 		w.note(false)
 		return cached, false, nil
@@ -220,101 +167,21 @@ func (w *Writer) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.Gro
 	return live, cached == nil || cached.GetResourceVersion() != live.GetResourceVersion(), nil
 }
 
-// Create creates a run through cl, stamped with its input digest and, for
-// people, its creation time (runs.AnnotationCreatedAt: never read).
-func (w *Writer) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
-	obj = obj.DeepCopy()
-	l := obj.GetLabels()
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[runs.LabelInputDigest] = digest
-	obj.SetLabels(l)
-	ann := obj.GetAnnotations()
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[runs.AnnotationCreatedAt] = time.Now().UTC().Format(time.RFC3339Nano)
-	obj.SetAnnotations(ann)
-	created, err := resource(cl, gvr, obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-	w.note(true)
-	return created, err
-}
-
 // Delete deletes obj through cl only if it is still the object seen (UID
 // precondition). Gone or replaced meanwhile is not an error.
-func (w *Writer) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) error {
-	err := deleteObject(ctx, cl, gvr, namespace, name, uid)
+func (w *Session) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) (err error) {
+	defer func() { _ = w.Note(err) }()
+	err = deleteObject(ctx, cl, gvr, namespace, name, uid)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
 	return err
 }
 
-// RunQuery finds the runs of a step or a Runnable.
-type RunQuery struct {
-	Kind      tracking.Key
-	Watch     Watch // starts the watch
-	Namespace string
-	Labels    labels.Set
-	// Controller is the UID the runs' controller reference must name, so
-	// that an owner deleted and created again does not adopt old runs.
-	Controller types.UID
-	// Current is the input digest rendered now: among runs created in the
-	// same second it is the newest (runs.SortNewestFirst).
-	Current string
-	// Live asks the API server even when the cache has synced: before a
-	// create the cache calls for, since a cache can lag for longer than
-	// runs.Recent remembers a create (a watch gap after an outage, a create
-	// whose answer was lost).
-	Live bool
-}
-
-// ListRuns returns the runs newest first (outcome Running: the caller
-// judges them): objects with an input digest, not being deleted, controlled
-// by q.Controller. Before the cache has synced (or when q.Live) it asks the
-// API server, because deciding on an empty cache would create a duplicate.
-func (w *Writer) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
-	sel := labels.SelectorFromSet(q.Labels)
-	var objs []*unstructured.Unstructured
-	if q.Watch(q.Kind) && !q.Live {
-		// The controller index, not the namespace: an owner's reconcile
-		// must not cost a walk over every object of its kind.
-		all, _ := w.tracker.ListControlledBy(q.Kind, q.Controller)
-		for _, o := range all {
-			if o.GetNamespace() == q.Namespace && sel.Matches(labels.Set(o.GetLabels())) {
-				objs = append(objs, o)
-			}
-		}
-	} else {
-		l, err := resource(w.dyn, q.Kind.GVR, q.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			objs = append(objs, &l.Items[i])
-		}
-	}
-	var out []runs.Run
-	for _, o := range objs {
-		if o.GetLabels()[runs.LabelInputDigest] == "" || o.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != q.Controller {
-			continue
-		}
-		out = append(out, runs.FromObject(o, runs.Running))
-	}
-	runs.SortNewestFirst(out, q.Current)
-	return out, nil
-}
-
 // Remove deletes obj through cl (UID precondition) and records on owner
 // that it did, or that account may not ("Removed Kind ns/name <why>").
-func (w *Writer) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error {
+// Delete notes the error.
+func (w *Session) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error {
 	err := w.Delete(ctx, cl, gvr, obj.GetNamespace(), obj.GetName(), obj.GetUID())
 	switch {
 	case err == nil:
@@ -323,22 +190,6 @@ func (w *Writer) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.Gr
 		w.Events.Event(owner, corev1.EventTypeWarning, EventStampedObjectNotRemoved, "Cannot remove %s %s/%s as service account [%s]: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), account, err)
 	}
 	return err
-}
-
-// RemoveRuns removes the runs retention no longer keeps (the caller
-// decided which). It reports whether a deletion was forbidden (retrying
-// cannot help until RBAC changes) and the first other error.
-func (w *Writer) RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (forbidden bool, err error) {
-	for _, d := range doomed {
-		switch e := w.Remove(ctx, cl, gvr, d.Obj, owner, account, why); {
-		case e == nil:
-		case apierrors.IsForbidden(e):
-			forbidden = true
-		case err == nil:
-			err = e
-		}
-	}
-	return forbidden, err
 }
 
 func resource(cl dynamic.Interface, gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
@@ -379,13 +230,14 @@ func StatusDigest(status map[string]any) [32]byte {
 	return sha256.Sum256(b)
 }
 
-// Session is the Writer as one reconcile uses it. It remembers the last
-// failure that only news can fix (Forbidden: RBAC; NotServed: discovery),
-// so that whether a key waits for news is decided in one place, from the
-// error classes, however many calls failed.
+// Session is the Writer as one reconcile uses it: every read and write of
+// stamped objects and runs is a Session's, and notes its error. It
+// remembers the last failure that only news can fix (Forbidden: RBAC;
+// NotServed: discovery), so that whether a key waits for news is decided
+// in one place, from the error classes, however many calls failed.
 type Session struct {
 	*Writer
-	blocking Failure
+	blocking failure.Class
 	blocked  bool
 }
 
@@ -393,7 +245,7 @@ type Session struct {
 func (w *Writer) Session() *Session { return &Session{Writer: w} }
 
 // Blocked returns the failure the reconcile waits on news for (false: none).
-func (s *Session) Blocked() (Failure, bool) { return s.blocking, s.blocked }
+func (s *Session) Blocked() (failure.Class, bool) { return s.blocking, s.blocked }
 
 // Note records err's class when it is one only news can fix; it returns
 // err. The Session's own calls note their errors: callers note only errors
@@ -402,68 +254,8 @@ func (s *Session) Note(err error) error {
 	if err == nil {
 		return nil
 	}
-	if f := Classify(err); f == Forbidden || f == NotServed {
+	if f := failure.Classify(err); f == failure.Forbidden || f == failure.NotServed {
 		s.blocking, s.blocked = f, true
 	}
 	return err
-}
-
-// Resolve is Writer.Resolve, noted.
-func (s *Session) Resolve(gvk schema.GroupVersionKind) (Target, error) {
-	t, err := s.Writer.Resolve(gvk)
-	return t, s.Note(err)
-}
-
-// Live is Writer.Live, noted.
-func (s *Session) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (*unstructured.Unstructured, error) {
-	o, err := s.Writer.Live(ctx, key, watch, namespace, name)
-	return o, s.Note(err)
-}
-
-// Apply is Writer.Apply, noted.
-func (s *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
-	live, wrote, err := s.Writer.Apply(ctx, cl, gvr, desired, cached)
-	return live, wrote, s.Note(err)
-}
-
-// CreateStamped is Writer.CreateStamped, noted.
-func (s *Session) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	created, err := s.Writer.CreateStamped(ctx, cl, gvr, desired)
-	return created, s.Note(err)
-}
-
-// UpgradeFields is Writer.UpgradeFields, noted.
-func (s *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, live *unstructured.Unstructured) error {
-	return s.Note(s.Writer.UpgradeFields(ctx, cl, gvr, live))
-}
-
-// Create is Writer.Create, noted.
-func (s *Session) Create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
-	created, err := s.Writer.Create(ctx, cl, gvr, obj, digest)
-	return created, s.Note(err)
-}
-
-// Delete is Writer.Delete, noted.
-func (s *Session) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) error {
-	return s.Note(s.Writer.Delete(ctx, cl, gvr, namespace, name, uid))
-}
-
-// Remove is Writer.Remove, noted.
-func (s *Session) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error {
-	return s.Note(s.Writer.Remove(ctx, cl, gvr, obj, owner, account, why))
-}
-
-// ListRuns is Writer.ListRuns, noted.
-func (s *Session) ListRuns(ctx context.Context, q RunQuery) ([]runs.Run, error) {
-	list, err := s.Writer.ListRuns(ctx, q)
-	return list, s.Note(err)
-}
-
-// RemoveRuns is Writer.RemoveRuns, noted: a forbidden deletion blocks.
-func (s *Session) RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (bool, error) {
-	forbidden, err := s.Writer.RemoveRuns(ctx, cl, gvr, doomed, owner, account, why)
-	if forbidden {
-		s.blocking, s.blocked = Forbidden, true
-	}
-	return forbidden, s.Note(err)
 }

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kontinue.dev/kontinue/reconciler/failure"
 )
 
 // The status a reconcile computes went through a JSON round trip (float64
@@ -27,45 +29,21 @@ func TestStatusDigestIgnoresNumberTypesAndKeyOrder(t *testing.T) {
 	assert.Equal(t, StatusDigest(nil), StatusDigest(map[string]any(nil)))
 }
 
-func TestClassify(t *testing.T) {
-	gr := schema.GroupResource{Group: "x", Resource: "ys"}
-	tests := []struct {
-		name string
-		err  error
-		want Failure
-	}{
-		{"forbidden waits for RBAC", apierrors.NewForbidden(gr, "a", errors.New("no")), Forbidden},
-		{"invalid is rejected", apierrors.NewInvalid(schema.GroupKind{Kind: "Y"}, "a", nil), Rejected},
-		{"bad request is rejected", apierrors.NewBadRequest("no"), Rejected},
-		{"a type the schema does not allow is rejected", errors.New("failed to create typed patch object (/a): .spec: expected string"), Rejected},
-		{"already exists", apierrors.NewAlreadyExists(gr, "a"), AlreadyExists},
-		{"unauthorized", apierrors.NewUnauthorized("who"), Unauthorized},
-		{"not served", &meta.NoKindMatchError{GroupKind: schema.GroupKind{Kind: "Y"}}, NotServed},
-		{"a timeout is retried", apierrors.NewTimeoutError("slow", 1), Transient},
-		{"a conflict is retried", apierrors.NewConflict(gr, "a", errors.New("rv")), Transient},
-		{"wrapped", &Error{Failure: NotServed, Err: errors.New("x")}, NotServed},
-		{"nil", nil, Transient},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, Classify(tt.err)) })
-	}
-}
-
 // Only failures that news can fix block; the last one noted wins.
 func TestSessionBlocked(t *testing.T) {
 	gr := schema.GroupResource{Group: "x", Resource: "ys"}
 	tests := []struct {
 		name string
 		errs []error
-		want Failure
+		want failure.Class
 		ok   bool
 	}{
 		{"nothing failed", nil, 0, false},
 		{"transient and rejected do not block", []error{apierrors.NewTimeoutError("slow", 1), apierrors.NewBadRequest("no"), nil}, 0, false},
-		{"forbidden waits for RBAC", []error{apierrors.NewForbidden(gr, "a", errors.New("no"))}, Forbidden, true},
-		{"not served waits for discovery", []error{&Error{Failure: NotServed, Err: errors.New("x")}}, NotServed, true},
-		{"a later transient keeps the block", []error{apierrors.NewForbidden(gr, "a", errors.New("no")), apierrors.NewTimeoutError("slow", 1)}, Forbidden, true},
-		{"the last block wins", []error{apierrors.NewForbidden(gr, "a", errors.New("no")), &meta.NoKindMatchError{GroupKind: schema.GroupKind{Kind: "Y"}}}, NotServed, true},
+		{"forbidden waits for RBAC", []error{apierrors.NewForbidden(gr, "a", errors.New("no"))}, failure.Forbidden, true},
+		{"not served waits for discovery", []error{&failure.Error{Class: failure.NotServed, Err: errors.New("x")}}, failure.NotServed, true},
+		{"a later transient keeps the block", []error{apierrors.NewForbidden(gr, "a", errors.New("no")), apierrors.NewTimeoutError("slow", 1)}, failure.Forbidden, true},
+		{"the last block wins", []error{apierrors.NewForbidden(gr, "a", errors.New("no")), &meta.NoKindMatchError{GroupKind: schema.GroupKind{Kind: "Y"}}}, failure.NotServed, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package step
 
 import (
 	"fmt"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -142,12 +141,12 @@ func RunOf(desired *unstructured.Unstructured) (*unstructured.Unstructured, stri
 // unless one exists or was just created; a run the cache does not show yet
 // is looked for again shortly.
 func (s immutable) Start(o Observed, seen Seen) Plan {
-	if runs.NeedsCreate(seen.Runs, o.Digest) {
-		if !seen.Pending {
-			return Plan{Create: o.Desired, phase: phaseCreate, runs: seen.Runs}
-		}
+	switch runs.Decide(seen.Runs, o.Digest, seen.Pending) {
+	case runs.Create:
+		return Plan{Create: o.Desired, phase: phaseCreate, runs: seen.Runs}
+	case runs.Wait:
 		p := s.observe(o, seen.Runs)
-		p.Requeue = 300 * time.Millisecond
+		p.Requeue = runs.PendingWait
 		return p
 	}
 	return s.observe(o, seen.Runs)

@@ -26,6 +26,7 @@ import (
 
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/failure"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
@@ -54,6 +55,11 @@ const (
 	// longer than the template's progressDeadline; the set counts as failed.
 	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
 )
+
+// Reasons name the causes of a step's failed read or write
+// (failure.Condition.Cond of its ResourceSubmitted).
+var Reasons = failure.Reasons{Unknown: ReasonUnknownError, Refused: ReasonRejected, Account: ReasonServiceAccountError,
+	NameTaken: ReasonRejected, Scope: ReasonStampFailure, Taken: ReasonNotOwned}
 
 // AnnotationDigest holds the digest of the object Kontinue last applied: its
 // input set.
