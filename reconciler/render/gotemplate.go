@@ -178,7 +178,7 @@ func childError(engine, subject string, f *childFailure, maxMemory, maxStack int
 	switch {
 	case strings.Contains(f.stderr, "stack overflow"), strings.Contains(f.stderr, "stack exceeds"):
 		return &StampError{Engine: engine, Message: fmt.Sprintf("%s recursed too deeply (more than %d MiB of stack)", subject, maxStack>>20)}, true
-	case strings.Contains(f.stderr, "out of memory"), strings.Contains(f.stderr, "cannot allocate memory"):
+	case outOfMemory(f.stderr):
 		return &StampError{Engine: engine, Message: fmt.Sprintf("%s needs more than %d MiB of memory", subject, maxMemory>>20)}, true
 	}
 	return &StampError{Engine: engine, Message: "the " + engine + " renderer failed: " + f.Error()}, false

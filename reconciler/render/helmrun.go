@@ -106,7 +106,7 @@ func runHelm(ctx context.Context, req *helmRequest, lk Lookup, ns string) (*helm
 	switch {
 	case strings.Contains(msg, "stack overflow"):
 		return nil, &StampError{Engine: HelmName, Message: fmt.Sprintf("the chart failed to render: its templates recursed too deeply (more than %d MiB of stack)", helmMaxStack>>20)}
-	case strings.Contains(msg, "out of memory"), strings.Contains(msg, "cannot allocate memory"):
+	case outOfMemory(msg):
 		return nil, &StampError{Engine: HelmName, Message: fmt.Sprintf("the chart failed to render: its templates need more than %d MiB of memory (a huge count given to until, seq, repeat or the like?)", helmMaxMemory>>20)}
 	}
 	first, _, _ := strings.Cut(msg, "\n")

@@ -163,7 +163,7 @@ func runYtt(ctx context.Context, req []byte) (any, error) {
 		return yttResult{err: &StampError{Engine: YttName, Message: "unable to apply ytt template: ytt: Error: " + stderr.String()}}, nil
 	case strings.Contains(msg, "stack overflow"):
 		return yttResult{err: &StampError{Engine: YttName, Message: fmt.Sprintf("ytt failed: the template recursed too deeply (more than %d MiB of stack)", yttMaxStack>>20)}}, nil
-	case strings.Contains(msg, "out of memory"), strings.Contains(msg, "cannot allocate memory"):
+	case outOfMemory(msg):
 		return yttResult{err: &StampError{Engine: YttName, Message: fmt.Sprintf("ytt failed: the template needs more than %d MiB of memory", yttMaxMemory>>20)}}, nil
 	}
 	first, _, _ := strings.Cut(msg, "\n")
