@@ -511,3 +511,24 @@ subjects: [{kind: ServiceAccount, name: limited}]
 	require.Equal(t, 1, code)
 	require.Contains(t, out, "✗ ServiceAccount "+ns+"/ghost does not exist")
 }
+
+// TestCLICompletionFromCluster: names complete from the cluster, in the
+// namespace of -n, and -n itself completes namespaces (not files).
+func TestCLICompletionFromCluster(t *testing.T) {
+	ns := newNamespace(t)
+	chain := uniq(ns, "chain")
+	apply(t, ns, fourStepChain(ns))
+	apply(t, ns, workloadYAML(ns, "app", chain, ""))
+	complete := func(args ...string) string {
+		var out, errb bytes.Buffer
+		// The word being completed comes last, so the kubeconfig goes first.
+		code := cli.MainContext(context.Background(), append([]string{"__complete", "--kubeconfig", env.kubeconfig}, args...),
+			strings.NewReader(""), &out, &errb)
+		require.Equal(t, 0, code, errb.String())
+		return out.String()
+	}
+	require.Equal(t, "app\n:4\n", complete("-n", ns, "get", "workload", ""))
+	require.Equal(t, "app\n:4\n", complete("reconcile", "workload", "-n", ns, "a"))
+	require.Equal(t, ns+"\n:4\n", complete("get", "workload", "-n", ns))
+	require.Equal(t, ns+"\n:4\n", complete("get", "workload", "--namespace", ns))
+}
