@@ -293,6 +293,16 @@ func checkController(ctx context.Context, c *checker, dyn dynamic.Interface, o *
 		avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
 		want, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
 		if avail > 0 && lease == nil {
+			if id, on := deploymentLeaseID(d); on && id != o.leaseID {
+				c.fail("Deployment %s/kontinue: %d/%d available, with --leader-election-id=%s: check that Lease (kontinue check --leader-election-id %s)", ns, avail, want, id, id)
+				return
+			} else if on {
+				// Its replicas elect a leader, so a running one holds the
+				// Lease: available Pods without it run something else (an
+				// image that is not Kontinue, fake nodes) or lead elsewhere.
+				c.fail("Deployment %s/kontinue: %d/%d available, but no replica holds the Lease %s/%s that its --leader-elect needs: no controller leads (kubectl -n %s logs deployment/kontinue)", ns, avail, want, ns, id, ns)
+				return
+			}
 			c.ok("Deployment %s/kontinue: %d/%d available (no Lease %s: leader election is off?)", ns, avail, want, o.leaseID)
 			return
 		}
@@ -304,6 +314,35 @@ func checkController(ctx context.Context, c *checker, dyn dynamic.Interface, o *
 	if lease == nil {
 		c.fail("no Lease %s and no Deployment kontinue in namespace %s: is the controller running? (a controller run without --leader-elect leaves no trace to find; give --controller-namespace if it runs elsewhere)", o.leaseID, ns)
 	}
+}
+
+// deploymentLeaseID says whether the Deployment's kontinue container runs
+// the controller with leader election (`--leader-elect`, as install.yaml
+// and the chart do), and the Lease it then holds (`--leader-election-id`,
+// default kontinue-leader).
+func deploymentLeaseID(d *unstructured.Unstructured) (id string, on bool) {
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		cm, _ := c.(map[string]any)
+		args, _, _ := unstructured.NestedStringSlice(cm, "args")
+		id, on = DefaultLeaseID, false
+		for i, a := range args {
+			switch {
+			case a == "--leader-elect" || a == "--leader-elect=true":
+				on = true
+			case a == "--leader-elect=false":
+				on = false
+			case strings.HasPrefix(a, "--leader-election-id="):
+				id = strings.TrimPrefix(a, "--leader-election-id=")
+			case a == "--leader-election-id" && i+1 < len(args):
+				id = args[i+1]
+			}
+		}
+		if on {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // ---- RBAC of a chain's service account

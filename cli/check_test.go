@@ -114,3 +114,33 @@ func TestParseServiceAccount(t *testing.T) {
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+func TestDeploymentLeaseID(t *testing.T) {
+	deployment := func(args ...string) *unstructured.Unstructured {
+		a := make([]any, len(args))
+		for i, s := range args {
+			a[i] = s
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "kontinue", "args": a}}}}}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		d      *unstructured.Unstructured
+		wantID string
+		wantOn bool
+	}{
+		{"install.yaml's", deployment("controller", "--leader-elect", "--leader-election-id=kontinue-leader", "--workers=16"), "kontinue-leader", true},
+		{"default id", deployment("controller", "--leader-elect=true"), DefaultLeaseID, true},
+		{"id as two args", deployment("controller", "--leader-elect", "--leader-election-id", "other"), "other", true},
+		{"off", deployment("controller"), "", false},
+		{"turned off later", deployment("controller", "--leader-elect", "--leader-elect=false"), "", false},
+		{"no containers", &unstructured.Unstructured{Object: map[string]any{}}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, on := deploymentLeaseID(tc.d)
+			require.Equal(t, tc.wantOn, on)
+			require.Equal(t, tc.wantID, id)
+		})
+	}
+}

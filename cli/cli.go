@@ -112,6 +112,8 @@ command line to look at and act on what it does.`,
 	root.Flags().Bool("version", false, "print the version and exit (as 'version')")
 	root.SetVersionTemplate("kontinue {{.Version}}\n")
 	a.cluster.Bind(root.PersistentFlags())
+	// -n <TAB> lists namespaces, as kubectl's does (not files).
+	_ = root.RegisterFlagCompletionFunc("namespace", a.completeNamespace)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err.Error()} })
 	root.SetHelpFunc(func(c *cobra.Command, _ []string) { fmt.Fprint(c.OutOrStdout(), a.help(c)) })
 	root.SetUsageFunc(func(c *cobra.Command) error { _, err := fmt.Fprint(c.OutOrStderr(), a.help(c)); return err })

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -43,8 +44,21 @@ func (a *app) completeOwnerAndName(c *cobra.Command, args []string, prefix strin
 	return nil, cobra.ShellCompDirectiveNoFileComp
 }
 
+var namespaceGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// completeNamespace completes -n/--namespace with the cluster's namespaces.
+func (a *app) completeNamespace(c *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	return a.list(c.Context(), namespaceGVR, false, prefix), cobra.ShellCompDirectiveNoFileComp
+}
+
 // names lists the names of kind k in the namespace of the flags.
 func (a *app) names(ctx context.Context, k kindInfo, prefix string) []string {
+	return a.list(ctx, k.gvr(), k.namespaced, prefix)
+}
+
+// list lists the names of a resource (in the flags' namespace when it is
+// namespaced), in one LIST bounded in time.
+func (a *app) list(ctx context.Context, gvr schema.GroupVersionResource, namespaced bool, prefix string) []string {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -54,9 +68,9 @@ func (a *app) names(ctx context.Context, k kindInfo, prefix string) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var r dynamic.ResourceInterface = dyn.Resource(k.gvr())
-	if k.namespaced {
-		r = dyn.Resource(k.gvr()).Namespace(loaded.Namespace)
+	var r dynamic.ResourceInterface = dyn.Resource(gvr)
+	if namespaced {
+		r = dyn.Resource(gvr).Namespace(loaded.Namespace)
 	}
 	list, err := r.List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -254,11 +255,35 @@ func lastSeen(e corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
+// sortTime is when an event last happened, to the nanosecond when it can
+// be told. lastTimestamp has whole seconds, so the events of one reconcile
+// would tie; client-go's recorders name an event "<object>.<UnixNano in
+// hex>" of its first occurrence, which orders them within that second (a
+// name that holds no time of that second changes nothing).
+func sortTime(e corev1.Event) time.Time {
+	t := lastSeen(e)
+	if t.Nanosecond() != 0 {
+		return t
+	}
+	i := strings.LastIndexByte(e.Name, '.')
+	if i < 0 {
+		return t
+	}
+	n, err := strconv.ParseInt(e.Name[i+1:], 16, 64)
+	if err != nil || n <= 0 {
+		return t
+	}
+	if named := time.Unix(0, n); named.Truncate(time.Second).Equal(t) {
+		return named
+	}
+	return t
+}
+
 // sortEvents orders events oldest first (the newest at the bottom, next to
 // the prompt), ties by object and reason.
 func sortEvents(evs []corev1.Event) {
 	sort.SliceStable(evs, func(i, j int) bool {
-		ti, tj := lastSeen(evs[i]), lastSeen(evs[j])
+		ti, tj := sortTime(evs[i]), sortTime(evs[j])
 		if !ti.Equal(tj) {
 			return ti.Before(tj)
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -49,4 +50,35 @@ func TestEventTargets(t *testing.T) {
 		require.True(t, got[want], "%v", want)
 	}
 	require.Len(t, got, 7)
+}
+
+// TestEventsSortedWithinASecond: lastTimestamp has whole seconds, so the
+// events of one reconcile tie; the UnixNano client-go's recorders put in an
+// event's name orders them as they happened, not by object and reason.
+func TestEventsSortedWithinASecond(t *testing.T) {
+	sec := time.Date(2026, 11, 24, 21, 52, 17, 0, time.UTC)
+	ev := func(obj, reason string, nanos int, name string) corev1.Event {
+		if name == "" {
+			name = fmt.Sprintf("web.%x", sec.Add(time.Duration(nanos)).UnixNano())
+		}
+		return corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name}, InvolvedObject: corev1.ObjectReference{Kind: obj, Name: "web"},
+			Reason: reason, LastTimestamp: metav1.NewTime(sec)}
+	}
+	evs := []corev1.Event{
+		ev("Workload", "ResourceHealthyStatusChanged", 900, ""),
+		ev("Deployment", "ScalingReplicaSet", 500, ""),
+		ev("Workload", "StampedObjectApplied", 300, ""),
+		ev("Workload", "ResourceOutputChanged", 100, ""),
+		// No time in its name, or one of another second (an event seen
+		// again later): the second, before those of that second with nanoseconds.
+		ev("Workload", "Aggregated", 0, fmt.Sprintf("web.%x", sec.Add(-time.Hour).UnixNano())),
+		ev("Job", "Completed", 0, "web-tests.custom"),
+	}
+	sortEvents(evs)
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.InvolvedObject.Kind+" "+e.Reason)
+	}
+	require.Equal(t, []string{"Job Completed", "Workload Aggregated", "Workload ResourceOutputChanged", "Workload StampedObjectApplied",
+		"Deployment ScalingReplicaSet", "Workload ResourceHealthyStatusChanged"}, got)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -446,6 +447,27 @@ spec: {holderIdentity: kontinue-abc_123, leaseDurationSeconds: 15, renewTime: %q
 	require.Contains(t, out, "✔ 11 CustomResourceDefinitions of carto.run/v1alpha1 installed, established, served, and the same as this binary's")
 	require.Contains(t, out, "✗ no Lease check-leader and no Deployment kontinue in namespace "+ns)
 
+	// install.yaml's Deployment, its Pods available (as kwok's fake nodes
+	// report them, or an image that is not Kontinue), but no Lease: its
+	// replicas run with --leader-elect, so no controller leads.
+	apply(t, ns, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: kontinue}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: kontinue}}
+  template:
+    metadata: {labels: {app: kontinue}}
+    spec:
+      containers:
+      - {name: kontinue, image: kontinue:latest, args: [controller, --leader-elect, --leader-election-id=check-leader]}
+`)
+	setStatus(t, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, "kontinue", map[string]any{"replicas": int64(2), "availableReplicas": int64(2), "readyReplicas": int64(2)})
+	code, out, _ = check()
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "✗ Deployment "+ns+"/kontinue: 2/2 available, but no replica holds the Lease "+ns+"/check-leader that its --leader-elect needs")
+
 	lease(time.Now())
 	code, out, errOut := check()
 	require.Equal(t, 0, code, out+errOut)
@@ -488,4 +510,25 @@ subjects: [{kind: ServiceAccount, name: limited}]
 	code, out, _ = check("--chain", chain, "-n", ns, "--service-account", "ghost")
 	require.Equal(t, 1, code)
 	require.Contains(t, out, "✗ ServiceAccount "+ns+"/ghost does not exist")
+}
+
+// TestCLICompletionFromCluster: names complete from the cluster, in the
+// namespace of -n, and -n itself completes namespaces (not files).
+func TestCLICompletionFromCluster(t *testing.T) {
+	ns := newNamespace(t)
+	chain := uniq(ns, "chain")
+	apply(t, ns, fourStepChain(ns))
+	apply(t, ns, workloadYAML(ns, "app", chain, ""))
+	complete := func(args ...string) string {
+		var out, errb bytes.Buffer
+		// The word being completed comes last, so the kubeconfig goes first.
+		code := cli.MainContext(context.Background(), append([]string{"__complete", "--kubeconfig", env.kubeconfig}, args...),
+			strings.NewReader(""), &out, &errb)
+		require.Equal(t, 0, code, errb.String())
+		return out.String()
+	}
+	require.Equal(t, "app\n:4\n", complete("-n", ns, "get", "workload", ""))
+	require.Equal(t, "app\n:4\n", complete("reconcile", "workload", "-n", ns, "a"))
+	require.Equal(t, ns+"\n:4\n", complete("get", "workload", "-n", ns))
+	require.Equal(t, ns+"\n:4\n", complete("get", "workload", "--namespace", ns))
 }

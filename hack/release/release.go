@@ -83,7 +83,9 @@ func Release(o Options) (*Result, error) {
 		return nil, fmt.Errorf("REGISTRY %q: the registry and path the image goes to, e.g. ghcr.io/you", o.Registry)
 	}
 	if !strings.HasPrefix(o.DownloadURL, "https://") && !strings.HasPrefix(o.DownloadURL, "http://") {
-		return nil, fmt.Errorf("RELEASE_URL %q: the URL of the folder users download the archives from (the krew manifest names it)", o.DownloadURL)
+		// krew fetches archives over HTTP(S) only: a file:// URL would give a
+		// manifest no one can install from.
+		return nil, fmt.Errorf("RELEASE_URL %q: the http:// or https:// URL of the folder users download the archives from (the krew manifest names it; krew fetches only over HTTP)", o.DownloadURL)
 	}
 	if len(o.Platforms) == 0 {
 		o.Platforms = Platforms

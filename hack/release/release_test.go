@@ -259,6 +259,7 @@ func TestReleaseRefusesBadInput(t *testing.T) {
 		{func(o *Options) { o.Registry = "" }, "REGISTRY"},
 		{func(o *Options) { o.Registry = "ghcr.io/you/" }, "REGISTRY"},
 		{func(o *Options) { o.DownloadURL = "" }, "RELEASE_URL"},
+		{func(o *Options) { o.DownloadURL = "file:///tmp/release/v0.3.1" }, "http:// or https:// URL"},
 	} {
 		o := options(t, root, filepath.Join(t.TempDir(), "x"), never)
 		tc.change(&o)
