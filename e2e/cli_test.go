@@ -404,6 +404,11 @@ source: {component: test-controller}
 		if !strings.Contains(out, "Workload/app") || !strings.Contains(out, "ResourceOutputChanged") {
 			return "no event of the workload's yet:\n" + out
 		}
+		// The stamped objects are those the workload's status lists, which
+		// is written after the events of the same reconcile.
+		if !strings.Contains(out, "Test/app-image") {
+			return "app-image is not in the workload's status yet:\n" + out
+		}
 		return ""
 	})
 	require.True(t, strings.HasPrefix(out, "LAST SEEN   TYPE"), out)
