@@ -20,6 +20,7 @@ import (
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/fresh"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -39,7 +40,7 @@ type ownerReconciler struct {
 
 	writesMu sync.Mutex
 	writes   map[string]ownWrite // status written, not yet seen in the cache
-	stale    staleReads          // status writes refused on a stale copy
+	stale    fresh.Reads         // status writes refused on a stale copy
 }
 
 func newOwnerReconciler(m *Manager, f *Flavor, idx *index) *ownerReconciler {
@@ -120,10 +121,10 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		r.writesMu.Lock()
 		delete(r.writes, user)
 		r.writesMu.Unlock()
-		r.stale.forget(user)
+		r.stale.Forget(user)
 		return Result{}, nil
 	}
-	if r.awaitOwnWrite(user, obj) || r.stale.behind(user, obj.GetResourceVersion()) {
+	if r.awaitOwnWrite(user, obj) || r.stale.Behind(user, obj.GetResourceVersion()) {
 		return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
 	}
 	obj = obj.DeepCopy()
@@ -140,7 +141,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	if err := r.writeStatus(ctx, obj, op); err != nil {
 		if apierrors.IsConflict(err) {
 			// Decided on a stale copy: decide again once the cache has a
-			// newer one (staleReads), not on the same copy with backoff.
+			// newer one (fresh.Reads), not on the same copy with backoff.
 			return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
 		}
 		return Result{}, err
@@ -232,7 +233,7 @@ func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Uns
 		r.recordWrite(user, written)
 	}
 	if apierrors.IsConflict(err) {
-		r.stale.note(user, obj.GetResourceVersion())
+		r.stale.Note(user, obj.GetResourceVersion())
 		r.m.statusConflict(r.flavor.OwnerKind)
 	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -520,23 +521,12 @@ func (op *ownerPass) controls(obj *unstructured.Unstructured) bool {
 	return controlledBy(obj, op.owner.GetUID())
 }
 
-// statusMargin is kept free of the object's limit for what the API server
-// adds to it (managedFields of the status write, timestamps).
-const statusMargin = 64 << 10
-
 // bound keeps the status within what the API server takes for the owner
 // obj (st.Bound), and says what it cut in the StatusTruncated condition,
 // with a Warning event when that changes: a status that fails to write
 // would leave the owner stale for good.
 func (op *ownerPass) bound(obj *unstructured.Unstructured) {
-	rest := make(map[string]any, len(obj.Object))
-	for k, v := range obj.Object {
-		if k != "status" {
-			rest[k] = v
-		}
-	}
-	b, _ := json.Marshal(rest)
-	notes := st.Bound(&op.status, st.ObjectLimit-len(b)-statusMargin)
+	notes := st.Bound(&op.status, st.Free(obj.Object))
 	if len(notes) == 0 {
 		return
 	}
