@@ -24,21 +24,18 @@ type runnableReconciler struct {
 	selMu sync.Mutex
 	bySel map[tracking.Key]map[Key]struct{} // selector watch → Runnables
 	selOf map[Key]tracking.Key              // Runnable → its selector watch
-	// Generated ClusterRunTemplates (runnablestep.go): the records of
-	// deleted owners, by name, until their objects are gone; owners waiting
-	// for a name someone else's object holds; objects logged as unproven.
-	doomed      map[string][]doomedRunTemplate
-	nameWaiters map[string]map[Key]struct{}
-	unproven    map[types.UID]struct{}
+	// gen sweeps the generated ClusterRunTemplates of deleted owners
+	// (runtemplates.go).
+	gen *generatedSweep
 }
 
 func newRunnableReconciler(m *Manager) *runnableReconciler {
 	r := &runnableReconciler{m: m,
-		bySel: map[tracking.Key]map[Key]struct{}{}, selOf: map[Key]tracking.Key{},
-		doomed: map[string][]doomedRunTemplate{}, nameWaiters: map[string]map[Key]struct{}{}, unproven: map[types.UID]struct{}{}}
+		bySel: map[tracking.Key]map[Key]struct{}{}, selOf: map[Key]tracking.Key{}}
 	r.rec = runnable.New(runnable.Env{Tracker: m.tracker, Writer: m.w, Clients: m.clients, AccountExists: m.accountExists,
 		StatusConflict: func() { m.statusConflict(api.KindRunnable) }})
 	r.ctrl = NewController(api.KindRunnable, ReconcileFunc(r.Reconcile))
+	r.gen = newGeneratedSweep(m, r.ctrl.Enqueue)
 	return r
 }
 
@@ -56,7 +53,7 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 		}
 	case k == tracking.Key{GVR: RunTemplateGVR}:
 		if ev.Type == tracking.Deleted {
-			for _, owner := range r.nameFreed(ev.Obj.GetName()) {
+			for _, owner := range r.gen.nameFreed(ev.Obj.GetName()) {
 				r.m.enqueue(owner) // a step refused the object that held the name
 			}
 		}
@@ -65,7 +62,7 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 		}
 	case (k == tracking.Key{GVR: WorkloadGVR} || k == tracking.Key{GVR: DeliverableGVR}) && ev.Type == tracking.Deleted:
 		// The owner's last status records what Kontinue generated for it.
-		r.ownerDeleted(keyOf(flavorOfOwner(k.GVR).OwnerKind, ev.Obj), recordsOf(ev.Obj))
+		r.gen.ownerDeleted(keyOf(flavorOfOwner(k.GVR).OwnerKind, ev.Obj), recordsOf(ev.Obj))
 	case k.Selector == StampedSelector:
 		if name := ev.Obj.GetLabels()[LabelRunnableName]; name != "" {
 			r.ctrl.Enqueue(Key{Kind: api.KindRunnable, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: name}})
@@ -115,7 +112,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	switch key.Kind {
 	case api.KindClusterRunTemplate:
 		r.runTemplateChanged(key.Name)
-		return r.sweep(ctx, key.Name)
+		return r.gen.sweep(ctx, key.Name)
 	case kindServiceAccount:
 		r.m.accountChanged(key.Namespace, key.Name)
 		return Result{}, nil
@@ -124,13 +121,13 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	switch {
 	case out.Gone:
 		r.setSelector(key, nil)
-		r.m.unblockOne(key)
+		r.m.blocked.unblockOne(key)
 	case out.Session != nil:
 		r.setSelector(key, out.Selector)
 		if blocked := blockCauseOf(out.Session); blocked != 0 {
-			r.m.block(key, blocked)
+			r.m.blocked.block(key, blocked)
 		} else {
-			r.m.unblockOne(key)
+			r.m.blocked.unblockOne(key)
 		}
 	}
 	if err != nil {
