@@ -70,7 +70,7 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
 	} else {
 		var c metav1.Condition
-		c, missing = templatesReady(spec, r.m.templateExists)
+		c, missing = templatesReady(spec, r.m.templates.exists)
 		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
 	}
 	var prev struct {

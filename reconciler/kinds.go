@@ -11,10 +11,10 @@ import (
 var (
 	WorkloadGVR       = api.WorkloadGVR
 	DeliverableGVR    = api.DeliverableGVR
-	RunnableGVR       = api.GVR("runnables")
+	RunnableGVR       = api.RunnableGVR
 	SupplyChainGVR    = api.SupplyChainGVR
 	DeliveryGVR       = api.DeliveryGVR
-	RunTemplateGVR    = api.GVR("clusterruntemplates")
+	RunTemplateGVR    = api.RunTemplateGVR
 	CRDGVR            = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	ServiceAccountGVR = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 	rbacGroupVersion  = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}

@@ -13,13 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/fresh"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -39,7 +38,7 @@ type ownerReconciler struct {
 
 	writesMu sync.Mutex
 	writes   map[string]ownWrite // status written, not yet seen in the cache
-	stale    staleReads          // status writes refused on a stale copy
+	stale    fresh.Reads         // status writes refused on a stale copy
 }
 
 func newOwnerReconciler(m *Manager, f *Flavor, idx *index) *ownerReconciler {
@@ -116,14 +115,14 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		// removes them. Drop what this owner held.
 		r.m.tracker.ReleaseAll(user)
 		r.idx.forget(key)
-		r.m.unblockOne(key)
+		r.m.blocked.unblockOne(key)
 		r.writesMu.Lock()
 		delete(r.writes, user)
 		r.writesMu.Unlock()
-		r.stale.forget(user)
+		r.stale.Forget(user)
 		return Result{}, nil
 	}
-	if r.awaitOwnWrite(user, obj) || r.stale.behind(user, obj.GetResourceVersion()) {
+	if r.awaitOwnWrite(user, obj) || r.stale.Behind(user, obj.GetResourceVersion()) {
 		return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
 	}
 	obj = obj.DeepCopy()
@@ -140,7 +139,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	if err := r.writeStatus(ctx, obj, op); err != nil {
 		if apierrors.IsConflict(err) {
 			// Decided on a stale copy: decide again once the cache has a
-			// newer one (staleReads), not on the same copy with backoff.
+			// newer one (fresh.Reads), not on the same copy with backoff.
 			return Result{RequeueAfter: 50 * time.Millisecond, Wait: true}, nil
 		}
 		return Result{}, err
@@ -150,9 +149,9 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	blocked := blockCauseOf(op.w)
 	switch {
 	case blocked != 0:
-		r.m.block(key, blocked)
+		r.m.blocked.block(key, blocked)
 	default:
-		r.m.unblockOne(key)
+		r.m.blocked.unblockOne(key)
 	}
 	if runErr != nil {
 		return Result{}, runErr
@@ -173,74 +172,6 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 // blockedRecheck is how often an owner blocked on RBAC or discovery is
 // looked at again without news.
 const blockedRecheck = 5 * time.Minute
-
-// ownWriteWait bounds how long a reconcile waits for the cache to show the
-// status this controller just wrote.
-const ownWriteWait = time.Second
-
-// recordWrite remembers (as a digest: cheap to keep for every owner) the
-// status just written for an owner.
-func (r *ownerReconciler) recordWrite(user string, status map[string]any) {
-	now := time.Now()
-	d := stamp.StatusDigest(status)
-	r.writesMu.Lock()
-	defer r.writesMu.Unlock()
-	if len(r.writes) >= 1024 {
-		// Owners nobody reconciled since their write: the wait is over.
-		for u, w := range r.writes {
-			if now.Sub(w.at) > ownWriteWait {
-				delete(r.writes, u)
-			}
-		}
-	}
-	r.writes[user] = ownWrite{digest: d, at: now}
-}
-
-// awaitOwnWrite reports whether the cached owner does not show the status
-// this controller wrote moments ago. Its own stamped objects' events
-// re-queue an owner right after its status write; reconciling the stale
-// copy would only fail with a conflict and be retried. The wait is short
-// and bounded: after ownWriteWait the cache is used as it is.
-func (r *ownerReconciler) awaitOwnWrite(user string, obj *unstructured.Unstructured) bool {
-	r.writesMu.Lock()
-	w, ok := r.writes[user]
-	r.writesMu.Unlock()
-	if !ok {
-		return false
-	}
-	cached, _ := obj.Object["status"].(map[string]any)
-	if time.Since(w.at) <= ownWriteWait && stamp.StatusDigest(cached) != w.digest {
-		return true
-	}
-	r.writesMu.Lock()
-	delete(r.writes, user)
-	r.writesMu.Unlock()
-	return false
-}
-
-type ownWrite struct {
-	digest [32]byte
-	at     time.Time
-}
-
-// writeStatus writes the owner's status only when it changed.
-func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, op *ownerPass) error {
-	op.bound(obj)
-	user := r.user(obj.GetNamespace(), obj.GetName())
-	written, err := r.m.w.WriteStatus(ctx, r.flavor.OwnerGVR, obj, op.status)
-	if written != nil {
-		r.recordWrite(user, written)
-	}
-	if apierrors.IsConflict(err) {
-		r.stale.note(user, obj.GetResourceVersion())
-		r.m.statusConflict(r.flavor.OwnerKind)
-	}
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		// The cache is behind: the owner is looked at again once it is not.
-		klog.V(2).InfoS("status write raced; will retry", "owner", user, "err", err.Error())
-	}
-	return err
-}
 
 // ownerPass is the state of one reconcile of one owner ("run" is kept for
 // the objects an immutable step creates).
@@ -340,7 +271,7 @@ func (op *ownerPass) realize() (Result, error) {
 		}
 	}
 	op.r.idx.set(op.r.key(op.owner.GetNamespace(), op.owner.GetName()), op.used())
-	if c, _ := templatesReady(chain.spec, op.r.m.templateExists); c.Status != st.True {
+	if c, _ := templatesReady(chain.spec, op.r.m.templates.exists); c.Status != st.True {
 		op.fail(f.ChainReadyCondition, c.Reason, c.Message)
 		return Result{}, nil
 	}
@@ -414,143 +345,3 @@ func (op *ownerPass) chooseChain() (selector.ChainChoice, *chainSpec) {
 	}
 	return choice, byName[choice.Name]
 }
-
-// removeOrphans deletes objects the previous status listed (in its steps or
-// as orphans) that no step stamps any more, when they still carry this
-// owner's labels. What cannot be deleted stays in status.orphans.
-func (op *ownerPass) removeOrphans() error {
-	var firstErr error
-	orphans := op.keep.orphans(op.prev)
-	op.status.Orphans = nil
-	for _, c := range orphans {
-		if err := op.deleteOrphan(c.key, c.ref, c.step); err != nil {
-			klog.InfoS("could not remove orphaned object; will retry", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()),
-				"object", c.ref.Kind+"/"+c.ref.Name, "err", err.Error())
-			op.status.Orphans = append(op.status.Orphans, c.ref)
-			if apierrors.IsForbidden(err) {
-				continue // retried when RBAC changes, not on a timer
-			}
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
-	}
-	if err := op.removeUnrecorded(); err != nil && firstErr == nil {
-		firstErr = err
-	}
-	if err := op.removeStaleRuns(); err != nil && firstErr == nil {
-		firstErr = err // runs are found by label again on retry
-	}
-	return firstErr
-}
-
-// removeUnrecorded deletes the owner's objects that were applied but never
-// recorded in status, once no step wants them (keepSet.unrecorded decides).
-// They are found in the caches of the kinds the steps stamp; Runnables and
-// run templates are stale-run removal's. What cannot be deleted is listed
-// in status.orphans, so that it is retried like any orphan.
-func (op *ownerPass) removeUnrecorded() error {
-	if !sweepsUnrecorded(op.status) {
-		return nil
-	}
-	f := op.r.flavor
-	ns := op.owner.GetNamespace()
-	sel := labels.SelectorFromSet(labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns})
-	var firstErr error
-	for _, gvr := range op.keep.wantedKinds() {
-		if gvr == RunnableGVR || gvr == RunTemplateGVR {
-			continue
-		}
-		objs, synced := op.r.m.tracker.ListControlledBy(tracking.Key{GVR: gvr, Selector: StampedSelector}, op.owner.GetUID())
-		if !synced {
-			continue // looked at again on a later reconcile
-		}
-		for _, o := range op.keep.unrecorded(op.prev, op.owner.GetUID(), sel, gvr, objs) {
-			ref := st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)}
-			err := op.deleteUnrecorded(gvr, o)
-			if err == nil {
-				continue
-			}
-			klog.InfoS("could not remove an object never recorded in status; will retry", "owner", op.r.user(ns, op.owner.GetName()),
-				"object", ref.Kind+"/"+ref.Name, "err", err.Error())
-			op.status.Orphans = append(op.status.Orphans, ref)
-			if !apierrors.IsForbidden(err) && firstErr == nil {
-				firstErr = err
-			}
-		}
-	}
-	return firstErr
-}
-
-func (op *ownerPass) deleteUnrecorded(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
-	cl, err := op.stampClient()
-	if err != nil {
-		return err
-	}
-	sa := op.serviceAccount()
-	step := obj.GetLabels()[LabelResourceName]
-	return op.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("(applied for step [%s] but never recorded in status, no longer wanted)", step))
-}
-
-func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
-	f := op.r.flavor
-	live, err := op.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, nil, k.namespace, k.name)
-	if err != nil || live == nil {
-		return err
-	}
-	l := live.GetLabels()
-	if l[f.LabelOwnerName] != op.owner.GetName() || l[f.LabelOwnerNS] != op.owner.GetNamespace() || !op.controls(live) {
-		return nil // not ours (any more), or made by someone else since: never delete it
-	}
-	cl, err := op.stampClient()
-	if err != nil {
-		return err
-	}
-	if step == "" {
-		step = "(removed earlier)"
-	}
-	sa := op.serviceAccount()
-	return op.w.Remove(op.ctx, cl, k.gvr, live, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
-}
-
-// controls reports whether obj was stamped by this very owner: its
-// controller reference names the owner's UID. Labels anyone can set are not
-// proof.
-func (op *ownerPass) controls(obj *unstructured.Unstructured) bool {
-	return controlledBy(obj, op.owner.GetUID())
-}
-
-// statusMargin is kept free of the object's limit for what the API server
-// adds to it (managedFields of the status write, timestamps).
-const statusMargin = 64 << 10
-
-// bound keeps the status within what the API server takes for the owner
-// obj (st.Bound), and says what it cut in the StatusTruncated condition,
-// with a Warning event when that changes: a status that fails to write
-// would leave the owner stale for good.
-func (op *ownerPass) bound(obj *unstructured.Unstructured) {
-	rest := make(map[string]any, len(obj.Object))
-	for k, v := range obj.Object {
-		if k != "status" {
-			rest[k] = v
-		}
-	}
-	b, _ := json.Marshal(rest)
-	notes := st.Bound(&op.status, st.ObjectLimit-len(b)-statusMargin)
-	if len(notes) == 0 {
-		return
-	}
-	msg := strings.Join(notes, "; ")
-	c := st.Merge([]metav1.Condition{st.Cond(CondStatusTruncated, st.True, ReasonStatusTooLarge, msg)}, op.prev.Conditions, obj.GetGeneration(), op.now)[0]
-	op.status.Conditions = append(op.status.Conditions, c)
-	if p := st.Find(op.prev.Conditions, CondStatusTruncated); p == nil || p.Message != msg {
-		klog.InfoS("status too large; cut", "owner", op.r.user(obj.GetNamespace(), obj.GetName()), "cut", msg)
-		op.r.m.w.Events.Event(op.owner, corev1.EventTypeWarning, stamp.EventStatusTooLarge, "%s", msg)
-	}
-}
-
-// The condition an owner carries while its status had to be cut.
-const (
-	CondStatusTruncated  = "StatusTruncated"
-	ReasonStatusTooLarge = "StatusTooLarge"
-)

@@ -110,14 +110,14 @@ func (op *ownerPass) prepareEnv() prepare.Env {
 		ChainName: op.chainName, Chain: &op.chain.spec,
 		// Keyed by kind too: a supply chain and a delivery may share a name.
 		Options: func(def api.Step) ([]selector.Candidate, error) {
-			return m.optionCandidates(op.r.flavor.ChainKind+"/"+op.chainName, op.chain.rv, def)
+			return m.templates.options(op.r.flavor.ChainKind+"/"+op.chainName, op.chain.rv, def)
 		},
 		Template: func(kind, name string) (*api.TemplateSpec, error) {
-			tobj := m.template(kind, name)
+			tobj := m.templates.get(kind, name)
 			if tobj == nil {
 				return nil, prepare.ErrNotFound
 			}
-			return m.templateSpec(tobj)
+			return m.templates.spec(tobj)
 		},
 		Engines: m.engines, Getter: render.DynamicGetter(m.dyn), Timeout: m.opts.RenderTimeout,
 		Release: op.helmRelease, // helmrelease.go
@@ -257,11 +257,4 @@ func prevOutputs(p *st.Resource) []st.Output {
 		return nil
 	}
 	return p.Outputs
-}
-
-// noteApply counts applies and skipped no-op applies (metrics).
-func (m *Manager) noteApply(applied bool) {
-	if m.OnApply != nil {
-		m.OnApply(applied)
-	}
 }

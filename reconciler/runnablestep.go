@@ -1,21 +1,13 @@
 package reconciler
 
 import (
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -46,102 +38,6 @@ import (
 // namespaced service account could not be granted a cluster-scoped kind
 // through a RoleBinding anyway. The Runnable, and every run it creates, use
 // the stamping service account.
-
-// AnnotationGeneratedFor names, on a generated ClusterRunTemplate, the owner
-// and step it serves (for people: decisions use the owner's record).
-const AnnotationGeneratedFor = "kontinue.dev/generated-for"
-
-// generatedRunTemplateName is unique per owner kind, namespace, owner and
-// step: readable parts, then a hash of all of them (so that "a-b"/"c" and
-// "a"/"b-c" cannot collide), within the 253 characters of a name.
-func generatedRunTemplateName(ownerKind, ns, owner, step string) string {
-	sum := sha256.Sum256([]byte(ownerKind + "/" + ns + "/" + owner + "/" + step))
-	h := hex.EncodeToString(sum[:])[:10]
-	var b strings.Builder
-	for _, c := range strings.ToLower(ns + "-" + owner + "-" + step) {
-		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' {
-			b.WriteRune(c)
-		} else {
-			b.WriteByte('-')
-		}
-	}
-	base := b.String()
-	if limit := 253 - len(h) - 1; len(base) > limit {
-		base = base[:limit]
-	}
-	base = strings.Trim(base, "-.")
-	if base == "" {
-		return "run-" + h
-	}
-	return base + "-" + h
-}
-
-// runtimeJSON is v as a JSON object of unstructured values.
-func runtimeJSON(v any) (map[string]any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	return m, json.Unmarshal(b, &m)
-}
-
-// quoteKey makes an input name usable inside a path's ['…'].
-var quoteKey = strings.NewReplacer(`\`, `\\`, `'`, `\'`)
-
-// translateTemplate returns a deep copy of tmpl in which every tag $(e)$ of
-// a string leaf reads $(runnable.spec.inputs['e'])$, and the tag
-// expressions found (trimmed, sorted, unique). metadata.name becomes
-// metadata.generateName (name + "-"): each input set is a new object.
-func translateTemplate(tmpl map[string]any) (map[string]any, []string) {
-	seen := map[string]bool{}
-	var walk func(v any) any
-	walk = func(v any) any {
-		switch t := v.(type) {
-		case string:
-			return translateLeaf(t, seen)
-		case map[string]any:
-			out := make(map[string]any, len(t))
-			for k, e := range t {
-				out[k] = walk(e)
-			}
-			return out
-		case []any:
-			out := make([]any, len(t))
-			for i, e := range t {
-				out[i] = walk(e)
-			}
-			return out
-		}
-		return v
-	}
-	out := walk(tmpl).(map[string]any)
-	if md, ok := out["metadata"].(map[string]any); ok {
-		if name, ok := md["name"].(string); ok && name != "" {
-			if _, has := md["generateName"]; !has {
-				md["generateName"] = name + "-"
-			}
-			delete(md, "name")
-		}
-	}
-	exprs := make([]string, 0, len(seen))
-	for e := range seen {
-		exprs = append(exprs, e)
-	}
-	sort.Strings(exprs)
-	return out, exprs
-}
-
-// translateLeaf rewrites the tags of one string. Tags run from "$(" to the
-// first ")$", as in the engine; the template already rendered, so the
-// syntax is known to be good.
-func translateLeaf(s string, seen map[string]bool) string {
-	return render.RewriteTags(s, func(expr string) string {
-		expr = strings.TrimSpace(expr)
-		seen[expr] = true
-		return "runnable.spec.inputs['" + quoteKey.Replace(expr) + "']"
-	})
-}
 
 // How runnable: true steps write: the generated ClusterRunTemplate (as
 // Kontinue) and Runnable (as the stamping service account) applied in
@@ -348,7 +244,7 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 		case crtApply:
 			return w.applyRunTemplate(kontinue, what, desired, *rec, live)
 		case crtRefuse:
-			op.r.m.runnables.waitForName(name, op.r.key(op.owner.GetNamespace(), op.owner.GetName()))
+			op.r.m.runnables.gen.waitForName(name, op.r.key(op.owner.GetNamespace(), op.owner.GetName()))
 			return stop(st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf(
 				"unable to apply %s: a ClusterRunTemplate of that name (uid %s) exists that Kontinue did not generate for this %s; it is left as it is (labels and annotations prove nothing): delete it to let Kontinue generate its own",
 				what, live.GetUID(), op.r.flavor.OwnerKind)), nil)
@@ -440,172 +336,4 @@ func (op *ownerPass) labelledFor(u *unstructured.Unstructured, stepName string) 
 	}
 	l, f := u.GetLabels(), op.r.flavor
 	return l[StampedLabel] == "true" && l[f.LabelOwnerName] == op.owner.GetName() && l[f.LabelOwnerNS] == op.owner.GetNamespace() && l[LabelResourceName] == stepName
-}
-
-// removeStaleRunTemplates deletes the ClusterRunTemplates recorded for this
-// owner whose step no longer generates them (removed, renamed, runnable
-// false), unless the step failed before reaching its Runnable and still
-// points at it (staleRunTemplate). Only the object the record names is
-// deleted; a record goes once its object is gone. Called only when the
-// steps were realized.
-func (op *ownerPass) removeStaleRunTemplates() error {
-	current := map[string]*st.StampedRef{}
-	for i := range op.status.Resources {
-		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
-	}
-	want := func(step string) string {
-		return generatedRunTemplateName(op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step)
-	}
-	var firstErr error
-	var kept []st.GeneratedRunTemplate
-	for _, rec := range op.status.GeneratedRunTemplates {
-		if !staleRunTemplate(rec, op.keep.reached, want, current) {
-			kept = append(kept, rec)
-			continue
-		}
-		why := fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", rec.Step, op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName())
-		if err := op.r.m.runnables.removeRunTemplate(op.ctx, rec, why); err != nil {
-			kept = append(kept, rec) // retried
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
-	}
-	op.status.GeneratedRunTemplates = kept
-	return firstErr
-}
-
-// doomedRunTemplate is a record of an owner that was deleted.
-type doomedRunTemplate struct {
-	owner Key
-	rec   st.GeneratedRunTemplate
-}
-
-// ownerDeleted queues the removal of what a deleted owner's last status
-// records (the delete event carries it). It runs on an informer goroutine:
-// map updates and Enqueue only.
-func (r *runnableReconciler) ownerDeleted(owner Key, recs []st.GeneratedRunTemplate) {
-	if len(recs) == 0 {
-		return
-	}
-	r.selMu.Lock()
-	for _, rec := range recs {
-		r.doomed[rec.Name] = append(r.doomed[rec.Name], doomedRunTemplate{owner: owner, rec: rec})
-	}
-	r.selMu.Unlock()
-	for _, rec := range recs {
-		r.ctrl.Enqueue(Key{Kind: api.KindClusterRunTemplate, NamespacedName: types.NamespacedName{Name: rec.Name}})
-	}
-}
-
-// waitForName wakes owner when the ClusterRunTemplate of that name is
-// deleted (a step refused to touch it: the name may then be free).
-func (r *runnableReconciler) waitForName(name string, owner Key) {
-	r.selMu.Lock()
-	defer r.selMu.Unlock()
-	addTo(r.nameWaiters, name, owner)
-}
-
-// nameFreed returns, and forgets, the owners waiting for the name.
-func (r *runnableReconciler) nameFreed(name string) []Key {
-	r.selMu.Lock()
-	defer r.selMu.Unlock()
-	keys := slices.Collect(maps.Keys(r.nameWaiters[name]))
-	delete(r.nameWaiters, name)
-	return keys
-}
-
-// sweep removes what deleted owners recorded under the name (their last
-// status), and logs a ClusterRunTemplate that carries Kontinue's labels
-// for an owner that is gone but that no record names: Kontinue cannot
-// prove it generated it (its owner went while Kontinue was not running,
-// or a person wrote it), so it is left as it is.
-func (r *runnableReconciler) sweep(ctx context.Context, name string) (Result, error) {
-	r.selMu.Lock()
-	doomed := slices.Clone(r.doomed[name])
-	r.selMu.Unlock()
-	for _, d := range doomed {
-		if err := r.removeRunTemplate(ctx, d.rec, fmt.Sprintf("%s %s is gone", d.owner.Kind, d.owner.NamespacedName)); err != nil {
-			return Result{}, err // kept: retried with backoff
-		}
-		r.selMu.Lock()
-		if i := slices.Index(r.doomed[name], d); i >= 0 {
-			r.doomed[name] = slices.Delete(r.doomed[name], i, i+1)
-		}
-		if len(r.doomed[name]) == 0 {
-			delete(r.doomed, name)
-		}
-		r.selMu.Unlock()
-	}
-	if len(doomed) > 0 {
-		return Result{}, nil
-	}
-	crt, synced := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
-	if crt == nil || !synced {
-		return Result{}, nil
-	}
-	owner, ok := generatedOwner(crt)
-	if !ok {
-		return Result{}, nil
-	}
-	f := WorkloadFlavor
-	if owner.Kind == DeliverableFlavor.OwnerKind {
-		f = DeliverableFlavor
-	}
-	if o, synced := r.m.tracker.Get(tracking.Key{GVR: f.OwnerGVR}, owner.Namespace, owner.Name); o == nil && synced && r.noteUnproven(crt.GetUID()) {
-		klog.InfoS("left a ClusterRunTemplate labelled for an owner that is gone: no record proves Kontinue generated it", "name", name, "uid", crt.GetUID(), "owner", owner.String())
-	}
-	return Result{}, nil
-}
-
-// noteUnproven reports whether an unproven object is seen for the first
-// time (logged once per object and process).
-func (r *runnableReconciler) noteUnproven(uid types.UID) bool {
-	r.selMu.Lock()
-	defer r.selMu.Unlock()
-	if _, seen := r.unproven[uid]; seen {
-		return false
-	}
-	r.unproven[uid] = struct{}{}
-	return true
-}
-
-// generatedOwner is the owner a ClusterRunTemplate's labels name (for the
-// log of sweep only: labels prove nothing).
-func generatedOwner(crt *unstructured.Unstructured) (Key, bool) {
-	l := crt.GetLabels()
-	if l[StampedLabel] != "true" {
-		return Key{}, false
-	}
-	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
-		if n, ns := l[f.LabelOwnerName], l[f.LabelOwnerNS]; n != "" && ns != "" {
-			return Key{Kind: f.OwnerKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: n}}, true
-		}
-	}
-	return Key{}, false
-}
-
-// removeRunTemplate deletes the object rec records, with its UID as
-// precondition (ownedRunTemplate): nil once it is gone, or when the name
-// holds an object that is not the one recorded (left as it is).
-func (r *runnableReconciler) removeRunTemplate(ctx context.Context, rec st.GeneratedRunTemplate, why string) error {
-	live, _ := r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", rec.Name)
-	if live == nil {
-		// The cache may not show a create yet: ask.
-		got, err := r.m.w.Session().Read(ctx, r.m.dyn, RunTemplateGVR, "", rec.Name)
-		if got == nil || err != nil {
-			return err
-		}
-		live = got
-	}
-	uid, ours := ownedRunTemplate(rec, seenOf(live, false))
-	if !ours {
-		klog.InfoS("left a ClusterRunTemplate that is not the one Kontinue generated", "name", rec.Name, "uid", live.GetUID(), "recorded", rec.UID, "why", why)
-		return nil
-	}
-	if err := r.m.w.Session().Delete(ctx, r.m.dyn, RunTemplateGVR, "", rec.Name, uid); err != nil {
-		return err
-	}
-	klog.InfoS("removed generated ClusterRunTemplate", "name", rec.Name, "uid", uid, "why", why)
-	return nil
 }

@@ -14,21 +14,33 @@ import (
 	"kontinue.dev/kontinue/tracking"
 )
 
-// templateSpec decodes a template once per resourceVersion and validates
-// its rules.
-func (m *Manager) templateSpec(obj *unstructured.Unstructured) (*api.TemplateSpec, error) {
+// templates reads templates from the tracker's cache and decodes each
+// version once; it compiles a step's options once per chain version.
+type templates struct {
+	tracker *tracking.Tracker
+
+	tmplMu    sync.Mutex
+	tmplCache map[string]*cachedTemplate
+	optMu     sync.Mutex
+	optCache  map[string]cachedOptions
+}
+
+func newTemplates(t *tracking.Tracker) *templates {
+	return &templates{tracker: t, tmplCache: map[string]*cachedTemplate{}, optCache: map[string]cachedOptions{}}
+}
+
+// spec decodes a template once per resourceVersion and validates its
+// rules.
+func (t *templates) spec(obj *unstructured.Unstructured) (*api.TemplateSpec, error) {
 	key := obj.GetKind() + "/" + obj.GetName()
-	m.tmplMu.Lock()
-	defer m.tmplMu.Unlock()
-	if m.tmplCache == nil {
-		m.tmplCache = map[string]*cachedTemplate{}
-	}
-	if c, ok := m.tmplCache[key]; ok && c.rv == obj.GetResourceVersion() {
+	t.tmplMu.Lock()
+	defer t.tmplMu.Unlock()
+	if c, ok := t.tmplCache[key]; ok && c.rv == obj.GetResourceVersion() {
 		return c.spec, c.err
 	}
 	c := &cachedTemplate{rv: obj.GetResourceVersion()}
 	c.spec, c.err = prepare.DecodeTemplate(obj)
-	m.tmplCache[key] = c
+	t.tmplCache[key] = c
 	return c.spec, c.err
 }
 
@@ -38,22 +50,19 @@ type cachedTemplate struct {
 	err  error
 }
 
-// optionCandidates compiles a step's options once per chain version.
-func (m *Manager) optionCandidates(chain, rv string, def api.Step) ([]selector.Candidate, error) {
+// options compiles a step's options once per chain version.
+func (t *templates) options(chain, rv string, def api.Step) ([]selector.Candidate, error) {
 	key := chain + "/" + def.Name
-	m.optMu.Lock()
-	defer m.optMu.Unlock()
-	if m.optCache == nil {
-		m.optCache = map[string]cachedOptions{}
-	}
-	if c, ok := m.optCache[key]; ok && c.rv == rv {
+	t.optMu.Lock()
+	defer t.optMu.Unlock()
+	if c, ok := t.optCache[key]; ok && c.rv == rv {
 		return c.cands, nil
 	}
 	cands, err := prepare.Options(def)
 	if err != nil {
 		return nil, err
 	}
-	m.optCache[key] = cachedOptions{rv: rv, cands: cands}
+	t.optCache[key] = cachedOptions{rv: rv, cands: cands}
 	return cands, nil
 }
 
@@ -75,16 +84,16 @@ func templateNames(ref api.StepTemplateRef) []string {
 	return out
 }
 
-// templateExists reports whether the cache holds the template.
-func (m *Manager) templateExists(kind, name string) bool { return m.template(kind, name) != nil }
+// exists reports whether the cache holds the template.
+func (t *templates) exists(kind, name string) bool { return t.get(kind, name) != nil }
 
-// template returns a template from the cache, or nil.
-func (m *Manager) template(kind, name string) *unstructured.Unstructured {
+// get returns a template from the cache, or nil.
+func (t *templates) get(kind, name string) *unstructured.Unstructured {
 	gvr, ok := templateGVRByKind[kind]
 	if !ok {
 		return nil
 	}
-	obj, _ := m.tracker.Get(tracking.Key{GVR: gvr}, "", name)
+	obj, _ := t.tracker.Get(tracking.Key{GVR: gvr}, "", name)
 	return obj
 }
 

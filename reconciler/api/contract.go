@@ -12,12 +12,14 @@ func GVR(resource string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: Group, Version: Version, Resource: resource}
 }
 
-// Resources of the owner and chain kinds.
+// Resources of the owner, chain and Runnable kinds.
 var (
 	WorkloadGVR    = GVR("workloads")
 	DeliverableGVR = GVR("deliverables")
 	SupplyChainGVR = GVR("clustersupplychains")
 	DeliveryGVR    = GVR("clusterdeliveries")
+	RunnableGVR    = GVR("runnables")
+	RunTemplateGVR = GVR("clusterruntemplates")
 )
 
 // Labels Kontinue puts on what it stamps.

@@ -19,6 +19,23 @@ const (
 	MessageLimit = 32 << 10
 )
 
+// statusMargin is kept free of the object's limit for what the API server
+// adds to it (managedFields of the status write, timestamps).
+const statusMargin = 64 << 10
+
+// Free is how much room the status of obj may take: the object's limit
+// less the rest of the object and statusMargin.
+func Free(obj map[string]any) int {
+	rest := make(map[string]any, len(obj))
+	for k, v := range obj {
+		if k != "status" {
+			rest[k] = v
+		}
+	}
+	b, _ := json.Marshal(rest)
+	return ObjectLimit - len(b) - statusMargin
+}
+
 // Bound cuts what makes s too large and says what it cut, one sentence per
 // cut (nil: nothing was cut). free is what the status may take: the
 // object's limit less the rest of the object. Per field first (FieldLimit,

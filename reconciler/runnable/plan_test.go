@@ -1,4 +1,4 @@
-package reconciler
+package runnable
 
 import (
 	"context"
@@ -112,9 +112,9 @@ func TestStampRun(t *testing.T) {
 			assert.Equal(t, "git://a", run.Object["spec"].(map[string]any)["url"])
 			assert.Equal(t, "pipeline", run.Object["spec"].(map[string]any)["sel"])
 			l := run.GetLabels()
-			assert.Equal(t, "true", l[StampedLabel])
-			assert.Equal(t, "lint", l[LabelRunnableName])
-			assert.Equal(t, "tmpl", l[LabelRunTemplateName])
+			assert.Equal(t, "true", l[api.StampedLabel])
+			assert.Equal(t, "lint", l[api.LabelRunnableName])
+			assert.Equal(t, "tmpl", l[api.LabelRunTemplateName])
 			c := metav1.GetControllerOf(run)
 			require.NotNil(t, c)
 			assert.Equal(t, "u-1", string(c.UID))
@@ -132,7 +132,7 @@ func TestStampRun(t *testing.T) {
 }
 
 func TestRunsStatus(t *testing.T) {
-	prev := runnableStatus{Outputs: map[string]any{"out": "old"}, LatestRunRef: &runRef{Name: "r0"}, LatestSuccessfulRunRef: &runRef{Name: "r0"}}
+	prev := Status{Outputs: map[string]any{"out": "old"}, LatestRunRef: &runRef{Name: "r0"}, LatestSuccessfulRunRef: &runRef{Name: "r0"}}
 	run := func(u *unstructured.Unstructured) runs.Run { return runs.FromObject(u, runs.TektonOutcome(u)) }
 	outs := map[string]string{"out": ".status.out"}
 	tests := []struct {
@@ -253,7 +253,7 @@ func TestRunOutcomeByCriterion(t *testing.T) {
 	// The newest run failing by the criterion: outputs stay the last
 	// success's, the condition is False.
 	list := []runs.Run{runs.FromObject(phase("r2", "Error", 1, 1), runs.Failed), runs.FromObject(phase("r1", "Done", 1, 1), runs.Succeeded)}
-	s, _, stamped := runsStatus(runnableStatus{}, list, map[string]string{"phase": "status.phase"}, completion, "tmpl")
+	s, _, stamped := runsStatus(Status{}, list, map[string]string{"phase": "status.phase"}, completion, "tmpl")
 	assert.Equal(t, map[string]any{"phase": "Done"}, s.Outputs)
 	assert.Equal(t, "r1", s.LatestSuccessfulRunRef.Name)
 	require.NotNil(t, stamped)

@@ -1,4 +1,6 @@
-package reconciler
+// Package fresh keeps a reconcile from deciding twice on a cached copy it
+// knows is stale.
+package fresh
 
 import (
 	"sync"
@@ -10,7 +12,7 @@ import (
 // it the cache is used as it is.
 const staleWait = 5 * time.Second
 
-// staleReads remembers, per key, the resourceVersion of a cached copy known
+// Reads remembers, per key, the resourceVersion of a cached copy known
 // to be stale: one a status write was refused on (409 Conflict: the cache
 // is behind), or one a status write of this controller just replaced. The
 // key is reconciled again only once its cache shows a newer copy, instead
@@ -18,7 +20,7 @@ const staleWait = 5 * time.Second
 // backoff: a status write is made from a fresh read. A status-only change
 // of an owner or a Runnable does not enqueue it, so the key looks again
 // on its own (a wait, backed off).
-type staleReads struct {
+type Reads struct {
 	mu sync.Mutex
 	m  map[string]staleRead
 }
@@ -28,8 +30,8 @@ type staleRead struct {
 	at time.Time
 }
 
-// note records that key's cached copy at resourceVersion rv is stale.
-func (s *staleReads) note(key, rv string) {
+// Note records that key's cached copy at resourceVersion rv is stale.
+func (s *Reads) Note(key, rv string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -38,9 +40,9 @@ func (s *staleReads) note(key, rv string) {
 	s.m[key] = staleRead{rv: rv, at: time.Now()}
 }
 
-// behind reports whether the cached copy of key (at resourceVersion rv) is
+// Behind reports whether the cached copy of key (at resourceVersion rv) is
 // still the one a write conflicted on, within staleWait.
-func (s *staleReads) behind(key, rv string) bool {
+func (s *Reads) Behind(key, rv string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.m[key]
@@ -54,8 +56,8 @@ func (s *staleReads) behind(key, rv string) bool {
 	return false
 }
 
-// forget drops key (deleted).
-func (s *staleReads) forget(key string) {
+// Forget drops key (deleted).
+func (s *Reads) Forget(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, key)

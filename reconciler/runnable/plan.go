@@ -1,9 +1,9 @@
-package reconciler
+package runnable
 
 // The Runnable reconciler's decisions, without the API server: which object
 // the selector picks, the run a ClusterRunTemplate stamps, whether a run is
 // created, which runs retention lets go, and the status the runs give. The
-// reconciler (runnable.go) loads what they need and executes what they
+// reconciler (reconcile.go, realize.go) loads what they need and executes what they
 // decide.
 
 import (
@@ -97,9 +97,9 @@ func stampRun(ctx context.Context, obj *unstructured.Unstructured, rt api.RunTem
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[StampedLabel] = "true"
-	l[LabelRunnableName] = obj.GetName()
-	l[LabelRunTemplateName] = tmplName
+	l[api.StampedLabel] = "true"
+	l[api.LabelRunnableName] = obj.GetName()
+	l[api.LabelRunTemplateName] = tmplName
 	run.SetLabels(l)
 	run.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: api.Group + "/" + api.Version, Kind: api.KindRunnable,
@@ -169,8 +169,8 @@ func runCondition(crit *api.TemplateSpec, run *unstructured.Unstructured) metav1
 // (StampedObjectCondition; nil: no run, the previous one stays) and the
 // outputs of the newest succeeded run. RunTemplateReady says when those
 // outputs cannot be read.
-func runsStatus(prev runnableStatus, list []runs.Run, outs map[string]string, crit *api.TemplateSpec, tmplName string) (runnableStatus, metav1.Condition, *metav1.Condition) {
-	s := runnableStatus{Outputs: prev.Outputs, LatestRunRef: prev.LatestRunRef, LatestSuccessfulRunRef: prev.LatestSuccessfulRunRef}
+func runsStatus(prev Status, list []runs.Run, outs map[string]string, crit *api.TemplateSpec, tmplName string) (Status, metav1.Condition, *metav1.Condition) {
+	s := Status{Outputs: prev.Outputs, LatestRunRef: prev.LatestRunRef, LatestSuccessfulRunRef: prev.LatestSuccessfulRunRef}
 	rtReady := st.Cond(CondRunTemplateReady, st.True, ReasonRunTemplateFound, "")
 	var stamped *metav1.Condition
 	if len(list) > 0 {

@@ -1,0 +1,262 @@
+package reconciler
+
+// The cleanup stage of an owner's reconcile, after its steps: orphans
+// (objects its status pointed at that no step stamps now), objects applied
+// but never recorded, runs of immutable steps that no longer create them,
+// and generated ClusterRunTemplates no step generates. keep.go decides
+// what goes; this deletes it through stamp, with UID preconditions.
+
+import (
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/reconciler/runs"
+	"kontinue.dev/kontinue/reconciler/stamp"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// removeOrphans deletes objects the previous status listed (in its steps or
+// as orphans) that no step stamps any more, when they still carry this
+// owner's labels. What cannot be deleted stays in status.orphans.
+func (op *ownerPass) removeOrphans() error {
+	var firstErr error
+	orphans := op.keep.orphans(op.prev)
+	op.status.Orphans = nil
+	for _, c := range orphans {
+		if err := op.deleteOrphan(c.key, c.ref, c.step); err != nil {
+			klog.InfoS("could not remove orphaned object; will retry", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()),
+				"object", c.ref.Kind+"/"+c.ref.Name, "err", err.Error())
+			op.status.Orphans = append(op.status.Orphans, c.ref)
+			if apierrors.IsForbidden(err) {
+				continue // retried when RBAC changes, not on a timer
+			}
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if err := op.removeUnrecorded(); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if err := op.removeStaleRuns(); err != nil && firstErr == nil {
+		firstErr = err // runs are found by label again on retry
+	}
+	return firstErr
+}
+
+// removeUnrecorded deletes the owner's objects that were applied but never
+// recorded in status, once no step wants them (keepSet.unrecorded decides).
+// They are found in the caches of the kinds the steps stamp; Runnables and
+// run templates are stale-run removal's. What cannot be deleted is listed
+// in status.orphans, so that it is retried like any orphan.
+func (op *ownerPass) removeUnrecorded() error {
+	if !sweepsUnrecorded(op.status) {
+		return nil
+	}
+	f := op.r.flavor
+	ns := op.owner.GetNamespace()
+	sel := labels.SelectorFromSet(labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns})
+	var firstErr error
+	for _, gvr := range op.keep.wantedKinds() {
+		if gvr == RunnableGVR || gvr == RunTemplateGVR {
+			continue
+		}
+		objs, synced := op.r.m.tracker.ListControlledBy(tracking.Key{GVR: gvr, Selector: StampedSelector}, op.owner.GetUID())
+		if !synced {
+			continue // looked at again on a later reconcile
+		}
+		for _, o := range op.keep.unrecorded(op.prev, op.owner.GetUID(), sel, gvr, objs) {
+			ref := st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)}
+			err := op.deleteUnrecorded(gvr, o)
+			if err == nil {
+				continue
+			}
+			klog.InfoS("could not remove an object never recorded in status; will retry", "owner", op.r.user(ns, op.owner.GetName()),
+				"object", ref.Kind+"/"+ref.Name, "err", err.Error())
+			op.status.Orphans = append(op.status.Orphans, ref)
+			if !apierrors.IsForbidden(err) && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
+}
+
+func (op *ownerPass) deleteUnrecorded(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+	cl, err := op.stampClient()
+	if err != nil {
+		return err
+	}
+	sa := op.serviceAccount()
+	step := obj.GetLabels()[LabelResourceName]
+	return op.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("(applied for step [%s] but never recorded in status, no longer wanted)", step))
+}
+
+func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
+	f := op.r.flavor
+	live, err := op.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, nil, k.namespace, k.name)
+	if err != nil || live == nil {
+		return err
+	}
+	l := live.GetLabels()
+	if l[f.LabelOwnerName] != op.owner.GetName() || l[f.LabelOwnerNS] != op.owner.GetNamespace() || !op.controls(live) {
+		return nil // not ours (any more), or made by someone else since: never delete it
+	}
+	cl, err := op.stampClient()
+	if err != nil {
+		return err
+	}
+	if step == "" {
+		step = "(removed earlier)"
+	}
+	sa := op.serviceAccount()
+	return op.w.Remove(op.ctx, cl, k.gvr, live, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
+}
+
+// controls reports whether obj was stamped by this very owner: its
+// controller reference names the owner's UID. Labels anyone can set are not
+// proof.
+func (op *ownerPass) controls(obj *unstructured.Unstructured) bool {
+	return controlledBy(obj, op.owner.GetUID())
+}
+
+// deleteRun deletes a run as the stamping service account, only if it is
+// still the object we saw (UID precondition).
+func (op *ownerPass) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, why string) error {
+	cl, err := op.stampClient()
+	if err != nil {
+		return err
+	}
+	sa := op.serviceAccount()
+	return op.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, "("+why+")")
+}
+
+// removeStaleRuns deletes the runs of immutable steps that no longer need
+// them: the step left the chain, was renamed, or its template became
+// mutable or stamps another kind. Runs are found by label, not by status
+// refs (retention keeps runs that status no longer names). Nothing is
+// deleted when the steps were not realized in this reconcile (bad input must
+// never delete objects), nor the runs of a step that failed before reaching
+// its runs and still points at one.
+func (op *ownerPass) removeStaleRuns() error {
+	if st.Find(op.status.Conditions, st.ResourcesSubmitted) == nil {
+		return nil
+	}
+	err := op.removeStaleRunTemplates()
+	if err2 := op.removeStaleRunObjects(); err == nil {
+		err = err2
+	}
+	return err
+}
+
+func (op *ownerPass) removeStaleRunObjects() error {
+	current := map[string]*st.StampedRef{}
+	for i := range op.status.Resources {
+		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
+	}
+	// Kinds worth a look: those of a referenced object that is a run, is
+	// gone (orphan removal may just have deleted the newest run), or is not
+	// known yet. Kinds of live mutable objects cost nothing.
+	refs := append([]st.StampedRef(nil), op.prev.Orphans...)
+	for _, list := range [][]st.Resource{op.prev.Resources, op.status.Resources} {
+		for _, res := range list {
+			refs = append(refs, refsOf(res)...)
+		}
+	}
+	gvrs := map[schema.GroupVersionResource]bool{}
+	for _, ref := range refs {
+		k := refKeyOf(ref)
+		if gvrs[k.gvr] {
+			continue
+		}
+		o, synced := op.r.m.tracker.Get(tracking.Key{GVR: k.gvr, Selector: StampedSelector}, k.namespace, k.name)
+		gvrs[k.gvr] = !synced || o == nil || o.GetLabels()[runs.LabelInputDigest] != ""
+	}
+	var firstErr error
+	for gvr, look := range gvrs {
+		if !look {
+			continue
+		}
+		key := tracking.Key{GVR: gvr, Selector: StampedSelector}
+		objs, err := op.ownerRuns(key)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		for _, o := range objs {
+			if !op.keep.has(refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}) {
+				op.watch.Watch(key) // watch until they are gone
+				break
+			}
+		}
+		for _, o := range op.keep.staleRuns(gvr, objs, current) {
+			step := o.GetLabels()[LabelResourceName]
+			if err := op.deleteRun(gvr, o, fmt.Sprintf("step [%s] no longer creates runs", step)); err != nil {
+				// Listed in status.orphans, so the next reconcile looks again
+				// even when no step names this kind any more.
+				op.status.Orphans = append(op.status.Orphans, st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(),
+					Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)})
+				if !apierrors.IsForbidden(err) && firstErr == nil {
+					firstErr = err
+				}
+			}
+		}
+	}
+	return firstErr
+}
+
+// ownerRuns lists the owner's runs of a kind: from the cache, or from the
+// API server while the cache is not synced (a kind no step stamps any more
+// may have no watch left after a restart).
+func (op *ownerPass) ownerRuns(key tracking.Key) ([]*unstructured.Unstructured, error) {
+	f := op.r.flavor
+	ns := op.owner.GetNamespace()
+	list, err := op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Glance, Namespace: ns, Controller: op.owner.GetUID(),
+		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns}})
+	out := make([]*unstructured.Unstructured, len(list))
+	for i, r := range list {
+		out[i] = r.Obj
+	}
+	return out, err
+}
+
+// removeStaleRunTemplates deletes the ClusterRunTemplates recorded for this
+// owner whose step no longer generates them (removed, renamed, runnable
+// false), unless the step failed before reaching its Runnable and still
+// points at it (staleRunTemplate). Only the object the record names is
+// deleted; a record goes once its object is gone. Called only when the
+// steps were realized.
+func (op *ownerPass) removeStaleRunTemplates() error {
+	current := map[string]*st.StampedRef{}
+	for i := range op.status.Resources {
+		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
+	}
+	want := func(step string) string {
+		return generatedRunTemplateName(op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step)
+	}
+	var firstErr error
+	var kept []st.GeneratedRunTemplate
+	for _, rec := range op.status.GeneratedRunTemplates {
+		if !staleRunTemplate(rec, op.keep.reached, want, current) {
+			kept = append(kept, rec)
+			continue
+		}
+		why := fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", rec.Step, op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName())
+		if err := op.r.m.runnables.gen.removeRunTemplate(op.ctx, rec, why); err != nil {
+			kept = append(kept, rec) // retried
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	op.status.GeneratedRunTemplates = kept
+	return firstErr
+}
