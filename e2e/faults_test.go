@@ -713,6 +713,10 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	down := time.Since(stopped)
 	require.NoError(t, env.cluster.StartAPIServer(context.Background()))
 	ready := time.Now()
+	// The suite's kube-controller-manager backs its watches off on its own
+	// (up to 30 s) and may not see new namespaces for a while: later tests
+	// need its service account controller, so wait for it before leaving.
+	t.Cleanup(func() { waitControllerManager(t) })
 	ownersAtReady := k.ownerVersions()
 	t.Logf("API server down %s; Kontinue logged %d lines (%d in the first 2s), made %.0f requests (%.0f in the first 2s)",
 		down.Round(100*time.Millisecond), logAfter-logBefore, logMid-logBefore, reqAfter-reqBefore, reqMid-reqBefore)
@@ -1055,4 +1059,25 @@ func forgeCreatedAt(t *testing.T, ns string, gvr schema.GroupVersionResource, na
 		ann["kontinue.dev/created-at"] = at
 		u.SetAnnotations(ann)
 	})
+}
+
+// waitControllerManager waits until the suite's kube-controller-manager
+// acts on new objects again (it makes a new namespace's default service
+// account), after an outage of the API server.
+func waitControllerManager(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace",
+		"metadata": map[string]any{"generateName": "e2e-kcm-"}}}
+	got, err := env.dyn.Resource(nsGVR).Create(ctx, ns, metav1.CreateOptions{})
+	require.NoError(t, err)
+	defer func() { _ = env.dyn.Resource(nsGVR).Delete(ctx, got.GetName(), metav1.DeleteOptions{}) }()
+	start := time.Now()
+	eventually(t, 2*time.Minute, func() string {
+		if _, err := tryGet(saGVR, got.GetName(), "default"); err != nil {
+			return "kube-controller-manager has not made the default service account yet: " + err.Error()
+		}
+		return ""
+	})
+	t.Logf("kube-controller-manager back %s after the test", time.Since(start).Round(100*time.Millisecond))
 }
