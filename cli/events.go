@@ -240,28 +240,13 @@ func filterTypes(evs []corev1.Event, types []string) []corev1.Event {
 	return out
 }
 
-// lastSeen is when an event last happened, whichever API wrote it.
-func lastSeen(e corev1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	case !e.FirstTimestamp.IsZero():
-		return e.FirstTimestamp.Time
-	}
-	return e.CreationTimestamp.Time
-}
-
 // sortTime is when an event last happened, to the nanosecond when it can
 // be told. lastTimestamp has whole seconds, so the events of one reconcile
 // would tie; client-go's recorders name an event "<object>.<UnixNano in
 // hex>" of its first occurrence, which orders them within that second (a
 // name that holds no time of that second changes nothing).
 func sortTime(e corev1.Event) time.Time {
-	t := lastSeen(e)
+	t := view.LastSeen(e)
 	if t.Nanosecond() != 0 {
 		return t
 	}
@@ -304,5 +289,5 @@ func eventRow(e corev1.Event, now time.Time) []cell {
 	if e.Count > 1 {
 		msg += fmt.Sprintf(" (x%d)", e.Count)
 	}
-	return []cell{plain(age(now, lastSeen(e))), typ, plain(e.Reason), plain(e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name), plain(msg)}
+	return []cell{plain(age(now, view.LastSeen(e))), typ, plain(e.Reason), plain(e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name), plain(msg)}
 }

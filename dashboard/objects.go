@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"kontinue.dev/kontinue/cli/view"
 )
 
 // A step's stamped object and its events, on demand: one GET or one LIST
@@ -140,7 +142,7 @@ func (s *Server) objectEvents(w http.ResponseWriter, r *http.Request) {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(l.Items[i].Object, &e); err != nil {
 			continue
 		}
-		at := lastSeen(e)
+		at := view.LastSeen(e)
 		from := e.Source.Component
 		if from == "" {
 			from = e.ReportingController
@@ -153,21 +155,6 @@ func (s *Server) objectEvents(w http.ResponseWriter, r *http.Request) {
 		out = append(out, e.e)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// lastSeen is when an event last happened, whichever events API wrote it.
-func lastSeen(e corev1.Event) time.Time {
-	switch {
-	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
-		return e.Series.LastObservedTime.Time
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	case !e.FirstTimestamp.IsZero():
-		return e.FirstTimestamp.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 // writeAPIError answers with the API server's code (403 when the identity
