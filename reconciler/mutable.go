@@ -5,10 +5,14 @@ package reconciler
 // What is applied, and when, is step.Strategy's (reconciler/step).
 
 import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/failure"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
 )
@@ -37,7 +41,14 @@ func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	}
 	var seen step.Seen
 	if step.NeedsLive(w.sc.spec) {
-		live, _ := w.io.live(w.targets[o.Desired].key, o.Desired.GetNamespace(), o.Desired.GetName())
+		live, err := w.io.live(w.targets[o.Desired].key, o.Desired.GetNamespace(), o.Desired.GetName())
+		if err != nil {
+			// Without the live primary the step cannot tell whether it
+			// must hold the new inputs: it writes nothing and retries.
+			t := w.targets[o.Desired]
+			return step.Seen{}, failed(failure.Condition{Cause: failure.Unknown, Status: metav1.ConditionUnknown, Retry: err,
+				Message: fmt.Sprintf("unable to read %s to decide whether its new inputs must wait: %v", t.what, err)})
+		}
 		// Only this owner's object may hold the step or lend it health: an
 		// object of that name someone else made (with our labels, in the
 		// cache) is refused at the write instead (stamp.Claim).

@@ -83,18 +83,38 @@ func TestDeadlineReleasesHeldInputs(t *testing.T) {
 
 	o.State, o.Now = ob.State, t0.Add(time.Minute)
 	ob = Admit(o, busy)
-	assert.False(t, ob.Held, "past the deadline the held set goes in")
+	assert.True(t, ob.Held, "past the deadline the held set waits one reconcile, for the shadow to be recorded")
+	assert.Equal(t, recordRecheck, ob.Recheck)
+	assert.Contains(t, ob.Submitted.Message, "for one reconcile")
 	assert.Equal(t, Outputs{"image": "img@d0"}, ob.State.Good)
 
-	// The deadline is a failure: the reconcile that lets the held set in
-	// stamps the shadow from the last good inputs too, not only once the
-	// newer set fails in its turn.
+	// The deadline is a failure: the reconcile that sees it stamps the
+	// shadow from the last good inputs first, and the status records it
+	// before the held set goes in (once in, the object shows that set
+	// processing, not the failure).
 	mo := mutableObserved(spec, "d2", o.State)
 	mo.Now = t0.Add(time.Minute)
-	writes, done := drive(t, mo, Seen{Live: busy}, world{status: processing(), wrote: true, shadow: processing()})
+	w := world{status: processing(), wrote: true, shadow: processing()}
+	writes, first := drive(t, mo, Seen{Live: busy}, w)
+	assert.Equal(t, []string{"shadow"}, kinds(writes), "the shadow, not the newer set")
+	assert.Equal(t, "registry/d0", writes[0].Apply[0].Object["spec"].(map[string]any)["tag"], "stamped from the last good inputs")
+	require.NotNil(t, first.Done.State.ShadowRef)
+	assert.True(t, first.Done.Held)
+
+	// Its status write lost a race: the next reconcile decides the same
+	// again from the same state, and nothing is forgotten.
+	writes, again := drive(t, mo, Seen{Live: busy}, w)
+	assert.Equal(t, []string{"shadow"}, kinds(writes))
+	assert.Equal(t, first.Done.State.ShadowRef, again.Done.State.ShadowRef)
+
+	// Recorded: the held set goes in, and the shadow stays.
+	var res st.Resource
+	mutable{}.Record(*first.Done, &res)
+	mo.State = StateOf(&res)
+	writes, next := drive(t, mo, Seen{Live: busy}, w)
 	assert.Equal(t, []string{"apply", "shadow"}, kinds(writes))
-	assert.Equal(t, "registry/d0", writes[1].Apply[0].Object["spec"].(map[string]any)["tag"], "stamped from the last good inputs")
-	assert.NotNil(t, done.Done.State.ShadowRef, "kept until the primary succeeds")
+	assert.False(t, next.Done.Held)
+	assert.NotNil(t, next.Done.State.ShadowRef, "kept until the primary succeeds")
 
 	// Nothing newer: the object itself is failed past the deadline.
 	o = observed(spec, "d1", good)
@@ -106,7 +126,7 @@ func TestDeadlineReleasesHeldInputs(t *testing.T) {
 	assert.Equal(t, Outputs{"image": "img@d0"}, ob.Outputs())
 	assert.NotNil(t, ob.ShadowWant, "a deadline failure on new inputs is a failure like any other")
 
-	var res st.Resource
+	res = st.Resource{}
 	mutable{}.Record(ob, &res)
 	assert.Equal(t, "d1", res.ProcessingInputDigest)
 	assert.Equal(t, metav1.NewTime(t0), *res.ProcessingSince)

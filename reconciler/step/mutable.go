@@ -102,9 +102,15 @@ func Deadline(spec *api.TemplateSpec, s State, digest, what string, h health.Res
 // Admit decides, before a gated step applies o.Desired, whether it must hold
 // the new input set: the live primary carries another input set and has not
 // yet succeeded or failed on it. Sets in between are never queued: the next
-// reconcile renders the newest. When the live object succeeded on its input
-// set, that success is recorded in the returned State first, tied to its
-// own input set, whether or not the new set is held.
+// reconcile renders the newest.
+//
+// What the live object did with its input set is recorded before the newer
+// set goes in: once applied, the object no longer shows it. So a success the
+// step's state does not have yet, or a failure whose shadow is not in the
+// state yet, holds the newer set for one reconcile: this one records it (and
+// stamps the shadow), the status write keeps it, and the next reconcile lets
+// the newer set in (Recheck). A status write that loses a race is decided
+// again on the same live object instead of being forgotten.
 func Admit(o Observed, live *unstructured.Unstructured) Observation {
 	ob := Observation{State: o.State}
 	if live == nil {
@@ -121,10 +127,14 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 	h := health.Evaluate(o.Spec, o.Kind, doc, nil)
 	var recheck time.Duration
 	h, ob.State, recheck = Deadline(o.Spec, ob.State, liveDigest, describe(live), h, o.Now)
+	var record string // what must be in the status before the newer set goes in
 	// A deployment's outputs are its inputs, and the new ones are not what
 	// succeeded: its last good outputs are already in State.
 	if h.Outcome == health.Succeeded && o.Kind != api.KindClusterDeploymentTemplate {
 		if out, err := ReadOutputs(o.Kind, o.Spec, doc, o.Deployment); err == nil {
+			if ob.State.GoodDigest != liveDigest {
+				record = fmt.Sprintf("the success of %s on input set %s is recorded", describe(live), liveDigest)
+			}
 			ob.State.Good, ob.State.GoodDigest = out, liveDigest
 			if ShadowCapable(o.Kind, o.Spec) {
 				ob.State.LastGoodObject = ObjectFromLive(live)
@@ -134,24 +144,35 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 			ob.State.ShadowRef = nil
 		}
 	}
-	if h.Outcome == health.Failed {
+	if h.Outcome == health.Failed && ob.State.ShadowRef == nil && ShadowCapable(o.Kind, o.Spec) &&
+		liveDigest != ob.State.GoodDigest && ob.State.LastGoodObject != nil {
 		// A failure (its rule's or the progress deadline's) on inputs
-		// other than the last good ones wants the shadow now, although
-		// the newest set goes in at once: the apply that follows sees the
-		// object processing that set, not the failure.
-		ob.State.shadowDue = ShadowCapable(o.Kind, o.Spec) && liveDigest != ob.State.GoodDigest
+		// other than the last good ones wants the shadow now, although the
+		// newest set goes in next: once it is in, the object shows that
+		// set processing, not the failure.
+		record = fmt.Sprintf("the shadow for the failure of %s on input set %s is stamped and recorded", describe(live), liveDigest)
 	}
-	if h.Outcome != health.Processing {
+	switch {
+	case record != "":
+		ob.Held, ob.HeldDigest, ob.Gated, ob.Recheck = true, o.Digest, true, recordRecheck
+		ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonInputsHeld,
+			fmt.Sprintf("step [%s] holds new inputs (input set %s) for one reconcile, until %s: %s", o.Step, o.Digest, record, h.Message))
+	case h.Outcome != health.Processing:
 		return ob
+	default:
+		ob.Held, ob.HeldDigest, ob.Gated, ob.Recheck = true, o.Digest, true, recheck
+		ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonInputsHeld,
+			fmt.Sprintf("step [%s] holds new inputs (input set %s) until %s has succeeded or failed on input set %s: %s",
+				o.Step, o.Digest, describe(live), liveDigest, h.Message))
 	}
-	ob.Held, ob.HeldDigest, ob.Gated, ob.Recheck = true, o.Digest, true, recheck
-	ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonInputsHeld,
-		fmt.Sprintf("step [%s] holds new inputs (input set %s) until %s has succeeded or failed on input set %s: %s",
-			o.Step, o.Digest, describe(live), liveDigest, h.Message))
 	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
-	ob.planShadow(o, live, h, false)
+	ob.planShadow(o, live, h, h.Outcome == health.Succeeded && record != "" && ob.State.GoodDigest == liveDigest)
 	return ob
 }
+
+// recordRecheck is how soon a step that held its new inputs only to record
+// what the live object did looks again: at once, after its status write.
+const recordRecheck = time.Millisecond
 
 // Observe reads a mutable step's outputs and health from its primary object
 // after the apply. changed says the object was written in this reconcile: a

@@ -65,8 +65,8 @@ func TestAdmit(t *testing.T) {
 		{name: "same input set: applied at once (hand edits too)", live: object("app", "d2", processing()), state: good},
 		{name: "object without a digest", live: object("app", "", processing()), state: good},
 		{name: "busy on another input set: held", live: object("app", "d1", processing()), held: true, state: good},
-		{name: "previous set succeeded: released, its outputs recorded first",
-			live: object("app", "d1", succeededOn("img@d1")), state: State{Good: Outputs{"image": "img@d1"}, GoodDigest: "d1", ServedBy: ServedByPrimary}, lastGood: true},
+		{name: "previous set succeeded, not recorded yet: held one reconcile, its outputs recorded first",
+			live: object("app", "d1", succeededOn("img@d1")), held: true, state: State{Good: Outputs{"image": "img@d1"}, GoodDigest: "d1", ServedBy: ServedByPrimary}, lastGood: true},
 		{name: "previous set failed: released, last good kept", live: object("app", "d1", failedOn()), state: good},
 	}
 	for _, tt := range tests {
@@ -78,6 +78,11 @@ func TestAdmit(t *testing.T) {
 			assert.Equal(t, tt.lastGood, ob.State.LastGoodObject != nil)
 			if tt.lastGood {
 				assert.NotContains(t, ob.State.LastGoodObject, "status", "the object as applied, not as reported")
+			}
+			if tt.held && tt.state.GoodDigest == "d1" {
+				assert.Contains(t, ob.Submitted.Message, "for one reconcile")
+				assert.Equal(t, recordRecheck, ob.Recheck)
+				return
 			}
 			if tt.held {
 				assert.Equal(t, ReasonInputsHeld, ob.Submitted.Reason)

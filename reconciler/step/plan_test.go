@@ -101,6 +101,7 @@ func TestMutableStrategy(t *testing.T) {
 	shadowRef := &st.StampedRef{Kind: "Image", Name: ShadowName("app")}
 	withShadow := lastGood
 	withShadow.ShadowRef = shadowRef
+	goodD1 := State{Good: Outputs{"image": "img@d1"}, GoodDigest: "d1", LastGoodObject: object("app", "d1", nil).Object, ServedBy: ServedByPrimary}
 	tests := []struct {
 		name     string
 		spec     *api.TemplateSpec
@@ -118,14 +119,18 @@ func TestMutableStrategy(t *testing.T) {
 			after: world{status: map[string]any{"image": "img@d1"}}, writes: []string{"apply"}, out: Outputs{"image": "img@d1"}, healthy: st.Unknown},
 		{name: "hold: busy on another input set, nothing written", spec: gatedSpec(), state: lastGood, live: object("app", "d1", processing()),
 			held: true, out: Outputs{"image": "img@d0"}, servedBy: ServedByPrimary, healthy: st.Unknown},
-		{name: "release on success: the previous set's outputs first, then the new inputs applied", spec: gatedSpec(), state: lastGood, live: object("app", "d1", succeededOn("img@d1")),
+		{name: "success not recorded yet: held one reconcile, the previous set's outputs recorded first", spec: gatedSpec(), state: lastGood, live: object("app", "d1", succeededOn("img@d1")),
+			held: true, out: Outputs{"image": "img@d1"}, servedBy: ServedByPrimary, healthy: st.True},
+		{name: "release on a recorded success: the new inputs applied", spec: gatedSpec(), state: goodD1, live: object("app", "d1", succeededOn("img@d1")),
 			after: world{status: succeededOn("img@d1"), wrote: true}, writes: []string{"apply"}, out: Outputs{"image": "img@d1"}, servedBy: ServedByPrimary, healthy: st.Unknown},
-		{name: "release on failure: applied, last good outputs kept, the shadow stamped at once", spec: gatedSpec(), state: lastGood, live: object("app", "d1", failedOn()),
+		{name: "failure without its shadow: held one reconcile, the shadow stamped first", spec: gatedSpec(), state: lastGood, live: object("app", "d1", failedOn()),
+			after: world{shadow: processing()}, writes: []string{"shadow"}, held: true, out: Outputs{"image": "img@d0"}, servedBy: ServedByPrimary, shadow: true, healthy: st.False},
+		{name: "release on failure once its shadow is recorded: applied, last good outputs kept, the shadow stays", spec: gatedSpec(), state: withShadow, live: object("app", "d1", failedOn()),
 			after: world{status: processing(), wrote: true, shadow: processing()}, writes: []string{"apply", "shadow"}, out: Outputs{"image": "img@d0"}, servedBy: ServedByPrimary, shadow: true, healthy: st.Unknown},
 		{name: "release on failure of the last good inputs (external state): applied, no shadow", spec: gatedSpec(), state: lastGood, live: object("app", "d0", failedOn()),
 			after: world{status: processing(), wrote: true, shadow: processing()}, writes: []string{"apply"}, out: Outputs{"image": "img@d0"}, servedBy: ServedByPrimary, healthy: st.Unknown},
-		{name: "release on success while a shadow serves: the shadow goes with the next set", spec: gatedSpec(), state: withShadow, live: object("app", "d1", succeededOn("img@d1")),
-			after: world{status: processing(), wrote: true, shadow: succeededOn("img@d0-rebased")}, writes: []string{"apply"}, out: Outputs{"image": "img@d1"}, servedBy: ServedByPrimary, healthy: st.Unknown},
+		{name: "success while a shadow serves: recorded first, the shadow goes", spec: gatedSpec(), state: withShadow, live: object("app", "d1", succeededOn("img@d1")),
+			held: true, out: Outputs{"image": "img@d1"}, servedBy: ServedByPrimary, healthy: st.True},
 		{name: "success on the applied inputs publishes them", spec: gatedSpec(), state: lastGood, live: object("app", "d2", processing()),
 			after: world{status: succeededOn("img@d2")}, writes: []string{"apply"}, out: Outputs{"image": "img@d2"}, servedBy: ServedByPrimary, healthy: st.True},
 		{name: "shadow created after a failure on new inputs; it serves the outputs once in success", spec: gatedSpec(), state: lastGood, live: object("app", "d2", processing()),

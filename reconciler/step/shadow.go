@@ -90,8 +90,7 @@ func (ob *Observation) planShadow(o Observed, primary *unstructured.Unstructured
 		return
 	}
 	badInputs := primary.GetAnnotations()[AnnotationDigest] != s.GoodDigest
-	need := s.ShadowRef != nil || s.shadowDue || (h.Outcome == health.Failed && badInputs)
-	s.shadowDue = false
+	need := s.ShadowRef != nil || (h.Outcome == health.Failed && badInputs)
 	if !need || s.LastGoodObject == nil {
 		s.ShadowRef = nil
 		return

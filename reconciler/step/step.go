@@ -81,9 +81,6 @@ type State struct {
 	// ProcessingSince without succeeding or failing (the deadline's clock).
 	ProcessingDigest string
 	ProcessingSince  time.Time
-	// shadowDue: this reconcile saw the primary fail on bad inputs before
-	// it applied newer ones (Admit); not kept, the stamped shadow is.
-	shadowDue bool
 }
 
 // StateOf reads the State from a step's previous status (nil: none).
