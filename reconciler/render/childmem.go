@@ -1,6 +1,10 @@
 package render
 
-import "strings"
+import (
+	"os"
+	"runtime/debug"
+	"strings"
+)
 
 // outOfMemory reports whether a child renderer's stderr says it ran out of
 // the memory limitMemory gave it. Thread stacks count against that limit
@@ -15,4 +19,20 @@ func outOfMemory(stderr string) bool {
 		}
 	}
 	return false
+}
+
+// asChild turns this process into a render child when env is set to "1"
+// (the pool starts the controller's own binary so): first in line for the
+// OOM killer, its heap and goroutine stacks bounded, and it exits with what
+// run returns instead of starting the controller.
+func asChild(env string, maxMemory uint64, maxStack int, run func() int) {
+	if os.Getenv(env) != "1" {
+		return
+	}
+	oomFirst()
+	if !raceEnabled {
+		limitMemory(maxMemory)
+	}
+	debug.SetMaxStack(maxStack)
+	os.Exit(run())
 }

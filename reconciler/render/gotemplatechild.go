@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
 	"time"
@@ -67,14 +66,7 @@ type goTemplateAnswer struct {
 }
 
 func init() {
-	if os.Getenv(goTemplateChildEnv) == "1" {
-		oomFirst()
-		if !raceEnabled {
-			limitMemory(goTemplateMaxMemory)
-		}
-		debug.SetMaxStack(goTemplateMaxStack)
-		os.Exit(goTemplateChild(os.Stdin, os.Stdout))
-	}
+	asChild(goTemplateChildEnv, goTemplateMaxMemory, goTemplateMaxStack, func() int { return goTemplateChild(os.Stdin, os.Stdout) })
 }
 
 // goTemplateChild answers requests from in until in ends. The exit code is

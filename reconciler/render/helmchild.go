@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -86,14 +85,7 @@ type helmAnswer struct {
 }
 
 func init() {
-	if os.Getenv(helmChildEnv) == "1" {
-		oomFirst()
-		if !raceEnabled {
-			limitMemory(helmMaxMemory)
-		}
-		debug.SetMaxStack(helmMaxStack)
-		os.Exit(helmChild(os.Stdin, os.Stdout))
-	}
+	asChild(helmChildEnv, helmMaxMemory, helmMaxStack, func() int { return helmChild(os.Stdin, os.Stdout) })
 }
 
 // helmChild renders one request. Every outcome is a message on out; the exit

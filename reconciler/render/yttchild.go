@@ -6,7 +6,6 @@ import (
 	uierrs "github.com/cppforlife/go-cli-ui/errors"
 	"io"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -33,14 +32,7 @@ const (
 const yttFile = "stdin.yml"
 
 func init() {
-	if os.Getenv(yttChildEnv) == "1" {
-		oomFirst()
-		if !raceEnabled {
-			limitMemory(yttMaxMemory)
-		}
-		debug.SetMaxStack(yttMaxStack)
-		os.Exit(yttChild(os.Stdin, os.Stdout, os.Stderr))
-	}
+	asChild(yttChildEnv, yttMaxMemory, yttMaxStack, func() int { return yttChild(os.Stdin, os.Stdout, os.Stderr) })
 }
 
 // yttChild reads a yttRequest from in, writes the rendered YAML to out and
