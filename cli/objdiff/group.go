@@ -46,7 +46,9 @@ type Owner struct {
 // Group is owners whose objects change the same way, once their own
 // names, namespace and UID are set aside.
 type Group struct {
-	// Summary says what changes: "step [config] ConfigMap: data.image changed".
+	// Summary says what changes, the owner's own name, namespace and UID
+	// as <name>, <namespace>, <uid>: "step [config] ConfigMap: data.image:
+	// reg/<name>:v1 → reg/<name>:v2".
 	Summary string `json:"summary"`
 	Owners  []Ref  `json:"owners"`
 	// Objects are the first owner's changes, to show.
@@ -69,7 +71,7 @@ func GroupOwners(owners []Owner) []Group {
 		if !ok {
 			i = len(groups)
 			idx[k] = i
-			groups = append(groups, Group{Summary: summary(o.Objects), Objects: o.Objects})
+			groups = append(groups, Group{Summary: summary(o.Objects, neutral(o.Ref)), Objects: o.Objects})
 		}
 		groups[i].Owners = append(groups[i].Owners, o.Ref)
 	}
@@ -80,7 +82,7 @@ func GroupOwners(owners []Owner) []Group {
 // NoChange is the summary of owners whose objects stay as they are.
 const NoChange = "no change"
 
-func summary(objs []Object) string {
+func summary(objs []Object, r *strings.Replacer) string {
 	if len(objs) == 0 {
 		return NoChange
 	}
@@ -93,7 +95,7 @@ func summary(objs []Object) string {
 		case OpRemoved:
 			parts = append(parts, head+": no longer stamped")
 		default:
-			parts = append(parts, head+": "+Summary(o.Changes))
+			parts = append(parts, head+": "+Summary(o.Changes, r))
 		}
 	}
 	return strings.Join(parts, "; ")

@@ -215,14 +215,47 @@ func toYAML(m map[string]any) (string, error) {
 	return string(b), err
 }
 
-// Summary says in a few words what changes do: "data.image changed,
-// data.extra added".
-func Summary(cs []Change) string {
+// Summary says in a few words what changes do: "data.image: reg/app:v1 →
+// reg/app:v2, data.mode added: std, data.old removed"; r (nil: none)
+// rewrites values (an owner's name to a placeholder).
+func Summary(cs []Change, r *strings.Replacer) string {
 	var parts []string
 	for _, c := range cs {
-		parts = append(parts, c.Path+" "+c.Op)
+		switch c.Op {
+		case OpChanged:
+			parts = append(parts, c.Path+": "+short(c.Old, r)+" → "+short(c.New, r))
+		case OpAdded:
+			parts = append(parts, c.Path+" added: "+short(c.New, r))
+		default:
+			parts = append(parts, c.Path+" "+c.Op)
+		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// short is a scalar as it reads, cut to 40 characters; a map or list as
+// {…} or […].
+func short(v any, r *strings.Replacer) string {
+	var s string
+	switch t := v.(type) {
+	case map[string]any:
+		return "{…}"
+	case []any:
+		return "[…]"
+	case string:
+		s = t
+	case nil:
+		return "null"
+	default:
+		s = sprint(v)
+	}
+	if r != nil {
+		s = r.Replace(s)
+	}
+	if rs := []rune(s); len(rs) > 40 {
+		s = string(rs[:39]) + "…"
+	}
+	return s
 }
 
 // Sprint is a value as a group key holds it.

@@ -1,6 +1,7 @@
 package objdiff
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -109,6 +110,18 @@ func TestUnified(t *testing.T) {
 	require.Contains(t, d, "+a: 1\n")
 }
 
+func TestSummary(t *testing.T) {
+	r := strings.NewReplacer("app-a", "<name>")
+	require.Equal(t, "a: 1 → 2, b added: {…}, c removed, d: reg/<name>:v1 → null, e added: 012345678901234567890123456789012345678…",
+		Summary([]Change{
+			{Path: "a", Op: OpChanged, Old: int64(1), New: float64(2)},
+			{Path: "b", Op: OpAdded, New: map[string]any{"x": "y"}},
+			{Path: "c", Op: OpRemoved, Old: "x"},
+			{Path: "d", Op: OpChanged, Old: "reg/app-a:v1"},
+			{Path: "e", Op: OpAdded, New: strings.Repeat("0123456789", 5)},
+		}, r))
+}
+
 func TestGroupOwners(t *testing.T) {
 	owner := func(ns, name, uid string, objs ...Object) Owner {
 		return Owner{Ref: Ref{Kind: "Workload", Namespace: ns, Name: name, UID: uid}, Objects: objs}
@@ -136,10 +149,10 @@ func TestGroupOwners(t *testing.T) {
 	groups := GroupOwners([]Owner{a, c, b, d, e, f, g})
 	require.Len(t, groups, 4, "%+v", groups)
 	require.Equal(t, []Ref{ref(a), ref(b), ref(g)}, groups[0].Owners, "the largest group first; owners in the order given; a failure elsewhere does not split")
-	require.Equal(t, "step [config] ConfigMap: data.image changed", groups[0].Summary)
+	require.Equal(t, "step [config] ConfigMap: data.image: reg/<name>:v1 → reg/<name>:v2", groups[0].Summary)
 	require.Equal(t, a.Objects, groups[0].Objects, "the first owner's objects are shown")
 	require.Equal(t, []Ref{ref(c)}, groups[1].Owners)
-	require.Equal(t, "step [config] ConfigMap: data.env added, data.image changed", groups[1].Summary)
+	require.Equal(t, "step [config] ConfigMap: data.env added: X=1, data.image: reg/<name>:v1 → reg/<name>:v2", groups[1].Summary)
 	require.Equal(t, []Ref{ref(d)}, groups[2].Owners)
 	require.Equal(t, []Ref{ref(e)}, groups[3].Owners)
 	require.Equal(t, NoChange, groups[3].Summary)
