@@ -187,7 +187,11 @@ func diffText(res DiffResult, named int) string {
 	for _, d := range res.Definitions {
 		defs = append(defs, d.Kind+" "+d.Name)
 	}
-	fmt.Fprintf(&b, "# %s reach %s\n", strings.Join(defs, ", "), countOwners(res.Owners, len(res.Owners)))
+	verb := "reaches"
+	if len(defs) > 1 {
+		verb = "reach"
+	}
+	fmt.Fprintf(&b, "# %s %s %s\n", strings.Join(defs, ", "), verb, countOwners(res.Owners, len(res.Owners)))
 	for _, g := range res.Groups {
 		fmt.Fprintf(&b, "\n# %s: %s\n", countRefs(g.Owners), g.Summary)
 		var list []string

@@ -111,7 +111,7 @@ spec: {params: [%s]}
 	code, out, _ = kontinueCLI(t, "diff", "-f", file, "-n", k.ns, "--owners", "3")
 	require.Equal(t, 1, code)
 	t.Logf("kontinue diff:\n%s", out)
-	require.Contains(t, out, "# ClusterConfigTemplate "+cfg+" reach 51 Workloads\n")
+	require.Contains(t, out, "# ClusterConfigTemplate "+cfg+" reaches 51 Workloads\n")
 	require.Contains(t, out, "\n# 48 Workloads: step [config] ConfigMap: data.image: reg/<name>:v1 → reg/<name>:v2, data.mode added: std, data.team added: core; step [deploy] ConfigMap: data.image: reg/<name>:v1 → reg/<name>:v2\n#   "+k.ns+"/app-00, "+k.ns+"/app-01, "+k.ns+"/app-02, ... and 45 more\n--- live ConfigMap "+k.ns+"/app-00-config (step config)\n")
 	require.Contains(t, out, "\n# 2 Workloads: step [config] ConfigMap: data.image: reg/<name>:v1 → reg/<name>:v2, data.mode added: debug, data.team added: core; step [deploy] ")
 	require.Contains(t, out, "\n# 1 Workload cannot be previewed:\n#   Workload "+k.ns+"/app-bad step [config]: TemplateStampFailure: ")
