@@ -104,6 +104,9 @@ func (a *app) runDiff(ctx context.Context, o *diffOptions) error {
 	}
 	live := defs{}
 	for _, k := range append([]kindInfo{kindSupplyChain, kindDelivery}, templateKinds...) {
+		if k.kind == "ClusterRunTemplate" {
+			continue // Runnables', not steps'
+		}
 		l, err := dyn.Resource(k.gvr()).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return fmt.Errorf("cannot list %s: %w", k.resource, err)

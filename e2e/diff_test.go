@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -74,12 +75,16 @@ spec: {params: [%s]}
 	require.NoError(t, os.WriteFile(file, []byte(configTemplate(`{image: "reg/$(workload.metadata.name)$:v2", mode: $(params.mode)$, team: $(workload.metadata.annotations.team)$}`)), 0o600))
 	before := k.objects(k.ns)
 
+	start := time.Now()
 	code, out, errOut, reqs := kontinueCLICounting(t, "diff", "-f", file, "-n", k.ns, "-o", "json")
+	t.Logf("kontinue diff over 51 Workloads: %s, requests %v", time.Since(start).Round(time.Millisecond), reqs)
 	require.Equal(t, 1, code, "an owner cannot be previewed: %s", errOut)
 	require.Contains(t, errOut, "1 owner(s) cannot be previewed")
-	for r := range reqs {
+	for r, n := range reqs {
 		require.True(t, strings.HasPrefix(r, "GET "), "diff only reads: %s", r)
+		require.Equal(t, 1, n, "one LIST of each, whatever the number of owners: %s", r)
 	}
+	require.Len(t, reqs, 10, "chains (2 kinds), templates (5 kinds), owners (2 kinds), the stamped ConfigMaps: %v", reqs)
 	var res cli.DiffResult
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
 	require.Equal(t, 51, res.Reached, "the owners of the chain using the template; not solo")
