@@ -14,3 +14,12 @@ const ReconcileRequest = "kontinue.dev/reconcile-requested-at"
 // the object over when a template stamps an object of that name. Without it
 // Kontinue never writes to an object it did not stamp for that owner.
 const AdoptBy = "kontinue.dev/adopt-by"
+
+// Retry, set on a Workload or Deliverable (its immutable steps) or on a
+// Runnable, asks once per value (a token: `kontinue reconcile --retry`
+// writes the current time) for one more run of the current inputs where
+// the newest run failed (Cartographer #975). The new run carries the token
+// and the name of the run it retries; the status records the token handled
+// (a step's lastHandledRetry, a Runnable's) and an event says what was
+// retried. The same token again does nothing.
+const Retry = "kontinue.dev/retry"

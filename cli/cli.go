@@ -1,5 +1,5 @@
 // Package cli is Kontinue's command line (docs/cli.md): `kontinue get`,
-// `render`, `reconcile`, `events`, `check`, `dashboard`, `crds`,
+// `diff`, `render`, `reconcile`, `events`, `check`, `dashboard`, `crds`,
 // `version`, `completion`; main adds `controller`. It is built with cobra;
 // kubectl's connection flags (--kubeconfig, --context, -n, --as, --token,
 // --server, --request-timeout, ...) are global and resolved by package
@@ -125,6 +125,9 @@ command line to look at and act on what it does.`,
 		c.GroupID = "use"
 		root.AddCommand(c)
 	}
+	d := diffCommand(a)
+	d.GroupID = "use"
+	root.AddCommand(d)
 	r := renderCommand(a)
 	r.GroupID = "offline"
 	root.AddCommand(r)

@@ -559,7 +559,7 @@ func TestOwnerStatus(t *testing.T) {
 		res := prop(t, status, "resources.[]")
 		assert.ElementsMatch(t, []string{"name", "stampedRef", "stampedObjects", "templateRef", "inputs",
 			"outputs", "conditions", "inputDigest", "servedBy", "outputValues", "heldInputDigest", "shadowRef", "lastGoodObject",
-			"processingInputDigest", "processingSince"}, propNames(res), kind)
+			"processingInputDigest", "processingSince", "lastHandledRetry"}, propNames(res), kind)
 		assert.ElementsMatch(t, []string{"apiVersion", "kind", "namespace", "name", "resource"}, propNames(prop(t, status, "orphans.[]")), kind)
 		refFields := []string{"apiVersion", "kind", "namespace", "name", "resource"}
 		assert.ElementsMatch(t, refFields, propNames(prop(t, res, "stampedRef")), kind)
@@ -573,7 +573,7 @@ func TestOwnerStatus(t *testing.T) {
 	}
 	runnable := prop(t, rootSchema(t, docs[api.KindRunnable]), "status")
 	assert.ElementsMatch(t, []string{"observedGeneration", "conditions", "outputs", "latestRunRef",
-		"latestSuccessfulRunRef"}, propNames(runnable))
+		"latestSuccessfulRunRef", "lastHandledRetry"}, propNames(runnable))
 	assertConditions(t, "Runnable", prop(t, runnable, "conditions"))
 	for _, kind := range []string{api.KindClusterSupplyChain, api.KindClusterDelivery} {
 		status := prop(t, rootSchema(t, docs[kind]), "status")

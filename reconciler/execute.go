@@ -9,6 +9,7 @@ package reconciler
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/render"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -111,7 +112,7 @@ func (op *ownerPass) observed(sc *stepCtx, objs []*unstructured.Unstructured, in
 	primary := objs[i]
 	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Desired: primary,
 		Digest: primary.GetAnnotations()[AnnotationDigest], State: step.StateOf(sc.prev), Objects: objs, Primary: i,
-		Now: op.now.Time}
+		Now: op.now.Time, Retry: op.owner.GetAnnotations()[annotations.Retry]}
 	if in.Deployment != nil {
 		o.Deployment = outputs{"url": in.Deployment.URL, "revision": in.Deployment.Revision}
 	}

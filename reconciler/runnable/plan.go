@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
+	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
@@ -128,6 +129,15 @@ func runnableForContext(obj *unstructured.Unstructured) map[string]any {
 		out["metadata"] = m
 	}
 	return out
+}
+
+// retryAsked is the Runnable's retry token when its status has not
+// handled it yet ("": none asked).
+func retryAsked(obj *unstructured.Unstructured, prev Status) string {
+	if t := obj.GetAnnotations()[annotations.Retry]; t != prev.LastHandledRetry {
+		return t
+	}
+	return ""
 }
 
 // runOutcome judges a run by the run template's criterion (nil: its

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/runs"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -285,6 +286,29 @@ func TestRunOutputs(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestRetryAsked(t *testing.T) {
+	obj := func(token string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "r"}}}
+		if token != "" {
+			u.SetAnnotations(map[string]string{annotations.Retry: token})
+		}
+		return u
+	}
+	for _, tt := range []struct {
+		name, token, handled, want string
+	}{
+		{"none", "", "", ""},
+		{"a new token", "t1", "", "t1"},
+		{"handled", "t1", "t1", ""},
+		{"another token", "t2", "t1", "t2"},
+		{"the annotation removed", "", "t1", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, retryAsked(obj(tt.token), Status{LastHandledRetry: tt.handled}))
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/health"
@@ -24,6 +25,7 @@ import (
 // runs, delete what retention lets go. The error is transient (retry with
 // backoff); everything else ends as a condition and waits for an event.
 func (rp *pass) realize() error {
+	rp.status.LastHandledRetry = rp.prev.LastHandledRetry
 	// Load: the spec, the run template, the selected object.
 	if s, ok := rp.obj.Object["spec"]; ok {
 		if err := api.Decode(s, &rp.spec); err != nil {
@@ -93,20 +95,27 @@ func (rp *pass) realize() error {
 		return err
 	}
 	rp.judge(list)
+	token := retryAsked(rp.obj, rp.prev)
+	retry := runs.Retry(list, digest, token)
 
 	// Execute.
-	switch runs.Decide(list, digest, pending) {
+	switch runs.Decide(list, digest, pending, retry) {
 	case runs.Wait:
 		// Created a moment ago; the cache has not shown it yet.
 		rp.keepStatus, rp.requeue = true, runs.PendingWait
 		return nil
 	case runs.Create:
+		if retry {
+			run = runs.RetryRun(run, token, list[0])
+		}
 		created, err := rp.create(run, tg.GVR, digest, tmplName)
 		if created == nil {
 			return err
 		}
 		list = append([]runs.Run{runs.FromObject(created, runOutcome(rp.crit, created))}, list...)
 	}
+	// Handled, whatever the runs said: a token asks once.
+	rp.status.LastHandledRetry = rp.obj.GetAnnotations()[annotations.Retry]
 	status, rtReady, stamped := runsStatus(rp.prev, list, rt.Outputs, rp.crit, tmplName)
 	rp.status.Outputs, rp.status.LatestRunRef, rp.status.LatestSuccessfulRunRef = status.Outputs, status.LatestRunRef, status.LatestSuccessfulRunRef
 	rp.setStatus(rtReady, stamped)

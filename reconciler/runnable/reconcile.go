@@ -50,6 +50,9 @@ type Status struct {
 	Outputs                map[string]any     `json:"outputs,omitempty"`
 	LatestRunRef           *runRef            `json:"latestRunRef,omitempty"`
 	LatestSuccessfulRunRef *runRef            `json:"latestSuccessfulRunRef,omitempty"`
+	// LastHandledRetry is the kontinue.dev/retry token last handled: a
+	// token asks for one more run once.
+	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
 }
 
 type runRef struct {

@@ -7,6 +7,7 @@ package runs
 
 import (
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,6 +26,21 @@ import (
 const (
 	LabelInputDigest    = "kontinue.dev/input-digest"
 	AnnotationCreatedAt = "kontinue.dev/created-at"
+)
+
+// A retry (Cartographer #975): the annotation AnnotationRetry on an owner or
+// a Runnable (annotations.Retry) asks, once per value (a token), for one
+// more run of the current input set when its newest run failed. The run
+// created for it carries the token (so that a reconcile that created it and
+// could not record the token handled does not create a second one) and
+// the name of the failed run it retries.
+const (
+	AnnotationRetry   = "kontinue.dev/retry"
+	AnnotationRetryOf = "kontinue.dev/retry-of"
+	// AnnotationAttempt numbers the runs of one input set from 1 (absent:
+	// 1): a retry created within the second of the run it retries still
+	// sorts as the newer (SortNewestFirst).
+	AnnotationAttempt = "kontinue.dev/attempt"
 )
 
 // Outcome is where a run stands.
@@ -54,6 +70,10 @@ type Run struct {
 	Digest  string
 	Created time.Time
 	Outcome Outcome
+	// Retry is the retry token the run was created for ("": none).
+	Retry string
+	// Attempt numbers the runs of its input set (AnnotationAttempt).
+	Attempt int
 	Obj     *unstructured.Unstructured
 }
 
@@ -62,15 +82,21 @@ type Run struct {
 // change it, so neither an edited annotation nor a replica's clock can
 // reorder runs.
 func FromObject(u *unstructured.Unstructured, outcome Outcome) Run {
+	ann := u.GetAnnotations()
+	attempt, err := strconv.Atoi(ann[AnnotationAttempt])
+	if err != nil || attempt < 1 {
+		attempt = 1
+	}
 	return Run{Name: u.GetName(), UID: string(u.GetUID()), Digest: u.GetLabels()[LabelInputDigest], Outcome: outcome, Obj: u,
-		Created: u.GetCreationTimestamp().Time}
+		Created: u.GetCreationTimestamp().Time, Retry: ann[AnnotationRetry], Attempt: attempt}
 }
 
 // SortNewestFirst orders runs by creation, newest first. Creation times
 // have a resolution of one second: within a second the run of current (the
 // input set rendered now) comes first, so that a run just created for the
-// current inputs is the newest and no second one is created; then by name,
-// so the choice is stable.
+// current inputs is the newest and no second one is created; then the
+// later attempt of an input set (a retry); then by name, so the choice is
+// stable.
 func SortNewestFirst(rs []Run, current string) {
 	sort.SliceStable(rs, func(i, j int) bool {
 		if !rs[i].Created.Equal(rs[j].Created) {
@@ -78,6 +104,9 @@ func SortNewestFirst(rs []Run, current string) {
 		}
 		if ci, cj := current != "" && rs[i].Digest == current, current != "" && rs[j].Digest == current; ci != cj {
 			return ci
+		}
+		if rs[i].Digest == rs[j].Digest && rs[i].Attempt != rs[j].Attempt {
+			return rs[i].Attempt > rs[j].Attempt
 		}
 		return rs[i].Name > rs[j].Name
 	})
@@ -112,15 +141,47 @@ const (
 const PendingWait = 300 * time.Millisecond
 
 // Decide says what to do about a run of digest, from the runs (newest
-// first) and whether one was created a moment ago (pending).
-func Decide(rs []Run, digest string, pending bool) Decision {
+// first), whether one was created a moment ago (pending) and whether a
+// retry asks for one more run of the same inputs (Retry).
+func Decide(rs []Run, digest string, pending, retry bool) Decision {
 	switch {
-	case !NeedsCreate(rs, digest):
+	case !retry && !NeedsCreate(rs, digest):
 		return Exists
 	case pending:
 		return Wait
 	}
 	return Create
+}
+
+// Retry reports whether a retry token asks for one more run of digest:
+// the newest run is of digest and failed, and no run carries the token
+// yet. The caller passes only a token it has not handled (its status
+// records the last one); rs must be sorted newest first, their outcomes
+// judged.
+func Retry(rs []Run, digest, token string) bool {
+	if token == "" || len(rs) == 0 || rs[0].Digest != digest || rs[0].Outcome != Failed {
+		return false
+	}
+	for _, r := range rs {
+		if r.Retry == token {
+			return false
+		}
+	}
+	return true
+}
+
+// RetryRun is run marked as the retry of the failed run for token: its
+// next attempt.
+func RetryRun(run *unstructured.Unstructured, token string, failed Run) *unstructured.Unstructured {
+	run = run.DeepCopy()
+	ann := run.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationRetry], ann[AnnotationRetryOf] = token, failed.Name
+	ann[AnnotationAttempt] = strconv.Itoa(max(failed.Attempt, 1) + 1)
+	run.SetAnnotations(ann)
+	return run
 }
 
 // NewestSucceeded returns the index of the newest succeeded run, or -1.

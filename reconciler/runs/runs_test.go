@@ -123,7 +123,7 @@ func TestFromObjectUsesTheServersCreationTime(t *testing.T) {
 	r := FromObject(u, Failed)
 	assert.True(t, r.Created.Equal(t0))
 	r.Created = t0
-	assert.Equal(t, Run{Name: "r1", UID: "u1", Digest: "abc", Created: t0, Outcome: Failed, Obj: u}, r)
+	assert.Equal(t, Run{Name: "r1", UID: "u1", Digest: "abc", Created: t0, Outcome: Failed, Attempt: 1, Obj: u}, r)
 	for _, forged := range []string{"2099-01-01T00:00:00Z", t0.Add(-time.Hour).Format(time.RFC3339Nano), t0.Add(5 * time.Millisecond).Format(time.RFC3339Nano), "garbage"} {
 		u.SetAnnotations(map[string]string{AnnotationCreatedAt: forged})
 		assert.True(t, t0.Equal(FromObject(u, Running).Created), "annotation %q is never read", forged)
@@ -194,6 +194,64 @@ func TestDecide(t *testing.T) {
 		{"pending does not matter when a run exists", with("d1"), true, Exists},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, Decide(tt.list, "d1", tt.pending)) })
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, Decide(tt.list, "d1", tt.pending, false)) })
 	}
+	// A retry asks for a run of the inputs the newest run has.
+	assert.Equal(t, Create, Decide(with("d1"), "d1", false, true))
+	assert.Equal(t, Wait, Decide(with("d1"), "d1", true, true), "the retry's run created a moment ago")
+}
+
+func TestRetry(t *testing.T) {
+	run := func(digest string, o Outcome, token string) Run {
+		return Run{Name: "r-" + digest + "-" + token, Digest: digest, Outcome: o, Retry: token}
+	}
+	tests := []struct {
+		name  string
+		list  []Run
+		token string
+		want  bool
+	}{
+		{"the newest run of these inputs failed", []Run{run("d1", Failed, "")}, "t1", true},
+		{"no token", []Run{run("d1", Failed, "")}, "", false},
+		{"no run", nil, "t1", false},
+		{"the newest run succeeded", []Run{run("d1", Succeeded, ""), run("d1", Failed, "")}, "t1", false},
+		{"the newest run is still running", []Run{run("d1", Running, "")}, "t1", false},
+		{"the newest failed run is of other inputs (a new run comes anyway)", []Run{run("d0", Failed, "")}, "t1", false},
+		{"a run for this token exists and failed again: once per token", []Run{run("d1", Failed, "t1"), run("d1", Failed, "")}, "t1", false},
+		{"a run for an earlier token failed: a new token retries again", []Run{run("d1", Failed, "t1"), run("d1", Failed, "")}, "t2", true},
+		{"the token's run is older than the newest", []Run{run("d1", Failed, ""), run("d0", Succeeded, "t1")}, "t1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, Retry(tt.list, "d1", tt.token)) })
+	}
+}
+
+func TestRetryRun(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"generateName": "b-", "annotations": map[string]any{"a": "b"}}}}
+	r := RetryRun(u, "t1", Run{Name: "b-xyz", Attempt: 1})
+	assert.Equal(t, map[string]string{"a": "b", AnnotationRetry: "t1", AnnotationRetryOf: "b-xyz", AnnotationAttempt: "2"}, r.GetAnnotations())
+	assert.Equal(t, map[string]string{"a": "b"}, u.GetAnnotations(), "a copy")
+	assert.Equal(t, "t1", FromObject(r, Running).Retry)
+	assert.Equal(t, 2, FromObject(r, Running).Attempt)
+	assert.Equal(t, 1, FromObject(u, Running).Attempt, "no annotation: the first attempt")
+	r.SetName("b-abc")
+	assert.Equal(t, "3", RetryRun(u, "t2", FromObject(r, Running)).GetAnnotations()[AnnotationAttempt])
+}
+
+// A retry created within the second of the run it retries is the newer,
+// whatever the names.
+func TestSortNewestFirstAttempts(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rs := []Run{
+		{Name: "z-first", Digest: "d1", Created: at, Attempt: 1},
+		{Name: "a-third", Digest: "d1", Created: at, Attempt: 3},
+		{Name: "m-second", Digest: "d1", Created: at, Attempt: 2},
+		{Name: "older", Digest: "d0", Created: at.Add(-time.Second), Attempt: 5},
+	}
+	SortNewestFirst(rs, "d1")
+	var names []string
+	for _, r := range rs {
+		names = append(names, r.Name)
+	}
+	assert.Equal(t, []string{"a-third", "m-second", "z-first", "older"}, names)
 }

@@ -18,6 +18,10 @@ const (
 	// EventStampedObjectApplied: an object was created or changed (on the
 	// owner or Runnable that stamped it).
 	EventStampedObjectApplied = "StampedObjectApplied"
+	// EventRunRetried: a run was created for a retry token
+	// (annotations.Retry): the message names the failed run, the new one
+	// and the token.
+	EventRunRetried = "RunRetried"
 	// EventStampedObjectRemoved: an object no step stamps any more, or a
 	// run retention does not keep, was deleted.
 	EventStampedObjectRemoved = "StampedObjectRemoved"

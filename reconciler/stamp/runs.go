@@ -103,7 +103,7 @@ func (w *Session) LoadRuns(ctx context.Context, q RunQuery) ([]runs.Run, bool, e
 		return nil, false, err
 	}
 	pending := w.recent.Pending(q.Memo, q.Current, list)
-	if runs.Decide(list, q.Current, pending) == runs.Create && !q.Live {
+	if runs.Decide(list, q.Current, pending, false) == runs.Create && !q.Live {
 		q.Live = true
 		list, err = w.ListRuns(ctx, q)
 	}
@@ -124,7 +124,12 @@ func (w *Session) CreateRun(ctx context.Context, f For, gvr schema.GroupVersionR
 	if f.Step != "" {
 		forStep = " for step [" + f.Step + "]"
 	}
-	w.Events.Event(f.Owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Created %s %s/%s%s", created.GetKind(), created.GetNamespace(), created.GetName(), forStep)
+	if ann := created.GetAnnotations(); ann[runs.AnnotationRetryOf] != "" {
+		w.Events.Event(f.Owner, corev1.EventTypeNormal, EventRunRetried, "Retried %s %s/%s%s: created %s for the same inputs (%s=%s)",
+			created.GetKind(), created.GetNamespace(), ann[runs.AnnotationRetryOf], forStep, created.GetName(), runs.AnnotationRetry, ann[runs.AnnotationRetry])
+	} else {
+		w.Events.Event(f.Owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Created %s %s/%s%s", created.GetKind(), created.GetNamespace(), created.GetName(), forStep)
+	}
 	klog.V(2).InfoS("created run", "for", memo, "run", created.GetName(), "digest", digest)
 	return created, nil
 }

@@ -105,6 +105,9 @@ type Resource struct {
 	// the clock of the template's progress deadline.
 	ProcessingInputDigest string       `json:"processingInputDigest,omitempty"`
 	ProcessingSince       *metav1.Time `json:"processingSince,omitempty"`
+	// LastHandledRetry is the owner's kontinue.dev/retry token the step
+	// last handled (an immutable step): a token is acted on once.
+	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
 }
 
 // StampedRef points at a stamped object.

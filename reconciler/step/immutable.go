@@ -140,16 +140,37 @@ func RunOf(desired *unstructured.Unstructured) (*unstructured.Unstructured, stri
 // Start creates a run for Observed.Digest (the run's input set, RunOf)
 // unless one exists or was just created; a run the cache does not show yet
 // is looked for again shortly.
+//
+// A retry token the step has not handled (Observed.Retry) makes one more
+// run of the same inputs when the newest run failed (runs.Retry), marked
+// with the token and the run it retries.
 func (s immutable) Start(o Observed, seen Seen) Plan {
-	switch runs.Decide(seen.Runs, o.Digest, seen.Pending) {
+	retry := retryAsked(o, seen.Runs)
+	switch runs.Decide(seen.Runs, o.Digest, seen.Pending, retry) {
 	case runs.Create:
-		return Plan{Create: o.Desired, phase: phaseCreate, runs: seen.Runs}
+		create := o.Desired
+		if retry {
+			create = runs.RetryRun(create, o.Retry, seen.Runs[0])
+		}
+		return Plan{Create: create, phase: phaseCreate, runs: seen.Runs}
 	case runs.Wait:
 		p := s.observe(o, seen.Runs)
 		p.Requeue = runs.PendingWait
 		return p
 	}
 	return s.observe(o, seen.Runs)
+}
+
+// retryAsked says whether o's retry token asks for one more run (of the
+// newest, failed). Only the newest run is judged here (ObserveRuns judges
+// them all after).
+func retryAsked(o Observed, list []runs.Run) bool {
+	if o.Retry == "" || o.Retry == o.State.RetryHandled || len(list) == 0 {
+		return false
+	}
+	judged := append([]runs.Run{list[0]}, list[1:]...)
+	judged[0].Outcome = outcomeOf(readRun(o, list[0].Obj).h)
+	return runs.Retry(judged, o.Digest, o.Retry)
 }
 
 func (s immutable) Next(o Observed, p Plan, got Got) Plan {
@@ -163,7 +184,7 @@ func (s immutable) Next(o Observed, p Plan, got Got) Plan {
 // lets go.
 func (immutable) observe(o Observed, list []runs.Run) Plan {
 	obs := ObserveRuns(o, list)
-	obs.runDigest = obs.InputDigest
+	obs.runDigest, obs.retry = obs.InputDigest, o.Retry
 	p := Plan{Done: &obs.Observation, Reached: true, Delete: runs.Prune(obs.Judged, runs.PolicyOf(o.Spec.RetentionPolicy))}
 	doomed := map[*unstructured.Unstructured]bool{}
 	for _, d := range p.Delete {
@@ -184,4 +205,6 @@ func (immutable) Record(ob Observation, res *st.Resource) {
 	if ob.runDigest != "" {
 		res.InputDigest = ob.runDigest
 	}
+	// Handled, whatever the runs said: a token asks once.
+	res.LastHandledRetry = ob.retry
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -87,4 +88,56 @@ func TestRunPerInputSetAndRetention(t *testing.T) {
 		names = append(names, d.Name)
 	}
 	assert.ElementsMatch(t, []string{"r2", "r1"}, names, "running runs are never pruned; the newest success is kept")
+}
+
+// A retry token makes one more run of the same inputs when the newest run
+// of them failed, once per token, and the step records the token handled.
+func TestImmutableRetry(t *testing.T) {
+	spec := &api.TemplateSpec{ConfigPath: ".status.out", Lifecycle: api.LifecycleTekton}
+	desired := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tekton.dev/v1", "kind": "TaskRun",
+		"metadata": map[string]any{"generateName": "t-", "namespace": "ns"}}}
+	retried := func(r runs.Run, token string) runs.Run {
+		u := runs.RetryRun(r.Obj, token, runs.Run{Name: "r0"})
+		return runs.FromObject(u, runs.Running)
+	}
+	tests := []struct {
+		name    string
+		list    []runs.Run
+		token   string
+		handled string
+		pending bool
+		want    bool // a run is created, for the token
+	}{
+		{name: "newest run of these inputs failed", list: []runs.Run{run("r1", "d1", "False", "")}, token: "t1", want: true},
+		{name: "no token", list: []runs.Run{run("r1", "d1", "False", "")}},
+		{name: "the token handled already", list: []runs.Run{run("r1", "d1", "False", "")}, token: "t1", handled: "t1"},
+		{name: "a new token after a handled one", list: []runs.Run{run("r1", "d1", "False", "")}, token: "t2", handled: "t1", want: true},
+		{name: "the newest run succeeded", list: []runs.Run{run("r1", "d1", "True", "a")}, token: "t1"},
+		{name: "the newest run still runs", list: []runs.Run{run("r1", "d1", "Unknown", "")}, token: "t1"},
+		{name: "the token's run exists (its status write was lost)", list: []runs.Run{retried(run("r2", "d1", "False", ""), "t1"), run("r1", "d1", "False", "")}, token: "t1"},
+		{name: "the retry's run created a moment ago", list: []runs.Run{run("r1", "d1", "False", "")}, token: "t1", pending: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := Observed{Kind: api.KindClusterConfigTemplate, Step: "test", Spec: spec, Desired: desired, Digest: "d1",
+				Objects: []*unstructured.Unstructured{desired}, Retry: tt.token, State: State{RetryHandled: tt.handled}}
+			s := immutable{}
+			p := s.Start(o, Seen{Runs: tt.list, Pending: tt.pending})
+			if !tt.want {
+				assert.Nil(t, p.Create)
+				require.NotNil(t, p.Done)
+			} else {
+				require.NotNil(t, p.Create)
+				assert.Equal(t, tt.token, p.Create.GetAnnotations()[runs.AnnotationRetry])
+				assert.Equal(t, "r1", p.Create.GetAnnotations()[runs.AnnotationRetryOf])
+				assert.Empty(t, desired.GetAnnotations(), "the rendered object is not changed")
+				p = s.Next(o, p, world{}.got(p))
+				require.NotNil(t, p.Done)
+				assert.Equal(t, "created", p.Ref.GetName(), "the new run is the step's stampedRef")
+			}
+			var res st.Resource
+			s.Record(*p.Done, &res)
+			assert.Equal(t, tt.token, res.LastHandledRetry, "handled, whatever the runs said")
+		})
+	}
 }

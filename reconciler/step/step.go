@@ -81,6 +81,8 @@ type State struct {
 	// ProcessingSince without succeeding or failing (the deadline's clock).
 	ProcessingDigest string
 	ProcessingSince  time.Time
+	// RetryHandled is the retry token the step last handled.
+	RetryHandled string
 }
 
 // StateOf reads the State from a step's previous status (nil: none).
@@ -89,7 +91,7 @@ func StateOf(prev *st.Resource) State {
 		return State{}
 	}
 	s := State{GoodDigest: prev.InputDigest, LastGoodObject: prev.LastGoodObject, ShadowRef: prev.ShadowRef, ServedBy: prev.ServedBy,
-		ProcessingDigest: prev.ProcessingInputDigest}
+		ProcessingDigest: prev.ProcessingInputDigest, RetryHandled: prev.LastHandledRetry}
 	if prev.ProcessingSince != nil {
 		s.ProcessingSince = prev.ProcessingSince.Time
 	}
@@ -118,6 +120,10 @@ type Observed struct {
 	// Now is the reconcile's time (the progress deadline's clock); step
 	// never reads a clock itself.
 	Now time.Time
+	// Retry is the owner's retry token (annotations.Retry; "": none): an
+	// immutable step whose newest run of the current inputs failed creates
+	// one more, once per token.
+	Retry string
 }
 
 // Observation is a step's decision in one reconcile.
@@ -141,6 +147,7 @@ type Observation struct {
 	Recheck   time.Duration
 	out       Outputs
 	runDigest string // an immutable step's: the input set of the run whose outputs are published
+	retry     string // an immutable step's: the retry token handled
 }
 
 // Outputs are what downstream steps get (nil: they wait).
