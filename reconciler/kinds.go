@@ -19,22 +19,7 @@ var (
 	ServiceAccountGVR = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 	rbacGroupVersion  = schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
 	RBACGVRs          = []schema.GroupVersionResource{rbacGroupVersion.WithResource("roles"), rbacGroupVersion.WithResource("rolebindings"), rbacGroupVersion.WithResource("clusterroles"), rbacGroupVersion.WithResource("clusterrolebindings")}
-	templateGVRByKind = map[string]schema.GroupVersionResource{}
-	templateKindByGVR = map[schema.GroupVersionResource]string{}
 )
-
-func init() {
-	for kind, res := range map[string]string{
-		api.KindClusterSourceTemplate:     "clustersourcetemplates",
-		api.KindClusterImageTemplate:      "clusterimagetemplates",
-		api.KindClusterConfigTemplate:     "clusterconfigtemplates",
-		api.KindClusterTemplate:           "clustertemplates",
-		api.KindClusterDeploymentTemplate: "clusterdeploymenttemplates",
-	} {
-		templateGVRByKind[kind] = api.GVR(res)
-		templateKindByGVR[api.GVR(res)] = kind
-	}
-}
 
 // The contract (reconciler/api), as this package names it.
 const (

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -63,7 +64,7 @@ type Manager struct {
 	synced   bool
 	syncedMu sync.RWMutex
 
-	templates *templates // decoded templates, compiled options
+	templates *specs.Templates // decoded templates, compiled options
 
 	// OnApply, when set, is told of every apply (true) and every apply
 	// skipped because the live object was up to date (false).
@@ -150,7 +151,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, events, m.noteApply)
-	m.templates = newTemplates(m.tracker)
+	m.templates = specs.NewTemplates(m.tracker)
 	m.blocked = newBlocker(m.enqueue)
 	idx := newIndex()
 	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
@@ -195,7 +196,7 @@ func permanentWatches() []tracking.Key {
 		{GVR: WorkloadGVR}, {GVR: DeliverableGVR}, {GVR: SupplyChainGVR}, {GVR: DeliveryGVR},
 		{GVR: RunTemplateGVR}, {GVR: CRDGVR}, {GVR: RunnableGVR}, {GVR: ServiceAccountGVR},
 	}
-	for _, gvr := range templateGVRByKind {
+	for _, gvr := range specs.TemplateGVRs() {
 		keys = append(keys, tracking.Key{GVR: gvr})
 	}
 	for _, gvr := range RBACGVRs {

@@ -10,6 +10,7 @@ import (
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -53,8 +54,8 @@ func (m *Manager) route(ev tracking.Event) {
 				o.ctrl.Enqueue(k) // the owner controller finds the owners concerned
 			}
 		}
-	case templateKindByGVR[gvr] != "":
-		kind := templateKindByGVR[gvr]
+	case specs.TemplateKind(gvr) != "":
+		kind := specs.TemplateKind(gvr)
 		for _, o := range m.owners {
 			o.templateChanged(kind, ev.Obj.GetName())
 		}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/owner"
 	"kontinue.dev/kontinue/reconciler/runnable"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -62,7 +63,7 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 		}
 	case (k == tracking.Key{GVR: WorkloadGVR} || k == tracking.Key{GVR: DeliverableGVR}) && ev.Type == tracking.Deleted:
 		// The owner's last status records what Kontinue generated for it.
-		r.gen.ownerDeleted(keyOf(flavorOfOwner(k.GVR).OwnerKind, ev.Obj), recordsOf(ev.Obj))
+		r.gen.ownerDeleted(keyOf(flavorOfOwner(k.GVR).OwnerKind, ev.Obj), owner.RecordsOf(ev.Obj))
 	case k.Selector == StampedSelector:
 		if name := ev.Obj.GetLabels()[LabelRunnableName]; name != "" {
 			r.ctrl.Enqueue(Key{Kind: api.KindRunnable, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: name}})

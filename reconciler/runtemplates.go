@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/owner"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -88,7 +89,7 @@ func (g *generatedSweep) sweep(ctx context.Context, name string) (Result, error)
 	doomed := slices.Clone(g.doomed[name])
 	g.mu.Unlock()
 	for _, d := range doomed {
-		if err := g.removeRunTemplate(ctx, d.rec, fmt.Sprintf("%s %s is gone", d.owner.Kind, d.owner.NamespacedName)); err != nil {
+		if err := owner.RemoveRunTemplate(ctx, g.m.tracker, g.m.w, g.m.dyn, d.rec, fmt.Sprintf("%s %s is gone", d.owner.Kind, d.owner.NamespacedName)); err != nil {
 			return Result{}, err // kept: retried with backoff
 		}
 		g.mu.Lock()
@@ -146,29 +147,4 @@ func generatedOwner(crt *unstructured.Unstructured) (Key, bool) {
 		}
 	}
 	return Key{}, false
-}
-
-// removeRunTemplate deletes the object rec records, with its UID as
-// precondition (ownedRunTemplate): nil once it is gone, or when the name
-// holds an object that is not the one recorded (left as it is).
-func (g *generatedSweep) removeRunTemplate(ctx context.Context, rec st.GeneratedRunTemplate, why string) error {
-	live, _ := g.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", rec.Name)
-	if live == nil {
-		// The cache may not show a create yet: ask.
-		got, err := g.m.w.Session().Read(ctx, g.m.dyn, RunTemplateGVR, "", rec.Name)
-		if got == nil || err != nil {
-			return err
-		}
-		live = got
-	}
-	uid, ours := ownedRunTemplate(rec, seenOf(live, false))
-	if !ours {
-		klog.InfoS("left a ClusterRunTemplate that is not the one Kontinue generated", "name", rec.Name, "uid", live.GetUID(), "recorded", rec.UID, "why", why)
-		return nil
-	}
-	if err := g.m.w.Session().Delete(ctx, g.m.dyn, RunTemplateGVR, "", rec.Name, uid); err != nil {
-		return err
-	}
-	klog.InfoS("removed generated ClusterRunTemplate", "name", rec.Name, "uid", uid, "why", why)
-	return nil
 }

@@ -1,8 +1,8 @@
-package reconciler
+package owner
 
 // The port between deciding and doing for an owner's steps: the step
 // writers (mutable.go, immutable.go, runnablestep.go) read and write only
-// through an ownerIO, never through the reconcile (ownerPass), and a
+// through an ownerIO, never through the reconcile (pass), and a
 // failure comes back to the executor as a stepFail (execute.go builds the
 // step's status from it).
 
@@ -41,14 +41,6 @@ type ownerIO struct {
 	client  func() (dynamic.Interface, error)
 	user    string     // the owner, for logs and the memory of runs just created
 	labels  labels.Set // what every object stamped for the owner carries
-}
-
-// io is the port the step writers of this reconcile use.
-func (op *ownerPass) io() *ownerIO {
-	f, ns, name := op.r.flavor, op.owner.GetNamespace(), op.owner.GetName()
-	return &ownerIO{ctx: op.ctx, w: op.w, watch: op.watch, keep: op.keep, owner: op.owner,
-		claim: stamp.Owner{Kind: f.OwnerKind, Name: name, UID: op.owner.GetUID()}, account: op.serviceAccount(), client: op.stampClient,
-		user: op.r.user(ns, name), labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: name, f.LabelOwnerNS: ns}}
 }
 
 // stepFail ends a step: a read or write failed and cond says why; err is
@@ -134,16 +126,11 @@ func controlledBy(obj *unstructured.Unstructured, uid types.UID) bool {
 	return ref != nil && ref.UID == uid
 }
 
-// current is the live object (nil: missing), watched for this owner.
-func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
-	return op.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
-}
-
 // stepRuns finds the step's runs: objects of the kind of key carrying this
 // owner's and step's labels, whose controller is this very owner. digest
 // is the input set rendered now.
 func (x *ownerIO) stepRuns(stepName string, key tracking.Key, digest string) stamp.RunQuery {
-	l := labels.Merge(x.labels, labels.Set{LabelResourceName: stepName})
+	l := labels.Merge(x.labels, labels.Set{api.LabelResourceName: stepName})
 	return stamp.RunQuery{Kind: key, Watch: x.watch.Watch, Namespace: x.owner.GetNamespace(), Controller: x.owner.GetUID(), Current: digest,
 		Memo: x.user + "/" + stepName, Labels: l}
 }
@@ -186,26 +173,4 @@ func (x *ownerIO) writeFailed(what string, err error) *stepFail {
 func (x *ownerIO) subject(verb, what string) failure.Subject {
 	return failure.Subject{Verb: verb, What: what, Account: x.account.Namespace + "/" + x.account.Name,
 		Home: fmt.Sprintf("stamped objects must live in the %s's namespace", x.claim.Kind)}
-}
-
-// serviceAccount is the account whose permissions stamp objects:
-// the owner's, else the chain's, else "default" in the owner's namespace.
-func (op *ownerPass) serviceAccount() api.ServiceAccountRef {
-	ns := op.owner.GetNamespace()
-	if op.spec.ServiceAccountName != "" {
-		return api.ServiceAccountRef{Namespace: ns, Name: op.spec.ServiceAccountName}
-	}
-	if op.chain != nil && op.chain.spec.ServiceAccountRef != nil && op.chain.spec.ServiceAccountRef.Name != "" {
-		ref := *op.chain.spec.ServiceAccountRef
-		if ref.Namespace == "" {
-			ref.Namespace = ns
-		}
-		return ref
-	}
-	return api.ServiceAccountRef{Namespace: ns, Name: "default"}
-}
-
-func (op *ownerPass) stampClient() (dynamic.Interface, error) {
-	sa := op.serviceAccount()
-	return op.r.m.clients.For(sa.Namespace, sa.Name)
 }
