@@ -1,0 +1,255 @@
+package owner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/prepare"
+	"kontinue.dev/kontinue/reconciler/selector"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
+)
+
+// world plays the port: what each step's stepIO finds and leaves behind,
+// by step name. The walk (prepare → Strategy → status) runs for real; only
+// the reads and writes are fake.
+type world struct {
+	status    map[string]map[string]any // the status a step's object shows once applied (nil: none)
+	loadFail  map[string]*stepFail      // the step's load fails so
+	writeFail map[string]*stepFail      // the step's write fails so
+
+	applied []*unstructured.Unstructured // every object written, in order
+}
+
+// fakeIO is one step's stepIO in the world.
+type fakeIO struct {
+	w    *world
+	step string
+}
+
+func (x fakeIO) load(*step.Observed) (step.Seen, *stepFail) {
+	return step.Seen{}, x.w.loadFail[x.step]
+}
+
+func (x fakeIO) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
+	if f := x.w.writeFail[x.step]; f != nil {
+		return step.Got{}, f
+	}
+	var got step.Got
+	for _, u := range p.Apply {
+		x.w.applied = append(x.w.applied, u)
+		live := u.DeepCopy()
+		if s := x.w.status[x.step]; s != nil {
+			live.Object["status"] = s
+		}
+		got.Live, got.Refs = append(got.Live, live), append(got.Refs, x.ref(u))
+	}
+	got.Wrote = len(p.Apply) > 0
+	return got, nil
+}
+
+func (fakeIO) ref(u *unstructured.Unstructured) st.StampedRef {
+	return st.StampedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Resource: "configmaps"}
+}
+
+func (fakeIO) remove(step.Plan) error { return nil }
+
+// events records the owner's events as "type reason: message".
+type events []string
+
+func (e *events) Event(_ *unstructured.Unstructured, typ, reason, msgFmt string, args ...any) {
+	*e = append(*e, fmt.Sprintf("%s %s: %s", typ, reason, fmt.Sprintf(msgFmt, args...)))
+}
+
+func walkOwner() *unstructured.Unstructured {
+	o := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "carto.run/v1alpha1", "kind": "Workload",
+		"metadata": map[string]any{"name": "app", "namespace": "dev", "generation": int64(3)},
+		"spec":     map[string]any{},
+	}}
+	o.SetUID(types.UID("uid-1"))
+	return o
+}
+
+// The chain under test: source (a ConfigMap whose status gives url and
+// revision) → image (a ConfigMap reading the source's url, whose status
+// gives the image).
+var (
+	walkChain = []api.Step{
+		{Name: "source", TemplateRef: api.StepTemplateRef{Kind: api.KindClusterSourceTemplate, Name: "src"}},
+		{Name: "image", TemplateRef: api.StepTemplateRef{Kind: api.KindClusterImageTemplate, Name: "img"},
+			Sources: []api.StepInput{{Name: "src", Resource: "source"}}},
+	}
+	healthy       = &api.HealthRule{AlwaysHealthy: &struct{}{}}
+	walkTemplates = map[string]*api.TemplateSpec{
+		"src": {URLPath: "status.url", RevisionPath: "status.rev", HealthRule: healthy, Template: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "app-src"}}},
+		"img": {ImagePath: "status.image", HealthRule: healthy, Template: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "app-img"},
+			"data": map[string]any{"url": "$(source.url)$"}}},
+	}
+	sourceReady = map[string]any{"url": "https://git/x", "rev": "r1"}
+	imageReady  = map[string]any{"image": "img@d1"}
+)
+
+// walk runs the steps stage of an owner over w, after prev (the steps'
+// previous statuses).
+func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) ([]st.Resource, time.Duration, error, events, *keepSet) {
+	t.Helper()
+	own := walkOwner()
+	doc, err := json.Marshal(own.Object)
+	require.NoError(t, err)
+	chain := &api.ChainSpec{Resources: walkChain}
+	var ev events
+	keep := newKeepSet()
+	s := &steps{ctx: context.Background(), owner: own, user: "Workload/dev/app", chainName: "web",
+		now: metav1.NewTime(time.Unix(1000, 0)), prev: prev, keep: keep, events: &ev,
+		prepare: prepare.Env{Flavor: api.WorkloadFlavor, Owner: own, OwnerDoc: doc, ChainName: "web", Chain: chain,
+			Options: func(def api.Step) ([]selector.Candidate, error) { return prepare.Options(def) },
+			Template: func(_, name string) (*api.TemplateSpec, error) {
+				if t, ok := walkTemplates[name]; ok && !slices.Contains(missing, name) {
+					return t, nil
+				}
+				return nil, prepare.ErrNotFound
+			}},
+		io: func(l step.Lifecycle, sc *stepCtx) stepIO {
+			require.Equal(t, step.Mutable, l)
+			return fakeIO{w: w, step: sc.step.Name}
+		}}
+	res, requeue, err := s.walk(chain.Resources)
+	return res, requeue, err, ev, keep
+}
+
+// cond is a step's condition as "Status Reason".
+func cond(r st.Resource, typ string) string {
+	c := st.Find(r.Conditions, typ)
+	if c == nil {
+		return ""
+	}
+	return string(c.Status) + " " + c.Reason
+}
+
+func outputNames(r st.Resource) []string {
+	var out []string
+	for _, o := range r.Outputs {
+		out = append(out, o.Name+"="+strings.TrimSpace(o.Preview))
+	}
+	return out
+}
+
+func TestStepsWalk(t *testing.T) {
+	forbidden := &stepFail{cond: st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, "forbidden")}
+	flaky := errors.New("connection reset")
+	prevSource := st.Resource{Name: "source", Outputs: []st.Output{{Name: "url", Preview: "https://git/old", Digest: "old"}},
+		Conditions: []metav1.Condition{st.Cond(st.Healthy, st.Unknown, "OutputNotAvailable", "")}}
+	for _, tt := range []struct {
+		name    string
+		w       world
+		prev    []st.Resource
+		missing []string // templates not in the cache
+		// want
+		submitted [2]string // ResourceSubmitted of source, image
+		ready     [2]string
+		outputs   [2][]string
+		applied   []string // names, in order
+		imageURL  string   // what the image step rendered from the source's outputs
+		requeue   time.Duration
+		err       error
+		events    []string
+	}{
+		{name: "outputs flow downstream, in the chain's order",
+			w:         world{status: map[string]map[string]any{"source": sourceReady, "image": imageReady}},
+			submitted: [2]string{"True ResourceSubmissionComplete", "True ResourceSubmissionComplete"},
+			ready:     [2]string{"True Ready", "True Ready"},
+			outputs:   [2][]string{{"url=https://git/x", "revision=r1"}, {"image=img@d1"}},
+			applied:   []string{"app-src", "app-img"}, imageURL: "https://git/x"},
+		{name: "a step without outputs yet: the next one waits, nothing of it is written",
+			w:         world{status: map[string]map[string]any{"image": imageReady}},
+			submitted: [2]string{"Unknown MissingValueAtPath", "Unknown MissingValueAtPath"},
+			ready:     [2]string{"Unknown MissingValueAtPath", "Unknown MissingValueAtPath"},
+			applied:   []string{"app-src"}},
+		{name: "a refused write ends its step with its condition (and a Warning); the next one waits",
+			w:         world{writeFail: map[string]*stepFail{"source": forbidden}},
+			submitted: [2]string{"False TemplateRejectedByAPIServer", "Unknown MissingValueAtPath"},
+			ready:     [2]string{"False TemplateRejectedByAPIServer", "Unknown MissingValueAtPath"},
+			events:    []string{"Warning TemplateRejectedByAPIServer: step [source]: forbidden"}},
+		{name: "a template not in the cache: the step fails with a Warning, earlier steps go on",
+			w:         world{status: map[string]map[string]any{"source": sourceReady}},
+			missing:   []string{"img"},
+			submitted: [2]string{"True ResourceSubmissionComplete", "False TemplateObjectRetrievalFailure"},
+			ready:     [2]string{"True Ready", "False TemplateObjectRetrievalFailure"},
+			outputs:   [2][]string{{"url=https://git/x", "revision=r1"}},
+			applied:   []string{"app-src"},
+			events:    []string{"Warning TemplateObjectRetrievalFailure: step [image]: unable to get template [ClusterImageTemplate/img] for step [image]: not found"}},
+		{name: "a transient failure is returned for a retry, the soonest requeue wins",
+			w: world{status: map[string]map[string]any{"source": sourceReady},
+				loadFail: map[string]*stepFail{"image": {cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, "reset"), err: flaky, requeue: time.Second}}},
+			submitted: [2]string{"True ResourceSubmissionComplete", "Unknown UnknownError"},
+			ready:     [2]string{"True Ready", "Unknown UnknownError"},
+			outputs:   [2][]string{{"url=https://git/x", "revision=r1"}},
+			applied:   []string{"app-src"}, requeue: time.Second, err: flaky},
+		{name: "a new output and a health change are told as events",
+			w:         world{status: map[string]map[string]any{"source": sourceReady, "image": imageReady}},
+			prev:      []st.Resource{prevSource},
+			submitted: [2]string{"True ResourceSubmissionComplete", "True ResourceSubmissionComplete"},
+			ready:     [2]string{"True Ready", "True Ready"},
+			outputs:   [2][]string{{"url=https://git/x", "revision=r1"}, {"image=img@d1"}},
+			applied:   []string{"app-src", "app-img"}, imageURL: "https://git/x",
+			events: []string{"Normal ResourceOutputChanged: [app] found a new output in step [source]: url, revision",
+				"Normal ResourceHealthyStatusChanged: [app] step [source] Healthy is now True: AlwaysHealthy"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := tt.w
+			res, requeue, err, ev, _ := walk(t, &w, tt.prev, tt.missing...)
+			require.Len(t, res, 2)
+			for i, r := range res {
+				assert.Equal(t, walkChain[i].Name, r.Name)
+				assert.Equal(t, tt.submitted[i], cond(r, st.ResourceSubmitted), "ResourceSubmitted of %s", r.Name)
+				assert.Equal(t, tt.ready[i], cond(r, st.Ready), "Ready of %s", r.Name)
+				assert.Equal(t, tt.outputs[i], outputNames(r), "outputs of %s", r.Name)
+			}
+			var applied []string
+			url := ""
+			for _, u := range w.applied {
+				applied = append(applied, u.GetName())
+				if u.GetName() == "app-img" {
+					url, _, _ = unstructured.NestedString(u.Object, "data", "url")
+				}
+				// Every object carries the owner's controller reference and labels.
+				assert.Equal(t, "uid-1", string(metav1.GetControllerOf(u).UID))
+				assert.Equal(t, "app", u.GetLabels()[api.LabelWorkloadName])
+			}
+			assert.Equal(t, tt.applied, applied)
+			assert.Equal(t, tt.imageURL, url)
+			assert.Equal(t, tt.requeue, requeue)
+			assert.Equal(t, tt.err, err)
+			assert.Equal(t, tt.events, []string(ev))
+		})
+	}
+}
+
+// A step that cannot be prepared keeps pointing at what it stamped: bad
+// input never makes the owner forget (and so delete) an object.
+func TestStepsWalkKeepsWhatARefusedStepStamped(t *testing.T) {
+	old := &st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "dev", Name: "app-img", Resource: "configmaps"}
+	prev := []st.Resource{{Name: "image", StampedRef: old, Conditions: []metav1.Condition{st.Cond(st.Ready, st.True, "Ready", "")}}}
+	w := world{} // the source has no outputs: the image step is refused
+	res, _, _, ev, _ := walk(t, &w, prev)
+	require.Len(t, res, 2)
+	assert.Equal(t, old, res[1].StampedRef)
+	assert.Equal(t, "Unknown MissingValueAtPath", cond(res[1], st.Ready))
+	assert.Empty(t, ev, "Unknown is no failure: no Warning")
+}
