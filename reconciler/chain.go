@@ -33,7 +33,7 @@ func newChainReconciler(m *Manager) *chainReconciler {
 
 // enqueueAll enqueues every chain (a template changed; chains are few).
 func (r *chainReconciler) enqueueAll() {
-	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
+	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		objs, _ := r.m.tracker.List(tracking.Key{GVR: f.ChainGVR}, "")
 		for _, o := range objs {
 			r.ctrl.Enqueue(keyOf(f.ChainKind, o))
@@ -47,9 +47,9 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	var gvr schema.GroupVersionResource
 	switch key.Kind {
 	case api.KindClusterSupplyChain:
-		gvr = SupplyChainGVR
+		gvr = api.SupplyChainGVR
 	case api.KindClusterDelivery:
-		gvr = DeliveryGVR
+		gvr = api.DeliveryGVR
 	default:
 		r.enqueueAll()
 		return Result{}, nil

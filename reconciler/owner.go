@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/owner"
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/specs"
@@ -20,14 +21,14 @@ import (
 // the index, who waits for RBAC or discovery news.
 type ownerReconciler struct {
 	m      *Manager
-	flavor *Flavor
+	flavor *api.Flavor
 	ctrl   *Controller
 	idx    *index
 	chains *specs.Chains
 	rec    *owner.Reconciler
 }
 
-func newOwnerReconciler(m *Manager, f *Flavor, idx *index) *ownerReconciler {
+func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler {
 	r := &ownerReconciler{m: m, flavor: f, idx: idx, chains: specs.NewChains()}
 	r.rec = owner.New(owner.Env{Flavor: f, Tracker: m.tracker, Writer: m.w, Events: m.w.Events, Dynamic: m.dyn, Clients: m.clients,
 		AccountExists: m.accountExists, Templates: m.templates, Chains: r.chains, Engines: m.engines,

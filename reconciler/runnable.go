@@ -48,11 +48,11 @@ func newRunnableReconciler(m *Manager) *runnableReconciler {
 func (r *runnableReconciler) route(ev tracking.Event) {
 	k := ev.Key
 	switch {
-	case k == tracking.Key{GVR: RunnableGVR}:
+	case k == tracking.Key{GVR: api.RunnableGVR}:
 		if ev.Type != tracking.Updated || ownerChanged(ev.Old, ev.Obj) {
 			r.ctrl.Enqueue(keyOf(api.KindRunnable, ev.Obj))
 		}
-	case k == tracking.Key{GVR: RunTemplateGVR}:
+	case k == tracking.Key{GVR: api.RunTemplateGVR}:
 		if ev.Type == tracking.Deleted {
 			for _, owner := range r.gen.nameFreed(ev.Obj.GetName()) {
 				r.m.enqueue(owner) // a step refused the object that held the name
@@ -61,11 +61,11 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 		if ev.Type != tracking.Updated || specOrLabelsChanged(ev.Old, ev.Obj) {
 			r.ctrl.Enqueue(keyOf(api.KindClusterRunTemplate, ev.Obj))
 		}
-	case (k == tracking.Key{GVR: WorkloadGVR} || k == tracking.Key{GVR: DeliverableGVR}) && ev.Type == tracking.Deleted:
+	case (k == tracking.Key{GVR: api.WorkloadGVR} || k == tracking.Key{GVR: api.DeliverableGVR}) && ev.Type == tracking.Deleted:
 		// The owner's last status records what Kontinue generated for it.
 		r.gen.ownerDeleted(keyOf(flavorOfOwner(k.GVR).OwnerKind, ev.Obj), owner.RecordsOf(ev.Obj))
-	case k.Selector == StampedSelector:
-		if name := ev.Obj.GetLabels()[LabelRunnableName]; name != "" {
+	case k.Selector == api.StampedSelector:
+		if name := ev.Obj.GetLabels()[api.LabelRunnableName]; name != "" {
 			r.ctrl.Enqueue(Key{Kind: api.KindRunnable, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: name}})
 		}
 	}
@@ -84,7 +84,7 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 
 // runTemplateChanged enqueues the Runnables that name the run template.
 func (r *runnableReconciler) runTemplateChanged(name string) {
-	objs, _ := r.m.tracker.List(tracking.Key{GVR: RunnableGVR}, "")
+	objs, _ := r.m.tracker.List(tracking.Key{GVR: api.RunnableGVR}, "")
 	for _, o := range objs {
 		if n, _, _ := unstructured.NestedString(o.Object, "spec", "runTemplateRef", "name"); n == name {
 			r.ctrl.Enqueue(keyOf(api.KindRunnable, o))

@@ -104,7 +104,7 @@ func (g *generatedSweep) sweep(ctx context.Context, name string) (Result, error)
 	if len(doomed) > 0 {
 		return Result{}, nil
 	}
-	crt, synced := g.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
+	crt, synced := g.m.tracker.Get(tracking.Key{GVR: api.RunTemplateGVR}, "", name)
 	if crt == nil || !synced {
 		return Result{}, nil
 	}
@@ -112,9 +112,9 @@ func (g *generatedSweep) sweep(ctx context.Context, name string) (Result, error)
 	if !ok {
 		return Result{}, nil
 	}
-	f := WorkloadFlavor
-	if owner.Kind == DeliverableFlavor.OwnerKind {
-		f = DeliverableFlavor
+	f := api.WorkloadFlavor
+	if owner.Kind == api.DeliverableFlavor.OwnerKind {
+		f = api.DeliverableFlavor
 	}
 	if o, synced := g.m.tracker.Get(tracking.Key{GVR: f.OwnerGVR}, owner.Namespace, owner.Name); o == nil && synced && g.noteUnproven(crt.GetUID()) {
 		klog.InfoS("left a ClusterRunTemplate labelled for an owner that is gone: no record proves Kontinue generated it", "name", name, "uid", crt.GetUID(), "owner", owner.String())
@@ -138,10 +138,10 @@ func (g *generatedSweep) noteUnproven(uid types.UID) bool {
 // log of sweep only: labels prove nothing).
 func generatedOwner(crt *unstructured.Unstructured) (Key, bool) {
 	l := crt.GetLabels()
-	if l[StampedLabel] != "true" {
+	if l[api.StampedLabel] != "true" {
 		return Key{}, false
 	}
-	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
+	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		if n, ns := l[f.LabelOwnerName], l[f.LabelOwnerNS]; n != "" && ns != "" {
 			return Key{Kind: f.OwnerKind, NamespacedName: types.NamespacedName{Namespace: ns, Name: n}}, true
 		}

@@ -107,16 +107,24 @@ var (
 
 // walk runs the steps stage of an owner over w, after prev (the steps'
 // previous statuses).
-func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) ([]st.Resource, time.Duration, error, events, *keepSet) {
+// walked is what a walk left: the steps' statuses, the requeue and error
+// it returns, the events told.
+type walked struct {
+	res     []st.Resource
+	requeue time.Duration
+	err     error
+	events  events
+}
+
+func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) walked {
 	t.Helper()
 	own := walkOwner()
 	doc, err := json.Marshal(own.Object)
 	require.NoError(t, err)
 	chain := &api.ChainSpec{Resources: walkChain}
 	var ev events
-	keep := newKeepSet()
 	s := &steps{ctx: context.Background(), owner: own, user: "Workload/dev/app", chainName: "web",
-		now: metav1.NewTime(time.Unix(1000, 0)), prev: prev, keep: keep, events: &ev,
+		now: metav1.NewTime(time.Unix(1000, 0)), prev: prev, keep: newKeepSet(), events: &ev,
 		prepare: prepare.Env{Flavor: api.WorkloadFlavor, Owner: own, OwnerDoc: doc, ChainName: "web", Chain: chain,
 			Options: func(def api.Step) ([]selector.Candidate, error) { return prepare.Options(def) },
 			Template: func(_, name string) (*api.TemplateSpec, error) {
@@ -130,7 +138,7 @@ func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) ([]st.R
 			return fakeIO{w: w, step: sc.step.Name}
 		}}
 	res, requeue, err := s.walk(chain.Resources)
-	return res, requeue, err, ev, keep
+	return walked{res: res, requeue: requeue, err: err, events: ev}
 }
 
 // cond is a step's condition as "Status Reason".
@@ -213,7 +221,8 @@ func TestStepsWalk(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := tt.w
-			res, requeue, err, ev, _ := walk(t, &w, tt.prev, tt.missing...)
+			got := walk(t, &w, tt.prev, tt.missing...)
+			res, requeue, err, ev := got.res, got.requeue, got.err, got.events
 			require.Len(t, res, 2)
 			for i, r := range res {
 				assert.Equal(t, walkChain[i].Name, r.Name)
@@ -247,7 +256,8 @@ func TestStepsWalkKeepsWhatARefusedStepStamped(t *testing.T) {
 	old := &st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "dev", Name: "app-img", Resource: "configmaps"}
 	prev := []st.Resource{{Name: "image", StampedRef: old, Conditions: []metav1.Condition{st.Cond(st.Ready, st.True, "Ready", "")}}}
 	w := world{} // the source has no outputs: the image step is refused
-	res, _, _, ev, _ := walk(t, &w, prev)
+	got := walk(t, &w, prev)
+	res, ev := got.res, got.events
 	require.Len(t, res, 2)
 	assert.Equal(t, old, res[1].StampedRef)
 	assert.Equal(t, "Unknown MissingValueAtPath", cond(res[1], st.Ready))
