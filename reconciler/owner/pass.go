@@ -51,11 +51,15 @@ type pass struct {
 	w             *stamp.Session   // every write; what blocks the owner (the Manager's blockCauseOf)
 	keep          *keepSet         // what removal must leave alone (keep.go)
 	noAccount     bool             // the service account does not exist: write nothing
+	// writerOf is the stepIO of a step's lifecycle (stepIO; tests: a fake
+	// port).
+	writerOf func(step.Lifecycle, *stepCtx) stepIO
 }
 
 func newPass(ctx context.Context, env *Env, owner *unstructured.Unstructured, user string) *pass {
 	op := &pass{ctx: ctx, env: env, user: user, owner: owner, now: metav1.NewTime(time.Now().Truncate(time.Second)),
 		watch: env.Tracker.Begin(user), w: env.Writer.Session(), keep: newKeepSet()}
+	op.writerOf = op.stepIO
 	if s, ok := owner.Object["status"].(map[string]any); ok {
 		_ = api.Decode(s, &op.prev)
 	}
@@ -203,7 +207,7 @@ func (op *pass) chooseChain() (selector.ChainChoice, *specs.Chain) {
 // conditions.
 func (op *pass) walk(chainReady metav1.Condition) (time.Duration, error) {
 	s := &steps{ctx: op.ctx, owner: op.owner, user: op.user, chainName: op.chainName, now: op.now, prev: op.prev.Resources,
-		keep: op.keep, events: op.env.Events, prepare: op.prepareEnv(), io: op.stepIO}
+		keep: op.keep, events: op.env.Events, prepare: op.prepareEnv(), io: op.writerOf}
 	resources, requeue, transient := s.walk(op.chain.Spec.Resources)
 	op.status.Resources = resources
 	op.keep.resources(resources)
