@@ -18,6 +18,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/prepare"
+	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/selector"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -30,23 +31,70 @@ type world struct {
 	status    map[string]map[string]any // the status a step's object shows once applied (nil: none)
 	loadFail  map[string]*stepFail      // the step's load fails so
 	writeFail map[string]*stepFail      // the step's write fails so
+	runs      map[string][]fakeRun      // the runs an immutable step finds, newest first
 
-	applied []*unstructured.Unstructured // every object written, in order
+	applied []*unstructured.Unstructured // every object written (applied or created), in order
+	removed []string                     // the runs removed
+}
+
+// fakeRun is a run a step finds: of the input set rendered now (current)
+// or of an earlier one, and how it ended.
+type fakeRun struct {
+	name    string
+	current bool
+	outcome runs.Outcome
+	status  map[string]any
 }
 
 // fakeIO is one step's stepIO in the world.
 type fakeIO struct {
-	w    *world
-	step string
+	w         *world
+	step      string
+	lifecycle step.Lifecycle
 }
 
-func (x fakeIO) load(*step.Observed) (step.Seen, *stepFail) {
-	return step.Seen{}, x.w.loadFail[x.step]
+// load does what the immutable writer's does to Observed (the run and its
+// input set), and finds the world's runs.
+func (x fakeIO) load(o *step.Observed) (step.Seen, *stepFail) {
+	if f := x.w.loadFail[x.step]; f != nil {
+		return step.Seen{}, f
+	}
+	if x.lifecycle != step.Immutable {
+		return step.Seen{}, nil
+	}
+	o.Desired, o.Digest = step.RunOf(o.Objects[0])
+	o.Objects = []*unstructured.Unstructured{o.Desired}
+	var seen step.Seen
+	for i, r := range x.w.runs[x.step] {
+		u := o.Desired.DeepCopy()
+		u.SetName(r.name)
+		digest := "earlier"
+		if r.current {
+			digest = o.Digest
+		}
+		u.SetLabels(map[string]string{runs.LabelInputDigest: digest})
+		u.SetCreationTimestamp(metav1.NewTime(time.Unix(int64(900-i), 0)))
+		u.Object["status"] = r.status
+		seen.Runs = append(seen.Runs, runs.FromObject(u, r.outcome))
+	}
+	return seen, nil
 }
 
 func (x fakeIO) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
 	if f := x.w.writeFail[x.step]; f != nil {
 		return step.Got{}, f
+	}
+	if p.Create != nil {
+		created := p.Create.DeepCopy()
+		created.SetName(x.step + "-new")
+		created.SetLabels(map[string]string{runs.LabelInputDigest: "new"})
+		created.SetCreationTimestamp(metav1.NewTime(time.Unix(1000, 0)))
+		x.w.applied = append(x.w.applied, created)
+		live := created.DeepCopy()
+		if s := x.w.status[x.step]; s != nil {
+			live.Object["status"] = s
+		}
+		return step.Got{Live: []*unstructured.Unstructured{live}, Refs: []st.StampedRef{x.ref(created)}, Wrote: true}, nil
 	}
 	var got step.Got
 	for _, u := range p.Apply {
@@ -65,7 +113,12 @@ func (fakeIO) ref(u *unstructured.Unstructured) st.StampedRef {
 	return st.StampedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Resource: "configmaps"}
 }
 
-func (fakeIO) remove(step.Plan) error { return nil }
+func (x fakeIO) remove(p step.Plan) error {
+	for _, r := range p.Delete {
+		x.w.removed = append(x.w.removed, r.Name)
+	}
+	return nil
+}
 
 // events records the owner's events as "type reason: message".
 type events []string
@@ -114,31 +167,43 @@ type walked struct {
 	requeue time.Duration
 	err     error
 	events  events
+	keep    *keepSet
 }
 
 func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) walked {
 	t.Helper()
+	tmpls := map[string]*api.TemplateSpec{}
+	for n, s := range walkTemplates {
+		if !slices.Contains(missing, n) {
+			tmpls[n] = s
+		}
+	}
+	return walkWith(t, w, prev, walkChain, tmpls)
+}
+
+// walkWith runs the steps stage of chain over w.
+func walkWith(t *testing.T, w *world, prev []st.Resource, defs []api.Step, tmpls map[string]*api.TemplateSpec) walked {
+	t.Helper()
 	own := walkOwner()
 	doc, err := json.Marshal(own.Object)
 	require.NoError(t, err)
-	chain := &api.ChainSpec{Resources: walkChain}
+	chain := &api.ChainSpec{Resources: defs}
 	var ev events
 	s := &steps{ctx: context.Background(), owner: own, user: "Workload/dev/app", chainName: "web",
 		now: metav1.NewTime(time.Unix(1000, 0)), prev: prev, keep: newKeepSet(), events: &ev,
 		prepare: prepare.Env{Flavor: api.WorkloadFlavor, Owner: own, OwnerDoc: doc, ChainName: "web", Chain: chain,
 			Options: func(def api.Step) ([]selector.Candidate, error) { return prepare.Options(def) },
 			Template: func(_, name string) (*api.TemplateSpec, error) {
-				if t, ok := walkTemplates[name]; ok && !slices.Contains(missing, name) {
+				if t, ok := tmpls[name]; ok {
 					return t, nil
 				}
 				return nil, prepare.ErrNotFound
 			}},
 		io: func(l step.Lifecycle, sc *stepCtx) stepIO {
-			require.Equal(t, step.Mutable, l)
-			return fakeIO{w: w, step: sc.step.Name}
+			return fakeIO{w: w, step: sc.step.Name, lifecycle: l}
 		}}
 	res, requeue, err := s.walk(chain.Resources)
-	return walked{res: res, requeue: requeue, err: err, events: ev}
+	return walked{res: res, requeue: requeue, err: err, events: ev, keep: s.keep}
 }
 
 // cond is a step's condition as "Status Reason".
@@ -262,4 +327,49 @@ func TestStepsWalkKeepsWhatARefusedStepStamped(t *testing.T) {
 	assert.Equal(t, old, res[1].StampedRef)
 	assert.Equal(t, "Unknown MissingValueAtPath", cond(res[1], st.Ready))
 	assert.Empty(t, ev, "Unknown is no failure: no Warning")
+}
+
+// An immutable step through the same walk: a run per input set, created
+// only when the newest run is of other inputs; retention lets old ones go.
+func TestStepsWalkImmutable(t *testing.T) {
+	build := []api.Step{{Name: "build", TemplateRef: api.StepTemplateRef{Kind: api.KindClusterImageTemplate, Name: "job"}}}
+	job := &api.TemplateSpec{Lifecycle: "immutable", ImagePath: "status.image", HealthRule: healthy,
+		RetentionPolicy: &api.RetentionPolicy{MaxSuccessfulRuns: 1, MaxFailedRuns: 1},
+		Template:        map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"generateName": "build-"}}}
+	built := map[string]any{"image": "img@new"}
+	for _, tt := range []struct {
+		name    string
+		runs    []fakeRun
+		created bool
+		ref     string // the step's stampedRef
+		ready   string
+		out     []string
+		removed []string
+	}{
+		{name: "no run yet: one is created and serves the outputs", created: true,
+			ref: "build-new", ready: "True Ready", out: []string{"image=img@new"}},
+		{name: "the newest run is of these inputs: nothing is created",
+			runs: []fakeRun{{name: "build-1", current: true, outcome: runs.Succeeded, status: built}},
+			ref:  "build-1", ready: "True Ready", out: []string{"image=img@new"}},
+		{name: "new inputs: a new run; retention keeps one success, the older ones go", created: true,
+			runs: []fakeRun{{name: "build-2", outcome: runs.Succeeded, status: map[string]any{"image": "img@2"}},
+				{name: "build-1", outcome: runs.Succeeded, status: map[string]any{"image": "img@1"}}},
+			ref: "build-new", ready: "True Ready", out: []string{"image=img@new"}, removed: []string{"build-2", "build-1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := world{status: map[string]map[string]any{"build": built}, runs: map[string][]fakeRun{"build": tt.runs}}
+			got := walkWith(t, &w, nil, build, map[string]*api.TemplateSpec{"job": job})
+			require.NoError(t, got.err)
+			require.Len(t, got.res, 1)
+			r := got.res[0]
+			assert.Equal(t, tt.created, len(w.applied) == 1, "created a run")
+			require.NotNil(t, r.StampedRef)
+			assert.Equal(t, tt.ref, r.StampedRef.Name)
+			assert.Equal(t, tt.ready, cond(r, st.Ready))
+			assert.Equal(t, tt.out, outputNames(r))
+			assert.Equal(t, tt.removed, w.removed)
+			assert.True(t, got.keep.reached["build"], "the step reached its runs: stale-run removal may judge them")
+			assert.True(t, got.keep.runs[refKeyOf(*r.StampedRef)], "the run serving the step is kept")
+		})
+	}
 }
