@@ -1,6 +1,7 @@
 package owner
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -58,11 +59,29 @@ func newRunnableWriter(op *pass, sc *stepCtx) stepIO {
 // object (Observed.Objects becomes them, the Runnable primary) and watches
 // the Runnable.
 func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
-	op, sc := w.op, w.sc
-	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) (step.Seen, *stepFail) {
-		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...))}
+	op := w.op
+	crt, rn, refused := generateRunnable(op.ctx, op.env.Flavor, op.owner, op.serviceAccount(), w.sc, o.Objects[0])
+	if refused != nil {
+		return step.Seen{}, &stepFail{cond: *refused}
 	}
-	ns, owner := op.owner.GetNamespace(), op.owner.GetName()
+	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
+	o.Desired, o.Digest = rn, ""
+	w.io.watch.Watch(tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector})
+	w.io.keep.ref(w.ref(rn))
+	return step.Seen{}, nil
+}
+
+// generateRunnable is what a runnable: true step stamps instead of the
+// object its template rendered: the ClusterRunTemplate (the template with
+// every tag a read of the Runnable's inputs, the template's outputs and
+// success rule) and the Runnable (the tags' values now, as sa, controlled
+// by the owner). Pure; refused says why it cannot be generated.
+func generateRunnable(ctx context.Context, f *api.Flavor, ownerObj *unstructured.Unstructured, sa api.ServiceAccountRef, sc *stepCtx, rendered *unstructured.Unstructured) (crt, rn *unstructured.Unstructured, refused *metav1.Condition) {
+	refuse := func(s metav1.ConditionStatus, reason, format string, args ...any) (*unstructured.Unstructured, *unstructured.Unstructured, *metav1.Condition) {
+		c := st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...))
+		return nil, nil, &c
+	}
+	ns, owner := ownerObj.GetNamespace(), ownerObj.GetName()
 	translated, exprs := translateTemplate(sc.spec.Template)
 
 	// The inputs are the tags' values now, rendered in the step's context.
@@ -70,20 +89,19 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	for _, e := range exprs {
 		inputsTmpl[e] = "$(" + e + ")$"
 	}
-	tc := render.NewContext(op.env.Flavor.OwnerKind, op.owner.Object, sc.params, sc.in, sc.labels)
-	rendered, err := render.Simple().Render(op.ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
+	tc := render.NewContext(f.OwnerKind, ownerObj.Object, sc.params, sc.in, sc.labels)
+	values, err := render.Simple().Render(ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
 	if err != nil {
-		return fail(st.False, step.ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
+		return refuse(st.False, step.ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
 	}
-	inputs, _ := rendered[0].Object["inputs"].(map[string]any)
+	inputs, _ := values[0].Object["inputs"].(map[string]any)
 
-	sa := op.serviceAccount()
 	if sa.Namespace != ns {
-		return fail(st.False, step.ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, op.env.Flavor.OwnerKind)
+		return refuse(st.False, step.ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, f.OwnerKind)
 	}
 	labels := sc.labels
-	crtName := generatedRunTemplateName(op.env.Flavor.OwnerKind, ns, owner, sc.step.Name)
-	crt := &unstructured.Unstructured{Object: map[string]any{
+	crtName := generatedRunTemplateName(f.OwnerKind, ns, owner, sc.step.Name)
+	crt = &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindClusterRunTemplate,
 		"metadata": map[string]any{"name": crtName},
 		"spec":     map[string]any{"template": translated},
@@ -99,7 +117,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	if crit := sc.spec; step.HasRunCriterion(crit) {
 		rule, err := runtimeJSON(api.RunTemplateSpec{HealthRule: crit.HealthRule, ObservedCompletion: crit.ObservedCompletion, ObservedMatches: crit.ObservedMatches})
 		if err != nil {
-			return fail(st.False, step.ReasonStampFailure, "unable to copy the success rule of template [%s/%s] for step [%s]: %v", sc.kind, sc.tmplName, sc.step.Name, err)
+			return refuse(st.False, step.ReasonStampFailure, "unable to copy the success rule of template [%s/%s] for step [%s]: %v", sc.kind, sc.tmplName, sc.step.Name, err)
 		}
 		for _, k := range []string{"healthRule", "observedCompletion", "observedMatches"} {
 			if v, ok := rule[k]; ok {
@@ -108,9 +126,9 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		}
 	}
 	crt.SetLabels(labels)
-	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", op.env.Flavor.OwnerKind, ns, owner, sc.step.Name)})
+	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", f.OwnerKind, ns, owner, sc.step.Name)})
 
-	name := o.Objects[0].GetName()
+	name := rendered.GetName()
 	if name == "" {
 		name = owner + "-" + sc.step.Name
 	}
@@ -122,18 +140,14 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	if rp := sc.spec.RetentionPolicy; rp != nil {
 		spec["retentionPolicy"] = map[string]any{"maxFailedRuns": rp.MaxFailedRuns, "maxSuccessfulRuns": rp.MaxSuccessfulRuns}
 	}
-	rn := &unstructured.Unstructured{Object: map[string]any{
+	rn = &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindRunnable,
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec":     spec,
 	}}
 	rn.SetLabels(labels)
-	rn.SetOwnerReferences([]metav1.OwnerReference{prepare.ControllerReference(op.env.Flavor, op.owner)})
-	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
-	o.Desired, o.Digest = rn, ""
-	w.io.watch.Watch(tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector})
-	w.io.keep.ref(w.ref(rn))
-	return step.Seen{}, nil
+	rn.SetOwnerReferences([]metav1.OwnerReference{prepare.ControllerReference(f, ownerObj)})
+	return crt, rn, nil
 }
 
 // write applies the generated objects in the Plan's order.
