@@ -35,6 +35,9 @@ type world struct {
 
 	applied []*unstructured.Unstructured // every object written (applied or created), in order
 	removed []string                     // the runs removed
+	// removeErr: removing runs fails so (the step's status stands; the
+	// error is retried).
+	removeErr error
 }
 
 // fakeRun is a run a step finds: of the input set rendered now (current)
@@ -114,6 +117,9 @@ func (fakeIO) ref(u *unstructured.Unstructured) st.StampedRef {
 }
 
 func (x fakeIO) remove(p step.Plan) error {
+	if len(p.Delete) > 0 && x.w.removeErr != nil {
+		return x.w.removeErr
+	}
 	for _, r := range p.Delete {
 		x.w.removed = append(x.w.removed, r.Name)
 	}
@@ -372,4 +378,52 @@ func TestStepsWalkImmutable(t *testing.T) {
 			assert.True(t, got.keep.runs[refKeyOf(*r.StampedRef)], "the run serving the step is kept")
 		})
 	}
+}
+
+// Runs that cannot be removed leave the step's status as decided, and the
+// error is returned for a retry.
+func TestStepsWalkRemoveFails(t *testing.T) {
+	build := []api.Step{{Name: "build", TemplateRef: api.StepTemplateRef{Kind: api.KindClusterImageTemplate, Name: "job"}}}
+	job := &api.TemplateSpec{Lifecycle: "immutable", ImagePath: "status.image", HealthRule: healthy,
+		RetentionPolicy: &api.RetentionPolicy{MaxSuccessfulRuns: 1, MaxFailedRuns: 1},
+		Template:        map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"generateName": "build-"}}}
+	gone := errors.New("forbidden to delete")
+	w := world{status: map[string]map[string]any{"build": {"image": "img@new"}}, removeErr: gone,
+		runs: map[string][]fakeRun{"build": {{name: "build-1", outcome: runs.Succeeded, status: map[string]any{"image": "img@1"}}}}}
+	got := walkWith(t, &w, nil, build, map[string]*api.TemplateSpec{"job": job})
+	assert.Equal(t, gone, got.err)
+	require.Len(t, got.res, 1)
+	assert.Equal(t, "True Ready", cond(got.res[0], st.Ready))
+	assert.Equal(t, "build-new", got.res[0].StampedRef.Name)
+	assert.Empty(t, w.removed)
+}
+
+// A pass-through step stamps nothing: it forwards its input's outputs,
+// has no Healthy condition, and forgets what it stamped before.
+func TestStepsWalkPassThrough(t *testing.T) {
+	chain := []api.Step{walkChain[0], {Name: "image", Sources: []api.StepInput{{Name: "src", Resource: "source"}},
+		TemplateRef: api.StepTemplateRef{Kind: api.KindClusterSourceTemplate, Options: []api.TemplateOption{
+			{PassThrough: "src", Selector: api.OptionSelector{MatchFields: []api.FieldRequirement{{Key: "metadata.name", Operator: "Exists"}}}}}}}}
+	old := &st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "dev", Name: "app-img", Resource: "configmaps"}
+	prev := []st.Resource{{Name: "image", StampedRef: old, TemplateRef: &st.TemplateRef{Kind: api.KindClusterImageTemplate, Name: "img"}}}
+	w := world{status: map[string]map[string]any{"source": sourceReady}}
+	got := walkWith(t, &w, prev, chain, walkTemplates)
+	require.NoError(t, got.err)
+	require.Len(t, got.res, 2)
+	r := got.res[1]
+	assert.Equal(t, "True PassThrough", cond(r, st.ResourceSubmitted))
+	assert.Equal(t, "True Ready", cond(r, st.Ready))
+	assert.Equal(t, "", cond(r, st.Healthy), "Cartographer gives a pass-through no Healthy")
+	assert.Equal(t, []string{"url=https://git/x", "revision=r1"}, outputNames(r))
+	assert.Nil(t, r.StampedRef, "a pass-through stamps nothing")
+	assert.Nil(t, r.TemplateRef)
+	assert.Equal(t, []string{"app-src"}, appliedNames(w.applied))
+}
+
+func appliedNames(us []*unstructured.Unstructured) []string {
+	var out []string
+	for _, u := range us {
+		out = append(out, u.GetName())
+	}
+	return out
 }
