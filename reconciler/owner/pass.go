@@ -51,15 +51,21 @@ type pass struct {
 	w             *stamp.Session   // every write; what blocks the owner (the Manager's blockCauseOf)
 	keep          *keepSet         // what removal must leave alone (keep.go)
 	noAccount     bool             // the service account does not exist: write nothing
-	// writerOf is the stepIO of a step's lifecycle (stepIO; tests: a fake
-	// port).
-	writerOf func(step.Lifecycle, *stepCtx) stepIO
+	// chainsCached are the flavor's chains in the cache, and writerOf the
+	// stepIO of a step's lifecycle (stepIO): the reads and writes of the
+	// load and steps stages (tests: a fake port).
+	chainsCached func() []*unstructured.Unstructured
+	writerOf     func(step.Lifecycle, *stepCtx) stepIO
 }
 
 func newPass(ctx context.Context, env *Env, owner *unstructured.Unstructured, user string) *pass {
 	op := &pass{ctx: ctx, env: env, user: user, owner: owner, now: metav1.NewTime(time.Now().Truncate(time.Second)),
 		watch: env.Tracker.Begin(user), w: env.Writer.Session(), keep: newKeepSet()}
 	op.writerOf = op.stepIO
+	op.chainsCached = func() []*unstructured.Unstructured {
+		objs, _ := env.Tracker.List(tracking.Key{GVR: env.Flavor.ChainGVR}, "")
+		return objs
+	}
 	if s, ok := owner.Object["status"].(map[string]any); ok {
 		_ = api.Decode(s, &op.prev)
 	}
@@ -184,7 +190,7 @@ func (op *pass) setConditions(conds ...metav1.Condition) {
 
 func (op *pass) chooseChain() (selector.ChainChoice, *specs.Chain) {
 	f := op.env.Flavor
-	objs, _ := op.env.Tracker.List(tracking.Key{GVR: f.ChainGVR}, "")
+	objs := op.chainsCached()
 	cands := make([]selector.Candidate, 0, len(objs))
 	byName := map[string]*specs.Chain{}
 	for _, o := range objs {
