@@ -259,7 +259,7 @@ func (op *pass) stepIO(l step.Lifecycle, sc *stepCtx) stepIO {
 // io is the port the step writers of this reconcile use.
 func (op *pass) io() *ownerIO {
 	f, ns, name := op.env.Flavor, op.owner.GetNamespace(), op.owner.GetName()
-	return &ownerIO{ctx: op.ctx, w: op.w, watch: op.watch, keep: op.keep, owner: op.owner,
+	return &ownerIO{ctx: op.ctx, w: op.w, watch: op.watch.Watch, keep: op.keep, owner: op.owner,
 		claim: stamp.Owner{Kind: f.OwnerKind, Name: name, UID: op.owner.GetUID()}, account: op.serviceAccount(), client: op.stampClient,
 		user: op.user, labels: labels.Set{api.StampedLabel: "true", f.LabelOwnerName: name, f.LabelOwnerNS: ns}}
 }

@@ -66,7 +66,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	}
 	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
 	o.Desired, o.Digest = rn, ""
-	w.io.watch.Watch(tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector})
+	w.io.watch(tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector})
 	w.io.keep.ref(w.ref(rn))
 	return step.Seen{}, nil
 }
@@ -208,7 +208,7 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 	live, _ := op.env.Tracker.Get(tracking.Key{GVR: api.RunTemplateGVR}, "", name)
 	read := false
 	readLive := func() error {
-		got, err := w.io.w.Read(op.ctx, op.env.Dynamic, api.RunTemplateGVR, "", name)
+		got, err := op.w.Read(op.ctx, op.env.Dynamic, api.RunTemplateGVR, "", name)
 		if err != nil {
 			return err
 		}
@@ -235,7 +235,7 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 				return failed(err)
 			}
 		case crtCreate:
-			created, err := w.io.w.Create(op.ctx, kontinue, api.RunTemplateGVR, withClaim(desired, rec.Claim))
+			created, err := op.w.Create(op.ctx, kontinue, api.RunTemplateGVR, withClaim(desired, rec.Claim))
 			if err == nil {
 				rec.UID = created.GetUID()
 				w.setRunTemplateRecord(*rec)
@@ -275,7 +275,7 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 func (w *runnableWriter) applyRunTemplate(f stamp.For, what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
 	d := withClaim(desired, rec.Claim)
 	d.SetUID(rec.UID)
-	out, err := w.io.w.ApplyTo(w.io.ctx, f, api.RunTemplateGVR, d, live)
+	out, err := w.op.w.ApplyTo(w.io.ctx, f, api.RunTemplateGVR, d, live)
 	switch {
 	case err == nil:
 		return out, nil

@@ -32,8 +32,8 @@ import (
 // the refs it touched (keepSet). It is all writers see of the reconcile.
 type ownerIO struct {
 	ctx     context.Context
-	w       *stamp.Session
-	watch   *tracking.Handle
+	w       stamper
+	watch   stamp.Watch // the watches of this reconcile (tracking.Handle.Watch)
 	keep    *keepSet
 	owner   *unstructured.Unstructured // events, the controller reference
 	claim   stamp.Owner
@@ -41,6 +41,17 @@ type ownerIO struct {
 	client  func() (dynamic.Interface, error)
 	user    string     // the owner, for logs and the memory of runs just created
 	labels  labels.Set // what every object stamped for the owner carries
+}
+
+// stamper is what the step writers do through stamp: a *stamp.Session,
+// the write protocol's side of the port (tests: a fake).
+type stamper interface {
+	Resolve(gvk schema.GroupVersionKind) (stamp.Target, error)
+	Put(ctx context.Context, f stamp.For, t stamp.Target, watch stamp.Watch, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, error)
+	Live(ctx context.Context, key tracking.Key, watch stamp.Watch, namespace, name string) (*unstructured.Unstructured, error)
+	LoadRuns(ctx context.Context, q stamp.RunQuery) ([]runs.Run, bool, error)
+	CreateRun(ctx context.Context, f stamp.For, gvr schema.GroupVersionResource, run *unstructured.Unstructured, digest, memo string) (*unstructured.Unstructured, error)
+	RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (bool, error)
 }
 
 // stepFail ends a step: a read or write failed and cond says why; err is
@@ -76,7 +87,7 @@ func (x *ownerIO) resolve(desired *unstructured.Unstructured, verb, what string)
 	}
 	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
-	x.watch.Watch(t.key)
+	x.watch(t.key)
 	return t, nil
 }
 
@@ -100,7 +111,7 @@ func (x *ownerIO) put(stepName string, t target, desired *unstructured.Unstructu
 		return nil, false, failed(failure.Client(err))
 	}
 	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName}
-	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch.Watch, desired)
+	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
 		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
 	}
@@ -109,7 +120,7 @@ func (x *ownerIO) put(stepName string, t target, desired *unstructured.Unstructu
 
 // live is the live object (nil: missing), watched for this owner.
 func (x *ownerIO) live(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
-	return x.w.Live(x.ctx, key, x.watch.Watch, namespace, name)
+	return x.w.Live(x.ctx, key, x.watch, namespace, name)
 }
 
 // controls reports whether obj's controller reference names this owner.
@@ -131,7 +142,7 @@ func controlledBy(obj *unstructured.Unstructured, uid types.UID) bool {
 // is the input set rendered now.
 func (x *ownerIO) stepRuns(stepName string, key tracking.Key, digest string) stamp.RunQuery {
 	l := labels.Merge(x.labels, labels.Set{api.LabelResourceName: stepName})
-	return stamp.RunQuery{Kind: key, Watch: x.watch.Watch, Namespace: x.owner.GetNamespace(), Controller: x.owner.GetUID(), Current: digest,
+	return stamp.RunQuery{Kind: key, Watch: x.watch, Namespace: x.owner.GetNamespace(), Controller: x.owner.GetUID(), Current: digest,
 		Memo: x.user + "/" + stepName, Labels: l}
 }
 
