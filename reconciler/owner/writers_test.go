@@ -266,3 +266,31 @@ func TestImmutableWriter(t *testing.T) {
 	assert.Equal(t, st.False, fail.cond.Status)
 	assert.Contains(t, fail.cond.Message, "give the template metadata.generateName")
 }
+
+// Without a client for the service account (it does not exist, or its
+// client cannot be built) nothing is written as it: the step says
+// ServiceAccountError, and runs are not removed.
+func TestOwnerIOWithoutClient(t *testing.T) {
+	s := &fakeStamper{}
+	var watched []tracking.Key
+	x := writerIO(s, &watched)
+	noClient := errors.New("service account dev/default not found")
+	x.client = func() (dynamic.Interface, error) { return nil, noClient }
+
+	tg, fail := x.resolve(desired("ConfigMap", "a"), "apply", "ConfigMap [a]")
+	require.Nil(t, fail)
+	_, _, fail = x.put("app", tg, desired("ConfigMap", "a"))
+	require.NotNil(t, fail)
+	assert.Equal(t, "False ServiceAccountError", string(fail.cond.Status)+" "+fail.cond.Reason)
+	assert.Equal(t, noClient.Error(), fail.cond.Message)
+	assert.Empty(t, s.puts)
+
+	_, fail = x.createRun(x.stepRuns("build", tg.key, "d"), "build", desired("Job", "b"), tg.gvr, "Job")
+	require.NotNil(t, fail)
+	assert.Equal(t, step.ReasonServiceAccountError, fail.cond.Reason)
+	assert.Empty(t, s.created)
+
+	assert.NoError(t, x.removeRuns(tg.gvr, nil, "why"), "nothing to remove needs no client")
+	assert.Equal(t, noClient, x.removeRuns(tg.gvr, []runs.Run{{Name: "old"}}, "why"))
+	assert.Empty(t, s.removed)
+}
