@@ -427,3 +427,22 @@ func appliedNames(us []*unstructured.Unstructured) []string {
 	}
 	return out
 }
+
+// Steps that do not read each other are all realized, whatever an earlier
+// one met: the soonest requeue and the first error come back.
+func TestStepsWalkIndependentSteps(t *testing.T) {
+	a, b := walkChain[0], walkChain[0]
+	a.Name, b.Name = "a", "b"
+	first, second := errors.New("a failed"), errors.New("b failed")
+	w := world{loadFail: map[string]*stepFail{
+		"a": {cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, "a"), err: first, requeue: 2 * time.Second},
+		"b": {cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, "b"), err: second, requeue: time.Second},
+	}}
+	got := walkWith(t, &w, nil, []api.Step{a, b}, walkTemplates)
+	require.Len(t, got.res, 2)
+	assert.Equal(t, first, got.err, "the first error")
+	assert.Equal(t, time.Second, got.requeue, "the soonest requeue")
+	for _, r := range got.res {
+		assert.Equal(t, "Unknown UnknownError", cond(r, st.Ready))
+	}
+}
