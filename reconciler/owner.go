@@ -34,8 +34,8 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 		AccountExists: m.accountExists, Templates: m.templates, Chains: r.chains, Engines: m.engines,
 		RenderTimeout: m.opts.RenderTimeout, Kstatus: m.opts.KstatusConditions,
 		Index: func(namespace, name string, u owner.Used) { idx.set(r.key(namespace, name), r.refsOf(u)) },
-		WaitForName: func(name, namespace, owner string) {
-			m.runnables.gen.waitForName(name, r.key(namespace, owner)) // runtemplates.go
+		WaitForName: func(name, namespace, ownerName string) {
+			m.runnables.gen.WaitForName(name, owner.OwnerRef{Kind: f.OwnerKind, Namespace: namespace, Name: ownerName}) // owner/sweep.go
 		},
 		StatusConflict: func() { m.statusConflict(f.OwnerKind) }})
 	r.ctrl = NewController(f.OwnerKind, ReconcileFunc(r.Reconcile))

@@ -32,6 +32,7 @@ type world struct {
 	loadFail  map[string]*stepFail      // the step's load fails so
 	writeFail map[string]*stepFail      // the step's write fails so
 	runs      map[string][]fakeRun      // the runs an immutable step finds, newest first
+	pending   bool                      // a run was just created that the cache does not show yet
 
 	applied []*unstructured.Unstructured // every object written (applied or created), in order
 	removed []string                     // the runs removed
@@ -67,7 +68,7 @@ func (x fakeIO) load(o *step.Observed) (step.Seen, *stepFail) {
 	}
 	o.Desired, o.Digest = step.RunOf(o.Objects[0])
 	o.Objects = []*unstructured.Unstructured{o.Desired}
-	var seen step.Seen
+	seen := step.Seen{Pending: x.w.pending}
 	for i, r := range x.w.runs[x.step] {
 		u := o.Desired.DeepCopy()
 		u.SetName(r.name)
@@ -445,4 +446,40 @@ func TestStepsWalkIndependentSteps(t *testing.T) {
 	for _, r := range got.res {
 		assert.Equal(t, "Unknown UnknownError", cond(r, st.Ready))
 	}
+}
+
+// A failure, a health change or new outputs are told once per change: a
+// step that fails again the same way, or stays as it was, says nothing.
+func TestStepsWalkEventsOncePerChange(t *testing.T) {
+	forbidden := &stepFail{cond: st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, "forbidden")}
+	ready := world{status: map[string]map[string]any{"source": sourceReady, "image": imageReady}}
+	failing := world{writeFail: map[string]*stepFail{"source": forbidden}}
+
+	first := walk(t, &failing, nil)
+	assert.Len(t, first.events, 1, "the failure is told")
+	again := walk(t, &failing, first.res)
+	assert.Empty(t, again.events, "the same failure again: nothing new")
+
+	w := ready
+	ok := walk(t, &w, nil)
+	assert.Empty(t, ok.events, "a first success has nothing to compare with")
+	w = ready
+	same := walk(t, &w, ok.res)
+	assert.Empty(t, same.events, "nothing changed")
+	w = world{status: map[string]map[string]any{"source": {"url": "https://git/y", "rev": "r2"}, "image": imageReady}}
+	moved := walk(t, &w, ok.res)
+	assert.Equal(t, []string{"Normal ResourceOutputChanged: [app] found a new output in step [source]: url, revision"}, []string(moved.events))
+}
+
+// A run just created that the cache does not show yet: no second run,
+// the step looks again shortly.
+func TestStepsWalkImmutablePending(t *testing.T) {
+	build := []api.Step{{Name: "build", TemplateRef: api.StepTemplateRef{Kind: api.KindClusterImageTemplate, Name: "job"}}}
+	job := &api.TemplateSpec{Lifecycle: "immutable", ImagePath: "status.image", HealthRule: healthy,
+		Template: map[string]any{"apiVersion": "batch/v1", "kind": "Job", "metadata": map[string]any{"generateName": "build-"}}}
+	w := world{pending: true}
+	got := walkWith(t, &w, nil, build, map[string]*api.TemplateSpec{"job": job})
+	require.NoError(t, got.err)
+	assert.Empty(t, w.applied, "no second run")
+	assert.Equal(t, runs.PendingWait, got.requeue)
 }
