@@ -38,6 +38,7 @@ import (
 	"kontinue.dev/kontinue/dashboard"
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/metrics"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/version"
 )
 
@@ -192,7 +193,7 @@ func installCRDs(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := crds.Install(ctx, dyn, reconciler.FieldManager, all, time.Minute); err != nil {
+	if err := crds.Install(ctx, dyn, stamp.FieldManager, all, time.Minute); err != nil {
 		return err
 	}
 	klog.InfoS("CRDs installed", "count", len(all))

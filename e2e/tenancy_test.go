@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/api"
 )
 
 // A template that stamps an object someone else made (a name from a
@@ -324,7 +325,7 @@ subjects: [{kind: ServiceAccount, name: runner, namespace: `+k.ns+`}]
 func assertNoClusterWideSecretWatch(t *testing.T) {
 	t.Helper()
 	for key := range env.kontinue.m.Tracker().Active() {
-		if key.GVR.Resource == "secrets" && key.Selector != reconciler.StampedSelector {
+		if key.GVR.Resource == "secrets" && key.Selector != api.StampedSelector {
 			assert.True(t, key.Namespace != "" && key.As != "", "a Secret watch reaching beyond one namespace and account: %s", key)
 		}
 	}

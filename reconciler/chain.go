@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
@@ -33,7 +33,7 @@ func newChainReconciler(m *Manager) *chainReconciler {
 
 // enqueueAll enqueues every chain (a template changed; chains are few).
 func (r *chainReconciler) enqueueAll() {
-	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
+	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		objs, _ := r.m.tracker.List(tracking.Key{GVR: f.ChainGVR}, "")
 		for _, o := range objs {
 			r.ctrl.Enqueue(keyOf(f.ChainKind, o))
@@ -47,9 +47,9 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	var gvr schema.GroupVersionResource
 	switch key.Kind {
 	case api.KindClusterSupplyChain:
-		gvr = SupplyChainGVR
+		gvr = api.SupplyChainGVR
 	case api.KindClusterDelivery:
-		gvr = DeliveryGVR
+		gvr = api.DeliveryGVR
 	default:
 		r.enqueueAll()
 		return Result{}, nil
@@ -70,7 +70,7 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
 	} else {
 		var c metav1.Condition
-		c, missing = templatesReady(spec, r.m.templates.exists)
+		c, missing = specs.TemplatesReady(spec, r.m.templates.Exists)
 		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
 	}
 	var prev struct {
@@ -96,28 +96,4 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		return Result{}, nil
 	}
 	return Result{}, err
-}
-
-// templatesReady is the chain's TemplatesReady condition: False, in
-// Cartographer's words, when a step names a template that does not exist.
-// detail names each missing template by kind and name, for an event.
-func templatesReady(spec api.ChainSpec, exists func(kind, name string) bool) (cond metav1.Condition, detail string) {
-	var steps, missing []string
-	for _, s := range spec.Resources {
-		stepMissing := false
-		for _, n := range templateNames(s.TemplateRef) {
-			if !exists(s.TemplateRef.Kind, n) {
-				missing = append(missing, fmt.Sprintf("step [%s]: %s [%s]", s.Name, s.TemplateRef.Kind, n))
-				stepMissing = true
-			}
-		}
-		if stepMissing {
-			steps = append(steps, s.Name)
-		}
-	}
-	if len(steps) > 0 {
-		return st.Cond(st.TemplatesReady, st.False, "TemplatesNotFound",
-			fmt.Sprintf("did not find the template of the resource(s) [%s]", strings.Join(steps, ", "))), strings.Join(missing, ", ")
-	}
-	return st.Cond(st.TemplatesReady, st.True, "Ready", ""), ""
 }

@@ -11,7 +11,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -63,7 +65,7 @@ type Manager struct {
 	synced   bool
 	syncedMu sync.RWMutex
 
-	templates *templates // decoded templates, compiled options
+	templates *specs.Templates // decoded templates, compiled options
 
 	// OnApply, when set, is told of every apply (true) and every apply
 	// skipped because the live object was up to date (false).
@@ -138,7 +140,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	// The many objects are cached as JSON; chains and templates, read in
 	// bulk by every reconcile, stay decoded.
 	m.tracker.PackWhen(func(k tracking.Key) bool {
-		return k.Selector == StampedSelector || (k.Selector == "" && (k.GVR == WorkloadGVR || k.GVR == DeliverableGVR))
+		return k.Selector == api.StampedSelector || (k.Selector == "" && (k.GVR == api.WorkloadGVR || k.GVR == api.DeliverableGVR))
 	})
 	// Of service accounts Kontinue only needs to know which exist.
 	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR })
@@ -150,10 +152,10 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, events, m.noteApply)
-	m.templates = newTemplates(m.tracker)
+	m.templates = specs.NewTemplates(m.tracker)
 	m.blocked = newBlocker(m.enqueue)
 	idx := newIndex()
-	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
+	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
 	}
 	m.chains = newChainReconciler(m)
@@ -183,7 +185,7 @@ func (m *Manager) Tracker() *tracking.Tracker { return m.tracker }
 // Controllers returns every controller (metrics).
 func (m *Manager) Controllers() []*Controller {
 	out := []*Controller{m.chains.ctrl, m.runnables.ctrl}
-	for _, f := range []*Flavor{WorkloadFlavor, DeliverableFlavor} {
+	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		out = append(out, m.owners[f.OwnerKind].ctrl)
 	}
 	return out
@@ -192,10 +194,10 @@ func (m *Manager) Controllers() []*Controller {
 // permanentWatches are Kontinue's own kinds and what it must see to react.
 func permanentWatches() []tracking.Key {
 	keys := []tracking.Key{
-		{GVR: WorkloadGVR}, {GVR: DeliverableGVR}, {GVR: SupplyChainGVR}, {GVR: DeliveryGVR},
-		{GVR: RunTemplateGVR}, {GVR: CRDGVR}, {GVR: RunnableGVR}, {GVR: ServiceAccountGVR},
+		{GVR: api.WorkloadGVR}, {GVR: api.DeliverableGVR}, {GVR: api.SupplyChainGVR}, {GVR: api.DeliveryGVR},
+		{GVR: api.RunTemplateGVR}, {GVR: CRDGVR}, {GVR: api.RunnableGVR}, {GVR: ServiceAccountGVR},
 	}
-	for _, gvr := range templateGVRByKind {
+	for _, gvr := range specs.TemplateGVRs() {
 		keys = append(keys, tracking.Key{GVR: gvr})
 	}
 	for _, gvr := range RBACGVRs {

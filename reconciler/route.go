@@ -10,6 +10,7 @@ import (
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -22,12 +23,12 @@ import (
 func (m *Manager) route(ev tracking.Event) {
 	gvr := ev.Key.GVR
 	m.runnables.route(ev) // Runnables, run templates, runs, selected objects
-	if ev.Key.Selector == StampedSelector {
+	if ev.Key.Selector == api.StampedSelector {
 		m.routeStamped(ev)
 		return
 	}
 	switch {
-	case gvr == WorkloadGVR || gvr == DeliverableGVR:
+	case gvr == api.WorkloadGVR || gvr == api.DeliverableGVR:
 		if ev.Type == tracking.Updated && !ownerChanged(ev.Old, ev.Obj) {
 			return // our own status write, or nothing we read
 		}
@@ -42,7 +43,7 @@ func (m *Manager) route(ev tracking.Event) {
 			m.owners[f.OwnerKind].ctrl.Forget(k)
 		}
 		m.owners[f.OwnerKind].ctrl.Enqueue(k)
-	case gvr == SupplyChainGVR || gvr == DeliveryGVR:
+	case gvr == api.SupplyChainGVR || gvr == api.DeliveryGVR:
 		if ev.Type == tracking.Updated && !specOrLabelsChanged(ev.Old, ev.Obj) {
 			return
 		}
@@ -53,8 +54,8 @@ func (m *Manager) route(ev tracking.Event) {
 				o.ctrl.Enqueue(k) // the owner controller finds the owners concerned
 			}
 		}
-	case templateKindByGVR[gvr] != "":
-		kind := templateKindByGVR[gvr]
+	case specs.TemplateKind(gvr) != "":
+		kind := specs.TemplateKind(gvr)
 		for _, o := range m.owners {
 			o.templateChanged(kind, ev.Obj.GetName())
 		}
@@ -90,10 +91,10 @@ func (m *Manager) accountExists(namespace, name string) bool {
 // the owners of the index (every owner records its account), the Runnables
 // of its namespace that name it.
 func (m *Manager) accountChanged(namespace, name string) {
-	for _, k := range m.owners[WorkloadFlavor.OwnerKind].idx.ownersOfAccount(namespace, name) {
+	for _, k := range m.owners[api.WorkloadFlavor.OwnerKind].idx.ownersOfAccount(namespace, name) {
 		m.enqueue(k)
 	}
-	rns, _ := m.tracker.List(tracking.Key{GVR: RunnableGVR}, namespace)
+	rns, _ := m.tracker.List(tracking.Key{GVR: api.RunnableGVR}, namespace)
 	for _, rn := range rns {
 		sa, _, _ := unstructured.NestedString(rn.Object, "spec", "serviceAccountName")
 		if sa == "" {
@@ -166,11 +167,11 @@ func (m *Manager) enqueue(k Key) {
 }
 
 // flavorOfOwner is the flavor whose owners live in gvr.
-func flavorOfOwner(gvr schema.GroupVersionResource) *Flavor {
-	if gvr == DeliverableGVR {
-		return DeliverableFlavor
+func flavorOfOwner(gvr schema.GroupVersionResource) *api.Flavor {
+	if gvr == api.DeliverableGVR {
+		return api.DeliverableFlavor
 	}
-	return WorkloadFlavor
+	return api.WorkloadFlavor
 }
 
 // ownerChanged reports whether anything an owner's reconcile reads changed:

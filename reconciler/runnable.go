@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/owner"
 	"kontinue.dev/kontinue/reconciler/runnable"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -25,8 +26,8 @@ type runnableReconciler struct {
 	bySel map[tracking.Key]map[Key]struct{} // selector watch → Runnables
 	selOf map[Key]tracking.Key              // Runnable → its selector watch
 	// gen sweeps the generated ClusterRunTemplates of deleted owners
-	// (runtemplates.go).
-	gen *generatedSweep
+	// (owner/sweep.go).
+	gen *owner.Sweep
 }
 
 func newRunnableReconciler(m *Manager) *runnableReconciler {
@@ -35,7 +36,9 @@ func newRunnableReconciler(m *Manager) *runnableReconciler {
 	r.rec = runnable.New(runnable.Env{Tracker: m.tracker, Writer: m.w, Clients: m.clients, AccountExists: m.accountExists,
 		StatusConflict: func() { m.statusConflict(api.KindRunnable) }})
 	r.ctrl = NewController(api.KindRunnable, ReconcileFunc(r.Reconcile))
-	r.gen = newGeneratedSweep(m, r.ctrl.Enqueue)
+	r.gen = owner.NewSweep(m.tracker, m.w, m.dyn, func(name string) {
+		r.ctrl.Enqueue(Key{Kind: api.KindClusterRunTemplate, NamespacedName: types.NamespacedName{Name: name}})
+	})
 	return r
 }
 
@@ -47,24 +50,25 @@ func newRunnableReconciler(m *Manager) *runnableReconciler {
 func (r *runnableReconciler) route(ev tracking.Event) {
 	k := ev.Key
 	switch {
-	case k == tracking.Key{GVR: RunnableGVR}:
+	case k == tracking.Key{GVR: api.RunnableGVR}:
 		if ev.Type != tracking.Updated || ownerChanged(ev.Old, ev.Obj) {
 			r.ctrl.Enqueue(keyOf(api.KindRunnable, ev.Obj))
 		}
-	case k == tracking.Key{GVR: RunTemplateGVR}:
+	case k == tracking.Key{GVR: api.RunTemplateGVR}:
 		if ev.Type == tracking.Deleted {
-			for _, owner := range r.gen.nameFreed(ev.Obj.GetName()) {
-				r.m.enqueue(owner) // a step refused the object that held the name
+			for _, o := range r.gen.NameFreed(ev.Obj.GetName()) {
+				// a step refused the object that held the name
+				r.m.enqueue(Key{Kind: o.Kind, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
 			}
 		}
 		if ev.Type != tracking.Updated || specOrLabelsChanged(ev.Old, ev.Obj) {
 			r.ctrl.Enqueue(keyOf(api.KindClusterRunTemplate, ev.Obj))
 		}
-	case (k == tracking.Key{GVR: WorkloadGVR} || k == tracking.Key{GVR: DeliverableGVR}) && ev.Type == tracking.Deleted:
+	case (k == tracking.Key{GVR: api.WorkloadGVR} || k == tracking.Key{GVR: api.DeliverableGVR}) && ev.Type == tracking.Deleted:
 		// The owner's last status records what Kontinue generated for it.
-		r.gen.ownerDeleted(keyOf(flavorOfOwner(k.GVR).OwnerKind, ev.Obj), recordsOf(ev.Obj))
-	case k.Selector == StampedSelector:
-		if name := ev.Obj.GetLabels()[LabelRunnableName]; name != "" {
+		r.gen.OwnerDeleted(owner.OwnerRef{Kind: flavorOfOwner(k.GVR).OwnerKind, Namespace: ev.Obj.GetNamespace(), Name: ev.Obj.GetName()}, owner.RecordsOf(ev.Obj))
+	case k.Selector == api.StampedSelector:
+		if name := ev.Obj.GetLabels()[api.LabelRunnableName]; name != "" {
 			r.ctrl.Enqueue(Key{Kind: api.KindRunnable, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: name}})
 		}
 	}
@@ -83,7 +87,7 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 
 // runTemplateChanged enqueues the Runnables that name the run template.
 func (r *runnableReconciler) runTemplateChanged(name string) {
-	objs, _ := r.m.tracker.List(tracking.Key{GVR: RunnableGVR}, "")
+	objs, _ := r.m.tracker.List(tracking.Key{GVR: api.RunnableGVR}, "")
 	for _, o := range objs {
 		if n, _, _ := unstructured.NestedString(o.Object, "spec", "runTemplateRef", "name"); n == name {
 			r.ctrl.Enqueue(keyOf(api.KindRunnable, o))
@@ -112,7 +116,7 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	switch key.Kind {
 	case api.KindClusterRunTemplate:
 		r.runTemplateChanged(key.Name)
-		return r.gen.sweep(ctx, key.Name)
+		return Result{}, r.gen.Run(ctx, key.Name)
 	case kindServiceAccount:
 		r.m.accountChanged(key.Namespace, key.Name)
 		return Result{}, nil

@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 import (
 	"fmt"
@@ -23,7 +23,7 @@ type immutableWriter struct {
 	what string
 }
 
-func newImmutableWriter(op *ownerPass, sc *stepCtx) stepIO {
+func newImmutableWriter(op *pass, sc *stepCtx) stepIO {
 	return &immutableWriter{io: op.io(), sc: sc}
 }
 

@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 import (
 	"testing"
@@ -79,7 +79,7 @@ func TestStaleRuns(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
 	run := func(name, step string) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tekton.dev/v1", "kind": "TaskRun",
-			"metadata": map[string]any{"name": name, "namespace": "ns", "labels": map[string]any{LabelResourceName: step}}}}
+			"metadata": map[string]any{"name": name, "namespace": "ns", "labels": map[string]any{api.LabelResourceName: step}}}}
 	}
 	ref := func(name string) *st.StampedRef {
 		return &st.StampedRef{APIVersion: "tekton.dev/v1", Kind: "TaskRun", Namespace: "ns", Name: name, Resource: "taskruns.tekton.dev"}
@@ -119,12 +119,12 @@ func TestStaleRuns(t *testing.T) {
 func TestUnrecorded(t *testing.T) {
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	const owner = types.UID("owner-uid")
-	ownerLabels := labels.SelectorFromSet(labels.Set{StampedLabel: "true", api.LabelWorkloadName: "app", api.LabelWorkloadNamespace: "ns"})
+	ownerLabels := labels.SelectorFromSet(labels.Set{api.StampedLabel: "true", api.LabelWorkloadName: "app", api.LabelWorkloadNamespace: "ns"})
 	cm := func(name string, mod func(u *unstructured.Unstructured)) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
 		u.SetNamespace("ns")
 		u.SetName(name)
-		u.SetLabels(map[string]string{StampedLabel: "true", api.LabelWorkloadName: "app", api.LabelWorkloadNamespace: "ns", LabelResourceName: "pair"})
+		u.SetLabels(map[string]string{api.StampedLabel: "true", api.LabelWorkloadName: "app", api.LabelWorkloadNamespace: "ns", api.LabelResourceName: "pair"})
 		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "carto.run/v1alpha1", Kind: "Workload", Name: "app", UID: owner, Controller: ptr.To(true)}})
 		if mod != nil {
 			mod(u)
@@ -148,7 +148,7 @@ func TestUnrecorded(t *testing.T) {
 		{"named by the previous status: orphan removal decides", cm("recorded", nil), false},
 		{"listed in status.orphans: orphan removal decides", cm("listed-orphan", nil), false},
 		{"a run (input digest): stale-run removal decides", cm("run", func(u *unstructured.Unstructured) {
-			u.SetLabels(map[string]string{StampedLabel: "true", api.LabelWorkloadName: "app", api.LabelWorkloadNamespace: "ns", runs.LabelInputDigest: "d1"})
+			u.SetLabels(map[string]string{api.StampedLabel: "true", api.LabelWorkloadName: "app", api.LabelWorkloadNamespace: "ns", runs.LabelInputDigest: "d1"})
 		}), false},
 		{"controlled by an owner of the same name deleted earlier: stays", cm("old-owner", func(u *unstructured.Unstructured) {
 			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "carto.run/v1alpha1", Kind: "Workload", Name: "app", UID: "old", Controller: ptr.To(true)}})
@@ -157,7 +157,7 @@ func TestUnrecorded(t *testing.T) {
 			u.SetOwnerReferences(nil)
 		}), false},
 		{"another owner's labels: stays", cm("other", func(u *unstructured.Unstructured) {
-			u.SetLabels(map[string]string{StampedLabel: "true", api.LabelWorkloadName: "other", api.LabelWorkloadNamespace: "ns"})
+			u.SetLabels(map[string]string{api.StampedLabel: "true", api.LabelWorkloadName: "other", api.LabelWorkloadNamespace: "ns"})
 		}), false},
 		{"already being deleted: stays", cm("deleting", func(u *unstructured.Unstructured) {
 			now := metav1.Now()

@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 // The cleanup stage of an owner's reconcile, after its steps: orphans
 // (objects its status pointed at that no step stamps now), objects applied
@@ -15,22 +15,28 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
 
+// cleanup is the cleanup stage of one pass: it reads what the steps kept
+// (op.keep) and the previous status, and leaves in the status what it
+// could not delete.
+type cleanup struct{ *pass }
+
 // removeOrphans deletes objects the previous status listed (in its steps or
 // as orphans) that no step stamps any more, when they still carry this
 // owner's labels. What cannot be deleted stays in status.orphans.
-func (op *ownerPass) removeOrphans() error {
+func (op *cleanup) removeOrphans() error {
 	var firstErr error
 	orphans := op.keep.orphans(op.prev)
 	op.status.Orphans = nil
 	for _, c := range orphans {
 		if err := op.deleteOrphan(c.key, c.ref, c.step); err != nil {
-			klog.InfoS("could not remove orphaned object; will retry", "owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()),
+			klog.InfoS("could not remove orphaned object; will retry", "owner", op.user,
 				"object", c.ref.Kind+"/"+c.ref.Name, "err", err.Error())
 			op.status.Orphans = append(op.status.Orphans, c.ref)
 			if apierrors.IsForbidden(err) {
@@ -55,19 +61,19 @@ func (op *ownerPass) removeOrphans() error {
 // They are found in the caches of the kinds the steps stamp; Runnables and
 // run templates are stale-run removal's. What cannot be deleted is listed
 // in status.orphans, so that it is retried like any orphan.
-func (op *ownerPass) removeUnrecorded() error {
+func (op *cleanup) removeUnrecorded() error {
 	if !sweepsUnrecorded(op.status) {
 		return nil
 	}
-	f := op.r.flavor
+	f := op.env.Flavor
 	ns := op.owner.GetNamespace()
-	sel := labels.SelectorFromSet(labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns})
+	sel := labels.SelectorFromSet(labels.Set{api.StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns})
 	var firstErr error
 	for _, gvr := range op.keep.wantedKinds() {
-		if gvr == RunnableGVR || gvr == RunTemplateGVR {
+		if gvr == api.RunnableGVR || gvr == api.RunTemplateGVR {
 			continue
 		}
-		objs, synced := op.r.m.tracker.ListControlledBy(tracking.Key{GVR: gvr, Selector: StampedSelector}, op.owner.GetUID())
+		objs, synced := op.env.Tracker.ListControlledBy(tracking.Key{GVR: gvr, Selector: api.StampedSelector}, op.owner.GetUID())
 		if !synced {
 			continue // looked at again on a later reconcile
 		}
@@ -77,7 +83,7 @@ func (op *ownerPass) removeUnrecorded() error {
 			if err == nil {
 				continue
 			}
-			klog.InfoS("could not remove an object never recorded in status; will retry", "owner", op.r.user(ns, op.owner.GetName()),
+			klog.InfoS("could not remove an object never recorded in status; will retry", "owner", op.user,
 				"object", ref.Kind+"/"+ref.Name, "err", err.Error())
 			op.status.Orphans = append(op.status.Orphans, ref)
 			if !apierrors.IsForbidden(err) && firstErr == nil {
@@ -88,19 +94,19 @@ func (op *ownerPass) removeUnrecorded() error {
 	return firstErr
 }
 
-func (op *ownerPass) deleteUnrecorded(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+func (op *cleanup) deleteUnrecorded(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
 	cl, err := op.stampClient()
 	if err != nil {
 		return err
 	}
 	sa := op.serviceAccount()
-	step := obj.GetLabels()[LabelResourceName]
+	step := obj.GetLabels()[api.LabelResourceName]
 	return op.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("(applied for step [%s] but never recorded in status, no longer wanted)", step))
 }
 
-func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
-	f := op.r.flavor
-	live, err := op.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: StampedSelector}, nil, k.namespace, k.name)
+func (op *cleanup) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
+	f := op.env.Flavor
+	live, err := op.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: api.StampedSelector}, nil, k.namespace, k.name)
 	if err != nil || live == nil {
 		return err
 	}
@@ -122,13 +128,13 @@ func (op *ownerPass) deleteOrphan(k refKey, ref st.StampedRef, step string) erro
 // controls reports whether obj was stamped by this very owner: its
 // controller reference names the owner's UID. Labels anyone can set are not
 // proof.
-func (op *ownerPass) controls(obj *unstructured.Unstructured) bool {
+func (op *cleanup) controls(obj *unstructured.Unstructured) bool {
 	return controlledBy(obj, op.owner.GetUID())
 }
 
 // deleteRun deletes a run as the stamping service account, only if it is
 // still the object we saw (UID precondition).
-func (op *ownerPass) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, why string) error {
+func (op *cleanup) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, why string) error {
 	cl, err := op.stampClient()
 	if err != nil {
 		return err
@@ -144,7 +150,7 @@ func (op *ownerPass) deleteRun(gvr schema.GroupVersionResource, obj *unstructure
 // deleted when the steps were not realized in this reconcile (bad input must
 // never delete objects), nor the runs of a step that failed before reaching
 // its runs and still points at one.
-func (op *ownerPass) removeStaleRuns() error {
+func (op *cleanup) removeStaleRuns() error {
 	if st.Find(op.status.Conditions, st.ResourcesSubmitted) == nil {
 		return nil
 	}
@@ -155,7 +161,7 @@ func (op *ownerPass) removeStaleRuns() error {
 	return err
 }
 
-func (op *ownerPass) removeStaleRunObjects() error {
+func (op *cleanup) removeStaleRunObjects() error {
 	current := map[string]*st.StampedRef{}
 	for i := range op.status.Resources {
 		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
@@ -175,7 +181,7 @@ func (op *ownerPass) removeStaleRunObjects() error {
 		if gvrs[k.gvr] {
 			continue
 		}
-		o, synced := op.r.m.tracker.Get(tracking.Key{GVR: k.gvr, Selector: StampedSelector}, k.namespace, k.name)
+		o, synced := op.env.Tracker.Get(tracking.Key{GVR: k.gvr, Selector: api.StampedSelector}, k.namespace, k.name)
 		gvrs[k.gvr] = !synced || o == nil || o.GetLabels()[runs.LabelInputDigest] != ""
 	}
 	var firstErr error
@@ -183,7 +189,7 @@ func (op *ownerPass) removeStaleRunObjects() error {
 		if !look {
 			continue
 		}
-		key := tracking.Key{GVR: gvr, Selector: StampedSelector}
+		key := tracking.Key{GVR: gvr, Selector: api.StampedSelector}
 		objs, err := op.ownerRuns(key)
 		if err != nil {
 			if firstErr == nil {
@@ -198,7 +204,7 @@ func (op *ownerPass) removeStaleRunObjects() error {
 			}
 		}
 		for _, o := range op.keep.staleRuns(gvr, objs, current) {
-			step := o.GetLabels()[LabelResourceName]
+			step := o.GetLabels()[api.LabelResourceName]
 			if err := op.deleteRun(gvr, o, fmt.Sprintf("step [%s] no longer creates runs", step)); err != nil {
 				// Listed in status.orphans, so the next reconcile looks again
 				// even when no step names this kind any more.
@@ -216,11 +222,11 @@ func (op *ownerPass) removeStaleRunObjects() error {
 // ownerRuns lists the owner's runs of a kind: from the cache, or from the
 // API server while the cache is not synced (a kind no step stamps any more
 // may have no watch left after a restart).
-func (op *ownerPass) ownerRuns(key tracking.Key) ([]*unstructured.Unstructured, error) {
-	f := op.r.flavor
+func (op *cleanup) ownerRuns(key tracking.Key) ([]*unstructured.Unstructured, error) {
+	f := op.env.Flavor
 	ns := op.owner.GetNamespace()
 	list, err := op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Glance, Namespace: ns, Controller: op.owner.GetUID(),
-		Labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns}})
+		Labels: labels.Set{api.StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns}})
 	out := make([]*unstructured.Unstructured, len(list))
 	for i, r := range list {
 		out[i] = r.Obj
@@ -234,13 +240,13 @@ func (op *ownerPass) ownerRuns(key tracking.Key) ([]*unstructured.Unstructured, 
 // points at it (staleRunTemplate). Only the object the record names is
 // deleted; a record goes once its object is gone. Called only when the
 // steps were realized.
-func (op *ownerPass) removeStaleRunTemplates() error {
+func (op *cleanup) removeStaleRunTemplates() error {
 	current := map[string]*st.StampedRef{}
 	for i := range op.status.Resources {
 		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
 	}
 	want := func(step string) string {
-		return generatedRunTemplateName(op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step)
+		return generatedRunTemplateName(op.env.Flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step)
 	}
 	var firstErr error
 	var kept []st.GeneratedRunTemplate
@@ -249,8 +255,8 @@ func (op *ownerPass) removeStaleRunTemplates() error {
 			kept = append(kept, rec)
 			continue
 		}
-		why := fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", rec.Step, op.r.flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName())
-		if err := op.r.m.runnables.gen.removeRunTemplate(op.ctx, rec, why); err != nil {
+		why := fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", rec.Step, op.env.Flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName())
+		if err := RemoveRunTemplate(op.ctx, op.env.Tracker, op.env.Writer, op.env.Dynamic, rec, why); err != nil {
 			kept = append(kept, rec) // retried
 			if firstErr == nil {
 				firstErr = err

@@ -1,18 +1,19 @@
-package reconciler
+package owner
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
-	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -28,15 +29,33 @@ type stepResult struct {
 	requeue time.Duration
 }
 
-// walk realizes the chain's steps in order, then sums up the conditions.
-func (op *ownerPass) walk(chainReady metav1.Condition) (Result, error) {
+// steps is the steps stage of an owner's reconcile: each step prepared
+// (reconciler/prepare), executed (execute.go) through its lifecycle's
+// stepIO, and its status built, in the chain's order; earlier outputs
+// feed later inputs. It sees the owner only through these fields and
+// writes only through the stepIO io builds: tests give it a fake one.
+type steps struct {
+	ctx       context.Context
+	owner     *unstructured.Unstructured
+	user      string // the owner, in logs
+	chainName string
+	now       metav1.Time
+	prev      []st.Resource // the steps' previous statuses
+	keep      *keepSet
+	events    Events
+	prepare   prepare.Env
+	io        func(step.Lifecycle, *stepCtx) stepIO
+}
+
+// walk realizes the steps in order: their statuses, the soonest requeue
+// any asked for, the first transient error.
+func (s *steps) walk(defs []api.Step) ([]st.Resource, time.Duration, error) {
 	outs := map[string]outputs{}
 	var resources []st.Resource
-	var res Result
+	var requeue time.Duration
 	var transient error
-	env := op.prepareEnv()
-	for _, def := range op.chain.spec.Resources {
-		sr := op.realizeStep(env, def, outs)
+	for _, def := range defs {
+		sr := s.realizeStep(def, outs)
 		resources = append(resources, sr.status)
 		if sr.outputs != nil {
 			outs[def.Name] = sr.outputs
@@ -44,23 +63,11 @@ func (op *ownerPass) walk(chainReady metav1.Condition) (Result, error) {
 		if sr.err != nil && transient == nil {
 			transient = sr.err
 		}
-		if sr.requeue > 0 && (res.RequeueAfter == 0 || sr.requeue < res.RequeueAfter) {
-			res.RequeueAfter = sr.requeue
+		if sr.requeue > 0 && (requeue == 0 || sr.requeue < requeue) {
+			requeue = sr.requeue
 		}
 	}
-	op.status.Resources = resources
-	op.keep.resources(resources)
-	var submitted []metav1.Condition
-	for _, r := range resources {
-		if c := st.Find(r.Conditions, st.ResourceSubmitted); c != nil {
-			submitted = append(submitted, *c)
-		}
-	}
-	sub := st.Summarize(st.ResourcesSubmitted, step.ReasonSubmitted, submitted...)
-	hl := healthySummary(resources)
-	ready := st.Summarize(st.Ready, "Ready", chainReady, sub, hl)
-	op.setConditions(chainReady, sub, hl, ready)
-	return res, transient
+	return resources, requeue, transient
 }
 
 // healthySummary is the owner's ResourcesHealthy: the steps' Healthy
@@ -81,10 +88,10 @@ func healthySummary(resources []st.Resource) metav1.Condition {
 	return hl
 }
 
-func (op *ownerPass) prevStep(name string) *st.Resource {
-	for i := range op.prev.Resources {
-		if op.prev.Resources[i].Name == name {
-			return &op.prev.Resources[i]
+func (s *steps) prevStep(name string) *st.Resource {
+	for i := range s.prev {
+		if s.prev[i].Name == name {
+			return &s.prev[i]
 		}
 	}
 	return nil
@@ -103,29 +110,9 @@ type stepCtx struct {
 	labels   map[string]string // on every object of the step
 }
 
-// prepareEnv is what prepare reads of this owner, its chain and the manager.
-func (op *ownerPass) prepareEnv() prepare.Env {
-	m := op.r.m
-	return prepare.Env{Flavor: op.r.flavor, Owner: op.owner, OwnerDoc: op.doc, OwnerSpec: op.spec,
-		ChainName: op.chainName, Chain: &op.chain.spec,
-		// Keyed by kind too: a supply chain and a delivery may share a name.
-		Options: func(def api.Step) ([]selector.Candidate, error) {
-			return m.templates.options(op.r.flavor.ChainKind+"/"+op.chainName, op.chain.rv, def)
-		},
-		Template: func(kind, name string) (*api.TemplateSpec, error) {
-			tobj := m.templates.get(kind, name)
-			if tobj == nil {
-				return nil, prepare.ErrNotFound
-			}
-			return m.templates.spec(tobj)
-		},
-		Engines: m.engines, Getter: render.DynamicGetter(m.dyn), Timeout: m.opts.RenderTimeout,
-		Release: op.helmRelease, // helmrelease.go
-	}
-}
-
-func (op *ownerPass) realizeStep(env prepare.Env, def api.Step, outs map[string]outputs) stepResult {
-	sc := &stepCtx{step: def, kind: def.TemplateRef.Kind, prev: op.prevStep(def.Name)}
+// realizeStep prepares one step and executes what it rendered.
+func (s *steps) realizeStep(def api.Step, outs map[string]outputs) stepResult {
+	sc := &stepCtx{step: def, kind: def.TemplateRef.Kind, prev: s.prevStep(def.Name)}
 	sc.res = st.Resource{Name: def.Name, Inputs: stepInputs(def)}
 	if sc.prev != nil {
 		// Until this step stamps again, it keeps pointing at what it stamped.
@@ -137,7 +124,7 @@ func (op *ownerPass) realizeStep(env prepare.Env, def api.Step, outs map[string]
 		sc.res.LastHandledRetry = sc.prev.LastHandledRetry
 	}
 
-	p := prepare.Step(op.ctx, env, def, outs)
+	p := prepare.Step(s.ctx, s.prepare, def, outs)
 	sc.spec, sc.in, sc.params, sc.labels = p.Spec, p.Inputs, p.Params, p.Labels
 	if p.PassThrough != "" {
 		// A pass-through stamps nothing.
@@ -152,7 +139,7 @@ func (op *ownerPass) realizeStep(env prepare.Env, def api.Step, outs map[string]
 		if len(r.Waiting) > 0 {
 			status = st.Unknown
 		}
-		res := op.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, status, r.Reason, r.Message), nil)
+		res := s.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, status, r.Reason, r.Message), nil)
 		if render.IsTransient(r.Err) || render.Retryable(r.Err) {
 			// A chart repository that did not answer, a render out of time
 			// or of slots: retried with backoff, not left failed until
@@ -163,9 +150,9 @@ func (op *ownerPass) realizeStep(env prepare.Env, def api.Step, outs map[string]
 	}
 	if p.PassThrough != "" {
 		healthy := st.Cond(st.Healthy, st.True, step.ReasonPassThrough, "")
-		return op.stepDone(sc, p.Outputs, st.Cond(st.ResourceSubmitted, st.True, step.ReasonPassThrough, fmt.Sprintf("input [%s] passed through", p.PassThrough)), &healthy)
+		return s.stepDone(sc, p.Outputs, st.Cond(st.ResourceSubmitted, st.True, step.ReasonPassThrough, fmt.Sprintf("input [%s] passed through", p.PassThrough)), &healthy)
 	}
-	return op.execute(sc, p.Objects, p.Inputs) // execute.go
+	return s.execute(sc, p.Objects, p.Inputs) // execute.go
 }
 
 // stepInputs are the earlier steps a step reads, for its status.
@@ -179,7 +166,7 @@ func stepInputs(def api.Step) []st.Input {
 
 // stepDone finishes a step: outputs (nil when not available), its
 // ResourceSubmitted condition, its Healthy condition (nil: Unknown), Ready.
-func (op *ownerPass) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, healthy *metav1.Condition) stepResult {
+func (s *steps) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, healthy *metav1.Condition) stepResult {
 	h := st.Cond(st.Healthy, st.Unknown, "NoStampedObject", "no object has been stamped")
 	if healthy != nil {
 		h = *healthy
@@ -188,9 +175,9 @@ func (op *ownerPass) stepDone(sc *stepCtx, out outputs, submitted metav1.Conditi
 	}
 	if out != nil {
 		var changed []string
-		sc.res.Outputs, changed = st.Outputs(out, prevOutputs(sc.prev), op.now)
+		sc.res.Outputs, changed = st.Outputs(out, prevOutputs(sc.prev), s.now)
 		if len(changed) > 0 && sc.prev != nil {
-			op.r.m.w.Events.Event(op.owner, corev1.EventTypeNormal, stamp.EventResourceOutputChanged, "[%s] found a new output in step [%s]: %s", op.owner.GetName(), sc.step.Name, strings.Join(changed, ", "))
+			s.events.Event(s.owner, corev1.EventTypeNormal, stamp.EventResourceOutputChanged, "[%s] found a new output in step [%s]: %s", s.owner.GetName(), sc.step.Name, strings.Join(changed, ", "))
 		}
 	}
 	ready := st.Summarize(st.Ready, "Ready", submitted, h)
@@ -206,11 +193,11 @@ func (op *ownerPass) stepDone(sc *stepCtx, out outputs, submitted metav1.Conditi
 	if sc.prev != nil {
 		prevConds = sc.prev.Conditions
 		if old := st.Find(prevConds, st.Healthy); old != nil && old.Status != h.Status {
-			op.r.m.w.Events.Event(op.owner, eventType(h.Status), stamp.EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", op.owner.GetName(), sc.step.Name, h.Status, h.Reason)
+			s.events.Event(s.owner, eventType(h.Status), stamp.EventResourceHealthyStatusChange, "[%s] step [%s] Healthy is now %s: %s", s.owner.GetName(), sc.step.Name, h.Status, h.Reason)
 		}
 	}
-	sc.res.Conditions = st.Merge(conds, prevConds, op.owner.GetGeneration(), op.now)
-	op.logStep(sc, ready, prevConds)
+	sc.res.Conditions = st.Merge(conds, prevConds, s.owner.GetGeneration(), s.now)
+	s.logStep(sc, ready, prevConds)
 	return stepResult{status: sc.res, outputs: out}
 }
 
@@ -218,12 +205,12 @@ func (op *ownerPass) stepDone(sc *stepCtx, out outputs, submitted metav1.Conditi
 // with the owner, step, template and object on the line. A step that turns
 // False is a failure someone must act on: an error line, and a Warning
 // event on the owner with the step's reason (once per change).
-func (op *ownerPass) logStep(sc *stepCtx, ready metav1.Condition, prev []metav1.Condition) {
+func (s *steps) logStep(sc *stepCtx, ready metav1.Condition, prev []metav1.Condition) {
 	tmpl := ""
 	if sc.tmplName != "" {
 		tmpl = sc.kind + "/" + sc.tmplName
 	}
-	kv := []any{"owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "chain", op.chainName, "step", sc.step.Name,
+	kv := []any{"owner", s.user, "chain", s.chainName, "step", sc.step.Name,
 		"template", tmpl}
 	if ref := sc.res.StampedRef; ref != nil {
 		kv = append(kv, "object", ref.Kind+"/"+ref.Namespace+"/"+ref.Name)
@@ -242,7 +229,7 @@ func (op *ownerPass) logStep(sc *stepCtx, ready metav1.Condition, prev []metav1.
 		return
 	}
 	klog.ErrorS(nil, "step failed", kv...)
-	op.r.m.w.Events.Event(op.owner, corev1.EventTypeWarning, ready.Reason, "step [%s]: %s", sc.step.Name, ready.Message)
+	s.events.Event(s.owner, corev1.EventTypeWarning, ready.Reason, "step [%s]: %s", sc.step.Name, ready.Message)
 }
 
 // eventType is Warning for a False status, else Normal.

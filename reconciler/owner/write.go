@@ -1,8 +1,8 @@
-package reconciler
+package owner
 
 // The port between deciding and doing for an owner's steps: the step
 // writers (mutable.go, immutable.go, runnablestep.go) read and write only
-// through an ownerIO, never through the reconcile (ownerPass), and a
+// through an ownerIO, never through the reconcile (pass), and a
 // failure comes back to the executor as a stepFail (execute.go builds the
 // step's status from it).
 
@@ -32,8 +32,8 @@ import (
 // the refs it touched (keepSet). It is all writers see of the reconcile.
 type ownerIO struct {
 	ctx     context.Context
-	w       *stamp.Session
-	watch   *tracking.Handle
+	w       stamper
+	watch   stamp.Watch // the watches of this reconcile (tracking.Handle.Watch)
 	keep    *keepSet
 	owner   *unstructured.Unstructured // events, the controller reference
 	claim   stamp.Owner
@@ -43,12 +43,15 @@ type ownerIO struct {
 	labels  labels.Set // what every object stamped for the owner carries
 }
 
-// io is the port the step writers of this reconcile use.
-func (op *ownerPass) io() *ownerIO {
-	f, ns, name := op.r.flavor, op.owner.GetNamespace(), op.owner.GetName()
-	return &ownerIO{ctx: op.ctx, w: op.w, watch: op.watch, keep: op.keep, owner: op.owner,
-		claim: stamp.Owner{Kind: f.OwnerKind, Name: name, UID: op.owner.GetUID()}, account: op.serviceAccount(), client: op.stampClient,
-		user: op.r.user(ns, name), labels: labels.Set{StampedLabel: "true", f.LabelOwnerName: name, f.LabelOwnerNS: ns}}
+// stamper is what the step writers do through stamp: a *stamp.Session,
+// the write protocol's side of the port (tests: a fake).
+type stamper interface {
+	Resolve(gvk schema.GroupVersionKind) (stamp.Target, error)
+	Put(ctx context.Context, f stamp.For, t stamp.Target, watch stamp.Watch, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, error)
+	Live(ctx context.Context, key tracking.Key, watch stamp.Watch, namespace, name string) (*unstructured.Unstructured, error)
+	LoadRuns(ctx context.Context, q stamp.RunQuery) ([]runs.Run, bool, error)
+	CreateRun(ctx context.Context, f stamp.For, gvr schema.GroupVersionResource, run *unstructured.Unstructured, digest, memo string) (*unstructured.Unstructured, error)
+	RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (bool, error)
 }
 
 // stepFail ends a step: a read or write failed and cond says why; err is
@@ -84,7 +87,7 @@ func (x *ownerIO) resolve(desired *unstructured.Unstructured, verb, what string)
 	}
 	t := target{gvr: tg.GVR, key: tg.Watch(), what: what}
 	t.ref = st.StampedRef{APIVersion: desired.GetAPIVersion(), Kind: desired.GetKind(), Namespace: desired.GetNamespace(), Name: desired.GetName(), Resource: resourceString(t.gvr)}
-	x.watch.Watch(t.key)
+	x.watch(t.key)
 	return t, nil
 }
 
@@ -108,7 +111,7 @@ func (x *ownerIO) put(stepName string, t target, desired *unstructured.Unstructu
 		return nil, false, failed(failure.Client(err))
 	}
 	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName}
-	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch.Watch, desired)
+	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
 		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
 	}
@@ -117,7 +120,7 @@ func (x *ownerIO) put(stepName string, t target, desired *unstructured.Unstructu
 
 // live is the live object (nil: missing), watched for this owner.
 func (x *ownerIO) live(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
-	return x.w.Live(x.ctx, key, x.watch.Watch, namespace, name)
+	return x.w.Live(x.ctx, key, x.watch, namespace, name)
 }
 
 // controls reports whether obj's controller reference names this owner.
@@ -134,17 +137,12 @@ func controlledBy(obj *unstructured.Unstructured, uid types.UID) bool {
 	return ref != nil && ref.UID == uid
 }
 
-// current is the live object (nil: missing), watched for this owner.
-func (op *ownerPass) current(key tracking.Key, namespace, name string) (*unstructured.Unstructured, error) {
-	return op.w.Live(op.ctx, key, op.watch.Watch, namespace, name)
-}
-
 // stepRuns finds the step's runs: objects of the kind of key carrying this
 // owner's and step's labels, whose controller is this very owner. digest
 // is the input set rendered now.
 func (x *ownerIO) stepRuns(stepName string, key tracking.Key, digest string) stamp.RunQuery {
-	l := labels.Merge(x.labels, labels.Set{LabelResourceName: stepName})
-	return stamp.RunQuery{Kind: key, Watch: x.watch.Watch, Namespace: x.owner.GetNamespace(), Controller: x.owner.GetUID(), Current: digest,
+	l := labels.Merge(x.labels, labels.Set{api.LabelResourceName: stepName})
+	return stamp.RunQuery{Kind: key, Watch: x.watch, Namespace: x.owner.GetNamespace(), Controller: x.owner.GetUID(), Current: digest,
 		Memo: x.user + "/" + stepName, Labels: l}
 }
 
@@ -186,26 +184,4 @@ func (x *ownerIO) writeFailed(what string, err error) *stepFail {
 func (x *ownerIO) subject(verb, what string) failure.Subject {
 	return failure.Subject{Verb: verb, What: what, Account: x.account.Namespace + "/" + x.account.Name,
 		Home: fmt.Sprintf("stamped objects must live in the %s's namespace", x.claim.Kind)}
-}
-
-// serviceAccount is the account whose permissions stamp objects:
-// the owner's, else the chain's, else "default" in the owner's namespace.
-func (op *ownerPass) serviceAccount() api.ServiceAccountRef {
-	ns := op.owner.GetNamespace()
-	if op.spec.ServiceAccountName != "" {
-		return api.ServiceAccountRef{Namespace: ns, Name: op.spec.ServiceAccountName}
-	}
-	if op.chain != nil && op.chain.spec.ServiceAccountRef != nil && op.chain.spec.ServiceAccountRef.Name != "" {
-		ref := *op.chain.spec.ServiceAccountRef
-		if ref.Namespace == "" {
-			ref.Namespace = ns
-		}
-		return ref
-	}
-	return api.ServiceAccountRef{Namespace: ns, Name: "default"}
-}
-
-func (op *ownerPass) stampClient() (dynamic.Interface, error) {
-	sa := op.serviceAccount()
-	return op.r.m.clients.For(sa.Namespace, sa.Name)
 }

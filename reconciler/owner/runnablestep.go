@@ -1,7 +1,9 @@
-package reconciler
+package owner
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,12 +46,12 @@ import (
 // place. load generates them; the Strategy applies them in that order.
 type runnableWriter struct {
 	noRuns
-	op *ownerPass // generating the objects: the owner, its chain, its records
+	op *pass // generating the objects: the owner, its chain, its records
 	io *ownerIO
 	sc *stepCtx
 }
 
-func newRunnableWriter(op *ownerPass, sc *stepCtx) stepIO {
+func newRunnableWriter(op *pass, sc *stepCtx) stepIO {
 	return &runnableWriter{op: op, io: op.io(), sc: sc}
 }
 
@@ -57,11 +59,29 @@ func newRunnableWriter(op *ownerPass, sc *stepCtx) stepIO {
 // object (Observed.Objects becomes them, the Runnable primary) and watches
 // the Runnable.
 func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
-	op, sc := w.op, w.sc
-	fail := func(s metav1.ConditionStatus, reason, format string, args ...any) (step.Seen, *stepFail) {
-		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...))}
+	op := w.op
+	crt, rn, refused := generateRunnable(op.ctx, op.env.Flavor, op.owner, op.serviceAccount(), w.sc, o.Objects[0])
+	if refused != nil {
+		return step.Seen{}, &stepFail{cond: *refused}
 	}
-	ns, owner := op.owner.GetNamespace(), op.owner.GetName()
+	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
+	o.Desired, o.Digest = rn, ""
+	w.io.watch(tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector})
+	w.io.keep.ref(w.ref(rn))
+	return step.Seen{}, nil
+}
+
+// generateRunnable is what a runnable: true step stamps instead of the
+// object its template rendered: the ClusterRunTemplate (the template with
+// every tag a read of the Runnable's inputs, the template's outputs and
+// success rule) and the Runnable (the tags' values now, as sa, controlled
+// by the owner). Pure; refused says why it cannot be generated.
+func generateRunnable(ctx context.Context, f *api.Flavor, ownerObj *unstructured.Unstructured, sa api.ServiceAccountRef, sc *stepCtx, rendered *unstructured.Unstructured) (crt, rn *unstructured.Unstructured, refused *metav1.Condition) {
+	refuse := func(s metav1.ConditionStatus, reason, format string, args ...any) (*unstructured.Unstructured, *unstructured.Unstructured, *metav1.Condition) {
+		c := st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...))
+		return nil, nil, &c
+	}
+	ns, owner := ownerObj.GetNamespace(), ownerObj.GetName()
 	translated, exprs := translateTemplate(sc.spec.Template)
 
 	// The inputs are the tags' values now, rendered in the step's context.
@@ -69,20 +89,19 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	for _, e := range exprs {
 		inputsTmpl[e] = "$(" + e + ")$"
 	}
-	tc := render.NewContext(op.r.flavor.OwnerKind, op.owner.Object, sc.params, sc.in, sc.labels)
-	rendered, err := render.Simple().Render(op.ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
+	tc := render.NewContext(f.OwnerKind, ownerObj.Object, sc.params, sc.in, sc.labels)
+	values, err := render.Simple().Render(ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
 	if err != nil {
-		return fail(st.False, step.ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
+		return refuse(st.False, step.ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
 	}
-	inputs, _ := rendered[0].Object["inputs"].(map[string]any)
+	inputs, _ := values[0].Object["inputs"].(map[string]any)
 
-	sa := op.serviceAccount()
 	if sa.Namespace != ns {
-		return fail(st.False, step.ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, op.r.flavor.OwnerKind)
+		return refuse(st.False, step.ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, f.OwnerKind)
 	}
 	labels := sc.labels
-	crtName := generatedRunTemplateName(op.r.flavor.OwnerKind, ns, owner, sc.step.Name)
-	crt := &unstructured.Unstructured{Object: map[string]any{
+	crtName := generatedRunTemplateName(f.OwnerKind, ns, owner, sc.step.Name)
+	crt = &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindClusterRunTemplate,
 		"metadata": map[string]any{"name": crtName},
 		"spec":     map[string]any{"template": translated},
@@ -98,7 +117,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	if crit := sc.spec; step.HasRunCriterion(crit) {
 		rule, err := runtimeJSON(api.RunTemplateSpec{HealthRule: crit.HealthRule, ObservedCompletion: crit.ObservedCompletion, ObservedMatches: crit.ObservedMatches})
 		if err != nil {
-			return fail(st.False, step.ReasonStampFailure, "unable to copy the success rule of template [%s/%s] for step [%s]: %v", sc.kind, sc.tmplName, sc.step.Name, err)
+			return refuse(st.False, step.ReasonStampFailure, "unable to copy the success rule of template [%s/%s] for step [%s]: %v", sc.kind, sc.tmplName, sc.step.Name, err)
 		}
 		for _, k := range []string{"healthRule", "observedCompletion", "observedMatches"} {
 			if v, ok := rule[k]; ok {
@@ -107,9 +126,9 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		}
 	}
 	crt.SetLabels(labels)
-	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", op.r.flavor.OwnerKind, ns, owner, sc.step.Name)})
+	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", f.OwnerKind, ns, owner, sc.step.Name)})
 
-	name := o.Objects[0].GetName()
+	name := rendered.GetName()
 	if name == "" {
 		name = owner + "-" + sc.step.Name
 	}
@@ -121,18 +140,14 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	if rp := sc.spec.RetentionPolicy; rp != nil {
 		spec["retentionPolicy"] = map[string]any{"maxFailedRuns": rp.MaxFailedRuns, "maxSuccessfulRuns": rp.MaxSuccessfulRuns}
 	}
-	rn := &unstructured.Unstructured{Object: map[string]any{
+	rn = &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindRunnable,
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec":     spec,
 	}}
 	rn.SetLabels(labels)
-	rn.SetOwnerReferences([]metav1.OwnerReference{prepare.ControllerReference(op.r.flavor, op.owner)})
-	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
-	o.Desired, o.Digest = rn, ""
-	w.io.watch.Watch(tracking.Key{GVR: RunnableGVR, Selector: StampedSelector})
-	w.io.keep.ref(w.ref(rn))
-	return step.Seen{}, nil
+	rn.SetOwnerReferences([]metav1.OwnerReference{prepare.ControllerReference(f, ownerObj)})
+	return crt, rn, nil
 }
 
 // write applies the generated objects in the Plan's order.
@@ -146,7 +161,7 @@ func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFai
 				return got, stop
 			}
 		} else {
-			t := target{gvr: RunnableGVR, what: fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", u.GetKind(), u.GetName(), w.sc.step.Name, w.sc.kind, w.sc.tmplName)}
+			t := target{gvr: api.RunnableGVR, what: fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", u.GetKind(), u.GetName(), w.sc.step.Name, w.sc.kind, w.sc.tmplName)}
 			var stop *stepFail
 			if live, _, stop = w.io.put(w.sc.step.Name, t, u); stop != nil {
 				return got, stop
@@ -158,9 +173,9 @@ func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFai
 }
 
 func (w *runnableWriter) ref(u *unstructured.Unstructured) st.StampedRef {
-	gvr := RunnableGVR
+	gvr := api.RunnableGVR
 	if u.GetKind() == api.KindClusterRunTemplate {
-		gvr = RunTemplateGVR
+		gvr = api.RunTemplateGVR
 	}
 	return st.StampedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Resource: resourceString(gvr)}
 }
@@ -188,12 +203,12 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 	failed := func(err error) (*unstructured.Unstructured, *stepFail) {
 		return nil, w.io.writeFailed(what, err)
 	}
-	rec := op.runTemplateRecord(sc.step.Name, name)
-	legacy := rec == nil && op.legacyRunTemplate(sc.step.Name, name)
-	live, _ := op.r.m.tracker.Get(tracking.Key{GVR: RunTemplateGVR}, "", name)
+	rec := w.runTemplateRecord(sc.step.Name, name)
+	legacy := rec == nil && w.legacyRunTemplate(sc.step.Name, name)
+	live, _ := op.env.Tracker.Get(tracking.Key{GVR: api.RunTemplateGVR}, "", name)
 	read := false
 	readLive := func() error {
-		got, err := w.io.w.Read(op.ctx, op.r.m.dyn, RunTemplateGVR, "", name)
+		got, err := op.w.Read(op.ctx, op.env.Dynamic, api.RunTemplateGVR, "", name)
 		if err != nil {
 			return err
 		}
@@ -203,27 +218,27 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 		live, read = got, true
 		return nil
 	}
-	kontinue := stamp.For{Client: op.r.m.dyn, Owner: op.owner, Step: sc.step.Name} // its own identity: see above
+	kontinue := stamp.For{Client: op.env.Dynamic, Owner: op.owner, Step: sc.step.Name} // its own identity: see above
 	for attempt := 0; ; attempt++ {
 		if attempt > 3 {
 			// Created and gone again between each look: someone races us.
 			return stop(st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it keeps appearing and disappearing", what)), fmt.Errorf("%s: no stable state", what))
 		}
-		switch decideRunTemplate(rec, legacy, seenOf(live, op.labelledFor(live, sc.step.Name)), read) {
+		switch decideRunTemplate(rec, legacy, seenOf(live, w.labelledFor(live, sc.step.Name)), read) {
 		case crtRecord:
 			r := st.GeneratedRunTemplate{Step: sc.step.Name, Name: name, Claim: newClaim()}
-			op.setRunTemplateRecord(r)
+			w.setRunTemplateRecord(r)
 			return nil, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.Unknown, ReasonRunTemplateRecorded,
-				fmt.Sprintf("%s is recorded in the %s's status; it is created once the record is kept", what, op.r.flavor.OwnerKind)), requeue: recordedDelay}
+				fmt.Sprintf("%s is recorded in the %s's status; it is created once the record is kept", what, op.env.Flavor.OwnerKind)), requeue: recordedDelay}
 		case crtRead:
 			if err := readLive(); err != nil {
 				return failed(err)
 			}
 		case crtCreate:
-			created, err := w.io.w.Create(op.ctx, kontinue, RunTemplateGVR, withClaim(desired, rec.Claim))
+			created, err := op.w.Create(op.ctx, kontinue, api.RunTemplateGVR, withClaim(desired, rec.Claim))
 			if err == nil {
 				rec.UID = created.GetUID()
-				op.setRunTemplateRecord(*rec)
+				w.setRunTemplateRecord(*rec)
 				return created, nil
 			}
 			if !apierrors.IsAlreadyExists(err) {
@@ -236,18 +251,20 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 			if rec == nil {
 				rec = &st.GeneratedRunTemplate{Step: sc.step.Name, Name: name}
 				klog.InfoS("adopted a ClusterRunTemplate generated by an earlier version (no record; listed in the owner's status, labelled for it)",
-					"owner", op.r.user(op.owner.GetNamespace(), op.owner.GetName()), "step", sc.step.Name, "name", name, "uid", live.GetUID())
+					"owner", op.user, "step", sc.step.Name, "name", name, "uid", live.GetUID())
 			}
 			rec.UID = live.GetUID()
-			op.setRunTemplateRecord(*rec)
+			w.setRunTemplateRecord(*rec)
 			return w.applyRunTemplate(kontinue, what, desired, *rec, live)
 		case crtApply:
 			return w.applyRunTemplate(kontinue, what, desired, *rec, live)
 		case crtRefuse:
-			op.r.m.runnables.gen.waitForName(name, op.r.key(op.owner.GetNamespace(), op.owner.GetName()))
+			if op.env.WaitForName != nil {
+				op.env.WaitForName(name, op.owner.GetNamespace(), op.owner.GetName())
+			}
 			return stop(st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf(
 				"unable to apply %s: a ClusterRunTemplate of that name (uid %s) exists that Kontinue did not generate for this %s; it is left as it is (labels and annotations prove nothing): delete it to let Kontinue generate its own",
-				what, live.GetUID(), op.r.flavor.OwnerKind)), nil)
+				what, live.GetUID(), op.env.Flavor.OwnerKind)), nil)
 		}
 	}
 }
@@ -258,7 +275,7 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 func (w *runnableWriter) applyRunTemplate(f stamp.For, what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
 	d := withClaim(desired, rec.Claim)
 	d.SetUID(rec.UID)
-	out, err := w.io.w.ApplyTo(w.io.ctx, f, RunTemplateGVR, d, live)
+	out, err := w.op.w.ApplyTo(w.io.ctx, f, api.RunTemplateGVR, d, live)
 	switch {
 	case err == nil:
 		return out, nil
@@ -286,8 +303,8 @@ func withClaim(desired *unstructured.Unstructured, claim string) *unstructured.U
 
 // runTemplateRecord is the owner's record of the step's ClusterRunTemplate
 // of that name (a copy), or nil.
-func (op *ownerPass) runTemplateRecord(step, name string) *st.GeneratedRunTemplate {
-	for _, r := range op.status.GeneratedRunTemplates {
+func (w *runnableWriter) runTemplateRecord(step, name string) *st.GeneratedRunTemplate {
+	for _, r := range w.op.status.GeneratedRunTemplates {
 		if r.Step == step && r.Name == name {
 			return &r
 		}
@@ -296,31 +313,33 @@ func (op *ownerPass) runTemplateRecord(step, name string) *st.GeneratedRunTempla
 }
 
 // setRunTemplateRecord records rec, replacing the step's record of that name.
-func (op *ownerPass) setRunTemplateRecord(rec st.GeneratedRunTemplate) {
-	for i, r := range op.status.GeneratedRunTemplates {
+func (w *runnableWriter) setRunTemplateRecord(rec st.GeneratedRunTemplate) {
+	recs := &w.op.status.GeneratedRunTemplates
+	for i, r := range *recs {
 		if r.Step == rec.Step && r.Name == rec.Name {
-			op.status.GeneratedRunTemplates[i] = rec
+			(*recs)[i] = rec
 			return
 		}
 	}
-	op.status.GeneratedRunTemplates = append(op.status.GeneratedRunTemplates, rec)
+	*recs = append(*recs, rec)
 }
 
 // legacyRunTemplate reports whether the owner's status comes from a version
 // that kept no record and already lists name for the step: its previous
 // status has no record for the step, and the step's stampedObjects name
 // that ClusterRunTemplate.
-func (op *ownerPass) legacyRunTemplate(stepName, name string) bool {
+func (w *runnableWriter) legacyRunTemplate(stepName, name string) bool {
+	op := w.op
 	for _, r := range op.prev.GeneratedRunTemplates {
 		if r.Step == stepName {
 			return false
 		}
 	}
-	prev := op.prevStep(stepName)
-	if prev == nil {
+	i := slices.IndexFunc(op.prev.Resources, func(r st.Resource) bool { return r.Name == stepName })
+	if i < 0 {
 		return false
 	}
-	for _, ref := range prev.StampedObjects {
+	for _, ref := range op.prev.Resources[i].StampedObjects {
 		if ref.Kind == api.KindClusterRunTemplate && ref.Name == name {
 			return true
 		}
@@ -330,10 +349,11 @@ func (op *ownerPass) legacyRunTemplate(stepName, name string) bool {
 
 // labelledFor reports whether u's labels name this owner and step (what
 // versions that kept no record wrote on a generated ClusterRunTemplate).
-func (op *ownerPass) labelledFor(u *unstructured.Unstructured, stepName string) bool {
+func (w *runnableWriter) labelledFor(u *unstructured.Unstructured, stepName string) bool {
+	op := w.op
 	if u == nil {
 		return false
 	}
-	l, f := u.GetLabels(), op.r.flavor
-	return l[StampedLabel] == "true" && l[f.LabelOwnerName] == op.owner.GetName() && l[f.LabelOwnerNS] == op.owner.GetNamespace() && l[LabelResourceName] == stepName
+	l, f := u.GetLabels(), op.env.Flavor
+	return l[api.StampedLabel] == "true" && l[f.LabelOwnerName] == op.owner.GetName() && l[f.LabelOwnerNS] == op.owner.GetNamespace() && l[api.LabelResourceName] == stepName
 }

@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 import (
 	"strings"
@@ -106,8 +106,8 @@ func TestRecordsOf(t *testing.T) {
 		map[string]any{"step": "c"}, // no name: nothing to act on
 		"garbage",
 	}}}}
-	assert.Equal(t, []st.GeneratedRunTemplate{{Step: "a", Name: "n1", UID: "u1", Claim: "c1"}, {Step: "b", Name: "n2", Claim: "c2"}}, recordsOf(owner))
-	assert.Empty(t, recordsOf(&unstructured.Unstructured{Object: map[string]any{}}))
+	assert.Equal(t, []st.GeneratedRunTemplate{{Step: "a", Name: "n1", UID: "u1", Claim: "c1"}, {Step: "b", Name: "n2", Claim: "c2"}}, RecordsOf(owner))
+	assert.Empty(t, RecordsOf(&unstructured.Unstructured{Object: map[string]any{}}))
 }
 
 func TestTranslateTemplate(t *testing.T) {

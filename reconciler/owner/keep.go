@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/runs"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
@@ -161,7 +162,7 @@ func (k *keepSet) staleRuns(gvr schema.GroupVersionResource, objs []*unstructure
 		if k.has(refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}) {
 			continue
 		}
-		step := o.GetLabels()[LabelResourceName]
+		step := o.GetLabels()[api.LabelResourceName]
 		if !k.reached[step] && pointsAtRun(current[step], gvr, objs) {
 			continue
 		}

@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 // What proves that a generated ClusterRunTemplate is Kontinue's. It is
 // cluster-scoped, so it cannot carry an owner reference to the Workload it
@@ -13,6 +13,7 @@ package reconciler
 // name is left alone.
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,10 +23,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/tracking"
 )
 
 // AnnotationClaim is the claim of the record Kontinue wrote, in the owner's
@@ -136,9 +141,36 @@ func staleRunTemplate(rec st.GeneratedRunTemplate, reached map[string]bool, want
 	return ref == nil || ref.Kind != api.KindRunnable
 }
 
-// recordsOf reads the records of an owner object's status (a deleted
+// RemoveRunTemplate deletes the object rec records, with its UID as
+// precondition (ownedRunTemplate): nil once it is gone, or when the name
+// holds an object that is not the one recorded (left as it is). The owner's
+// cleanup calls it for a step that no longer generates it, the Manager's
+// sweep for an owner that is gone.
+func RemoveRunTemplate(ctx context.Context, tr *tracking.Tracker, w *stamp.Writer, dyn dynamic.Interface, rec st.GeneratedRunTemplate, why string) error {
+	live, _ := tr.Get(tracking.Key{GVR: api.RunTemplateGVR}, "", rec.Name)
+	if live == nil {
+		// The cache may not show a create yet: ask.
+		got, err := w.Session().Read(ctx, dyn, api.RunTemplateGVR, "", rec.Name)
+		if got == nil || err != nil {
+			return err
+		}
+		live = got
+	}
+	uid, ours := ownedRunTemplate(rec, seenOf(live, false))
+	if !ours {
+		klog.InfoS("left a ClusterRunTemplate that is not the one Kontinue generated", "name", rec.Name, "uid", live.GetUID(), "recorded", rec.UID, "why", why)
+		return nil
+	}
+	if err := w.Session().Delete(ctx, dyn, api.RunTemplateGVR, "", rec.Name, uid); err != nil {
+		return err
+	}
+	klog.InfoS("removed generated ClusterRunTemplate", "name", rec.Name, "uid", uid, "why", why)
+	return nil
+}
+
+// RecordsOf reads the records of an owner object's status (a deleted
 // owner's last state) without decoding the rest.
-func recordsOf(owner *unstructured.Unstructured) []st.GeneratedRunTemplate {
+func RecordsOf(owner *unstructured.Unstructured) []st.GeneratedRunTemplate {
 	list, _, _ := unstructured.NestedSlice(owner.Object, "status", "generatedRunTemplates")
 	out := make([]st.GeneratedRunTemplate, 0, len(list))
 	for _, e := range list {

@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 import (
 	"context"
@@ -24,28 +24,31 @@ import (
 
 var secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
-// helmRelease returns ctx carrying the step's kept release and a `lookup`
+// helm keeps the Helm releases of one pass's steps.
+type helm struct{ *pass }
+
+// release returns ctx carrying the step's kept release and a `lookup`
 // answered as the owner's service account, and what keeps the release the
 // engine rendered (prepare.Env.Release).
-func (op *ownerPass) helmRelease(ctx context.Context, def api.Step) (context.Context, func() error, error) {
+func (op *helm) release(ctx context.Context, def api.Step) (context.Context, func() error, error) {
 	ns, name := op.owner.GetNamespace(), op.releaseSecretName(def.Name)
-	live, err := op.current(tracking.Key{GVR: secretGVR, Selector: render.ReleaseSelector}, ns, name)
+	live, err := op.w.Live(op.ctx, tracking.Key{GVR: secretGVR, Selector: render.ReleaseSelector}, op.watch.Watch, ns, name)
 	if err != nil {
 		return nil, nil, render.Transient(fmt.Errorf("unable to read the Secret [%s] that keeps the step's Helm release: %w", name, err))
 	}
-	live = op.r.m.w.Record(live, ns, name)
+	live = op.env.Writer.Record(live, ns, name)
 	rec := &helmRecord{exists: live != nil}
 	if live != nil {
 		if !ownedByUID(live, op.owner) {
-			return nil, nil, fmt.Errorf("the Secret [%s] that keeps the step's Helm release is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.r.flavor.OwnerKind)
+			return nil, nil, fmt.Errorf("the Secret [%s] that keeps the step's Helm release is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
 		}
 		if rec.Stored, err = render.ParseReleaseSecret(live); err != nil {
 			// Edited by hand: render anew, as a first install.
-			klog.InfoS("helm release unreadable, rendering anew", "owner", op.r.user(ns, op.owner.GetName()), "step", def.Name, "secret", name, "err", err)
+			klog.InfoS("helm release unreadable, rendering anew", "owner", op.user, "step", def.Name, "secret", name, "err", err)
 		}
 	}
 	ctx = render.WithRelease(ctx, &rec.ReleaseRecord)
-	ctx = render.WithLookup(ctx, saLookup{op})
+	ctx = render.WithLookup(ctx, saLookup{op.pass})
 	if cl, err := op.stampClient(); err == nil {
 		// helm.chart.secretRef is read as the service account.
 		ctx = render.WithServiceAccountGetter(ctx, render.DynamicGetter(cl))
@@ -59,12 +62,12 @@ type helmRecord struct {
 }
 
 // keepRelease writes the release the engine rendered, if it rendered.
-func (op *ownerPass) keepRelease(stepName string, rec *helmRecord) error {
+func (op *helm) keepRelease(stepName string, rec *helmRecord) error {
 	if rec.Next == nil {
 		return nil
 	}
 	ns, name := op.owner.GetNamespace(), op.releaseSecretName(stepName)
-	secret, err := render.ReleaseSecret(ns, name, prepare.OwnerReference(op.r.flavor, op.owner), stepName, rec.Next)
+	secret, err := render.ReleaseSecret(ns, name, prepare.OwnerReference(op.env.Flavor, op.owner), stepName, rec.Next)
 	if err != nil {
 		return err
 	}
@@ -78,7 +81,7 @@ func (op *ownerPass) keepRelease(stepName string, rec *helmRecord) error {
 		case failure.Forbidden:
 			return fmt.Errorf("service account [%s/%s] may not write the Secret [%s] that keeps the step's Helm release (it needs get, create and patch on secrets in its namespace): %w", sa.Namespace, sa.Name, name, err)
 		case failure.AlreadyExists:
-			return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and was not written by Kontinue for this %s: it is left as it is; delete or rename it", name, op.r.flavor.OwnerKind)
+			return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and was not written by Kontinue for this %s: it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
 		case failure.Rejected:
 			return fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err)
 		}
@@ -87,8 +90,8 @@ func (op *ownerPass) keepRelease(stepName string, rec *helmRecord) error {
 	return nil
 }
 
-func (op *ownerPass) releaseSecretName(stepName string) string {
-	return render.ReleaseSecretName(op.r.flavor.OwnerKind, op.owner.GetName(), stepName)
+func (op *helm) releaseSecretName(stepName string) string {
+	return render.ReleaseSecretName(op.env.Flavor.OwnerKind, op.owner.GetName(), stepName)
 }
 
 func ownedByUID(o, owner *unstructured.Unstructured) bool {
@@ -102,14 +105,14 @@ func ownedByUID(o, owner *unstructured.Unstructured) bool {
 
 // saLookup answers Helm's `lookup` as the owner's service account, for
 // namespaced kinds only (the engine keeps it to the owner's namespace).
-type saLookup struct{ op *ownerPass }
+type saLookup struct{ op *pass }
 
 func (l saLookup) Lookup(ctx context.Context, apiVersion, kind, namespace, name string) (map[string]any, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
 		return nil, err
 	}
-	t, err := l.op.r.m.w.Session().Resolve(gv.WithKind(kind)) // not the owner's: a lookup never blocks it
+	t, err := l.op.env.Writer.Session().Resolve(gv.WithKind(kind)) // not the owner's: a lookup never blocks it
 	if err != nil {
 		return nil, err
 	}

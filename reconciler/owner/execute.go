@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 // The executor of every step: it runs the step's Strategy (reconciler/step)
 // and does what its Plans ask, through stamp. What differs between
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/annotations"
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/render"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -31,44 +32,37 @@ type stepIO interface {
 	remove(p step.Plan) error
 }
 
-// writers build the stepIO of a lifecycle.
-var writers = map[step.Lifecycle]func(op *ownerPass, sc *stepCtx) stepIO{
-	step.Mutable:   newMutableWriter,   // mutable.go: objects applied in place
-	step.Immutable: newImmutableWriter, // immutable.go: a new run per input set
-	step.Runnable:  newRunnableWriter,  // runnablestep.go: a generated Runnable
-}
-
 // execute realizes a rendered step: Check, load, Start, then each Plan's
 // writes fed back to Next until the Plan is Done, then what Done keeps and
 // lets go.
-func (op *ownerPass) execute(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
-	s := step.StrategyOf(sc.spec)
-	o := op.observed(sc, objs, in)
-	if c := s.Check(o); c != nil {
-		return op.stepDone(sc, nil, *c, nil)
+func (s *steps) execute(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
+	strat := step.StrategyOf(sc.spec)
+	o := s.observed(sc, objs, in)
+	if c := strat.Check(o); c != nil {
+		return s.stepDone(sc, nil, *c, nil)
 	}
-	x := writers[s.Lifecycle()](op, sc)
+	x := s.io(strat.Lifecycle(), sc)
 	seen, stop := x.load(&o)
 	if stop != nil {
-		return op.stepFailed(sc, stop)
+		return s.stepFailed(sc, stop)
 	}
-	p := s.Start(o, seen)
+	p := strat.Start(o, seen)
 	for p.Done == nil {
 		if p.Reached {
 			// Before the writes: a step that fails on them keeps what it had.
-			op.keep.reach(sc.step.Name)
+			s.keep.reach(sc.step.Name)
 		}
 		got, stop := x.write(o, p)
 		if stop != nil {
-			return op.stepFailed(sc, stop)
+			return s.stepFailed(sc, stop)
 		}
-		p = s.Next(o, p, got)
+		p = strat.Next(o, p, got)
 	}
 	if p.Reached {
-		op.keep.reach(sc.step.Name)
+		s.keep.reach(sc.step.Name)
 	}
 	for _, r := range p.Keep {
-		op.keep.run(x.ref(r.Obj))
+		s.keep.run(x.ref(r.Obj))
 	}
 	removeErr := x.remove(p)
 
@@ -85,8 +79,8 @@ func (op *ownerPass) execute(sc *stepCtx, objs []*unstructured.Unstructured, in 
 		}
 	}
 	ob := *p.Done
-	s.Record(ob, &sc.res)
-	r := op.stepDone(sc, ob.Outputs(), ob.Submitted, ob.Healthy)
+	strat.Record(ob, &sc.res)
+	r := s.stepDone(sc, ob.Outputs(), ob.Submitted, ob.Healthy)
 	if r.err == nil {
 		r.err = removeErr
 	}
@@ -100,19 +94,19 @@ func (op *ownerPass) execute(sc *stepCtx, objs []*unstructured.Unstructured, in 
 }
 
 // stepFailed is the step's result when its stepIO failed.
-func (op *ownerPass) stepFailed(sc *stepCtx, f *stepFail) stepResult {
-	r := op.stepDone(sc, nil, f.cond, nil)
+func (s *steps) stepFailed(sc *stepCtx, f *stepFail) stepResult {
+	r := s.stepDone(sc, nil, f.cond, nil)
 	r.err, r.requeue = f.err, f.requeue
 	return r
 }
 
 // observed is what the step's decisions start from.
-func (op *ownerPass) observed(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) step.Observed {
+func (s *steps) observed(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) step.Observed {
 	i := primaryIndex(sc.spec, objs)
 	primary := objs[i]
 	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Desired: primary,
-		Digest: primary.GetAnnotations()[AnnotationDigest], State: step.StateOf(sc.prev), Objects: objs, Primary: i,
-		Now: op.now.Time, Retry: op.owner.GetAnnotations()[annotations.Retry]}
+		Digest: primary.GetAnnotations()[api.AnnotationDigest], State: step.StateOf(sc.prev), Objects: objs, Primary: i,
+		Now: s.now.Time, Retry: s.owner.GetAnnotations()[annotations.Retry]}
 	if in.Deployment != nil {
 		o.Deployment = outputs{"url": in.Deployment.URL, "revision": in.Deployment.Revision}
 	}

@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 // How mutable steps write: one object (or several, with a primary) applied
 // in place as the step's service account, and the shadow of a gated step.
@@ -24,7 +24,7 @@ type mutableWriter struct {
 	targets map[*unstructured.Unstructured]target
 }
 
-func newMutableWriter(op *ownerPass, sc *stepCtx) stepIO {
+func newMutableWriter(op *pass, sc *stepCtx) stepIO {
 	return &mutableWriter{io: op.io(), sc: sc, targets: map[*unstructured.Unstructured]target{}}
 }
 

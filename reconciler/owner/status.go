@@ -1,4 +1,4 @@
-package reconciler
+package owner
 
 // The status stage of an owner's reconcile: bounded to what the API server
 // takes, written only when it changed, and the wait for the cache to show
@@ -25,7 +25,7 @@ const ownWriteWait = time.Second
 
 // recordWrite remembers (as a digest: cheap to keep for every owner) the
 // status just written for an owner.
-func (r *ownerReconciler) recordWrite(user string, status map[string]any) {
+func (r *Reconciler) recordWrite(user string, status map[string]any) {
 	now := time.Now()
 	d := stamp.StatusDigest(status)
 	r.writesMu.Lock()
@@ -46,7 +46,7 @@ func (r *ownerReconciler) recordWrite(user string, status map[string]any) {
 // re-queue an owner right after its status write; reconciling the stale
 // copy would only fail with a conflict and be retried. The wait is short
 // and bounded: after ownWriteWait the cache is used as it is.
-func (r *ownerReconciler) awaitOwnWrite(user string, obj *unstructured.Unstructured) bool {
+func (r *Reconciler) awaitOwnWrite(user string, obj *unstructured.Unstructured) bool {
 	r.writesMu.Lock()
 	w, ok := r.writes[user]
 	r.writesMu.Unlock()
@@ -69,16 +69,18 @@ type ownWrite struct {
 }
 
 // writeStatus writes the owner's status only when it changed.
-func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, op *ownerPass) error {
+func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, op *pass) error {
 	r.bound(obj, op)
-	user := r.user(obj.GetNamespace(), obj.GetName())
-	written, err := r.m.w.WriteStatus(ctx, r.flavor.OwnerGVR, obj, op.status)
+	user := op.user
+	written, err := r.env.Writer.WriteStatus(ctx, r.env.Flavor.OwnerGVR, obj, op.status)
 	if written != nil {
 		r.recordWrite(user, written)
 	}
 	if apierrors.IsConflict(err) {
 		r.stale.Note(user, obj.GetResourceVersion())
-		r.m.statusConflict(r.flavor.OwnerKind)
+		if r.env.StatusConflict != nil {
+			r.env.StatusConflict()
+		}
 	}
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// The cache is behind: the owner is looked at again once it is not.
@@ -91,7 +93,7 @@ func (r *ownerReconciler) writeStatus(ctx context.Context, obj *unstructured.Uns
 // obj (st.Bound), and says what it cut in the StatusTruncated condition,
 // with a Warning event when that changes: a status that fails to write
 // would leave the owner stale for good.
-func (r *ownerReconciler) bound(obj *unstructured.Unstructured, op *ownerPass) {
+func (r *Reconciler) bound(obj *unstructured.Unstructured, op *pass) {
 	notes := st.Bound(&op.status, st.Free(obj.Object))
 	if len(notes) == 0 {
 		return
@@ -100,8 +102,8 @@ func (r *ownerReconciler) bound(obj *unstructured.Unstructured, op *ownerPass) {
 	c := st.Merge([]metav1.Condition{st.Cond(CondStatusTruncated, st.True, ReasonStatusTooLarge, msg)}, op.prev.Conditions, obj.GetGeneration(), op.now)[0]
 	op.status.Conditions = append(op.status.Conditions, c)
 	if p := st.Find(op.prev.Conditions, CondStatusTruncated); p == nil || p.Message != msg {
-		klog.InfoS("status too large; cut", "owner", r.user(obj.GetNamespace(), obj.GetName()), "cut", msg)
-		r.m.w.Events.Event(op.owner, corev1.EventTypeWarning, stamp.EventStatusTooLarge, "%s", msg)
+		klog.InfoS("status too large; cut", "owner", op.user, "cut", msg)
+		r.env.Events.Event(op.owner, corev1.EventTypeWarning, stamp.EventStatusTooLarge, "%s", msg)
 	}
 }
 

@@ -1,0 +1,164 @@
+package owner
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/prepare"
+	"kontinue.dev/kontinue/reconciler/selector"
+	"kontinue.dev/kontinue/reconciler/specs"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
+)
+
+// templates serves walkTemplates (Env.Templates), less the missing ones.
+type templates struct{ missing map[string]bool }
+
+func (templates) Options(_, _ string, def api.Step) ([]selector.Candidate, error) {
+	return prepare.Options(def)
+}
+
+func (t templates) Template(_, name string) (*api.TemplateSpec, error) {
+	if s, ok := walkTemplates[name]; ok && !t.missing[name] {
+		return s, nil
+	}
+	return nil, prepare.ErrNotFound
+}
+
+func (t templates) Exists(kind, name string) bool {
+	_, err := t.Template(kind, name)
+	return err == nil
+}
+
+// foldPass is a pass over walkChain whose steps write to w (a fake port).
+func foldPass(t *testing.T, w *world, env Env, prev st.OwnerStatus) (*pass, *events) {
+	t.Helper()
+	own := walkOwner()
+	doc, err := json.Marshal(own.Object)
+	require.NoError(t, err)
+	ev := &events{}
+	env.Flavor, env.Events = api.WorkloadFlavor, ev
+	if env.Templates == nil {
+		env.Templates = templates{}
+	}
+	op := &pass{ctx: context.Background(), env: &env, user: "Workload/dev/app", owner: own, doc: doc,
+		now: metav1.NewTime(time.Unix(1000, 0)), prev: prev, keep: newKeepSet(),
+		chainName: "web", chain: &specs.Chain{Name: "web", RV: "1", Spec: api.ChainSpec{Resources: walkChain}},
+		writerOf: func(_ step.Lifecycle, sc *stepCtx) stepIO { return fakeIO{w: w, step: sc.step.Name} }}
+	return op, ev
+}
+
+// conds are the owner's conditions as "Type Status Reason", in order.
+func conds(s st.OwnerStatus) []string {
+	var out []string
+	for _, c := range s.Conditions {
+		out = append(out, c.Type+" "+string(c.Status)+" "+c.Reason)
+	}
+	return out
+}
+
+// The fold: the owner's conditions summed up from its steps', in the
+// contract's order, Ready last (then kstatus's when on).
+func TestPassFold(t *testing.T) {
+	forbidden := &stepFail{cond: st.Cond(st.ResourceSubmitted, st.False, step.ReasonRejected, "forbidden")}
+	for _, tt := range []struct {
+		name    string
+		w       world
+		kstatus bool
+		want    []string
+	}{
+		{name: "every step ready",
+			w: world{status: map[string]map[string]any{"source": sourceReady, "image": imageReady}},
+			want: []string{"SupplyChainReady True Ready", "ResourcesSubmitted True ResourceSubmissionComplete",
+				"ResourcesHealthy True HealthyConditionRule", "Ready True Ready"}},
+		{name: "a healthy step without its outputs yet: the owner is Unknown, healthy",
+			w: world{status: map[string]map[string]any{"source": sourceReady}},
+			want: []string{"SupplyChainReady True Ready", "ResourcesSubmitted Unknown MissingValueAtPath",
+				"ResourcesHealthy True HealthyConditionRule", "Ready Unknown MissingValueAtPath"}},
+		{name: "a step refused: the owner is False with its reason",
+			w: world{writeFail: map[string]*stepFail{"source": forbidden}},
+			want: []string{"SupplyChainReady True Ready", "ResourcesSubmitted False TemplateRejectedByAPIServer",
+				"ResourcesHealthy Unknown HealthyConditionRule", "Ready False TemplateRejectedByAPIServer"}},
+		{name: "kstatus: Stalled after a False Ready", kstatus: true,
+			w: world{writeFail: map[string]*stepFail{"source": forbidden}},
+			want: []string{"SupplyChainReady True Ready", "ResourcesSubmitted False TemplateRejectedByAPIServer",
+				"ResourcesHealthy Unknown HealthyConditionRule", "Ready False TemplateRejectedByAPIServer", "Stalled True TemplateRejectedByAPIServer"}},
+		{name: "kstatus: Reconciling while Unknown", kstatus: true,
+			w: world{status: map[string]map[string]any{"source": sourceReady}},
+			want: []string{"SupplyChainReady True Ready", "ResourcesSubmitted Unknown MissingValueAtPath",
+				"ResourcesHealthy True HealthyConditionRule", "Ready Unknown MissingValueAtPath", "Reconciling True MissingValueAtPath"}},
+		{name: "kstatus: nothing more when Ready", kstatus: true,
+			w: world{status: map[string]map[string]any{"source": sourceReady, "image": imageReady}},
+			want: []string{"SupplyChainReady True Ready", "ResourcesSubmitted True ResourceSubmissionComplete",
+				"ResourcesHealthy True HealthyConditionRule", "Ready True Ready"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := tt.w
+			op, _ := foldPass(t, &w, Env{Kstatus: tt.kstatus}, st.OwnerStatus{})
+			_, err := op.walk(st.Cond(api.WorkloadFlavor.ChainReadyCondition, st.True, "Ready", ""))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, conds(op.status))
+			require.Len(t, op.status.Resources, 2)
+			// What the steps point at now is what removal keeps.
+			for _, r := range op.status.Resources {
+				if r.StampedRef != nil {
+					assert.True(t, op.keep.has(refKeyOf(*r.StampedRef)), "keeps %s", r.StampedRef.Name)
+				}
+			}
+		})
+	}
+}
+
+// The owner's ResourcesHealthy names the step its message comes from.
+func TestHealthySummary(t *testing.T) {
+	res := []st.Resource{
+		{Name: "source", Conditions: []metav1.Condition{st.Cond(st.Healthy, st.True, "AlwaysHealthy", "")}},
+		{Name: "image", Conditions: []metav1.Condition{st.Cond(st.Healthy, st.False, "FailedConditionMet", "build failed")}},
+		{Name: "pass"}, // a pass-through has no Healthy
+	}
+	hl := healthySummary(res)
+	assert.Equal(t, st.False, hl.Status)
+	assert.Equal(t, step.ReasonHealthyConditionRule, hl.Reason, "Cartographer's one reason, whatever the steps say")
+	assert.Equal(t, "step [image]: build failed", hl.Message)
+	assert.Equal(t, st.True, healthySummary(res[:1]).Status)
+}
+
+// An owner whose service account does not exist writes nothing and says
+// so: ServiceAccountError, told once (not again while nothing changed).
+func TestPassAccountMissing(t *testing.T) {
+	sa := api.ServiceAccountRef{Namespace: "dev", Name: "gone"}
+	chainReady := st.Cond(api.WorkloadFlavor.ChainReadyCondition, st.True, "Ready", "")
+	op, ev := foldPass(t, &world{}, Env{}, st.OwnerStatus{})
+	op.accountMissing(chainReady, sa)
+	assert.True(t, op.noAccount)
+	assert.Equal(t, []string{"SupplyChainReady True Ready", "ResourcesSubmitted False ServiceAccountError",
+		"ResourcesHealthy True HealthyConditionRule", "Ready False ServiceAccountError"}, conds(op.status), "no step: nothing unhealthy")
+	require.Len(t, *ev, 1)
+	assert.Contains(t, (*ev)[0], "Warning ServiceAccountError: ")
+
+	again, ev2 := foldPass(t, &world{}, Env{}, op.status)
+	again.accountMissing(chainReady, sa)
+	assert.Empty(t, *ev2, "told once per change")
+}
+
+// An owner that cannot be realized keeps the chain it had when none is
+// chosen, names the one chosen otherwise.
+func TestPassFail(t *testing.T) {
+	prev := st.OwnerStatus{SupplyChainRef: &st.ObjectRef{Kind: api.KindClusterSupplyChain, Name: "old"}}
+	op, _ := foldPass(t, &world{}, Env{}, prev)
+	op.fail("SupplyChainReady", "SupplyChainNotFound", "no supply chain")
+	assert.Equal(t, []string{"SupplyChainReady False SupplyChainNotFound", "Ready False SupplyChainNotFound"}, conds(op.status))
+	assert.Equal(t, "old", op.status.SupplyChainRef.Name)
+
+	op, _ = foldPass(t, &world{}, Env{}, prev)
+	op.status.SupplyChainRef = &st.ObjectRef{Kind: api.KindClusterSupplyChain, Name: "new"}
+	op.fail("SupplyChainReady", "InvalidChain", "bad")
+	assert.Equal(t, "new", op.status.SupplyChainRef.Name)
+}
