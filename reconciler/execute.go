@@ -9,6 +9,7 @@ package reconciler
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -85,6 +86,7 @@ func (op *ownerPass) execute(sc *stepCtx, objs []*unstructured.Unstructured, in 
 	}
 	ob := *p.Done
 	s.Record(ob, &sc.res)
+	step.RecordProvenance(o, ob, &sc.res)
 	r := op.stepDone(sc, ob.Outputs(), ob.Submitted, ob.Healthy)
 	if r.err == nil {
 		r.err = removeErr
@@ -111,7 +113,10 @@ func (op *ownerPass) observed(sc *stepCtx, objs []*unstructured.Unstructured, in
 	primary := objs[i]
 	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Desired: primary,
 		Digest: primary.GetAnnotations()[AnnotationDigest], State: step.StateOf(sc.prev), Objects: objs, Primary: i,
-		Now: op.now.Time}
+		Now: op.now.Time, Inputs: prepare.InputValues(sc.step, in, op.owner.GetGeneration())}
+	if sc.prev != nil {
+		o.PrevProvenance = sc.prev.Provenance
+	}
 	if in.Deployment != nil {
 		o.Deployment = outputs{"url": in.Deployment.URL, "revision": in.Deployment.Revision}
 	}

@@ -134,6 +134,7 @@ func (op *ownerPass) realizeStep(env prepare.Env, def api.Step, outs map[string]
 		sc.res.InputDigest, sc.res.OutputValues = sc.prev.InputDigest, sc.prev.OutputValues
 		sc.res.ShadowRef, sc.res.ServedBy, sc.res.LastGoodObject = sc.prev.ShadowRef, sc.prev.ServedBy, sc.prev.LastGoodObject
 		sc.res.ProcessingInputDigest, sc.res.ProcessingSince = sc.prev.ProcessingInputDigest, sc.prev.ProcessingSince
+		sc.res.Provenance = sc.prev.Provenance
 	}
 
 	p := prepare.Step(op.ctx, env, def, outs)

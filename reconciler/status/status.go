@@ -105,6 +105,9 @@ type Resource struct {
 	// the clock of the template's progress deadline.
 	ProcessingInputDigest string       `json:"processingInputDigest,omitempty"`
 	ProcessingSince       *metav1.Time `json:"processingSince,omitempty"`
+	// Provenance: the input values behind the outputs, and the newer ones
+	// the step works on or holds (provenance.go).
+	Provenance *Provenance `json:"provenance,omitempty"`
 }
 
 // StampedRef points at a stamped object.

@@ -166,6 +166,7 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 				o.Step, o.Digest, describe(live), liveDigest, h.Message))
 	}
 	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
+	ob.noteApplied(liveDigest, h.Outcome)
 	ob.planShadow(o, live, h, h.Outcome == health.Succeeded && record != "" && ob.State.GoodDigest == liveDigest)
 	return ob
 }
@@ -190,6 +191,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 	h := health.Evaluate(o.Spec, o.Kind, doc, outErr)
 	if !Gated(o.Spec) {
 		ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
+		ob.noteApplied(live.GetAnnotations()[AnnotationDigest], h.Outcome)
 		if outErr != nil {
 			ob.Submitted = outputsCondition(o, what, outErr)
 			return ob
@@ -207,6 +209,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 	}
 	h, ob.State, ob.Recheck = Deadline(o.Spec, ob.State, live.GetAnnotations()[AnnotationDigest], what, h, o.Now)
 	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
+	ob.noteApplied(live.GetAnnotations()[AnnotationDigest], h.Outcome)
 	// Outputs only from success on the inputs Kontinue applied; until then
 	// (and after a failure) downstream keeps the last good ones.
 	succeeded := h.Outcome == health.Succeeded && outErr == nil && live.GetAnnotations()[AnnotationDigest] == o.Digest

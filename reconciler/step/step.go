@@ -27,6 +27,7 @@ import (
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/failure"
+	"kontinue.dev/kontinue/reconciler/health"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
@@ -118,6 +119,11 @@ type Observed struct {
 	// Now is the reconcile's time (the progress deadline's clock); step
 	// never reads a clock itself.
 	Now time.Time
+	// Inputs are the values Digest was rendered from (no times, no
+	// outcome), and PrevProvenance the step's provenance in its previous
+	// status: what NextProvenance starts from.
+	Inputs         st.InputSet
+	PrevProvenance *st.Provenance
 }
 
 // Observation is a step's decision in one reconcile.
@@ -141,6 +147,10 @@ type Observation struct {
 	Recheck   time.Duration
 	out       Outputs
 	runDigest string // an immutable step's: the input set of the run whose outputs are published
+	// applied is the input set on the object (or its newest run) and
+	// appliedOutcome what the object came to with it (provenance.go).
+	applied        string
+	appliedOutcome health.Outcome
 }
 
 // Outputs are what downstream steps get (nil: they wait).
