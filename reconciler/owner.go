@@ -144,6 +144,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		}
 		return Result{}, err
 	}
+	r.m.inputSetsEnded(op.chainName, op.prev.Resources, op.status.Resources)
 	op.watch.Done()
 	r.idx.set(key, op.used())
 	blocked := blockCauseOf(op.w)

@@ -128,7 +128,8 @@ func (p *Provenance) Sets() []*InputSet {
 type Transition struct {
 	Step    string
 	Outcome string // Succeeded, Failed, or Superseded
-	// LeadTime is from TakenAt to EndedAt (Succeeded only; 0: unknown).
+	// LeadTime is from TakenAt to EndedAt (Succeeded only), in whole
+	// seconds as status times are; negative when TakenAt is unknown.
 	LeadTime time.Duration
 }
 
@@ -172,7 +173,7 @@ func stepTransitions(step string, prev, next *Provenance) []Transition {
 		}
 		switch s.Outcome {
 		case OutcomeSucceeded:
-			t := Transition{Step: step, Outcome: OutcomeSucceeded}
+			t := Transition{Step: step, Outcome: OutcomeSucceeded, LeadTime: -1}
 			if s.TakenAt != nil && !s.EndedAt.Before(s.TakenAt) {
 				t.LeadTime = s.EndedAt.Sub(s.TakenAt.Time)
 			}

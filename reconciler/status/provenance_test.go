@@ -51,6 +51,9 @@ func TestTransitions(t *testing.T) {
 			[]Transition{{Step: "build", Outcome: OutcomeSucceeded, LeadTime: 90 * time.Second}}},
 		{"a success of unknown start has no lead time",
 			nil, res(&Provenance{Current: &InputSet{Digest: "d1", Outcome: OutcomeSucceeded, EndedAt: &t1}}),
+			[]Transition{{Step: "build", Outcome: OutcomeSucceeded, LeadTime: -1}}},
+		{"a success within the second it was taken has a lead time of 0",
+			nil, res(&Provenance{Current: &InputSet{Digest: "d1", Outcome: OutcomeSucceeded, TakenAt: &t0, EndedAt: &t0}}),
 			[]Transition{{Step: "build", Outcome: OutcomeSucceeded}}},
 	}
 	for _, c := range cases {

@@ -152,6 +152,16 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 		// set processing, not the failure.
 		record = fmt.Sprintf("the shadow for the failure of %s on input set %s is stamped and recorded", describe(live), liveDigest)
 	}
+	if record == "" && h.Outcome == health.Failed && o.PrevProvenance != nil && liveDigest != ob.State.GoodDigest &&
+		!endedIn(o.PrevProvenance, liveDigest, st.OutcomeFailed) {
+		// The failure goes into the step's provenance (and the lead time
+		// metrics) before the newer set replaces it on the object. Only a
+		// step that records provenance already (not the first reconcile
+		// after an upgrade), and only a set that can be recorded as failed
+		// (not the last good one, failing on external state), or the hold
+		// would never end.
+		record = fmt.Sprintf("the failure of %s on input set %s is recorded", describe(live), liveDigest)
+	}
 	switch {
 	case record != "":
 		ob.Held, ob.HeldDigest, ob.Gated, ob.Recheck = true, o.Digest, true, recordRecheck

@@ -94,3 +94,13 @@ func NextProvenance(prev *st.Provenance, o Observed, ob Observation) *st.Provena
 func RecordProvenance(o Observed, ob Observation, res *st.Resource) {
 	res.Provenance = NextProvenance(o.PrevProvenance, o, ob)
 }
+
+// endedIn reports whether p records input set digest as ended with outcome.
+func endedIn(p *st.Provenance, digest, outcome string) bool {
+	for _, s := range p.Sets() {
+		if s.Digest == digest {
+			return s.Outcome == outcome
+		}
+	}
+	return false
+}

@@ -136,3 +136,26 @@ func TestProvenanceThroughGatedDecisions(t *testing.T) {
 	require.NotNil(t, p.Held)
 	assert.Equal(t, t0, p.Held.TakenAt.Time, "a held set keeps the time it was first taken")
 }
+
+// A failure seen as a newer set arrives is recorded (one reconcile's hold)
+// before the newer set replaces it on the object; then the set goes in.
+func TestAdmitRecordsAFailureBeforeTheNextSet(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	o := observed(gatedSpec(), "d2", State{GoodDigest: "d0", Good: Outputs{"image": "img-0"}})
+	o.Now = t0
+	o.PrevProvenance = &st.Provenance{Current: &st.InputSet{Digest: "d0", Outcome: st.OutcomeSucceeded},
+		Latest: &st.InputSet{Digest: "d1", Outcome: st.OutcomeProcessing}}
+	live := object("app", "d1", failedOn())
+	ob := Admit(o, live)
+	require.True(t, ob.Held, "the failure of d1 is recorded first")
+	p := NextProvenance(o.PrevProvenance, o, ob)
+	require.NotNil(t, p.Latest)
+	assert.Equal(t, "d1", p.Latest.Digest)
+	assert.Equal(t, st.OutcomeFailed, p.Latest.Outcome)
+	assert.Equal(t, t0, p.Latest.EndedAt.Time)
+
+	o.PrevProvenance = p
+	assert.False(t, Admit(o, live).Held, "once recorded, the newer set goes in")
+	o.PrevProvenance = nil
+	assert.False(t, Admit(o, live).Held, "a step without provenance yet does not wait for it")
+}

@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/reconciler/metrics"
+	st "kontinue.dev/kontinue/reconciler/status"
+)
+
+// provChain: a source step (a ConfigMap whose data are the url and the
+// commit), a gated image step built from that source (the test plays the
+// builder, as in gating_test.go), and a deploy step taking the image.
+func provChain(ns string) string {
+	return fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: ClusterSourceTemplate
+metadata: {name: %[1]s}
+spec:
+  urlPath: .data.url
+  revisionPath: .data.revision
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-src}
+    data: {url: "https://git.example/app.git", revision: $(params.commit)$}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterImageTemplate
+metadata: {name: %[2]s}
+spec:
+  imagePath: .status.latestImage
+  shadow: false   # a shadow's own hold would record c2's failure anyway
+%[5]s
+  template:
+    apiVersion: test.run/v1alpha1
+    kind: Test
+    metadata: {name: $(workload.metadata.name)$-build}
+    spec:
+      commit: $(source.revision)$
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: %[3]s}
+spec:
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-deploy}
+    data: {image: $(image)$}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterSupplyChain
+metadata: {name: %[4]s}
+spec:
+  selector: {gated: %[4]s}
+  resources:
+  - name: source
+    templateRef: {kind: ClusterSourceTemplate, name: %[1]s}
+  - name: build
+    templateRef: {kind: ClusterImageTemplate, name: %[2]s}
+    sources: [{name: source, resource: source}]
+  - name: deploy
+    templateRef: {kind: ClusterTemplate, name: %[3]s}
+    images: [{name: image, resource: build}]
+`, uniq(ns, "src"), uniq(ns, "build"), uniq(ns, "deploy"), uniq(ns, "prov"), readyRule)
+}
+
+func provWorkload(ns, commit string) string {
+	return fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: Workload
+metadata: {name: app, labels: {gated: %s}}
+spec:
+  params: [{name: commit, value: %s}]
+`, uniq(ns, "prov"), commit)
+}
+
+// provenanceOf decodes a step's status.resources[].provenance.
+func provenanceOf(t *testing.T, w *unstructured.Unstructured, step string) st.Provenance {
+	t.Helper()
+	var p st.Provenance
+	b, err := json.Marshal(stepStatus(w, step)["provenance"])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &p))
+	return p
+}
+
+// waitProvenance waits until check passes on the step's provenance.
+func waitProvenance(t *testing.T, ns, step string, check func(p st.Provenance) string) (*unstructured.Unstructured, st.Provenance) {
+	t.Helper()
+	var w *unstructured.Unstructured
+	var p st.Provenance
+	eventually(t, 30*time.Second, func() string {
+		w = get(t, workloadGVR, ns, "app")
+		p = provenanceOf(t, w, step)
+		if msg := check(p); msg != "" {
+			b, _ := json.Marshal(p)
+			return fmt.Sprintf("step [%s] provenance %s: %s", step, b, msg)
+		}
+		return ""
+	})
+	return w, p
+}
+
+func provRevision(s *st.InputSet) string {
+	if s == nil || len(s.Sources) == 0 {
+		return ""
+	}
+	return s.Sources[0].Revision
+}
+
+func setIs(s *st.InputSet, revision, outcome string) string {
+	if s == nil {
+		return "no such set"
+	}
+	if provRevision(s) != revision || s.Outcome != outcome {
+		return fmt.Sprintf("%s %s, want %s %s", provRevision(s), s.Outcome, revision, outcome)
+	}
+	return ""
+}
+
+// TestProvenance: each step's status names the input values behind its
+// outputs and the newer sets it works on or holds, with when it took each
+// and when each ended; the lead time metrics count the same sets: one
+// success per step and revision, the failed set, the superseded one.
+func TestProvenance(t *testing.T) {
+	ns := newNamespace(t)
+	apply(t, ns, provChain(ns))
+	apply(t, ns, provWorkload(ns, "c1"))
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c1", "spec", "commit"))
+
+	_, p := waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Latest, "c1", st.OutcomeProcessing) })
+	assert.Nil(t, p.Current, "nothing succeeded yet")
+	assert.Equal(t, "https://git.example/app.git", p.Latest.Sources[0].URL)
+	assert.Equal(t, "source", p.Latest.Sources[0].Resource)
+	require.NotNil(t, p.Latest.TakenAt)
+	assert.Nil(t, p.Latest.EndedAt)
+
+	build(t, ns, "True", "img-c1")
+	waitDeployed(t, ns, "img-c1")
+	w, p := waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Current, "c1", st.OutcomeSucceeded) })
+	assert.Nil(t, p.Latest)
+	assert.Equal(t, stepStatus(w, "build")["inputDigest"], p.Current.Digest, "current is the input set the outputs came from")
+	require.NotNil(t, p.Current.EndedAt)
+	assert.False(t, p.Current.EndedAt.Before(p.Current.TakenAt))
+	_, dp := waitProvenance(t, ns, "deploy", func(p st.Provenance) string {
+		if p.Current == nil || len(p.Current.Images) != 1 || p.Current.Images[0].Image != "img-c1" {
+			return "deploy's current set is not img-c1"
+		}
+		return ""
+	})
+	assert.Equal(t, "build", dp.Current.Images[0].Resource)
+	_, sp := waitProvenance(t, ns, "source", func(p st.Provenance) string { return setIs(p.Current, "", st.OutcomeSucceeded) })
+	assert.Positive(t, sp.Current.OwnerGeneration, "a source step's input is the owner's spec, at a generation")
+
+	// c2 goes in; while the object works on it, c3 is held, then c4
+	// replaces it (c3 is superseded).
+	apply(t, ns, provWorkload(ns, "c2"))
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c2", "spec", "commit"))
+	apply(t, ns, provWorkload(ns, "c3"))
+	_, p = waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Held, "c3", st.OutcomeHeld) })
+	assert.Empty(t, setIs(p.Current, "c1", st.OutcomeSucceeded))
+	assert.Empty(t, setIs(p.Latest, "c2", st.OutcomeProcessing))
+	apply(t, ns, provWorkload(ns, "c4"))
+	waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Held, "c4", st.OutcomeHeld) })
+
+	// c2 fails: recorded as failed, then c4 goes in.
+	build(t, ns, "False", "img-broken")
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c4", "spec", "commit"))
+	_, p = waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Latest, "c4", st.OutcomeProcessing) })
+	assert.Empty(t, setIs(p.Current, "c1", st.OutcomeSucceeded), "downstream still runs what c1 made")
+	assert.Nil(t, p.Held)
+
+	// Status times are in whole seconds: c4's lead time is at least one.
+	time.Sleep(2 * time.Second)
+	build(t, ns, "True", "img-c4")
+	waitDeployed(t, ns, "img-c4")
+	waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Current, "c4", st.OutcomeSucceeded) })
+
+	chain := uniq(ns, "prov")
+	eventually(t, 10*time.Second, func() string {
+		got := leadTimeSeries(t, chain)
+		want := map[string]float64{"build/succeeded": 2, "build/failed": 1, "build/superseded": 1, "build/lead_count": 2}
+		for k, v := range want {
+			if got[k] != v {
+				return fmt.Sprintf("series %v, want %v", got, want)
+			}
+		}
+		if got["build/lead_sum"] < 1 || got["build/lead_sum"] > 120 {
+			return fmt.Sprintf("lead time sum %v s, want the time the test played the builder", got["build/lead_sum"])
+		}
+		if got["deploy/succeeded"] < 2 {
+			return fmt.Sprintf("series %v: deploy succeeded with img-c1 and img-c4", got)
+		}
+		return ""
+	})
+}
+
+// leadTimeSeries reads this process's lead time metrics of chain: step/outcome
+// counts, and step/lead_count, step/lead_sum of the histogram.
+func leadTimeSeries(t *testing.T, chain string) map[string]float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["chain"] != chain {
+				continue
+			}
+			switch f.GetName() {
+			case "kontinue_step_input_sets_total":
+				out[l["step"]+"/"+l["outcome"]] = m.GetCounter().GetValue()
+			case "kontinue_step_lead_time_seconds":
+				out[l["step"]+"/lead_count"] = float64(m.GetHistogram().GetSampleCount())
+				out[l["step"]+"/lead_sum"] = m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return out
+}
