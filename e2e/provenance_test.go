@@ -182,7 +182,11 @@ func TestProvenance(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	build(t, ns, "True", "img-c4")
 	waitDeployed(t, ns, "img-c4")
-	waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Current, "c4", st.OutcomeSucceeded) })
+	w, _ = waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Current, "c4", st.OutcomeSucceeded) })
+	for _, step := range []string{"source", "build", "deploy"} {
+		b, _ := json.Marshal(stepStatus(w, step)["provenance"])
+		t.Logf("step [%s]: provenance takes %d bytes of the status", step, len(b))
+	}
 
 	chain := uniq(ns, "prov")
 	eventually(t, 10*time.Second, func() string {
