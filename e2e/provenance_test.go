@@ -234,3 +234,163 @@ func leadTimeSeries(t *testing.T, chain string) map[string]float64 {
 	}
 	return out
 }
+
+// traceChains: provChain's steps plus one that stamps a Deliverable, and the
+// delivery that deliverable walks (a source read from its spec, a deploy
+// step taking it).
+func traceChains(ns string) string {
+	return provChain(ns) + fmt.Sprintf(`
+  - name: deliverable
+    templateRef: {kind: ClusterTemplate, name: %[1]s}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: %[1]s}
+spec:
+  template:
+    apiVersion: carto.run/v1alpha1
+    kind: Deliverable
+    metadata: {name: $(workload.metadata.name)$, labels: {trace-delivery: %[2]s}}
+    spec:
+      source: {git: {url: "https://git.example/gitops.git", ref: {branch: main}}}
+      params: [{name: gitops-commit, value: g7}]
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterSourceTemplate
+metadata: {name: %[3]s}
+spec:
+  urlPath: .data.url
+  revisionPath: .data.revision
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(deliverable.metadata.name)$-gitops}
+    data: {url: $(deliverable.spec.source.git.url)$, revision: $(params.gitops-commit)$}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: %[4]s}
+spec:
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(deliverable.metadata.name)$-live}
+    data: {revision: $(source.revision)$}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterDelivery
+metadata: {name: %[2]s}
+spec:
+  selector: {trace-delivery: %[2]s}
+  resources:
+  - name: gitops
+    templateRef: {kind: ClusterSourceTemplate, name: %[3]s}
+  - name: live
+    templateRef: {kind: ClusterTemplate, name: %[4]s}
+    sources: [{name: source, resource: gitops}]
+`, uniq(ns, "mkdlv"), uniq(ns, "tdel"), uniq(ns, "gitops"), uniq(ns, "live"))
+}
+
+// TestTrace: kontinue trace prints the chain from the source revision to
+// the last step, from an owner, from a stamped object, and from a
+// Deliverable through the Workload that stamped it.
+func TestTrace(t *testing.T) {
+	ns := newNamespace(t)
+	// The workload's service account may stamp Deliverables here.
+	apply(t, ns, `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: stamp-deliverables}
+rules:
+- apiGroups: [carto.run]
+  resources: [deliverables]
+  verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: stamp-deliverables}
+subjects: [{kind: ServiceAccount, name: default}]
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stamp-deliverables}
+`)
+	apply(t, ns, traceChains(ns))
+	apply(t, ns, provWorkload(ns, "c1"))
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c1", "spec", "commit"))
+	build(t, ns, "True", "img-c1")
+	waitDeployed(t, ns, "img-c1")
+	waitProvenance(t, ns, "deploy", func(p st.Provenance) string {
+		if p.Current == nil || len(p.Current.Images) == 0 || p.Current.Images[0].Image != "img-c1" {
+			return "deploy has not taken img-c1"
+		}
+		return ""
+	})
+	waitOwner(t, deliverableGVR, ns, "app", "Ready", "True", "")
+
+	code, out, errOut := kontinueCLI(t, "trace", "workload", "app", "-n", ns, "--step", "deploy", "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	var tr struct {
+		Kind string
+		Hops []struct {
+			Owner, Step, Stamped, Set string
+			Input                     *st.InputSet
+			Outputs                   map[string]string
+			Links                     []struct {
+				Input, Resource, Value string
+				Matches                bool
+			}
+		}
+		Notes []string
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &tr), out)
+	require.Equal(t, "Trace", tr.Kind)
+	require.Len(t, tr.Hops, 3, out)
+	assert.Equal(t, []string{"source", "build", "deploy"}, []string{tr.Hops[0].Step, tr.Hops[1].Step, tr.Hops[2].Step})
+	assert.Equal(t, "c1", tr.Hops[0].Outputs["revision"], "the commit")
+	assert.Equal(t, "https://git.example/app.git@c1", tr.Hops[1].Links[0].Value)
+	assert.True(t, tr.Hops[1].Links[0].Matches)
+	assert.Equal(t, "img-c1", tr.Hops[2].Links[0].Value, "the image the deploy step took")
+	assert.True(t, tr.Hops[2].Links[0].Matches)
+	assert.Equal(t, st.OutcomeSucceeded, tr.Hops[1].Input.Outcome)
+	require.NotNil(t, tr.Hops[1].Input.EndedAt)
+	assert.Empty(t, tr.Notes)
+
+	// From the object the deploy step stamped, as text.
+	code, out, errOut = kontinueCLI(t, "trace", "configmap", "app-deploy", "-n", ns)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "Workload/"+ns+"/app\n")
+	assert.Contains(t, out, "[build] Test/"+ns+"/app-build  Succeeded  taken ")
+	assert.Contains(t, out, "in  source: source <- [source] https://git.example/app.git@c1 = its outputs now")
+	assert.Contains(t, out, "in  image: image <- [build] img-c1 = its outputs now")
+	assert.Contains(t, out, "ConfigMap "+ns+"/app-deploy: stamped by Workload "+ns+"/app step [deploy] (its labels)")
+	assert.NotContains(t, out, "not proven")
+
+	// A new commit the build has not finished: the deploy step still runs
+	// img-c1, and its trace still says c1.
+	apply(t, ns, provWorkload(ns, "c2"))
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c2", "spec", "commit"))
+	waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Latest, "c2", st.OutcomeProcessing) })
+	code, out, errOut = kontinueCLI(t, "trace", "workload", "app", "-n", ns, "--step", "deploy")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "in  source: source <- [source] https://git.example/app.git@c1 (older than its outputs now)")
+	assert.Contains(t, out, "took https://git.example/app.git@c1 from step [source], which has published other outputs since")
+
+	// From the Deliverable: the workload's chain first, then the delivery;
+	// the commit the workload wrote is the link no status proves.
+	code, out, errOut = kontinueCLI(t, "trace", "deliverable", "app", "-n", ns, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	tr.Hops, tr.Notes = nil, nil
+	require.NoError(t, json.Unmarshal([]byte(out), &tr), out)
+	var owners []string
+	for _, h := range tr.Hops {
+		owners = append(owners, h.Owner+" "+h.Step)
+	}
+	assert.Equal(t, []string{"Workload/" + ns + "/app source", "Workload/" + ns + "/app build", "Workload/" + ns + "/app deploy",
+		"Workload/" + ns + "/app deliverable", "Deliverable/" + ns + "/app gitops", "Deliverable/" + ns + "/app live"}, owners)
+	assert.Equal(t, "https://git.example/gitops.git@g7", tr.Hops[5].Links[0].Value)
+	require.NotEmpty(t, tr.Notes)
+	assert.Contains(t, tr.Notes[0], "Deliverable/"+ns+"/app was stamped by Workload/"+ns+"/app step [deliverable]")
+	assert.Contains(t, tr.Notes[0], "not proven")
+
+	code, _, errOut = kontinueCLI(t, "trace", "configmap", "nope", "-n", ns)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errOut, "not found")
+}
