@@ -394,3 +394,64 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stamp-deliverab
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errOut, "not found")
 }
+
+// TestProvenanceOfTektonStep: a step with a run per input set (lifecycle
+// tekton): latest is the newest run's set, current the set of the run
+// whose outputs are published; a failed run ends its set as Failed.
+func TestProvenanceOfTektonStep(t *testing.T) {
+	k := newRunKit(t)
+	chain, lint, deploy := uniq(k.ns, "chain"), uniq(k.ns, "lint"), uniq(k.ns, "deploy")
+	apply(t, k.ns, k.tektonChain(chain, lint, deploy))
+	k.setCommit("app", chain, "c1")
+	run1 := k.waitStepRuns("app", "lint", "c1")[0]
+	_, p := waitProvenance(t, k.ns, "lint", func(p st.Provenance) string {
+		if p.Latest == nil || p.Latest.Outcome != st.OutcomeProcessing {
+			return "no processing run"
+		}
+		return ""
+	})
+	assert.Nil(t, p.Current)
+	assert.Equal(t, run1.GetLabels()["kontinue.dev/input-digest"], p.Latest.Digest, "a run's set is its input digest label")
+	gen1 := p.Latest.OwnerGeneration
+	assert.Positive(t, gen1)
+
+	k.finish(run1.GetName(), "True", nil)
+	k.waitDeployed("c1")
+	w, p := waitProvenance(t, k.ns, "lint", func(p st.Provenance) string {
+		if p.Current == nil || p.Current.Outcome != st.OutcomeSucceeded {
+			return "run 1 not current"
+		}
+		return ""
+	})
+	assert.Equal(t, stepStatus(w, "lint")["inputDigest"], p.Current.Digest)
+	assert.Nil(t, p.Latest)
+	_, dp := waitProvenance(t, k.ns, "deploy", func(p st.Provenance) string {
+		if p.Current == nil || len(p.Current.Sources) != 1 || p.Current.Sources[0].Revision != "c1" {
+			return "deploy's current set is not c1"
+		}
+		return ""
+	})
+	assert.Equal(t, "lint", dp.Current.Sources[0].Resource)
+
+	k.setCommit("app", chain, "c2")
+	run2 := k.waitStepRuns("app", "lint", "c2", "c1")[0]
+	k.finish(run2.GetName(), "False", nil)
+	_, p = waitProvenance(t, k.ns, "lint", func(p st.Provenance) string {
+		if p.Latest == nil || p.Latest.Outcome != st.OutcomeFailed {
+			return "run 2 not failed"
+		}
+		return ""
+	})
+	assert.Equal(t, run2.GetLabels()["kontinue.dev/input-digest"], p.Latest.Digest)
+	assert.Greater(t, p.Latest.OwnerGeneration, gen1, "the failed set came from the newer spec")
+	require.NotNil(t, p.Current)
+	assert.Equal(t, gen1, p.Current.OwnerGeneration, "outputs still from the first spec")
+
+	eventually(t, 10*time.Second, func() string {
+		got := leadTimeSeries(t, chain)
+		if got["lint/succeeded"] != 1 || got["lint/failed"] != 1 || got["lint/lead_count"] != 1 {
+			return fmt.Sprintf("series %v", got)
+		}
+		return ""
+	})
+}
