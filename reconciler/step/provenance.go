@@ -66,7 +66,10 @@ func NextProvenance(prev *st.Provenance, o Observed, ob Observation) *st.Provena
 		c := *prev.Current // outputs still the last success's (or none)
 		next.Current = &c
 	}
-	if a := ob.applied; a != "" && a != good {
+	// A set that succeeded stays so: its object turning unhealthy later
+	// (an ungated step's Healthy flapping, a gated one's external state)
+	// is the step's condition, not a new end of the set.
+	if a := ob.applied; a != "" && a != good && (next.Current == nil || a != next.Current.Digest) {
 		s := known(a)
 		switch ob.appliedOutcome {
 		case health.Failed:

@@ -93,6 +93,12 @@ func TestNextProvenance(t *testing.T) {
 		ob:   Observation{runDigest: "d1", out: Outputs{"image": "x"}, applied: "d2", appliedOutcome: health.Processing},
 		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Latest: set("d2", "r2", st.OutcomeProcessing, at(t1), nil)},
 	}, {
+		name: "an ungated step whose object turns unhealthy on the set that succeeded: the set stays succeeded",
+		spec: plain, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{out: Outputs{"image": "x"}, applied: "d1", appliedOutcome: health.Failed},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+	}, {
 		name: "nothing applied, nothing known: no provenance",
 		spec: plain, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t0},
 		want: nil,
