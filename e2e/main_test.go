@@ -164,7 +164,8 @@ func startKontinueWith(cfg *rest.Config, set func(*reconciler.Options)) *kontinu
 	if err != nil {
 		panic(err)
 	}
-	m.OnInputSetEnded = metrics.InputSetEnded // as main.go: TestProvenance reads them
+	// As main.go: TestProvenance reads them.
+	m.OnInputSetEnded, m.OnChainDelivered = metrics.InputSetEnded, metrics.ChainDelivered
 	p := &kontinueProcess{m: m, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)

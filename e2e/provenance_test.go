@@ -203,12 +203,18 @@ func TestProvenance(t *testing.T) {
 		if got["deploy/succeeded"] < 2 {
 			return fmt.Sprintf("series %v: deploy succeeded with img-c1 and img-c4", got)
 		}
+		// End to end: c1 and c4, each from its revision at the source
+		// step to the deploy step's success (c4's over the 2 s slept).
+		if got["chain/lead_count"] != 2 || got["chain/lead_sum"] < 2 || got["chain/lead_sum"] > 120 {
+			return fmt.Sprintf("series %v: want two chain lead times, c4's at least 2 s", got)
+		}
 		return ""
 	})
 }
 
 // leadTimeSeries reads this process's lead time metrics of chain: step/outcome
-// counts, and step/lead_count, step/lead_sum of the histogram.
+// counts, step/lead_count and step/lead_sum of the step histogram,
+// chain/lead_count and chain/lead_sum of the end-to-end one.
 func leadTimeSeries(t *testing.T, chain string) map[string]float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
@@ -229,6 +235,9 @@ func leadTimeSeries(t *testing.T, chain string) map[string]float64 {
 			case "kontinue_step_lead_time_seconds":
 				out[l["step"]+"/lead_count"] = float64(m.GetHistogram().GetSampleCount())
 				out[l["step"]+"/lead_sum"] = m.GetHistogram().GetSampleSum()
+			case "kontinue_chain_lead_time_seconds":
+				out["chain/lead_count"] = float64(m.GetHistogram().GetSampleCount())
+				out["chain/lead_sum"] = m.GetHistogram().GetSampleSum()
 			}
 		}
 	}

@@ -83,6 +83,9 @@ type Manager struct {
 	// succeeded (with its lead time, negative when its start is unknown), failed
 	// or was superseded, once its owner's status says so.
 	OnInputSetEnded func(chain, step, outcome string, lead time.Duration)
+	// OnChainDelivered, when set, is told of each end-to-end lead time
+	// (st.ChainLeadTimes) an owner's status write shows.
+	OnChainDelivered func(chain string, lead time.Duration)
 }
 
 // noteApply counts applies and skipped no-op applies (metrics).
@@ -102,11 +105,15 @@ func (m *Manager) statusConflict(kind string) {
 // inputSetsEnded reports what the provenance of an owner's steps says
 // ended between the status it read and the one it wrote (metrics).
 func (m *Manager) inputSetsEnded(chain string, prev, next []st.Resource) {
-	if m.OnInputSetEnded == nil {
-		return
+	if m.OnInputSetEnded != nil {
+		for _, t := range st.Transitions(prev, next) {
+			m.OnInputSetEnded(chain, t.Step, strings.ToLower(t.Outcome), t.LeadTime)
+		}
 	}
-	for _, t := range st.Transitions(prev, next) {
-		m.OnInputSetEnded(chain, t.Step, strings.ToLower(t.Outcome), t.LeadTime)
+	if m.OnChainDelivered != nil {
+		for _, d := range st.ChainLeadTimes(prev, next) {
+			m.OnChainDelivered(chain, d)
+		}
 	}
 }
 

@@ -19,13 +19,19 @@ var (
 		// One second to about four and a half hours.
 		Buckets: prometheus.ExponentialBuckets(1, 2, 15),
 	}, []string{"chain", "step"})
+	chainLeadTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kontinue_chain_lead_time_seconds",
+		Help: "Time from a source revision appearing at a chain's first steps to the success of the last step built from it, by chain.",
+		// Ten seconds to about eleven hours.
+		Buckets: prometheus.ExponentialBuckets(10, 2, 13),
+	}, []string{"chain"})
 	stepInputSets = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kontinue_step_input_sets_total",
 		Help: "Input sets a step finished with, by chain, step and outcome (succeeded, failed, superseded: replaced by a newer set before it succeeded or failed).",
 	}, []string{"chain", "step", "outcome"})
 )
 
-func init() { Registry.MustRegister(stepLeadTime, stepInputSets) }
+func init() { Registry.MustRegister(stepLeadTime, chainLeadTime, stepInputSets) }
 
 // Outcomes of an input set, as the outcome label gives them.
 const (
@@ -42,4 +48,10 @@ func InputSetEnded(chain, step, outcome string, lead time.Duration) {
 	if outcome == InputSetSucceeded && lead >= 0 {
 		stepLeadTime.WithLabelValues(chain, step).Observe(lead.Seconds())
 	}
+}
+
+// ChainDelivered observes an end-to-end lead time of chain: from a source
+// revision to the success of the last step built from it.
+func ChainDelivered(chain string, lead time.Duration) {
+	chainLeadTime.WithLabelValues(chain).Observe(lead.Seconds())
 }

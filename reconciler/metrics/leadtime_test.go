@@ -38,3 +38,22 @@ func TestInputSetEnded(t *testing.T) {
 	}
 	require.True(t, found)
 }
+
+func TestChainDelivered(t *testing.T) {
+	ChainDelivered("cd-chain", 3*time.Minute)
+	families, err := Registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "kontinue_chain_lead_time_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetLabel()[0].GetValue() == "cd-chain" {
+				require.Len(t, m.GetLabel(), 1, "chain only")
+				require.Equal(t, 180.0, m.GetHistogram().GetSampleSum())
+				return
+			}
+		}
+	}
+	t.Fatal("no kontinue_chain_lead_time_seconds{chain=cd-chain}")
+}

@@ -189,3 +189,123 @@ func stepTransitions(step string, prev, next *Provenance) []Transition {
 	}
 	return out
 }
+
+// publishes reports whether step r publishes value as its output name now:
+// by the output's digest (Preview), exact for string values.
+func (r *Resource) publishes(name, value string) bool {
+	for _, o := range r.Outputs {
+		if o.Name == name {
+			_, d := Preview(value)
+			return o.Digest == d
+		}
+	}
+	return false
+}
+
+// ChainLeadTimes are, for each step no later step reads whose current
+// input set succeeded between prev and next, the time from its source to
+// that success: from when the chain's first steps published the outputs
+// it was made from (their outputs' lastTransitionTime: a source step's new
+// revision) to the end of the set. Only chains whose every link is proven
+// count: each input of each current set is what its step publishes now; a
+// chain where an earlier step has moved on already says nothing.
+func ChainLeadTimes(prev, next []Resource) []time.Duration {
+	read := map[string]bool{}
+	byName := map[string]*Resource{}
+	for i := range next {
+		byName[next[i].Name] = &next[i]
+		for _, in := range next[i].Inputs {
+			read[in.Name] = true
+		}
+	}
+	succeeded := map[string]bool{}
+	for _, t := range Transitions(prev, next) {
+		if t.Outcome == OutcomeSucceeded {
+			succeeded[t.Step] = true
+		}
+	}
+	var out []time.Duration
+	for i := range next {
+		r := &next[i]
+		if read[r.Name] || !succeeded[r.Name] || len(r.Inputs) == 0 || r.Provenance == nil || r.Provenance.Current == nil {
+			continue
+		}
+		c := r.Provenance.Current
+		start, ok := origin(byName, r.Name)
+		if ok && c.EndedAt != nil && !c.EndedAt.Time.Before(start) {
+			out = append(out, c.EndedAt.Sub(start))
+		}
+	}
+	return out
+}
+
+// origin is when the outputs step's current set was made from appeared at
+// the chain's first steps (the earliest of them), if every link is proven.
+// Steps read only earlier steps (prepare refuses others): no cycle.
+func origin(steps map[string]*Resource, step string) (time.Time, bool) {
+	r := steps[step]
+	if r == nil || r.Provenance == nil || r.Provenance.Current == nil {
+		return time.Time{}, false
+	}
+	c := r.Provenance.Current
+	type link struct{ step, name, value string }
+	var links []link
+	for _, s := range c.Sources {
+		links = append(links, link{s.Resource, "url", s.URL}, link{s.Resource, "revision", s.Revision})
+	}
+	for _, i := range c.Images {
+		links = append(links, link{i.Resource, "image", i.Image})
+	}
+	if d := c.Deployment; d != nil {
+		links = append(links, link{d.Resource, "url", d.URL}, link{d.Resource, "revision", d.Revision})
+	}
+	if len(links) == 0 && len(c.Configs) == 0 {
+		// A first step: its outputs appeared when the last of them changed.
+		var at time.Time
+		for _, o := range r.Outputs {
+			if o.LastTransitionTime.After(at) {
+				at = o.LastTransitionTime.Time
+			}
+		}
+		if at.IsZero() && c.TakenAt != nil {
+			at = c.TakenAt.Time
+		}
+		return at, !at.IsZero()
+	}
+	var start time.Time
+	earliest := func(t time.Time) {
+		if start.IsZero() || t.Before(start) {
+			start = t
+		}
+	}
+	for _, l := range links {
+		u := steps[l.step]
+		if u == nil || !u.publishes(l.name, l.value) {
+			return time.Time{}, false
+		}
+		t, ok := origin(steps, l.step)
+		if !ok {
+			return time.Time{}, false
+		}
+		earliest(t)
+	}
+	for _, cf := range c.Configs {
+		u := steps[cf.Resource]
+		if u == nil {
+			return time.Time{}, false
+		}
+		found := false
+		for _, o := range u.Outputs {
+			found = found || (o.Name == "config" && o.Digest == cf.Digest)
+		}
+		if !found {
+			return time.Time{}, false
+		}
+		t, ok := origin(steps, cf.Resource)
+		if !ok {
+			return time.Time{}, false
+		}
+		earliest(t)
+	}
+	return start, true
+}

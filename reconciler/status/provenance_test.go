@@ -62,3 +62,31 @@ func TestTransitions(t *testing.T) {
 		})
 	}
 }
+
+func TestChainLeadTimes(t *testing.T) {
+	at := func(s int) *metav1.Time { m := metav1.NewTime(time.Date(2026, 1, 2, 3, 0, s, 0, time.UTC)); return &m }
+	out := func(name, v string, ltt *metav1.Time) Output {
+		p, d := Preview(v)
+		return Output{Name: name, Preview: p, Digest: d, LastTransitionTime: *ltt}
+	}
+	// source (revision c1 seen at :00) -> build (image, ended :20) -> deploy (ended :30).
+	chain := func(buildTook, deployTook string) []Resource {
+		return []Resource{
+			{Name: "source", Outputs: []Output{out("url", "git", at(0)), out("revision", "c1", at(0))},
+				Provenance: &Provenance{Current: &InputSet{Digest: "s", TakenAt: at(-60), EndedAt: at(-59), Outcome: OutcomeSucceeded}}},
+			{Name: "build", Inputs: []Input{{Name: "source"}}, Outputs: []Output{out("image", "img-c1", at(20))},
+				Provenance: &Provenance{Current: &InputSet{Digest: "b", TakenAt: at(1), EndedAt: at(20), Outcome: OutcomeSucceeded,
+					Sources: []SourceValue{{Name: "source", Resource: "source", URL: "git", Revision: buildTook}}}}},
+			{Name: "deploy", Inputs: []Input{{Name: "build"}},
+				Provenance: &Provenance{Current: &InputSet{Digest: "d", TakenAt: at(21), EndedAt: at(30), Outcome: OutcomeSucceeded,
+					Images: []ImageValue{{Name: "image", Resource: "build", Image: deployTook}}}}},
+		}
+	}
+	before := chain("c1", "img-c1")
+	before[2].Provenance = &Provenance{Latest: &InputSet{Digest: "d", TakenAt: at(21), Outcome: OutcomeProcessing}}
+	assert.Equal(t, []time.Duration{30 * time.Second}, ChainLeadTimes(before, chain("c1", "img-c1")),
+		"from the source's new revision to the last step's success")
+	assert.Empty(t, ChainLeadTimes(chain("c1", "img-c1"), chain("c1", "img-c1")), "counted once")
+	assert.Empty(t, ChainLeadTimes(before, chain("c1", "img-c0")), "deploy ran an older image: not proven, not counted")
+	assert.Empty(t, ChainLeadTimes(before, chain("c0", "img-c1")), "build was made from another revision than the source shows")
+}
