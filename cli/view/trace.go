@@ -187,21 +187,17 @@ func links(o TraceOwner, set *st.InputSet) []Link {
 		}
 		return nil
 	}
-	value := func(step, name string) (string, string) {
+	same := func(step, name, v string) bool {
+		r := o.step(step)
+		return r != nil && r.Publishes(name, v)
+	}
+	configDigest := func(step string) string {
 		for _, out := range outputs(step) {
-			if out.Name == name {
-				return strings.TrimSuffix(out.Preview, "\n"), out.Digest
+			if out.Name == "config" {
+				return out.Digest
 			}
 		}
-		return "", ""
-	}
-	same := func(step, name, v string) bool {
-		p, d := value(step, name)
-		if p == v {
-			return true
-		}
-		_, vd := st.Preview(v)
-		return d == vd // a preview cut at 1024 characters: compare digests
+		return ""
 	}
 	for _, s := range set.Sources {
 		out = append(out, Link{Input: "source: " + s.Name, Resource: s.Resource, Value: s.URL + "@" + s.Revision,
@@ -211,8 +207,7 @@ func links(o TraceOwner, set *st.InputSet) []Link {
 		out = append(out, Link{Input: "image: " + i.Name, Resource: i.Resource, Value: i.Image, Matches: same(i.Resource, "image", i.Image)})
 	}
 	for _, c := range set.Configs {
-		_, d := value(c.Resource, "config")
-		out = append(out, Link{Input: "config: " + c.Name, Resource: c.Resource, Value: c.Digest, Matches: d == c.Digest})
+		out = append(out, Link{Input: "config: " + c.Name, Resource: c.Resource, Value: c.Digest, Matches: configDigest(c.Resource) == c.Digest})
 	}
 	if d := set.Deployment; d != nil {
 		out = append(out, Link{Input: "deployment", Resource: d.Resource, Value: d.URL + "@" + d.Revision,

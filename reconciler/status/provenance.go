@@ -190,9 +190,10 @@ func stepTransitions(step string, prev, next *Provenance) []Transition {
 	return out
 }
 
-// publishes reports whether step r publishes value as its output name now:
-// by the output's digest (Preview), exact for string values.
-func (r *Resource) publishes(name, value string) bool {
+// Publishes reports whether step r publishes value as its output name now:
+// by the output's digest (Preview), exact for string values (a value
+// recorded as JSON, not a string, never matches).
+func (r *Resource) Publishes(name, value string) bool {
 	for _, o := range r.Outputs {
 		if o.Name == name {
 			_, d := Preview(value)
@@ -280,7 +281,7 @@ func origin(steps map[string]*Resource, step string) (time.Time, bool) {
 	}
 	for _, l := range links {
 		u := steps[l.step]
-		if u == nil || !u.publishes(l.name, l.value) {
+		if u == nil || !u.Publishes(l.name, l.value) {
 			return time.Time{}, false
 		}
 		t, ok := origin(steps, l.step)
