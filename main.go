@@ -76,6 +76,8 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	m.OnApply = metrics.Applied
 	m.OnEventDropped = metrics.EventDropped
 	m.OnStatusConflict = metrics.StatusConflict
+	m.OnInputSetEnded = metrics.InputSetEnded
+	m.OnChainDelivered = metrics.ChainDelivered
 	for _, c := range m.Controllers() {
 		c.Observer = metrics.Observer{}
 		metrics.SetWorkers(c.Name, o.workers)

@@ -22,6 +22,7 @@ import (
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/hack/localcluster"
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/metrics"
 	"kontinue.dev/kontinue/reconciler/render"
 )
 
@@ -163,6 +164,8 @@ func startKontinueWith(cfg *rest.Config, set func(*reconciler.Options)) *kontinu
 	if err != nil {
 		panic(err)
 	}
+	// As main.go: TestProvenance reads them.
+	m.OnInputSetEnded, m.OnChainDelivered = metrics.InputSetEnded, metrics.ChainDelivered
 	p := &kontinueProcess{m: m, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)

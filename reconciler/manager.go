@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
+	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -79,6 +81,13 @@ type Manager struct {
 	// OnStatusConflict, when set, is told of each status write (of an
 	// owner, Runnable or chain kind) refused as a conflict.
 	OnStatusConflict func(kind string)
+	// OnInputSetEnded, when set, is told of each input set of a step that
+	// succeeded (with its lead time, negative when its start is unknown), failed
+	// or was superseded, once its owner's status says so.
+	OnInputSetEnded func(chain, step, outcome string, lead time.Duration)
+	// OnChainDelivered, when set, is told of each end-to-end lead time
+	// (st.ChainLeadTimes) an owner's status write shows.
+	OnChainDelivered func(chain string, lead time.Duration)
 }
 
 // noteApply counts applies and skipped no-op applies (metrics).
@@ -92,6 +101,21 @@ func (m *Manager) noteApply(applied bool) {
 func (m *Manager) statusConflict(kind string) {
 	if m.OnStatusConflict != nil {
 		m.OnStatusConflict(kind)
+	}
+}
+
+// inputSetsEnded reports what the provenance of an owner's steps says
+// ended between the status it read and the one it wrote (metrics).
+func (m *Manager) inputSetsEnded(chain string, prev, next []st.Resource) {
+	if m.OnInputSetEnded != nil {
+		for _, t := range st.Transitions(prev, next) {
+			m.OnInputSetEnded(chain, t.Step, strings.ToLower(t.Outcome), t.LeadTime)
+		}
+	}
+	if m.OnChainDelivered != nil {
+		for _, d := range st.ChainLeadTimes(prev, next) {
+			m.OnChainDelivered(chain, d)
+		}
 	}
 }
 

@@ -37,7 +37,8 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 		WaitForName: func(name, namespace, ownerName string) {
 			m.runnables.gen.WaitForName(name, owner.OwnerRef{Kind: f.OwnerKind, Namespace: namespace, Name: ownerName}) // owner/sweep.go
 		},
-		StatusConflict: func() { m.statusConflict(f.OwnerKind) }})
+		StatusConflict: func() { m.statusConflict(f.OwnerKind) },
+		StatusWritten:  m.inputSetsEnded})
 	r.ctrl = NewController(f.OwnerKind, ReconcileFunc(r.Reconcile))
 	return r
 }

@@ -11,6 +11,7 @@ import (
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -80,6 +81,7 @@ func (s *steps) execute(sc *stepCtx, objs []*unstructured.Unstructured, in rende
 	}
 	ob := *p.Done
 	strat.Record(ob, &sc.res)
+	step.RecordProvenance(o, ob, &sc.res)
 	r := s.stepDone(sc, ob.Outputs(), ob.Submitted, ob.Healthy)
 	if r.err == nil {
 		r.err = removeErr
@@ -106,7 +108,10 @@ func (s *steps) observed(sc *stepCtx, objs []*unstructured.Unstructured, in rend
 	primary := objs[i]
 	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Desired: primary,
 		Digest: primary.GetAnnotations()[api.AnnotationDigest], State: step.StateOf(sc.prev), Objects: objs, Primary: i,
-		Now: s.now.Time, Retry: s.owner.GetAnnotations()[annotations.Retry]}
+		Now: s.now.Time, Retry: s.owner.GetAnnotations()[annotations.Retry], Inputs: prepare.InputValues(sc.step, in, s.owner.GetGeneration())}
+	if sc.prev != nil {
+		o.PrevProvenance = sc.prev.Provenance
+	}
 	if in.Deployment != nil {
 		o.Deployment = outputs{"url": in.Deployment.URL, "revision": in.Deployment.Revision}
 	}

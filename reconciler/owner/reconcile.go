@@ -33,6 +33,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
+	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -63,6 +64,10 @@ type Env struct {
 	WaitForName func(name, namespace, owner string)
 	// StatusConflict is told of a status write refused as a conflict.
 	StatusConflict func()
+	// StatusWritten is told of the steps' statuses before (prev) and after
+	// (next) a status write of an owner on chain: what the provenance of
+	// its steps says ended (the lead time metrics).
+	StatusWritten func(chain string, prev, next []st.Resource)
 }
 
 // Templates is what an owner's reconcile reads of templates
@@ -162,6 +167,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 			return Outcome{Requeue: 50 * time.Millisecond, Wait: true}, nil
 		}
 		return Outcome{}, err
+	}
+	if r.env.StatusWritten != nil {
+		r.env.StatusWritten(op.chainName, op.prev.Resources, op.status.Resources)
 	}
 	op.watch.Done()
 	out := Outcome{Requeue: requeue, Session: op.w, Used: op.used()}

@@ -122,6 +122,7 @@ func (s *steps) realizeStep(def api.Step, outs map[string]outputs) stepResult {
 		sc.res.ShadowRef, sc.res.ServedBy, sc.res.LastGoodObject = sc.prev.ShadowRef, sc.prev.ServedBy, sc.prev.LastGoodObject
 		sc.res.ProcessingInputDigest, sc.res.ProcessingSince = sc.prev.ProcessingInputDigest, sc.prev.ProcessingSince
 		sc.res.LastHandledRetry = sc.prev.LastHandledRetry
+		sc.res.Provenance = sc.prev.Provenance
 	}
 
 	p := prepare.Step(s.ctx, s.prepare, def, outs)

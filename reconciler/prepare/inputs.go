@@ -7,6 +7,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/render"
+	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
 )
 
@@ -80,4 +81,30 @@ func Inputs(env Env, def api.Step, kind string, outs map[string]step.Outputs) (i
 		return in, nil, fmt.Errorf("step [%s] uses a %s but has no deployment input", def.Name, api.KindClusterDeploymentTemplate)
 	}
 	return in, missing, nil
+}
+
+// InputValues are the values of a step's inputs as its provenance records
+// them (st.InputSet without digest or times), in the step's order;
+// generation is the owner's.
+func InputValues(def api.Step, in render.Inputs, generation int64) st.InputSet {
+	set := st.InputSet{OwnerGeneration: generation}
+	for _, i := range def.Sources {
+		if s, ok := in.Sources[i.Name]; ok {
+			set.Sources = append(set.Sources, st.SourceValue{Name: i.Name, Resource: i.Resource, URL: st.Value(s.URL), Revision: st.Value(s.Revision)})
+		}
+	}
+	for _, i := range def.Images {
+		if v, ok := in.Images[i.Name]; ok {
+			set.Images = append(set.Images, st.ImageValue{Name: i.Name, Resource: i.Resource, Image: st.Value(v)})
+		}
+	}
+	for _, i := range def.Configs {
+		if v, ok := in.Configs[i.Name]; ok {
+			set.Configs = append(set.Configs, st.ConfigValue{Name: i.Name, Resource: i.Resource, Digest: st.ConfigDigest(v)})
+		}
+	}
+	if d := in.Deployment; d != nil && def.Deployment != nil {
+		set.Deployment = &st.SourceValue{Name: "deployment", Resource: def.Deployment.Resource, URL: st.Value(d.URL), Revision: st.Value(d.Revision)}
+	}
+	return set
 }

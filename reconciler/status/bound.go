@@ -39,8 +39,9 @@ func Free(obj map[string]any) int {
 // Bound cuts what makes s too large and says what it cut, one sentence per
 // cut (nil: nothing was cut). free is what the status may take: the
 // object's limit less the rest of the object. Per field first (FieldLimit,
-// MessageLimit), then the largest of the steps' outputValues and
-// lastGoodObjects until the whole fits. Only those are dropped, never cut
+// MessageLimit), then the largest of the steps' outputValues,
+// lastGoodObjects and provenance (bounded per value, st.ValueLimit, so
+// rarely the largest) until the whole fits. Only those are dropped, never cut
 // short: a value that is there is whole. Messages are cut with a marker.
 func Bound(s *OwnerStatus, free int) []string {
 	var notes []string
@@ -71,9 +72,12 @@ func Bound(s *OwnerStatus, free int) []string {
 		if i < 0 {
 			break // nothing left to drop: the write says why it fails
 		}
-		if field == "lastGoodObject" {
+		switch field {
+		case "lastGoodObject":
 			s.Resources[i].LastGoodObject = nil
-		} else {
+		case "provenance":
+			s.Resources[i].Provenance = nil
+		default:
 			s.Resources[i].OutputValues = nil
 		}
 		notes = append(notes, dropped(s.Resources[i].Name, field, n, fmt.Sprintf("the status would take %s, over the %s left for it", kib(total), kib(free))))
@@ -94,14 +98,22 @@ func largest(rs []Resource) (idx int, field string, n int) {
 				idx, field, n = i, "outputValues", m
 			}
 		}
+		if r.Provenance != nil {
+			if m := size(r.Provenance); m > n {
+				idx, field, n = i, "provenance", m
+			}
+		}
 	}
 	return idx, field, n
 }
 
 func dropped(step, field string, n int, why string) string {
 	what := "no shadow can be stamped from it"
-	if field == "outputValues" {
+	switch field {
+	case "outputValues":
 		what = "downstream steps get no last good outputs from it while the step does not succeed"
+	case "provenance":
+		what = "the step's input values are not shown, and its sets' ends are not counted in the lead time metrics"
 	}
 	return fmt.Sprintf("step [%s]: %s (%s) not kept in status, %s; %s", step, field, kib(n), why, what)
 }

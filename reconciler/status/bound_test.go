@@ -30,6 +30,11 @@ func TestBound(t *testing.T) {
 			resources: []Resource{{Name: "a", OutputValues: blob(200 << 10)}, {Name: "b", LastGoodObject: blob(210 << 10)}, {Name: "c", OutputValues: blob(100 << 10)}},
 			kept:      []string{"a/outputValues", "c/outputValues"},
 			notes:     []string{"step [b]: lastGoodObject (211 KiB) not kept in status, the status would take"}},
+		{name: "provenance goes when it is the largest", free: 300,
+			resources: []Resource{{Name: "a", OutputValues: blob(100), Provenance: &Provenance{Current: &InputSet{Digest: "d",
+				Sources: []SourceValue{{URL: Value(strings.Repeat("u", 4<<10))}}}}}},
+			kept:  []string{"a/outputValues"},
+			notes: []string{"step [a]: provenance (1 KiB) not kept in status, the status would take 1 KiB, over the 1 KiB left for it; the step's input values are not shown"}},
 		{name: "nothing left to drop: stops", free: 10,
 			resources: []Resource{{Name: "a", OutputValues: blob(100)}},
 			notes:     []string{"step [a]: outputValues"}},
@@ -48,6 +53,9 @@ func TestBound(t *testing.T) {
 				}
 				if r.LastGoodObject != nil {
 					kept = append(kept, r.Name+"/lastGoodObject")
+				}
+				if r.Provenance != nil {
+					kept = append(kept, r.Name+"/provenance")
 				}
 			}
 			assert.ElementsMatch(t, tt.kept, kept)

@@ -108,6 +108,9 @@ type Resource struct {
 	// LastHandledRetry is the owner's kontinue.dev/retry token the step
 	// last handled (an immutable step): a token is acted on once.
 	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
+	// Provenance: the input values behind the outputs, and the newer ones
+	// the step works on or holds (provenance.go).
+	Provenance *Provenance `json:"provenance,omitempty"`
 }
 
 // StampedRef points at a stamped object.

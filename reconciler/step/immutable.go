@@ -56,6 +56,7 @@ func ObserveRuns(o Observed, list []runs.Run) Runs {
 	}
 	newest := judged[0].Obj
 	res.Newest = newest
+	res.noteApplied(judged[0].Digest, read[0].h.Outcome)
 	hi := runs.NewestSucceeded(judged)
 	h := read[0].h
 	res.Healthy = healthyOf(h.Status, h.Reason, describe(newest)+": "+h.Message)

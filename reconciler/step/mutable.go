@@ -152,6 +152,16 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 		// set processing, not the failure.
 		record = fmt.Sprintf("the shadow for the failure of %s on input set %s is stamped and recorded", describe(live), liveDigest)
 	}
+	if record == "" && h.Outcome == health.Failed && o.PrevProvenance != nil && liveDigest != ob.State.GoodDigest &&
+		!endedIn(o.PrevProvenance, liveDigest, st.OutcomeFailed) {
+		// The failure goes into the step's provenance (and the lead time
+		// metrics) before the newer set replaces it on the object. Only a
+		// step that records provenance already (not the first reconcile
+		// after an upgrade), and only a set that can be recorded as failed
+		// (not the last good one, failing on external state), or the hold
+		// would never end.
+		record = fmt.Sprintf("the failure of %s on input set %s is recorded", describe(live), liveDigest)
+	}
 	switch {
 	case record != "":
 		ob.Held, ob.HeldDigest, ob.Gated, ob.Recheck = true, o.Digest, true, recordRecheck
@@ -166,6 +176,7 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 				o.Step, o.Digest, describe(live), liveDigest, h.Message))
 	}
 	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
+	ob.noteApplied(liveDigest, h.Outcome)
 	ob.planShadow(o, live, h, h.Outcome == health.Succeeded && record != "" && ob.State.GoodDigest == liveDigest)
 	return ob
 }
@@ -190,6 +201,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 	h := health.Evaluate(o.Spec, o.Kind, doc, outErr)
 	if !Gated(o.Spec) {
 		ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
+		ob.noteApplied(live.GetAnnotations()[AnnotationDigest], h.Outcome)
 		if outErr != nil {
 			ob.Submitted = outputsCondition(o, what, outErr)
 			return ob
@@ -207,6 +219,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 	}
 	h, ob.State, ob.Recheck = Deadline(o.Spec, ob.State, live.GetAnnotations()[AnnotationDigest], what, h, o.Now)
 	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
+	ob.noteApplied(live.GetAnnotations()[AnnotationDigest], h.Outcome)
 	// Outputs only from success on the inputs Kontinue applied; until then
 	// (and after a failure) downstream keeps the last good ones.
 	succeeded := h.Outcome == health.Succeeded && outErr == nil && live.GetAnnotations()[AnnotationDigest] == o.Digest

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/health"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
@@ -45,6 +46,8 @@ func ObserveRunnable(o Observed, rn *unstructured.Unstructured) Observation {
 	what := fmt.Sprintf("Runnable [%s/%s]", rn.GetNamespace(), rn.GetName())
 	ob := Observation{State: o.State}
 	ob.Healthy = runnableHealth(rn, what)
+	// The Runnable reports on the newest input set it was given.
+	ob.noteApplied(o.Digest, outcomeOfStatus(ob.Healthy.Status))
 	ob.Submitted = st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
 	want := RunnableOutputs(o.Kind, o.Spec)
 	if want == nil {
@@ -153,3 +156,14 @@ func (runnable) Next(o Observed, p Plan, got Got) Plan {
 }
 
 func (runnable) Record(Observation, *st.Resource) {}
+
+// outcomeOfStatus reads a Healthy status as an outcome.
+func outcomeOfStatus(s metav1.ConditionStatus) health.Outcome {
+	switch s {
+	case st.True:
+		return health.Succeeded
+	case st.False:
+		return health.Failed
+	}
+	return health.Processing
+}

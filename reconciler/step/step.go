@@ -27,6 +27,7 @@ import (
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/failure"
+	"kontinue.dev/kontinue/reconciler/health"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
@@ -124,6 +125,11 @@ type Observed struct {
 	// immutable step whose newest run of the current inputs failed creates
 	// one more, once per token.
 	Retry string
+	// Inputs are the values Digest was rendered from (no times, no
+	// outcome), and PrevProvenance the step's provenance in its previous
+	// status: what NextProvenance starts from.
+	Inputs         st.InputSet
+	PrevProvenance *st.Provenance
 }
 
 // Observation is a step's decision in one reconcile.
@@ -148,6 +154,10 @@ type Observation struct {
 	out       Outputs
 	runDigest string // an immutable step's: the input set of the run whose outputs are published
 	retry     string // an immutable step's: the retry token handled
+	// applied is the input set on the object (or its newest run) and
+	// appliedOutcome what the object came to with it (provenance.go).
+	applied        string
+	appliedOutcome health.Outcome
 }
 
 // Outputs are what downstream steps get (nil: they wait).

@@ -1,0 +1,167 @@
+package step
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/health"
+	st "kontinue.dev/kontinue/reconciler/status"
+)
+
+func TestNextProvenance(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Minute)
+	gated := gatedSpec()
+	plain := &api.TemplateSpec{}
+	values := func(rev string) st.InputSet {
+		return st.InputSet{OwnerGeneration: 2, Sources: []st.SourceValue{{Name: "source", Resource: "src", URL: "git", Revision: rev}}}
+	}
+	at := func(tm time.Time) *metav1.Time { m := metav1.NewTime(tm); return &m }
+	set := func(d, rev, outcome string, taken, ended *metav1.Time) *st.InputSet {
+		s := values(rev)
+		s.Digest, s.Outcome, s.TakenAt, s.EndedAt = d, outcome, taken, ended
+		return &s
+	}
+	cases := []struct {
+		name string
+		spec *api.TemplateSpec
+		prev *st.Provenance
+		o    Observed // Digest, Inputs, Now filled below
+		ob   Observation
+		want *st.Provenance
+	}{{
+		name: "a gated step takes its first set: processing, taken now",
+		spec: gated, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t0},
+		ob:   Observation{Gated: true, applied: "d1", appliedOutcome: health.Processing},
+		want: &st.Provenance{Latest: set("d1", "r1", st.OutcomeProcessing, at(t0), nil)},
+	}, {
+		name: "it succeeds: current, with the time it was taken and the time it ended",
+		spec: gated, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Latest: set("d1", "r1", st.OutcomeProcessing, at(t0), nil)},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1"}, applied: "d1", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t1))},
+	}, {
+		name: "a success already recorded keeps its end",
+		spec: gated, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t1.Add(time.Hour)},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t1))},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1"}, applied: "d1", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t1))},
+	}, {
+		name: "a newer set is held while the object processes another: three sets, values kept",
+		spec: gated, o: Observed{Digest: "d3", Inputs: values("r3"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Latest: set("d2", "r2", st.OutcomeProcessing, at(t0), nil)},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1"}, Held: true, HeldDigest: "d3", applied: "d2", appliedOutcome: health.Processing},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Latest: set("d2", "r2", st.OutcomeProcessing, at(t0), nil),
+			Held: set("d3", "r3", st.OutcomeHeld, at(t1), nil)},
+	}, {
+		name: "the held set, once applied, keeps the time it was first taken",
+		spec: gated, o: Observed{Digest: "d3", Inputs: values("r3"), Now: t1.Add(time.Hour)},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Held: set("d3", "r3", st.OutcomeHeld, at(t1), nil)},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1"}, applied: "d3", appliedOutcome: health.Processing},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Latest: set("d3", "r3", st.OutcomeProcessing, at(t1), nil)},
+	}, {
+		name: "a failure ends the latest set; current stays the last success",
+		spec: gated, o: Observed{Digest: "d2", Inputs: values("r2"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Latest: set("d2", "r2", st.OutcomeProcessing, at(t0), nil)},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1"}, applied: "d2", appliedOutcome: health.Failed},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Latest: set("d2", "r2", st.OutcomeFailed, at(t0), at(t1))},
+	}, {
+		name: "a set taken before provenance was recorded keeps its digest only",
+		spec: gated, o: Observed{Digest: "d2", Inputs: values("r2"), Now: t1},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1"}, applied: "d2", appliedOutcome: health.Processing},
+		want: &st.Provenance{Current: &st.InputSet{Digest: "d1", Outcome: st.OutcomeSucceeded, EndedAt: at(t1)}, Latest: set("d2", "r2", st.OutcomeProcessing, at(t1), nil)},
+	}, {
+		name: "an ungated step: current once healthy with outputs",
+		spec: plain, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Latest: set("d1", "r1", st.OutcomeProcessing, at(t0), nil)},
+		ob:   Observation{out: Outputs{"image": "x"}, applied: "d1", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t1))},
+	}, {
+		name: "an ungated step healthy without outputs is still processing",
+		spec: plain, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t0},
+		ob:   Observation{applied: "d1", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Latest: set("d1", "r1", st.OutcomeProcessing, at(t0), nil)},
+	}, {
+		name: "an immutable step: current is the run whose outputs are published, latest the newest run",
+		spec: &api.TemplateSpec{Lifecycle: api.LifecycleTekton}, o: Observed{Digest: "d2", Inputs: values("r2"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{runDigest: "d1", out: Outputs{"image": "x"}, applied: "d2", appliedOutcome: health.Processing},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Latest: set("d2", "r2", st.OutcomeProcessing, at(t1), nil)},
+	}, {
+		name: "an ungated step whose object turns unhealthy on the set that succeeded: the set stays succeeded",
+		spec: plain, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{out: Outputs{"image": "x"}, applied: "d1", appliedOutcome: health.Failed},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+	}, {
+		name: "nothing applied, nothing known: no provenance",
+		spec: plain, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t0},
+		want: nil,
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.o.Spec = c.spec
+			got := NextProvenance(c.prev, c.o, c.ob)
+			assert.Equal(t, c.want, got)
+		})
+	}
+}
+
+// Through the gated decisions themselves: Admit holding a set while the
+// live object processes another, then recording that one's success.
+func TestProvenanceThroughGatedDecisions(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	o := observed(gatedSpec(), "d2", State{})
+	o.Now = t0
+	o.Inputs = st.InputSet{Sources: []st.SourceValue{{Name: "s", Resource: "src", Revision: "r2"}}}
+	o.PrevProvenance = &st.Provenance{Latest: &st.InputSet{Digest: "d1", Outcome: st.OutcomeProcessing, Sources: []st.SourceValue{{Name: "s", Resource: "src", Revision: "r1"}}}}
+	ob := Admit(o, object("app", "d1", processing()))
+	require.True(t, ob.Held)
+	p := NextProvenance(o.PrevProvenance, o, ob)
+	require.NotNil(t, p.Latest)
+	require.NotNil(t, p.Held)
+	assert.Nil(t, p.Current)
+	assert.Equal(t, "r1", p.Latest.Sources[0].Revision)
+	assert.Equal(t, "r2", p.Held.Sources[0].Revision)
+	assert.Equal(t, st.OutcomeHeld, p.Held.Outcome)
+
+	// d1 succeeds: Admit records it (holding d2 one more reconcile).
+	o.PrevProvenance, o.Now = p, t0.Add(time.Minute)
+	ob = Admit(o, object("app", "d1", succeededOn("img-1")))
+	p = NextProvenance(o.PrevProvenance, o, ob)
+	require.NotNil(t, p.Current)
+	assert.Equal(t, "r1", p.Current.Sources[0].Revision)
+	assert.Equal(t, st.OutcomeSucceeded, p.Current.Outcome)
+	assert.Equal(t, t0.Add(time.Minute), p.Current.EndedAt.Time)
+	assert.Nil(t, p.Latest)
+	require.NotNil(t, p.Held)
+	assert.Equal(t, t0, p.Held.TakenAt.Time, "a held set keeps the time it was first taken")
+}
+
+// A failure seen as a newer set arrives is recorded (one reconcile's hold)
+// before the newer set replaces it on the object; then the set goes in.
+func TestAdmitRecordsAFailureBeforeTheNextSet(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	o := observed(gatedSpec(), "d2", State{GoodDigest: "d0", Good: Outputs{"image": "img-0"}})
+	o.Now = t0
+	o.PrevProvenance = &st.Provenance{Current: &st.InputSet{Digest: "d0", Outcome: st.OutcomeSucceeded},
+		Latest: &st.InputSet{Digest: "d1", Outcome: st.OutcomeProcessing}}
+	live := object("app", "d1", failedOn())
+	ob := Admit(o, live)
+	require.True(t, ob.Held, "the failure of d1 is recorded first")
+	p := NextProvenance(o.PrevProvenance, o, ob)
+	require.NotNil(t, p.Latest)
+	assert.Equal(t, "d1", p.Latest.Digest)
+	assert.Equal(t, st.OutcomeFailed, p.Latest.Outcome)
+	assert.Equal(t, t0, p.Latest.EndedAt.Time)
+
+	o.PrevProvenance = p
+	assert.False(t, Admit(o, live).Held, "once recorded, the newer set goes in")
+	o.PrevProvenance = nil
+	assert.False(t, Admit(o, live).Held, "a step without provenance yet does not wait for it")
+}
