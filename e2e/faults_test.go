@@ -439,10 +439,11 @@ func (k *faultKit) converged(want map[string]int) string {
 	}
 	if len(bad) > 0 {
 		sort.Strings(bad)
-		if len(bad) > 5 {
-			bad = append(bad[:5], fmt.Sprintf("... and %d more", len(bad)-5))
+		n := len(bad) // counted before the list is cut for the message
+		if n > 5 {
+			bad = append(bad[:5], fmt.Sprintf("... and %d more", n-5))
 		}
-		return fmt.Sprintf("%d of %d workloads not converged: %s", len(bad), len(want), strings.Join(bad, "; "))
+		return fmt.Sprintf("%d of %d workloads not converged: %s", n, len(want), strings.Join(bad, "; "))
 	}
 	return ""
 }
