@@ -144,4 +144,3 @@ func FuzzQueue(f *testing.F) {
 		require.True(t, shut)
 	})
 }
-
