@@ -5,7 +5,9 @@
 // Within that, a key added at High priority (an event on the object itself:
 // a person's edit, a create) is handed out before any key added at Low
 // priority (a fan-out: a template or chain edit that enqueues every owner
-// on it, the initial list at start, a failure's retry).
+// on it, the initial list at start, a failure's retry), except that after
+// 8 High keys in a row while Low keys wait one Low key goes, so that a
+// steady stream of events never starves the fan-out.
 //
 // It keeps client-go workqueue's contract (TypedRateLimitingInterface), so
 // a controller's loop does not change: a key is never handed to two workers
@@ -90,9 +92,11 @@ type Queue[T comparable] struct {
 	cond       *sync.Cond
 	levels     [numPriorities]level[T]
 	queued     map[T]queued
-	processing map[T]time.Time // handed out, not Done: since when
-	again      map[T]Priority  // added while processing: queued at Done
-	waiting    map[T]*waiter   // AddAfter not yet due
+	counts     [numPriorities]int // keys waiting by priority
+	highRun    int                // High keys served in a row while Low ones waited
+	processing map[T]time.Time    // handed out, not Done: since when
+	again      map[T]Priority     // added while processing: queued at Done
+	waiting    map[T]*waiter      // AddAfter not yet due
 	seq        uint64
 	shutdown   bool
 	stopTick   chan struct{}
@@ -160,6 +164,10 @@ func (q *Queue[T]) add(item T, p Priority) {
 // it (at a lower priority) is left behind, dead.
 func (q *Queue[T]) push(item T, p Priority, added time.Time) {
 	q.seq++
+	if old, ok := q.queued[item]; ok {
+		q.counts[old.prio]--
+	}
+	q.counts[p]++
 	q.queued[item] = queued{prio: p, seq: q.seq, added: added}
 	l := &q.levels[p]
 	t := q.tenant(item)
@@ -171,35 +179,62 @@ func (q *Queue[T]) push(item T, p Priority, added time.Time) {
 	q.cond.Signal()
 }
 
-// pop takes the next live key: the highest priority that has one, the
-// tenant whose turn it is there.
+// highBeforeLow is how many High keys in a row are served while Low keys
+// wait before one Low key goes: a steady stream of events (owners whose
+// stamped objects keep changing) must not starve a template edit forever.
+const highBeforeLow = 8
+
+// pop takes the next live key: the highest priority that has one (but a
+// Low one after highBeforeLow High ones in a row), the tenant whose turn
+// it is there.
 func (q *Queue[T]) pop() (T, bool) {
-	for p := range q.levels {
-		l := &q.levels[p]
-		for len(l.ring) > 0 {
-			t := l.ring[0]
-			l.ring = l.ring[1:]
-			list := l.lists[t]
-			for len(list) > 0 {
-				e := list[0]
-				list[0] = entry[T]{}
-				list = list[1:]
-				cur, ok := q.queued[e.item]
-				if !ok || cur.seq != e.seq {
-					continue // moved up or handed out since
-				}
-				if len(list) > 0 {
-					l.lists[t] = list
-					l.ring = append(l.ring, t) // its next key waits for its turn
-				} else {
-					delete(l.lists, t)
-				}
-				delete(q.queued, e.item)
-				q.m.latency.Observe(time.Since(cur.added).Seconds())
-				return e.item, true
-			}
-			delete(l.lists, t)
+	order := [numPriorities]Priority{High, Low}
+	if q.counts[Low] > 0 && q.highRun >= highBeforeLow {
+		order = [numPriorities]Priority{Low, High}
+	}
+	for _, p := range order {
+		item, ok := q.popLevel(p)
+		if !ok {
+			continue
 		}
+		if p == High && q.counts[Low] > 0 {
+			q.highRun++
+		} else {
+			q.highRun = 0
+		}
+		return item, true
+	}
+	var zero T
+	return zero, false
+}
+
+// popLevel takes the next live key at p: of the tenant whose turn it is.
+func (q *Queue[T]) popLevel(p Priority) (T, bool) {
+	l := &q.levels[p]
+	for len(l.ring) > 0 {
+		t := l.ring[0]
+		l.ring = l.ring[1:]
+		list := l.lists[t]
+		for len(list) > 0 {
+			e := list[0]
+			list[0] = entry[T]{}
+			list = list[1:]
+			cur, ok := q.queued[e.item]
+			if !ok || cur.seq != e.seq {
+				continue // moved up or handed out since
+			}
+			if len(list) > 0 {
+				l.lists[t] = list
+				l.ring = append(l.ring, t) // its next key waits for its turn
+			} else {
+				delete(l.lists, t)
+			}
+			delete(q.queued, e.item)
+			q.counts[p]--
+			q.m.latency.Observe(time.Since(cur.added).Seconds())
+			return e.item, true
+		}
+		delete(l.lists, t)
 	}
 	var zero T
 	return zero, false

@@ -18,6 +18,8 @@ type model struct {
 	since      map[string]int // push order of a waiting key
 	processing map[string]bool
 	again      map[string]Priority
+	// highRun: High keys served in a row while Low keys waited.
+	highRun int
 	// passed[p][b][a]: keys of tenant a served at p since tenant b began
 	// waiting at p or was last served there. Round-robin: at most 1.
 	passed [numPriorities]map[string]map[string]int
@@ -77,8 +79,20 @@ func FuzzQueue(f *testing.F) {
 			require.False(t, m.processing[k], "%s handed out twice at once", k)
 			p, ok := m.waiting[k]
 			require.True(t, ok, "%s handed out but not waiting", k)
+			lowWaits, highWaits := false, false
+			for _, wp := range m.waiting {
+				lowWaits, highWaits = lowWaits || wp == Low, highWaits || wp == High
+			}
+			if p == Low && highWaits {
+				require.GreaterOrEqual(t, m.highRun, highBeforeLow, "%s served at Low while High keys wait, after %d High in a row", k, m.highRun)
+			}
+			if p == High && lowWaits {
+				require.Less(t, m.highRun, highBeforeLow, "%s served at High: a Low key was due", k)
+				m.highRun++
+			} else {
+				m.highRun = 0
+			}
 			for w, wp := range m.waiting {
-				require.False(t, wp < p, "%s served at %d while %s waits at %d", k, p, w, wp)
 				if wp == p && tenantOf(w) == tenantOf(k) {
 					require.False(t, m.since[w] < m.since[k], "%s served before %s of its tenant, queued earlier", k, w)
 				}
