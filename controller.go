@@ -25,6 +25,7 @@ type options struct {
 	dashboardAddr string
 	dashboardSA   string
 	workers       int
+	fairQueue     bool
 	qps           float64
 	burst         int
 	resync        time.Duration
@@ -96,6 +97,7 @@ Flags and defaults: docs/operations.md#flags.`,
 	fs.StringVar(&o.dashboardSA, "dashboard-service-account", "", "namespace/name of the ServiceAccount whose rights the dashboard reads with (never the controller's own)")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof endpoints (profiling); \"0\" disables them")
 	fs.IntVar(&o.workers, "workers", 16, "reconcile workers per controller: a reconcile mostly waits for the API server, so more workers than cores keep it busy")
+	fs.BoolVar(&o.fairQueue, "fair-queue", true, "serve namespaces round-robin and owners' own edits before template-wide re-renders (docs/operations.md#fairness); false: one FIFO per controller, as before")
 	fs.Float64Var(&o.qps, "kube-api-qps", -1, "client-side limit of queries per second to the API server; negative: none, the API server's Priority and Fairness bounds Kontinue (events keep their own limit)")
 	fs.IntVar(&o.burst, "kube-api-burst", 100, "client-side burst of queries to the API server, with a positive --kube-api-qps")
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Hour, "informer resync period")

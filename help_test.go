@@ -109,7 +109,7 @@ func TestControllerFlags(t *testing.T) {
 	for name, def := range map[string]string{
 		"kubeconfig": "", "context": "",
 		"metrics-bind-address": ":8080", "health-probe-bind-address": ":8081", "dashboard-bind-address": "0",
-		"dashboard-service-account": "", "pprof-bind-address": "0", "workers": "16", "kube-api-qps": "-1",
+		"dashboard-service-account": "", "pprof-bind-address": "0", "workers": "16", "fair-queue": "true", "kube-api-qps": "-1",
 		"kube-api-burst": "100", "resync-period": "10h0m0s", "install-crds": "false", "kstatus-conditions": "false",
 		"helm-allow-private-networks": "false", "helm-allow-http": "false", "shutdown-grace-period": "30s",
 		"leader-elect": "false", "leader-election-namespace": "", "leader-election-id": "kontinue-leader",

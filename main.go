@@ -69,7 +69,7 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 			return err
 		}
 	}
-	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm})
+	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm})
 	if err != nil {
 		return err
 	}

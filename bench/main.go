@@ -28,26 +28,30 @@ import (
 )
 
 type options struct {
-	n             int
-	workers       int
-	qps           float64
-	burst         int
-	floorWriters  int
-	idle          time.Duration
-	changes       int
-	changeRate    float64
-	changeTimeout time.Duration
-	resync        time.Duration
-	timeout       time.Duration
-	seed          uint64
-	kontinueBin   string
-	out           string
-	skipFloor     bool
-	pprof         bool
-	extraArgs     string
-	extraEnv      string
-	compare       bool
-	engine        string
+	n               int
+	workers         int
+	qps             float64
+	burst           int
+	floorWriters    int
+	idle            time.Duration
+	changes         int
+	changeRate      float64
+	changeTimeout   time.Duration
+	resync          time.Duration
+	timeout         time.Duration
+	seed            uint64
+	kontinueBin     string
+	out             string
+	skipFloor       bool
+	pprof           bool
+	extraArgs       string
+	extraEnv        string
+	compare         bool
+	fairness        bool
+	fairChanges     int
+	fairControllers string
+	cartoBin        string
+	engine          string
 }
 
 func main() {
@@ -71,8 +75,18 @@ func main() {
 	flag.StringVar(&o.extraArgs, "kontinue-args", "", "more Kontinue flags, space-separated")
 	flag.StringVar(&o.extraEnv, "kontinue-env", "", "environment for Kontinue, space-separated NAME=value (e.g. GOMEMLIMIT=120MiB)")
 	flag.BoolVar(&o.compare, "compare", false, "head-to-head instead: Cartographer v0.8.11 and Kontinue at their defaults, each on a fresh control plane (cold start and created-while-running), and the floor of unthrottled writers (bench/README.md)")
+	flag.BoolVar(&o.fairness, "fairness", false, "the fairness scenario instead (issue 33): tenant noisy's N workloads (-n, 5,000 unless given) re-render after a template edit while tenant quiet changes its one workload -fairness-changes times; each controller on a fresh control plane (bench/README.md)")
+	flag.IntVar(&o.fairChanges, "fairness-changes", 20, "quiet's changes in -fairness, one after the other")
+	flag.StringVar(&o.fairControllers, "fairness-controllers", fairFIFO+","+fairFair+","+fairCarto, "the controllers -fairness runs, in order: "+fairFIFO+" (Kontinue --fair-queue=false), "+fairFair+" (Kontinue's default), "+fairCarto+" (v0.8.11)")
 	flag.StringVar(&o.engine, "engine", engineSimple, "the engine of the chain's templates: "+engineSimple+" ($(…)$ tags) or "+engineGoTemplate)
 	flag.Parse()
+	if o.fairness {
+		given := false
+		flag.Visit(func(f *flag.Flag) { given = given || f.Name == "n" })
+		if !given {
+			o.n = 5000
+		}
+	}
 	if o.engine != engineSimple && o.engine != engineGoTemplate || o.compare && o.engine != engineSimple {
 		fmt.Fprintln(os.Stderr, "bench: -engine is "+engineSimple+" or "+engineGoTemplate+" (and only "+engineSimple+" with -compare: Cartographer has no goTemplate)")
 		os.Exit(2)
@@ -101,6 +115,19 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	if o.out == "" {
 		o.out = filepath.Join(root, "bench", "results")
+	}
+	if o.fairness {
+		if o.kontinueBin == "" {
+			o.kontinueBin = filepath.Join(root, "_output", "bin", "kontinue")
+		}
+		if strings.Contains(o.fairControllers, fairCarto) {
+			out, err := exec.CommandContext(ctx, filepath.Join(root, "hack", "install-cartographer.sh")).Output()
+			if err != nil {
+				return fmt.Errorf("hack/install-cartographer.sh: %w", err)
+			}
+			o.cartoBin = strings.TrimSpace(string(out))
+		}
+		return runFairness(ctx, o, root)
 	}
 	if o.compare {
 		if o.kontinueBin == "" {

@@ -22,6 +22,11 @@ type watcher struct {
 	readyAt  map[string]time.Time // first time each workload was Ready
 	allReady chan struct{}
 	pending  map[string]*change // by workload name
+	// wave: the value of data.wave the last step's ConfigMaps are waited
+	// for (-fairness: a template edit re-renders them all).
+	wave     string
+	waveSeen map[string]bool
+	waveDone chan struct{}
 
 	workloads cache.SharedIndexInformer
 	stop      context.CancelFunc
@@ -126,21 +131,48 @@ func (w *watcher) configMapSeen(o any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c := w.pending[name]
-	if c == nil {
-		return
-	}
 	switch step {
 	case firstStep:
+		if c == nil {
+			return
+		}
 		if rev, _, _ := unstructured.NestedString(u.Object, "data", "revision"); rev == c.branch && c.first.IsZero() {
 			c.first = now
 		}
 	case lastStep:
+		if w.wave != "" && !w.waveSeen[name] {
+			if v, _, _ := unstructured.NestedString(u.Object, "data", "wave"); v == w.wave {
+				w.waveSeen[name] = true
+				if len(w.waveSeen) == w.want {
+					close(w.waveDone)
+				}
+			}
+		}
+		if c == nil {
+			return
+		}
 		if image, _, _ := unstructured.NestedString(u.Object, "data", "image"); image == c.image {
 			c.seen = now
 			delete(w.pending, name)
 			close(c.done)
 		}
 	}
+}
+
+// startWave waits for every workload's last step to hold data.wave =
+// value; the channel closes when they all do.
+func (w *watcher) startWave(value string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.wave, w.waveSeen, w.waveDone = value, map[string]bool{}, make(chan struct{})
+	return w.waveDone
+}
+
+// waveCount is how many last steps hold the wave's value so far.
+func (w *watcher) waveCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waveSeen)
 }
 
 // readyCount is the number of workloads seen Ready so far.

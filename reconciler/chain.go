@@ -36,7 +36,7 @@ func (r *chainReconciler) enqueueAll() {
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		objs, _ := r.m.tracker.List(tracking.Key{GVR: f.ChainGVR}, "")
 		for _, o := range objs {
-			r.ctrl.Enqueue(keyOf(f.ChainKind, o))
+			r.ctrl.EnqueueFanOut(keyOf(f.ChainKind, o))
 		}
 	}
 }

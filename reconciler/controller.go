@@ -19,6 +19,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/reconciler/fairq"
 )
 
 // Result tells the loop what to do after a reconcile that returned no error.
@@ -107,7 +109,7 @@ type Observer interface {
 // Controller runs workers that take keys from a rate-limited queue.
 type Controller struct {
 	Name     string
-	Queue    workqueue.TypedRateLimitingInterface[Key]
+	Queue    fairq.Interface[Key]
 	R        Reconciler
 	Observer Observer
 	// Gate, when set, holds the workers while the API server is away
@@ -138,19 +140,48 @@ func (c *Controller) requeueDelay(key Key, res Result) time.Duration {
 	return waitDelay(res.RequeueAfter, n)
 }
 
-// NewController returns a controller whose queue backs off per key
-// (exponential, 50 ms to 5 min) and overall (a token bucket).
+// NewController returns a controller whose queue is fair across
+// namespaces and serves an owner's own events before fan-out
+// (reconciler/fairq), and backs off per key (exponential, 50 ms to 5 min)
+// and overall (a token bucket).
 func NewController(name string, r Reconciler) *Controller {
-	limiter := workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[Key](50*time.Millisecond, 5*time.Minute),
-		&workqueue.TypedBucketRateLimiter[Key]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
-	)
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: name})
+	q := fairq.New(name, tenantOf, newLimiter())
 	return &Controller{Name: name, Queue: q, R: r}
 }
 
-// Enqueue adds a key.
+func newLimiter() workqueue.TypedRateLimiter[Key] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[Key](50*time.Millisecond, 5*time.Minute),
+		&workqueue.TypedBucketRateLimiter[Key]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+	)
+}
+
+// tenantOf is a key's tenant for the fair queue: its namespace; the
+// cluster-scoped keys (chains, templates) share one.
+func tenantOf(k Key) string { return k.Namespace }
+
+// UseFIFO replaces the controller's queue, before it runs, with client-go's
+// single FIFO (--fair-queue=false: what Kontinue had before, to compare).
+func (c *Controller) UseFIFO() {
+	c.Queue.ShutDown()
+	c.Queue = fifo{workqueue.NewTypedRateLimitingQueueWithConfig(newLimiter(), workqueue.TypedRateLimitingQueueConfig[Key]{Name: c.Name})}
+}
+
+// fifo is client-go's queue, where every priority is one.
+type fifo struct {
+	workqueue.TypedRateLimitingInterface[Key]
+}
+
+func (f fifo) AddPriority(k Key, _ fairq.Priority) { f.Add(k) }
+
+// Enqueue adds a key for an event on the key's own object (a person's
+// edit, a create, a stamped object of the owner changing).
 func (c *Controller) Enqueue(key Key) { c.Queue.Add(key) }
+
+// EnqueueFanOut adds a key one change elsewhere enqueues with many others
+// (a template or chain edit, the initial list, a permission granted): it
+// waits behind every key added with Enqueue.
+func (c *Controller) EnqueueFanOut(key Key) { c.Queue.AddPriority(key, fairq.Low) }
 
 // Forget resets key's backoff: its next failure is retried soon again.
 func (c *Controller) Forget(key Key) { c.Queue.Forget(key) }

@@ -85,3 +85,41 @@ func TestObserverSeesPanics(t *testing.T) {
 		"working Test +1", "working Test -1", "reconciled Test success",
 	}, o.events)
 }
+
+// TestControllerQueueOrder: a controller's queue serves an owner's own
+// event before fan-out and namespaces in turn; UseFIFO (--fair-queue=false)
+// brings back one FIFO.
+func TestControllerQueueOrder(t *testing.T) {
+	key := func(ns, name string) Key {
+		return Key{Kind: "Workload", NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+	}
+	for _, tt := range []struct {
+		name string
+		fifo bool
+		want []string
+	}{
+		{"fair", false, []string{"noisy/edit", "quiet/edit", "noisy/1", "quiet/1", "noisy/2"}},
+		{"fifo", true, []string{"noisy/1", "noisy/2", "quiet/1", "noisy/edit", "quiet/edit"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			c := NewController("Workload", ReconcileFunc(func(_ context.Context, k Key) (Result, error) {
+				got = append(got, k.Namespace+"/"+k.Name)
+				return Result{}, nil
+			}))
+			if tt.fifo {
+				c.UseFIFO()
+			}
+			c.EnqueueFanOut(key("noisy", "1")) // a template edit re-renders noisy's and quiet's owners
+			c.EnqueueFanOut(key("noisy", "2"))
+			c.EnqueueFanOut(key("quiet", "1"))
+			c.Enqueue(key("noisy", "edit")) // then people edit one each
+			c.Enqueue(key("quiet", "edit"))
+			for range 5 {
+				assert.True(t, c.processNext(context.Background()))
+			}
+			c.Queue.ShutDown()
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -23,7 +23,10 @@ import (
 // Options configure a Manager.
 type Options struct {
 	Workers int
-	Resync  time.Duration
+	// FIFOQueue gives every controller client-go's single FIFO queue
+	// instead of the fair one (to compare; --fair-queue=false).
+	FIFOQueue bool
+	Resync    time.Duration
 	// ShutdownGrace bounds how long in-flight reconciles may run after stop.
 	ShutdownGrace time.Duration
 	// KstatusConditions adds Reconciling and Stalled to owners' conditions
@@ -177,7 +180,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, events, m.noteApply)
 	m.templates = specs.NewTemplates(m.tracker)
-	m.blocked = newBlocker(m.enqueue)
+	m.blocked = newBlocker(m.enqueueFanOut)
 	idx := newIndex()
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
@@ -194,6 +197,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	gate.Settle = m.tracker.AwaitReconnect
 	m.gate = gate
 	for _, c := range m.Controllers() {
+		if opts.FIFOQueue {
+			c.UseFIFO()
+		}
 		c.Gate = gate
 		c.OnReconcile = opts.OnReconcile
 	}

@@ -67,7 +67,7 @@ func (r *ownerReconciler) chainChanged(name string) {
 	seen := map[Key]bool{}
 	for _, k := range r.idx.ownersOfChain(r.flavor.ChainKind, name) {
 		seen[k] = true
-		r.ctrl.Enqueue(k)
+		r.ctrl.EnqueueFanOut(k)
 	}
 	var c *specs.Chain
 	if chain, synced := r.m.tracker.Get(tracking.Key{GVR: r.flavor.ChainGVR}, "", name); chain != nil {
@@ -89,7 +89,7 @@ func (r *ownerReconciler) chainChanged(name string) {
 			continue
 		}
 		if ok, err := c.Selector.Matches(selector.Owner{Kind: r.flavor.OwnerKind, Labels: o.GetLabels(), Doc: doc}); ok || err != nil {
-			r.ctrl.Enqueue(key)
+			r.ctrl.EnqueueFanOut(key)
 		}
 	}
 }
@@ -97,7 +97,7 @@ func (r *ownerReconciler) chainChanged(name string) {
 func (r *ownerReconciler) templateChanged(kind, name string) {
 	for _, k := range r.idx.ownersOfTemplate(kind, name) {
 		if k.Kind == r.flavor.OwnerKind {
-			r.ctrl.Enqueue(k)
+			r.ctrl.EnqueueFanOut(k)
 		}
 	}
 }

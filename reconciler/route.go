@@ -42,7 +42,12 @@ func (m *Manager) route(ev tracking.Event) {
 			m.blocked.unblockOne(k)
 			m.owners[f.OwnerKind].ctrl.Forget(k)
 		}
-		m.owners[f.OwnerKind].ctrl.Enqueue(k)
+		if ev.Type == tracking.Added && !m.Synced() {
+			// The initial list at start: every owner, none of them news.
+			m.owners[f.OwnerKind].ctrl.EnqueueFanOut(k)
+			return
+		}
+		m.owners[f.OwnerKind].ctrl.Enqueue(k) // an edit, a create: before any fan-out
 	case gvr == api.SupplyChainGVR || gvr == api.DeliveryGVR:
 		if ev.Type == tracking.Updated && !specOrLabelsChanged(ev.Old, ev.Obj) {
 			return
@@ -92,7 +97,7 @@ func (m *Manager) accountExists(namespace, name string) bool {
 // of its namespace that name it.
 func (m *Manager) accountChanged(namespace, name string) {
 	for _, k := range m.owners[api.WorkloadFlavor.OwnerKind].idx.ownersOfAccount(namespace, name) {
-		m.enqueue(k)
+		m.enqueueFanOut(k)
 	}
 	rns, _ := m.tracker.List(tracking.Key{GVR: api.RunnableGVR}, namespace)
 	for _, rn := range rns {
@@ -101,7 +106,7 @@ func (m *Manager) accountChanged(namespace, name string) {
 			sa = "default"
 		}
 		if sa == name {
-			m.runnables.ctrl.Enqueue(keyOf(api.KindRunnable, rn))
+			m.runnables.ctrl.EnqueueFanOut(keyOf(api.KindRunnable, rn))
 		}
 	}
 }
@@ -149,7 +154,7 @@ func (m *Manager) crdChanged(ev tracking.Event) {
 		plural, _, _ := unstructured.NestedString(ev.Obj.Object, "spec", "names", "plural")
 		for _, user := range m.tracker.StopResource(schema.GroupResource{Group: group, Resource: plural}) {
 			if k, ok := parseKey(user); ok {
-				m.enqueue(k)
+				m.enqueueFanOut(k)
 			}
 		}
 	}
@@ -163,6 +168,17 @@ func (m *Manager) enqueue(k Key) {
 	}
 	if k.Kind == api.KindRunnable {
 		m.runnables.ctrl.Enqueue(k)
+	}
+}
+
+// enqueueFanOut is enqueue behind every owner's own events: one change
+// (a CRD, an account, a permission) wakes many owners.
+func (m *Manager) enqueueFanOut(k Key) {
+	if o := m.owners[k.Kind]; o != nil {
+		o.ctrl.EnqueueFanOut(k)
+	}
+	if k.Kind == api.KindRunnable {
+		m.runnables.ctrl.EnqueueFanOut(k)
 	}
 }
 

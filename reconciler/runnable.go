@@ -51,7 +51,9 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 	k := ev.Key
 	switch {
 	case k == tracking.Key{GVR: api.RunnableGVR}:
-		if ev.Type != tracking.Updated || ownerChanged(ev.Old, ev.Obj) {
+		if ev.Type == tracking.Added && !r.m.Synced() {
+			r.ctrl.EnqueueFanOut(keyOf(api.KindRunnable, ev.Obj)) // the initial list
+		} else if ev.Type != tracking.Updated || ownerChanged(ev.Old, ev.Obj) {
 			r.ctrl.Enqueue(keyOf(api.KindRunnable, ev.Obj))
 		}
 	case k == tracking.Key{GVR: api.RunTemplateGVR}:
@@ -90,7 +92,7 @@ func (r *runnableReconciler) runTemplateChanged(name string) {
 	objs, _ := r.m.tracker.List(tracking.Key{GVR: api.RunnableGVR}, "")
 	for _, o := range objs {
 		if n, _, _ := unstructured.NestedString(o.Object, "spec", "runTemplateRef", "name"); n == name {
-			r.ctrl.Enqueue(keyOf(api.KindRunnable, o))
+			r.ctrl.EnqueueFanOut(keyOf(api.KindRunnable, o))
 		}
 	}
 }

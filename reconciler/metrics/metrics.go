@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/client-go/util/workqueue"
+
+	"kontinue.dev/kontinue/reconciler/fairq"
 )
 
 // Registry holds every Kontinue metric.
@@ -122,6 +124,7 @@ var (
 func registerWorkqueue() {
 	Registry.MustRegister(wqDepth, wqAdds, wqLatency, wqWork, wqRetries, wqUnfin, wqLongest)
 	workqueue.SetProvider(provider{})
+	fairq.SetProvider(provider{}) // the controllers' fair queues report as workqueues
 }
 
 type provider struct{}

@@ -1,0 +1,378 @@
+// Package fairq is a work queue that is fair across tenants: keys are
+// grouped by tenant (for Kontinue, the namespace) and handed to workers
+// round-robin across the tenants that have keys waiting, so one tenant's
+// wave of thousands of keys never holds another tenant's one key behind it.
+// Within that, a key added at High priority (an event on the object itself:
+// a person's edit, a create) is handed out before any key added at Low
+// priority (a fan-out: a template or chain edit that enqueues every owner
+// on it, the initial list at start, a failure's retry), except that after
+// 8 High keys in a row while Low keys wait one Low key goes, so that a
+// steady stream of events never starves the fan-out.
+//
+// It keeps client-go workqueue's contract (TypedRateLimitingInterface), so
+// a controller's loop does not change: a key is never handed to two workers
+// at once, and a key added while it is processed is queued once more after
+// Done. A key queued at Low and added again at High moves up; the reverse
+// keeps it High.
+package fairq
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Priority of an add. High is served before Low.
+type Priority int
+
+// Priorities, highest first.
+const (
+	High Priority = iota
+	Low
+	numPriorities
+)
+
+// Interface is the workqueue contract plus adds at a priority. Add and
+// AddAfter add at High; AddRateLimited (a failure's retry) at Low.
+type Interface[T comparable] interface {
+	workqueue.TypedRateLimitingInterface[T]
+	// AddPriority adds item at p.
+	AddPriority(item T, p Priority)
+}
+
+// provider makes the queue's metrics; workqueue's own is private to it, so
+// the process sets this one too (SetProvider).
+var (
+	providerMu sync.Mutex
+	provider   workqueue.MetricsProvider
+)
+
+// SetProvider sets the metrics provider of queues created afterwards.
+func SetProvider(p workqueue.MetricsProvider) {
+	providerMu.Lock()
+	defer providerMu.Unlock()
+	provider = p
+}
+
+// entry is one place of a key in a tenant's list; seq tells a live entry
+// from one left behind when the key moved up or was handed out.
+type entry[T comparable] struct {
+	item T
+	seq  uint64
+}
+
+// queued is where a waiting key is: its priority and live entry.
+type queued struct {
+	prio  Priority
+	seq   uint64
+	added time.Time
+}
+
+// level is one priority: a FIFO of keys per tenant and the ring of tenants
+// that have keys, served in turn.
+type level[T comparable] struct {
+	lists map[string][]entry[T]
+	ring  []string // tenants in turn; each at most once
+}
+
+type waiter struct {
+	at    time.Time
+	prio  Priority
+	timer *time.Timer
+}
+
+// Queue is a fair, two-priority, rate-limiting work queue.
+type Queue[T comparable] struct {
+	tenant  func(T) string
+	limiter workqueue.TypedRateLimiter[T]
+	m       metrics
+
+	mu         sync.Mutex
+	cond       *sync.Cond
+	levels     [numPriorities]level[T]
+	queued     map[T]queued
+	counts     [numPriorities]int // keys waiting by priority
+	highRun    int                // High keys served in a row while Low ones waited
+	processing map[T]time.Time    // handed out, not Done: since when
+	again      map[T]Priority     // added while processing: queued at Done
+	waiting    map[T]*waiter      // AddAfter not yet due
+	seq        uint64
+	shutdown   bool
+	stopTick   chan struct{}
+}
+
+// New returns a queue named name (metrics) that groups keys by tenant and
+// backs off failures with limiter.
+func New[T comparable](name string, tenant func(T) string, limiter workqueue.TypedRateLimiter[T]) *Queue[T] {
+	providerMu.Lock()
+	p := provider
+	providerMu.Unlock()
+	q := &Queue[T]{
+		tenant: tenant, limiter: limiter, m: newMetrics(name, p),
+		queued: map[T]queued{}, processing: map[T]time.Time{}, again: map[T]Priority{}, waiting: map[T]*waiter{},
+		stopTick: make(chan struct{}),
+	}
+	for i := range q.levels {
+		q.levels[i].lists = map[string][]entry[T]{}
+	}
+	q.cond = sync.NewCond(&q.mu)
+	if q.m.enabled {
+		go q.tick()
+	}
+	return q
+}
+
+// Add adds item at High priority.
+func (q *Queue[T]) Add(item T) { q.AddPriority(item, High) }
+
+// AddPriority adds item at p: queued once; moved up if it waits at a lower
+// priority; queued after Done if it is being processed.
+func (q *Queue[T]) AddPriority(item T, p Priority) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.add(item, p)
+}
+
+func (q *Queue[T]) add(item T, p Priority) {
+	if q.shutdown {
+		return
+	}
+	if _, ok := q.processing[item]; ok {
+		if old, ok := q.again[item]; !ok || p < old {
+			if !ok {
+				q.m.adds.Inc()
+			}
+			q.again[item] = p
+		}
+		return
+	}
+	added := time.Now()
+	if cur, ok := q.queued[item]; ok {
+		if cur.prio <= p {
+			return // already waiting at this priority or a higher one
+		}
+		added = cur.added // moved up: its wait goes on
+	} else {
+		q.m.adds.Inc()
+		q.m.depth.Inc()
+	}
+	q.push(item, p, added)
+}
+
+// push puts item at the back of its tenant's list at p; an older entry of
+// it (at a lower priority) is left behind, dead.
+func (q *Queue[T]) push(item T, p Priority, added time.Time) {
+	q.seq++
+	if old, ok := q.queued[item]; ok {
+		q.counts[old.prio]--
+	}
+	q.counts[p]++
+	q.queued[item] = queued{prio: p, seq: q.seq, added: added}
+	l := &q.levels[p]
+	t := q.tenant(item)
+	list, ok := l.lists[t]
+	if !ok {
+		l.ring = append(l.ring, t)
+	}
+	l.lists[t] = append(list, entry[T]{item: item, seq: q.seq})
+	q.cond.Signal()
+}
+
+// highBeforeLow is how many High keys in a row are served while Low keys
+// wait before one Low key goes: a steady stream of events (owners whose
+// stamped objects keep changing) must not starve a template edit forever.
+const highBeforeLow = 8
+
+// pop takes the next live key: the highest priority that has one (but a
+// Low one after highBeforeLow High ones in a row), the tenant whose turn
+// it is there.
+func (q *Queue[T]) pop() (T, bool) {
+	order := [numPriorities]Priority{High, Low}
+	if q.counts[Low] > 0 && q.highRun >= highBeforeLow {
+		order = [numPriorities]Priority{Low, High}
+	}
+	for _, p := range order {
+		item, ok := q.popLevel(p)
+		if !ok {
+			continue
+		}
+		if p == High && q.counts[Low] > 0 {
+			q.highRun++
+		} else {
+			q.highRun = 0
+		}
+		return item, true
+	}
+	var zero T
+	return zero, false
+}
+
+// popLevel takes the next live key at p: of the tenant whose turn it is.
+func (q *Queue[T]) popLevel(p Priority) (T, bool) {
+	l := &q.levels[p]
+	for len(l.ring) > 0 {
+		t := l.ring[0]
+		l.ring = l.ring[1:]
+		list := l.lists[t]
+		for len(list) > 0 {
+			e := list[0]
+			list[0] = entry[T]{}
+			list = list[1:]
+			cur, ok := q.queued[e.item]
+			if !ok || cur.seq != e.seq {
+				continue // moved up or handed out since
+			}
+			if len(list) > 0 {
+				l.lists[t] = list
+				l.ring = append(l.ring, t) // its next key waits for its turn
+			} else {
+				delete(l.lists, t)
+			}
+			delete(q.queued, e.item)
+			q.counts[p]--
+			q.m.latency.Observe(time.Since(cur.added).Seconds())
+			return e.item, true
+		}
+		delete(l.lists, t)
+	}
+	var zero T
+	return zero, false
+}
+
+// Get blocks until a key is there (or the queue is shut down and empty)
+// and hands it to the caller, who must call Done with it.
+func (q *Queue[T]) Get() (T, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.queued) == 0 && !q.shutdown {
+		q.cond.Wait()
+	}
+	item, ok := q.pop()
+	if !ok {
+		return item, true
+	}
+	q.m.depth.Dec()
+	q.processing[item] = time.Now()
+	return item, false
+}
+
+// Done ends the processing of item; if it was added meanwhile it is queued
+// again, at the highest priority it was added at.
+func (q *Queue[T]) Done(item T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if start, ok := q.processing[item]; ok {
+		q.m.work.Observe(time.Since(start).Seconds())
+	}
+	delete(q.processing, item)
+	if p, ok := q.again[item]; ok {
+		delete(q.again, item)
+		// Added before any shutdown: a draining queue hands it out too.
+		q.m.depth.Inc()
+		q.push(item, p, time.Now())
+	}
+	if len(q.processing) == 0 {
+		q.cond.Broadcast() // ShutDownWithDrain waits for this
+	}
+}
+
+// Len is the number of keys waiting (not those processed, nor AddAfter's
+// not yet due).
+func (q *Queue[T]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queued)
+}
+
+// AddAfter adds item at High priority after d; of two pending AddAfters of
+// one key the earlier wins.
+func (q *Queue[T]) AddAfter(item T, d time.Duration) { q.addAfter(item, d, High) }
+
+// AddRateLimited adds item after its backoff, at Low priority: a retry is
+// not news.
+func (q *Queue[T]) AddRateLimited(item T) {
+	q.m.retries.Inc()
+	q.addAfter(item, q.limiter.When(item), Low)
+}
+
+func (q *Queue[T]) addAfter(item T, d time.Duration, p Priority) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.shutdown {
+		return
+	}
+	if d <= 0 {
+		q.add(item, p)
+		return
+	}
+	at := time.Now().Add(d)
+	if w, ok := q.waiting[item]; ok {
+		if p < w.prio {
+			w.prio = p
+		}
+		if !at.Before(w.at) {
+			return
+		}
+		w.timer.Stop()
+		p = w.prio
+	}
+	w := &waiter{at: at, prio: p}
+	q.waiting[item] = w
+	w.timer = time.AfterFunc(d, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.waiting[item] != w {
+			return // replaced by an earlier one
+		}
+		delete(q.waiting, item)
+		q.add(item, w.prio)
+	})
+}
+
+// Forget clears item's backoff.
+func (q *Queue[T]) Forget(item T) { q.limiter.Forget(item) }
+
+// NumRequeues is how many times item backed off since it was forgotten.
+func (q *Queue[T]) NumRequeues(item T) int { return q.limiter.NumRequeues(item) }
+
+// ShutDown stops new adds; Get hands out what is queued, then reports the
+// shutdown.
+func (q *Queue[T]) ShutDown() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stop()
+}
+
+func (q *Queue[T]) stop() {
+	if q.shutdown {
+		return
+	}
+	q.shutdown = true
+	for k, w := range q.waiting {
+		w.timer.Stop()
+		delete(q.waiting, k)
+	}
+	close(q.stopTick)
+	q.cond.Broadcast()
+}
+
+// ShutDownWithDrain is ShutDown, then waits until every key handed out is
+// Done.
+func (q *Queue[T]) ShutDownWithDrain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stop()
+	for len(q.processing) > 0 {
+		q.cond.Wait()
+	}
+}
+
+// ShuttingDown reports whether ShutDown was called.
+func (q *Queue[T]) ShuttingDown() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.shutdown
+}
+
+var _ Interface[string] = (*Queue[string])(nil)
