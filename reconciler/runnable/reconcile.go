@@ -8,6 +8,7 @@ package runnable
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -131,6 +132,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	runErr := rp.realize()
 	if !rp.keepStatus {
 		if err := r.writeStatus(ctx, rp); err != nil {
+			if errors.Is(err, errDecidedOnOldCopy) {
+				return Outcome{Requeue: 50 * time.Millisecond}, nil
+			}
 			if apierrors.IsConflict(err) {
 				// Decided on a stale copy: decide again once the cache
 				// has a newer one (fresh.Reads).
@@ -147,9 +151,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	return Outcome{Requeue: rp.requeue, Session: rp.w, Selector: rp.selKey}, runErr
 }
 
+// errDecidedOnOldCopy: the cache has a newer copy of the Runnable than the
+// one the reconcile decided on; nothing is written.
+var errDecidedOnOldCopy = errors.New("decided on an older copy than the cache has")
+
 func (r *Reconciler) writeStatus(ctx context.Context, rp *pass) error {
 	rp.bound()
 	read := rp.obj.GetResourceVersion()
+	if now, _ := r.env.Tracker.Get(tracking.Key{GVR: api.RunnableGVR}, rp.obj.GetNamespace(), rp.obj.GetName()); now != nil && now.GetResourceVersion() != read {
+		// The cache moved on while this reconcile decided (the owner
+		// applied a new spec, a run's outputs came in): a write on the
+		// copy read can only be refused. Its event brings the Runnable
+		// back to decide on the newer copy.
+		return errDecidedOnOldCopy
+	}
 	written, err := r.env.Writer.WriteStatus(ctx, api.RunnableGVR, rp.obj, rp.status)
 	if written != nil || apierrors.IsConflict(err) {
 		// The copy read is stale now (this write replaced it, or another
