@@ -318,6 +318,30 @@ func TestShadowWhenHeldInputsGoIn(t *testing.T) {
 		buildObj(t, ns, shadowOfBuild, "True", "img-good-1-rebased")
 		waitDeployed(t, ns, "img-good-1-rebased")
 	})
+	t.Run("the shadow's name is taken: the newer set goes in all the same", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		apply(t, ns, gatedChain(ns, readyRule))
+		apply(t, ns, gatedWorkload(ns, "good-1"))
+		waitFor(t, testGVR, ns, "app-build", nil)
+		build(t, ns, "True", "img-good-1")
+		waitDeployed(t, ns, "img-good-1")
+		// Someone's own object where the shadow would go.
+		apply(t, ns, fmt.Sprintf("apiVersion: test.run/v1alpha1\nkind: Test\nmetadata: {name: %s}\nspec: {commit: mine}\n", shadowOfBuild))
+
+		apply(t, ns, gatedWorkload(ns, "bad-2"))
+		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+		apply(t, ns, gatedWorkload(ns, "bad-3"))
+		waitStep(t, workloadGVR, ns, "app", "build", "ResourceSubmitted", "Unknown", "InputsHeld")
+
+		// bad-2 fails; the shadow cannot be stamped, and waiting for it
+		// would hold bad-3 (perhaps the fix) for good.
+		build(t, ns, "False", "img-good-1")
+		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-3", "spec", "commit"))
+		mine := get(t, testGVR, ns, shadowOfBuild)
+		assert.Equal(t, "mine", nested(mine.Object, "spec", "commit"), "someone's object is left alone")
+		assert.Empty(t, mine.GetOwnerReferences())
+	})
 	t.Run("the progress deadline passes while a newer set is held: the shadow at once", func(t *testing.T) {
 		t.Parallel()
 		ns := newNamespace(t)

@@ -151,6 +151,7 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 		// newest set goes in next: once it is in, the object shows that
 		// set processing, not the failure.
 		record = fmt.Sprintf("the shadow for the failure of %s on input set %s is stamped and recorded", describe(live), liveDigest)
+		ob.shadowHold = true
 	}
 	if record == "" && h.Outcome == health.Failed && o.PrevProvenance != nil && liveDigest != ob.State.GoodDigest &&
 		!endedIn(o.PrevProvenance, liveDigest, st.OutcomeFailed) {
@@ -296,6 +297,13 @@ func (mutable) Next(o Observed, p Plan, got Got) Plan {
 		return next
 	case phaseShadow:
 		ob := p.pending
+		if got.Failed != "" && ob.shadowHold {
+			// The shadow cannot be stamped (its name taken, a quota):
+			// waiting for it would hold the newer set for good, and the
+			// newer set may be the fix. It goes in now, as it would have
+			// without a shadow; the writer logged why.
+			return Plan{Apply: o.Objects, Primary: o.Primary, phase: phaseApply, pending: Observation{State: ob.State}}
+		}
 		if got.Failed != "" {
 			ob = ob.ShadowFailed(got.Failed)
 		} else {

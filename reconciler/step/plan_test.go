@@ -125,6 +125,8 @@ func TestMutableStrategy(t *testing.T) {
 			after: world{status: succeededOn("img@d1"), wrote: true}, writes: []string{"apply"}, out: Outputs{"image": "img@d1"}, servedBy: ServedByPrimary, healthy: st.Unknown},
 		{name: "failure without its shadow: held one reconcile, the shadow stamped first", spec: gatedSpec(), state: lastGood, live: object("app", "d1", failedOn()),
 			after: world{shadow: processing()}, writes: []string{"shadow"}, held: true, out: Outputs{"image": "img@d0"}, servedBy: ServedByPrimary, shadow: true, healthy: st.False},
+		{name: "failure without its shadow, and the shadow cannot be stamped: the newer set goes in all the same", spec: gatedSpec(), state: lastGood, live: object("app", "d1", failedOn()),
+			after: world{status: processing(), wrote: true}, writes: []string{"shadow", "apply"}, out: Outputs{"image": "img@d0"}, servedBy: ServedByPrimary, healthy: st.Unknown},
 		{name: "release on failure once its shadow is recorded: applied, last good outputs kept, the shadow stays", spec: gatedSpec(), state: withShadow, live: object("app", "d1", failedOn()),
 			after: world{status: processing(), wrote: true, shadow: processing()}, writes: []string{"apply", "shadow"}, out: Outputs{"image": "img@d0"}, servedBy: ServedByPrimary, shadow: true, healthy: st.Unknown},
 		{name: "release on failure of the last good inputs (external state): applied, no shadow", spec: gatedSpec(), state: lastGood, live: object("app", "d0", failedOn()),

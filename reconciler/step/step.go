@@ -154,6 +154,9 @@ type Observation struct {
 	out       Outputs
 	runDigest string // an immutable step's: the input set of the run whose outputs are published
 	retry     string // an immutable step's: the retry token handled
+	// shadowHold: Held only until the shadow is stamped (Admit); a shadow
+	// that cannot be stamped lets the newer set in.
+	shadowHold bool
 	// applied is the input set on the object (or its newest run) and
 	// appliedOutcome what the object came to with it (provenance.go).
 	applied        string
