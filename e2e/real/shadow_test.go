@@ -32,7 +32,14 @@ func TestRealShadowDeployment(t *testing.T) {
     - {key: status.availableReplicas, value: 2}
     failed:
     - {key: 'status.conditions[?(@.type=="Progressing")].reason', value: ProgressDeadlineExceeded}
-    - {key: status.updatedReplicas, value: 2}`)
+    - {key: status.updatedReplicas, value: 2}
+  # The deployment controller may never time a Recreate rollout out: when
+  # its Progressing condition still shows the previous rollout's
+  # NewReplicaSetAvailable (TestDeploymentStatusLagsOnRecreate) and its
+  # crash-looping Pods change nothing it counts, it does not judge the
+  # rollout again (seen in CI: no Deployment update for 60 s). Kontinue's
+  # own deadline fails the input set then.
+  progressDeadline: 20s`)
 	})
 	t.Run("healthRule with shadow: true, RollingUpdate", func(t *testing.T) {
 		testShadowDeployment(t, "{type: RollingUpdate, rollingUpdate: {maxUnavailable: 0, maxSurge: 1}}", `
@@ -147,7 +154,15 @@ spec:
 	shadow := waitFor(t, deploymentGVR, ns, "web-last-good", timeout, rolledOut("web-last-good", "registry.example.com/web:v1"))
 	assert.Equal(t, "true", shadow.GetLabels()["kontinue.dev/shadow"])
 	primary := get(t, deploymentGVR, ns, "web")
-	assert.Equal(t, "ProgressDeadlineExceeded", condition(primary.Object, "Progressing")["reason"])
+	// Who timed the rollout out: the deployment controller (its reason, in
+	// the step's message), or, when it never does, Kontinue's deadline.
+	byController := condition(primary.Object, "Progressing")["reason"] == "ProgressDeadlineExceeded"
+	healthy := stepCondition(w, "run", "Healthy")
+	t.Logf("timed out by the deployment controller: %v; step Healthy: %v", byController, healthy)
+	if !byController {
+		assert.Equal(t, "ProgressDeadlineExceeded", healthy["reason"], "Kontinue's own deadline, when the deployment controller gives no verdict")
+		assert.NotContains(t, rule, "healthRule", "only the Recreate case sets Kontinue's deadline")
+	}
 	// The primary's own Ready Pods: none with Recreate, the old ones with a
 	// rolling update (maxUnavailable 0).
 	primaryPods := "[]"
@@ -166,7 +181,9 @@ spec:
 	w = get(t, workloadGVR, ns, "web")
 	assert.Equal(t, "False", fmt.Sprint(condition(w.Object, "Ready")["status"]))
 	require.NotNil(t, step(w, "run")["shadowRef"], "the step names its shadow: %v", step(w, "run"))
-	assert.Contains(t, fmt.Sprint(stepCondition(w, "run", "Healthy")["message"]), "ProgressDeadlineExceeded", "the deployment controller's reason")
+	if byController {
+		assert.Contains(t, fmt.Sprint(stepCondition(w, "run", "Healthy")["message"]), "ProgressDeadlineExceeded", "the deployment controller's reason")
+	}
 
 	// A good image: the primary rolls out, the shadow goes.
 	workload("registry.example.com/web:v3")
