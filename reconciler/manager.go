@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/gate"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -62,7 +63,7 @@ type Manager struct {
 	owners    map[string]*ownerReconciler // by owner kind
 	chains    *chainReconciler
 	runnables *runnableReconciler
-	gate      *APIGate // one outage of the API server, for controllers and watches
+	gate      *gate.APIGate // one outage of the API server, for controllers and watches
 
 	// blocked owners and Runnables wait for RBAC or discovery news.
 	blocked *blocker
@@ -187,20 +188,20 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.chains = newChainReconciler(m)
 	m.runnables = newRunnableReconciler(m)
-	gate := NewAPIGate(func(ctx context.Context) error {
+	g := gate.New(func(ctx context.Context) error {
 		return dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	})
 	// Watches wait out an outage at the same gate, and reconnect before
 	// the workers go on: reconciles after an outage read caches that
 	// caught up.
-	m.tracker.WaitOutages(gate)
-	gate.Settle = m.tracker.AwaitReconnect
-	m.gate = gate
+	m.tracker.WaitOutages(g)
+	g.Settle = m.tracker.AwaitReconnect
+	m.gate = g
 	for _, c := range m.Controllers() {
 		if opts.FIFOQueue {
 			c.UseFIFO()
 		}
-		c.Gate = gate
+		c.Gate = g
 		c.OnReconcile = opts.OnReconcile
 	}
 	return m, nil
