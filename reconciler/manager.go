@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/gate"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/specs"
@@ -66,7 +67,7 @@ type Manager struct {
 	gate      *gate.APIGate // one outage of the API server, for controllers and watches
 
 	// blocked owners and Runnables wait for RBAC or discovery news.
-	blocked *blocker
+	blocked *blocked.Keys[Key]
 
 	synced   bool
 	syncedMu sync.RWMutex
@@ -181,7 +182,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, events, m.noteApply)
 	m.templates = specs.NewTemplates(m.tracker)
-	m.blocked = newBlocker(m.enqueueFanOut)
+	m.blocked = blocked.New(m.enqueueFanOut)
 	idx := newIndex()
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
