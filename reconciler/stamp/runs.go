@@ -134,10 +134,6 @@ func (w *Session) CreateRun(ctx context.Context, f For, gvr schema.GroupVersionR
 	return created, nil
 }
 
-// ForgetRuns drops what is remembered of the runs created for memo (its
-// Runnable or owner is gone).
-func (w *Writer) ForgetRuns(memo string) { w.recent.Forget(memo) }
-
 // create creates a run through cl, stamped with its input digest and, for
 // people, its creation time (runs.AnnotationCreatedAt: never read).
 func (w *Session) create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
