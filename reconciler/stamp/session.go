@@ -221,18 +221,9 @@ func (s *Session) Put(ctx context.Context, f For, t Target, watch Watch, desired
 	}
 	live, wrote, err := s.put(ctx, f, t, desired, cached)
 	if wrote {
-		s.applied(f, live)
+		s.Events.applied(f, live)
 	}
 	return live, wrote, err
-}
-
-// applied records on f.Owner that live was written for f.Step.
-func (s *Session) applied(f For, live *unstructured.Unstructured) {
-	name := live.GetName()
-	if ns := live.GetNamespace(); ns != "" {
-		name = ns + "/" + name
-	}
-	s.Events.Event(f.Owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), name, f.Step)
 }
 
 func (s *Session) put(ctx context.Context, f For, t Target, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
@@ -283,7 +274,7 @@ func (s *Session) Read(ctx context.Context, cl dynamic.Interface, gvr schema.Gro
 func (s *Session) Create(ctx context.Context, f For, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	created, err := s.CreateStamped(ctx, f.Client, gvr, desired)
 	if err == nil {
-		s.applied(f, created)
+		s.Events.applied(f, created)
 	}
 	return created, err
 }
@@ -310,7 +301,7 @@ func (s *Session) ApplyTo(ctx context.Context, f For, gvr schema.GroupVersionRes
 	}
 	out, wrote, err := s.Apply(ctx, f.Client, gvr, desired, live)
 	if wrote {
-		s.applied(f, out)
+		s.Events.applied(f, out)
 	}
 	return out, err
 }
