@@ -162,26 +162,3 @@ func isRefused(err error) (*refusedError, bool) {
 	var r *refusedError
 	return r, errors.As(err, &r)
 }
-
-// checkProxied checks the address of a request that goes through a proxy:
-// the dialer then sees only the proxy's address.
-func (h *helmEngine) checkProxied(req *http.Request) error {
-	tr, ok := h.client.Transport.(*http.Transport)
-	if h.opts.AllowPrivateNetworks || !ok || tr.Proxy == nil {
-		return nil
-	}
-	if p, err := tr.Proxy(req); err != nil || p == nil {
-		return err
-	}
-	host := req.URL.Hostname()
-	ips, err := net.DefaultResolver.LookupIPAddr(req.Context(), host)
-	if err != nil {
-		return err
-	}
-	for _, ip := range ips {
-		if !publicIP(ip.IP) {
-			return refuse("host [%s] is at %s, a loopback, private or link-local address: charts are fetched only from public addresses unless Kontinue runs with --helm-allow-private-networks", host, ip.IP)
-		}
-	}
-	return nil
-}

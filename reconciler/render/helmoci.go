@@ -27,11 +27,11 @@ type ociManifest struct {
 	} `json:"layers"`
 }
 
-// fromOCI pulls a chart from oci://host/path: the repository is path/name
-// and the tag the version ('+' written '_', as Helm pushes it).
-func (h *helmEngine) fromOCI(ctx context.Context, repo *url.URL, name, want string, cr *credentials) ([]byte, string, error) {
-	path := strings.Trim(strings.Trim(repo.Path, "/")+"/"+name, "/")
-	reg := &ociClient{h: h, host: repo.Host, repo: path, creds: cr}
+// pull pulls chart name of the registry repo, oci://host/path: reg's
+// repository is path/name and the tag the version ('+' written '_', as
+// Helm pushes it).
+func (reg *ociClient) pull(ctx context.Context, repo *url.URL, name, want string) ([]byte, string, error) {
+	h, path, cr := reg.h, reg.repo, reg.creds
 	version := want
 	if _, err := semver.StrictNewVersion(want); err != nil {
 		// Not an exact version: choose among the tags.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -62,7 +63,8 @@ func (h *helmEngine) chart(ctx context.Context, hs *api.HelmSource, ns string) (
 		}
 		data, version, err = h.fromRepository(ctx, repo, c.Name, c.Version, cr)
 	case "oci":
-		data, version, err = h.fromOCI(ctx, repo, c.Name, c.Version, cr)
+		reg := &ociClient{h: h, host: repo.Host, repo: strings.Trim(strings.Trim(repo.Path, "/")+"/"+c.Name, "/"), creds: cr}
+		data, version, err = reg.pull(ctx, repo, c.Name, c.Version)
 	default:
 		return nil, "", &StampError{Engine: HelmName, Message: fmt.Sprintf("helm.chart.repository [%s]: the scheme must be https or oci", repo.Redacted())}
 	}
@@ -309,4 +311,27 @@ func readBounded(resp *http.Response, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: more than the %d bytes allowed", redact(resp.Request.URL.String()), max)
 	}
 	return data, nil
+}
+
+// checkProxied checks the address of a request that goes through a proxy:
+// the dialer then sees only the proxy's address.
+func (h *helmEngine) checkProxied(req *http.Request) error {
+	tr, ok := h.client.Transport.(*http.Transport)
+	if h.opts.AllowPrivateNetworks || !ok || tr.Proxy == nil {
+		return nil
+	}
+	if p, err := tr.Proxy(req); err != nil || p == nil {
+		return err
+	}
+	host := req.URL.Hostname()
+	ips, err := net.DefaultResolver.LookupIPAddr(req.Context(), host)
+	if err != nil {
+		return err
+	}
+	for _, ip := range ips {
+		if !publicIP(ip.IP) {
+			return refuse("host [%s] is at %s, a loopback, private or link-local address: charts are fetched only from public addresses unless Kontinue runs with --helm-allow-private-networks", host, ip.IP)
+		}
+	}
+	return nil
 }
