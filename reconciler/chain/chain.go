@@ -6,6 +6,7 @@ package chain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -69,16 +70,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 	written, err := r.env.Writer.WriteStatus(ctx, gvr, obj, struct {
 		ObservedGeneration int64              `json:"observedGeneration"`
 		Conditions         []metav1.Condition `json:"conditions"`
-	}{obj.GetGeneration(), st.Merge(conds, prev.Conditions, obj.GetGeneration(), now)})
+	}{obj.GetGeneration(), st.Merge(conds, prev.Conditions, obj.GetGeneration(), now)}, r.env.Tracker)
 	if written != nil && missing != "" {
 		r.env.Writer.Events.Event(obj, corev1.EventTypeWarning, stamp.EventTemplatesNotFound, "templates not found: %s", missing)
 	}
 	if apierrors.IsConflict(err) && r.env.StatusConflict != nil {
 		r.env.StatusConflict(f.ChainKind)
 	}
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		// Gone, or the cache is behind: the watch event that follows
-		// re-queues the chain if it still exists.
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || errors.Is(err, stamp.ErrStaleCopy) {
+		// Gone, or the cache is behind (or ahead): the watch event that
+		// follows re-queues the chain if it still exists.
 		return 0, nil
 	}
 	return 0, err

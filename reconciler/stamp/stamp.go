@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -77,10 +78,32 @@ func resource(cl dynamic.Interface, gvr schema.GroupVersionResource, namespace s
 	return cl.Resource(gvr).Namespace(namespace)
 }
 
+// Cache is where WriteStatus finds the cached copy of the object whose
+// status it writes (tracking.Tracker).
+type Cache interface {
+	Get(key tracking.Key, namespace, name string) (*unstructured.Unstructured, bool)
+}
+
+// ErrStaleCopy: the cache holds a newer copy of the object than the one
+// its status was decided on; nothing is written.
+var ErrStaleCopy = errors.New("decided on an older copy than the cache has")
+
 // WriteStatus replaces obj's status (obj is changed) when it differs from
 // what obj holds, so that an idle system makes no writes, and returns the
 // status written (nil when nothing was written).
-func (w *Writer) WriteStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, status any) (map[string]any, error) {
+//
+// When cache (nil: not asked) holds a newer copy of obj than the one read,
+// nothing is written and the error is ErrStaleCopy: the object's other
+// writers (the owner that applies a Runnable's spec, a person editing an
+// owner) moved it on while the reconcile decided, and a write on the copy
+// read could only be refused (409 Conflict). The newer copy's event brings
+// the key back to decide on it.
+func (w *Writer) WriteStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, status any, cache Cache) (map[string]any, error) {
+	if cache != nil {
+		if now, _ := cache.Get(tracking.Key{GVR: gvr}, obj.GetNamespace(), obj.GetName()); now != nil && now.GetResourceVersion() != obj.GetResourceVersion() {
+			return nil, ErrStaleCopy
+		}
+	}
 	b, err := json.Marshal(status)
 	if err != nil {
 		return nil, err
