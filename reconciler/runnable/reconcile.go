@@ -184,7 +184,7 @@ type pass struct {
 
 	watch      *tracking.Handle // the watches this reconcile used
 	selKey     *tracking.Key
-	w          *stamp.Session // every write; what blocks the Runnable (blockCauseOf)
+	w          *stamp.Session // every write; what blocks the Runnable (blocked.CauseOf)
 	requeue    time.Duration
 	keepStatus bool // a cache is still syncing: decide nothing, write nothing
 }
