@@ -47,6 +47,9 @@ type Options struct {
 	// OnReconcile, when set, is told of every key a controller takes from
 	// its queue (tests: which events wake which owner).
 	OnReconcile func(Key)
+	// HistoryRevisions is how many input revisions each owner's history
+	// keeps (reconciler/history): 0 the default, negative none.
+	HistoryRevisions int
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the

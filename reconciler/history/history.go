@@ -1,0 +1,541 @@
+// Package history keeps, per owner, how its last input revisions fared at
+// each step: admitted (taken), succeeded, failed with the step's reason,
+// superseded, served by a shadow. Each step's provenance (status) holds at
+// most three input sets and forgets older ones; the history remembers the
+// last N revisions, outside the owner (a ConfigMap next to it, store.go),
+// so the owner does not grow.
+//
+// The deciding half is pure: Events says what ended between the status an
+// owner had and the one written (nothing when nothing changed, so a
+// restart writes nothing), Apply folds events into a History, View adds
+// what is in flight for people to read.
+package history
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	st "kontinue.dev/kontinue/reconciler/status"
+)
+
+// DefaultRevisions is how many revisions are kept per owner unless
+// configured.
+const DefaultRevisions = 10
+
+// MessageLimit bounds a failure's message in a cell.
+const MessageLimit = 256
+
+// History is the revisions of one owner, newest first.
+type History struct {
+	Revisions []Revision `json:"revisions"`
+}
+
+// Revision is one input revision of the owner: what the chain's first
+// steps published (a source's url@revision, an image, a config), as every
+// later step's provenance traces back to it.
+type Revision struct {
+	// Roots identify the revision: one per first step it came from.
+	Roots []Root `json:"roots"`
+	// Since is when the revision was first seen (the earliest takenAt).
+	Since *metav1.Time `json:"since,omitempty"`
+	Steps []Cell       `json:"steps"`
+}
+
+// Root is what one first step published: Key is the step and a short hash
+// of its output digests (stable across steps), Label what people read.
+type Root struct {
+	Key   string `json:"key"`
+	Label string `json:"label"`
+}
+
+// Cell is how one step fared with the revision: the input set it took
+// (digest), when it took it and when it ended, how.
+type Cell struct {
+	Step    string       `json:"step"`
+	Digest  string       `json:"digest,omitempty"`
+	Outcome string       `json:"outcome"` // Succeeded, Failed, Superseded; View adds Held, Processing
+	TakenAt *metav1.Time `json:"takenAt,omitempty"`
+	EndedAt *metav1.Time `json:"endedAt,omitempty"`
+	// Reason and Message: the step's Ready (else Healthy) condition when
+	// the set failed.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Shadowed: the step's outputs were served by the shadow of the last
+	// good set while this one failed.
+	Shadowed bool `json:"shadowed,omitempty"`
+	// Out is a short hash of the outputs the set published (Succeeded):
+	// how a later step's input is traced to this row once the step has
+	// moved on.
+	Out string `json:"out,omitempty"`
+}
+
+// Key is the revision's identity: its roots' keys.
+func (r *Revision) Key() string {
+	keys := make([]string, len(r.Roots))
+	for i, x := range r.Roots {
+		keys[i] = x.Key
+	}
+	return strings.Join(keys, ",")
+}
+
+// Label is the revision as people read it.
+func (r *Revision) Label() string {
+	labels := make([]string, len(r.Roots))
+	for i, x := range r.Roots {
+		labels[i] = x.Label
+	}
+	return strings.Join(labels, " + ")
+}
+
+// Cell is the step's cell, or nil.
+func (r *Revision) Cell(step string) *Cell {
+	for i := range r.Steps {
+		if r.Steps[i].Step == step {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Event is an input set of a step that ended (or, for View, is in flight).
+type Event struct {
+	Step string
+	Set  st.InputSet
+	// Outcome overrides Set.Outcome: Superseded.
+	Outcome  string
+	EndedAt  *metav1.Time
+	Reason   string
+	Message  string
+	Shadowed bool
+	Out      string
+	// shadowOnly marks a set already recorded as failed whose outputs a
+	// shadow now serves.
+	shadowOnly bool
+}
+
+// Events are the input sets that ended between prev and next (the steps'
+// statuses before and after a write): succeeded, failed (with the step's
+// reason), superseded (gone while held or processing, at now); a first
+// step whose outputs changed without a new set (a source controller's new
+// commit) as a success of its current set; a failed set a shadow now
+// serves. The same status twice yields none.
+func Events(prev, next []st.Resource, now time.Time) []Event {
+	var out []Event
+	at := metav1.NewTime(now.Truncate(time.Second))
+	for i := range next {
+		r := &next[i]
+		before := find(prev, r.Name)
+		var was *st.Provenance
+		if before != nil {
+			was = before.Provenance
+		}
+		wasSet := map[string]*st.InputSet{}
+		for _, s := range was.Sets() {
+			wasSet[s.Digest] = s
+		}
+		now := map[string]bool{}
+		ended := false
+		for _, s := range r.Provenance.Sets() {
+			now[s.Digest] = true
+			old := wasSet[s.Digest]
+			if s.EndedAt == nil || (old != nil && old.Outcome == s.Outcome && old.EndedAt != nil) {
+				continue
+			}
+			switch s.Outcome {
+			case st.OutcomeSucceeded:
+				ended = true
+				out = append(out, Event{Step: r.Name, Set: *s, EndedAt: s.EndedAt, Out: outHash(r.Outputs)})
+			case st.OutcomeFailed:
+				reason, msg := failure(r)
+				out = append(out, Event{Step: r.Name, Set: *s, EndedAt: s.EndedAt, Reason: reason, Message: msg,
+					Shadowed: r.ServedBy == "shadow"})
+			}
+		}
+		for _, s := range was.Sets() {
+			if !now[s.Digest] && (s.Outcome == st.OutcomeHeld || s.Outcome == st.OutcomeProcessing) {
+				out = append(out, Event{Step: r.Name, Set: *s, Outcome: st.OutcomeSuperseded, EndedAt: &at})
+			}
+		}
+		// A first step's new outputs from the same set.
+		if c := current(r); !ended && c != nil && len(r.Inputs) == 0 && outHash(r.Outputs) != "" &&
+			(before == nil || outHash(before.Outputs) != outHash(r.Outputs)) {
+			e := Event{Step: r.Name, Set: *c, EndedAt: lastOutput(r.Outputs), Out: outHash(r.Outputs)}
+			if e.EndedAt == nil {
+				e.EndedAt = &at
+			}
+			// The set is old; the revision is as new as the outputs.
+			e.Set.TakenAt = e.EndedAt
+			out = append(out, e)
+		}
+		// A shadow serves the outputs now, while the latest set failed.
+		if r.ServedBy == "shadow" && (before == nil || before.ServedBy != "shadow") && r.Provenance != nil &&
+			r.Provenance.Latest != nil && r.Provenance.Latest.Outcome == st.OutcomeFailed {
+			out = append(out, Event{Step: r.Name, Set: *r.Provenance.Latest, Shadowed: true, shadowOnly: true})
+		}
+	}
+	return out
+}
+
+// InFlight are the sets of next that have not ended (held, processing),
+// as events for View.
+func InFlight(next []st.Resource) []Event {
+	var out []Event
+	for i := range next {
+		r := &next[i]
+		for _, s := range r.Provenance.Sets() {
+			if s.EndedAt == nil && (s.Outcome == st.OutcomeHeld || s.Outcome == st.OutcomeProcessing) {
+				out = append(out, Event{Step: r.Name, Set: *s})
+			}
+		}
+	}
+	return out
+}
+
+// Apply folds events into h (next: the steps' statuses they came from,
+// to trace each set to its revision) and keeps the newest limit
+// revisions. changed is false when h is the same afterwards.
+func Apply(h History, events []Event, next []st.Resource, limit int) (History, bool) {
+	out := History{Revisions: make([]Revision, len(h.Revisions))}
+	for i, r := range h.Revisions {
+		out.Revisions[i] = Revision{Roots: r.Roots, Since: r.Since, Steps: append([]Cell(nil), r.Steps...)}
+	}
+	changed := false
+	for _, e := range events {
+		if e.shadowOnly {
+			if c := out.cellOf(e.Step, e.Set.Digest); c != nil && !c.Shadowed {
+				c.Shadowed, changed = true, true
+			}
+			continue
+		}
+		// A first step's set may publish many revisions (a source
+		// controller's commits): its row is its outputs, not its digest.
+		var row *Revision
+		if len(linksOf(&e.Set)) > 0 {
+			row = out.rowOf(e.Step, e.Set.Digest)
+		}
+		if row == nil {
+			roots := out.roots(next, e.Step, &e.Set, 0)
+			row = out.rowByKey(roots)
+			if row == nil {
+				out.Revisions = append(out.Revisions, Revision{Roots: roots})
+				row = &out.Revisions[len(out.Revisions)-1]
+				changed = true
+			}
+		}
+		c := cellOf(e)
+		if old := row.Cell(e.Step); old != nil {
+			if old.Digest == c.Digest && (old.Outcome == c.Outcome || later(old, &c)) {
+				continue // the first word on how a set ended stands
+			}
+			*old = c
+		} else {
+			row.Steps = append(row.Steps, c)
+		}
+		if t := c.TakenAt; t != nil && (row.Since == nil || t.Before(row.Since)) {
+			row.Since = t.DeepCopy()
+		} else if row.Since == nil && c.EndedAt != nil {
+			row.Since = c.EndedAt.DeepCopy()
+		}
+		changed = true
+	}
+	for i := range out.Revisions {
+		sortCells(out.Revisions[i].Steps, next)
+	}
+	sort.SliceStable(out.Revisions, func(i, j int) bool {
+		a, b := out.Revisions[i].Since, out.Revisions[j].Since
+		if a == nil || b == nil {
+			return a != nil
+		}
+		return b.Before(a)
+	})
+	if limit > 0 && len(out.Revisions) > limit {
+		out.Revisions = out.Revisions[:limit]
+		changed = true
+	}
+	return out, changed
+}
+
+// View is h with what next's provenance says now folded in (sets that
+// ended since the last history write, sets in flight): what people read.
+// Nothing of it is written.
+func View(h History, next []st.Resource, now time.Time, limit int) History {
+	v, _ := Apply(h, append(Events(nil, next, now), InFlight(next)...), next, limit)
+	return v
+}
+
+// later: old (same set) is already the newer word on it, c would step
+// back (a Superseded set cannot come back as in flight; an ended one is
+// not in flight again).
+func later(old, c *Cell) bool {
+	return ended(old.Outcome) && !ended(c.Outcome)
+}
+
+func ended(outcome string) bool {
+	return outcome == st.OutcomeSucceeded || outcome == st.OutcomeFailed || outcome == st.OutcomeSuperseded
+}
+
+func cellOf(e Event) Cell {
+	c := Cell{Step: e.Step, Digest: e.Set.Digest, Outcome: e.Set.Outcome, TakenAt: e.Set.TakenAt, EndedAt: e.EndedAt,
+		Reason: e.Reason, Message: cut(e.Message), Shadowed: e.Shadowed, Out: e.Out}
+	if e.Outcome != "" {
+		c.Outcome = e.Outcome
+	}
+	return c
+}
+
+func (h *History) rowOf(step, digest string) *Revision {
+	for i := range h.Revisions {
+		if c := h.Revisions[i].Cell(step); c != nil && c.Digest == digest && digest != "" {
+			return &h.Revisions[i]
+		}
+	}
+	return nil
+}
+
+func (h *History) cellOf(step, digest string) *Cell {
+	if r := h.rowOf(step, digest); r != nil {
+		return r.Cell(step)
+	}
+	return nil
+}
+
+func (h *History) rowByKey(roots []Root) *Revision {
+	key := (&Revision{Roots: roots}).Key()
+	for i := range h.Revisions {
+		if h.Revisions[i].Key() == key {
+			return &h.Revisions[i]
+		}
+	}
+	return nil
+}
+
+// rowOut is the row where step published outputs out.
+func (h *History) rowOut(step, out string) *Revision {
+	for i := range h.Revisions {
+		if c := h.Revisions[i].Cell(step); c != nil && c.Out == out && out != "" {
+			return &h.Revisions[i]
+		}
+	}
+	return nil
+}
+
+// maxDepth bounds the walk back (steps read only earlier steps: no cycle,
+// but a status is input).
+const maxDepth = 64
+
+// roots traces a step's input set back to what the chain's first steps
+// published: through each input's step while it still publishes what the
+// set took, else through the history's record of who published it.
+func (h *History) roots(next []st.Resource, step string, set *st.InputSet, depth int) []Root {
+	links := linksOf(set)
+	if r := h.rowOf(step, set.Digest); r != nil && len(links) > 0 {
+		return r.Roots
+	}
+	r := find(next, step)
+	if len(links) == 0 {
+		// A first step: its outputs, once this set is what it publishes.
+		if c := current(r); c != nil && c.Digest == set.Digest && outHash(r.Outputs) != "" {
+			return []Root{{Key: step + "@" + outHash(r.Outputs), Label: outLabel(r.Outputs)}}
+		}
+		return []Root{{Key: step + "#" + strconv.FormatInt(set.OwnerGeneration, 10) + ":" + short(set.Digest),
+			Label: "generation " + strconv.FormatInt(set.OwnerGeneration, 10)}}
+	}
+	var out []Root
+	for _, l := range links {
+		u := find(next, l.step)
+		switch {
+		case depth < maxDepth && u != nil && len(u.Inputs) == 0:
+			out = append(out, Root{Key: l.step + "@" + l.hash, Label: l.label})
+		case depth < maxDepth && current(u) != nil && outHash(u.Outputs) == l.hash:
+			out = append(out, h.roots(next, l.step, current(u), depth+1)...)
+		default:
+			if row := h.rowOut(l.step, l.hash); row != nil {
+				out = append(out, row.Roots...)
+			} else {
+				out = append(out, Root{Key: l.step + "?" + l.hash, Label: l.label})
+			}
+		}
+	}
+	return dedupe(out)
+}
+
+type link struct{ step, hash, label string }
+
+// linksOf are a set's inputs: the step each came from, a hash of the
+// output digests it took (as outHash of that step's outputs), a label.
+func linksOf(s *st.InputSet) []link {
+	var out []link
+	src := func(v st.SourceValue) {
+		out = append(out, link{v.Resource, hashOf(digest(v.URL), digest(v.Revision)), sourceLabel(v.URL, v.Revision)})
+	}
+	for _, v := range s.Sources {
+		src(v)
+	}
+	if s.Deployment != nil {
+		src(*s.Deployment)
+	}
+	for _, v := range s.Images {
+		out = append(out, link{v.Resource, hashOf(digest(v.Image)), v.Image})
+	}
+	for _, v := range s.Configs {
+		out = append(out, link{v.Resource, hashOf(v.Digest), "config " + short(v.Digest)})
+	}
+	return out
+}
+
+func sourceLabel(url, revision string) string {
+	switch {
+	case revision == "":
+		return url
+	case url == "":
+		return revision
+	}
+	return url + "@" + revision
+}
+
+func digest(v string) string {
+	_, d := st.Preview(v)
+	return d
+}
+
+// hashOf is a short hash of output digests, in Cartographer's output order.
+func hashOf(digests ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(digests, ",")))
+	return hex.EncodeToString(h[:6])
+}
+
+// outHash is hashOf a step's outputs ("" when it has none).
+func outHash(outs []st.Output) string {
+	if len(outs) == 0 {
+		return ""
+	}
+	ds := make([]string, len(outs))
+	for i, o := range outs {
+		ds[i] = o.Digest
+	}
+	return hashOf(ds...)
+}
+
+// outLabel names a first step's outputs: url@revision, an image, a config.
+func outLabel(outs []st.Output) string {
+	vals := map[string]string{}
+	for _, o := range outs {
+		vals[o.Name] = firstLine(o.Preview)
+	}
+	switch {
+	case vals["url"] != "" || vals["revision"] != "":
+		return sourceLabel(vals["url"], vals["revision"])
+	case vals["image"] != "":
+		return vals["image"]
+	}
+	for _, o := range outs {
+		if o.Name == "config" {
+			return "config " + short(o.Digest)
+		}
+	}
+	var parts []string
+	for _, o := range outs {
+		parts = append(parts, o.Name+"="+firstLine(o.Preview))
+	}
+	return strings.Join(parts, " ")
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// short is a digest's first 12 hex characters.
+func short(d string) string {
+	d = strings.TrimPrefix(d, "sha256:")
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
+}
+
+func dedupe(roots []Root) []Root {
+	sort.Slice(roots, func(i, j int) bool { return roots[i].Key < roots[j].Key })
+	out := roots[:0]
+	for i, r := range roots {
+		if i == 0 || r.Key != roots[i-1].Key {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func find(rs []st.Resource, name string) *st.Resource {
+	for i := range rs {
+		if rs[i].Name == name {
+			return &rs[i]
+		}
+	}
+	return nil
+}
+
+func current(r *st.Resource) *st.InputSet {
+	if r == nil || r.Provenance == nil {
+		return nil
+	}
+	return r.Provenance.Current
+}
+
+// lastOutput is when the step's outputs last changed.
+func lastOutput(outs []st.Output) *metav1.Time {
+	var at *metav1.Time
+	for i := range outs {
+		if t := outs[i].LastTransitionTime; !t.IsZero() && (at == nil || at.Before(&t)) {
+			at = t.DeepCopy()
+		}
+	}
+	return at
+}
+
+// failure is the step's reason for failing: its Ready condition, else
+// Healthy, when False.
+func failure(r *st.Resource) (string, string) {
+	for _, typ := range []string{"Ready", "Healthy"} {
+		if c := st.Find(r.Conditions, typ); c != nil && c.Status == metav1.ConditionFalse {
+			return c.Reason, c.Message
+		}
+	}
+	return "", ""
+}
+
+func cut(s string) string {
+	if len(s) <= MessageLimit {
+		return s
+	}
+	n := MessageLimit
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + st.TruncatedMarker
+}
+
+// sortCells orders a row's cells as the chain's steps are (next), unknown
+// steps last by name.
+func sortCells(cells []Cell, next []st.Resource) {
+	rank := map[string]int{}
+	for i, r := range next {
+		rank[r.Name] = i + 1
+	}
+	sort.SliceStable(cells, func(i, j int) bool {
+		ri, rj := rank[cells[i].Step], rank[cells[j].Step]
+		if ri == 0 || rj == 0 {
+			if ri == rj {
+				return cells[i].Step < cells[j].Step
+			}
+			return ri != 0
+		}
+		return ri < rj
+	})
+}
