@@ -127,7 +127,9 @@ func (r *Recorder) Record(ctx context.Context, client dynamic.Interface, o Owner
 }
 
 // Forget drops what is kept for a deleted owner.
-func (r *Recorder) Forget(kind, namespace, name string) { r.forget(kind + "/" + namespace + "/" + name) }
+func (r *Recorder) Forget(kind, namespace, name string) {
+	r.forget(kind + "/" + namespace + "/" + name)
+}
 
 func (r *Recorder) forget(key string) {
 	r.mu.Lock()
