@@ -104,7 +104,8 @@ func (r *Revision) Cell(step string) *Cell {
 	return nil
 }
 
-// Event is an input set of a step that ended (or, for View, is in flight).
+// Event is an input set of a step as it left the status (or, for View,
+// as the status shows it now), with the statuses it is traced in.
 type Event struct {
 	Step string
 	Set  st.InputSet
@@ -115,104 +116,96 @@ type Event struct {
 	Message  string
 	Shadowed bool
 	Out      string
-	// shadowOnly marks a set already recorded as failed whose outputs a
-	// shadow now serves.
-	shadowOnly bool
+	// In are the steps' statuses the set was part of: where its inputs
+	// are traced back to the revision.
+	In []st.Resource
 }
 
-// Events are the input sets that ended between prev and next (the steps'
-// statuses before and after a write): succeeded, failed (with the step's
-// reason), superseded (gone while held or processing, at now); a first
-// step whose outputs changed without a new set (a source controller's new
-// commit) as a success of its current set; a failed set a shadow now
-// serves. The same status twice yields none.
+// Events are the input sets that left the steps' provenance between prev
+// and next (the statuses before and after a write), as prev last showed
+// them: a success replaced by a newer one, a failure, a held or
+// processing set replaced (superseded, at now); and the revision a first
+// step published before its outputs changed without a new set (a source
+// controller's new commit). What the status still shows is not written:
+// View reads it from there. The same status twice yields none, and so
+// does the first status of an owner.
 func Events(prev, next []st.Resource, now time.Time) []Event {
 	var out []Event
 	at := metav1.NewTime(now.Truncate(time.Second))
-	for i := range next {
-		r := &next[i]
-		before := find(prev, r.Name)
-		var was *st.Provenance
-		if before != nil {
-			was = before.Provenance
+	for i := range prev {
+		r := &prev[i]
+		after := find(next, r.Name)
+		var is *st.Provenance
+		if after != nil {
+			is = after.Provenance
 		}
-		wasSet := map[string]*st.InputSet{}
-		for _, s := range was.Sets() {
-			wasSet[s.Digest] = s
+		still := map[string]bool{}
+		for _, s := range is.Sets() {
+			still[s.Digest] = true
 		}
-		now := map[string]bool{}
-		ended := false
 		for _, s := range r.Provenance.Sets() {
-			now[s.Digest] = true
-			old := wasSet[s.Digest]
-			if s.EndedAt == nil || (old != nil && old.Outcome == s.Outcome && old.EndedAt != nil) {
+			if still[s.Digest] {
 				continue
 			}
-			switch s.Outcome {
-			case st.OutcomeSucceeded:
-				ended = true
-				out = append(out, Event{Step: r.Name, Set: *s, EndedAt: s.EndedAt, Out: outHash(r.Outputs)})
-			case st.OutcomeFailed:
-				reason, msg := failure(r)
-				out = append(out, Event{Step: r.Name, Set: *s, EndedAt: s.EndedAt, Reason: reason, Message: msg,
-					Shadowed: r.ServedBy == "shadow"})
-			}
-		}
-		for _, s := range was.Sets() {
-			if !now[s.Digest] && (s.Outcome == st.OutcomeHeld || s.Outcome == st.OutcomeProcessing) {
-				out = append(out, Event{Step: r.Name, Set: *s, Outcome: st.OutcomeSuperseded, EndedAt: &at})
-			}
-		}
-		// A first step's new outputs from the same set.
-		if c := current(r); !ended && c != nil && len(r.Inputs) == 0 && outHash(r.Outputs) != "" &&
-			(before == nil || outHash(before.Outputs) != outHash(r.Outputs)) {
-			e := Event{Step: r.Name, Set: *c, EndedAt: lastOutput(r.Outputs), Out: outHash(r.Outputs)}
+			e := eventOf(r, s, prev)
 			if e.EndedAt == nil {
-				e.EndedAt = &at
+				e.Outcome, e.EndedAt = st.OutcomeSuperseded, &at
 			}
-			// The set is old; the revision is as new as the outputs.
-			e.Set.TakenAt = e.EndedAt
 			out = append(out, e)
 		}
-		// A shadow serves the outputs now, while the latest set failed.
-		if r.ServedBy == "shadow" && (before == nil || before.ServedBy != "shadow") && r.Provenance != nil &&
-			r.Provenance.Latest != nil && r.Provenance.Latest.Outcome == st.OutcomeFailed {
-			out = append(out, Event{Step: r.Name, Set: *r.Provenance.Latest, Shadowed: true, shadowOnly: true})
+		// A first step's outputs changed from the same set: the revision
+		// it published before is over.
+		if c := current(r); c != nil && len(r.Inputs) == 0 && still[c.Digest] && outHash(r.Outputs) != "" &&
+			after != nil && outHash(after.Outputs) != outHash(r.Outputs) {
+			out = append(out, eventOf(r, c, prev))
 		}
 	}
 	return out
 }
 
-// InFlight are the sets of next that have not ended (held, processing),
-// as events for View.
-func InFlight(next []st.Resource) []Event {
+// Live are the input sets next's provenance shows, as events for View.
+func Live(next []st.Resource) []Event {
 	var out []Event
 	for i := range next {
-		r := &next[i]
-		for _, s := range r.Provenance.Sets() {
-			if s.EndedAt == nil && (s.Outcome == st.OutcomeHeld || s.Outcome == st.OutcomeProcessing) {
-				out = append(out, Event{Step: r.Name, Set: *s})
+		for _, s := range next[i].Provenance.Sets() {
+			out = append(out, eventOf(&next[i], s, next))
+		}
+	}
+	return out
+}
+
+// eventOf is set s of step r, as the statuses in show it.
+func eventOf(r *st.Resource, s *st.InputSet, in []st.Resource) Event {
+	e := Event{Step: r.Name, Set: *s, EndedAt: s.EndedAt, In: in}
+	if c := current(r); c != nil && c.Digest == s.Digest {
+		e.Out = outHash(r.Outputs)
+		if len(linksOf(s)) == 0 {
+			// A first step's set may publish many revisions: this one is
+			// as new as its outputs.
+			if t := lastOutput(r.Outputs); t != nil {
+				e.Set.TakenAt = t
 			}
 		}
 	}
-	return out
+	if s.Outcome == st.OutcomeFailed {
+		e.Reason, e.Message = failure(r)
+		e.Shadowed = r.ServedBy == "shadow" && r.Provenance.Latest != nil && r.Provenance.Latest.Digest == s.Digest
+	}
+	return e
 }
 
-// Apply folds events into h (next: the steps' statuses they came from,
-// to trace each set to its revision) and keeps the newest limit
-// revisions. changed is false when h is the same afterwards.
-func Apply(h History, events []Event, next []st.Resource, limit int) (History, bool) {
+// Apply folds events into h and keeps the newest limit revisions.
+// changed is false when h is the same afterwards.
+func Apply(h History, events []Event, limit int) (History, bool) {
 	out := History{Revisions: make([]Revision, len(h.Revisions))}
 	for i, r := range h.Revisions {
 		out.Revisions[i] = Revision{Roots: r.Roots, Since: r.Since, Steps: append([]Cell(nil), r.Steps...)}
 	}
 	changed := false
+	var order []st.Resource
 	for _, e := range events {
-		if e.shadowOnly {
-			if c := out.cellOf(e.Step, e.Set.Digest); c != nil && !c.Shadowed {
-				c.Shadowed, changed = true, true
-			}
-			continue
+		if len(e.In) > len(order) {
+			order = e.In
 		}
 		// A first step's set may publish many revisions (a source
 		// controller's commits): its row is its outputs, not its digest.
@@ -221,7 +214,7 @@ func Apply(h History, events []Event, next []st.Resource, limit int) (History, b
 			row = out.rowOf(e.Step, e.Set.Digest)
 		}
 		if row == nil {
-			roots := out.roots(next, e.Step, &e.Set, 0)
+			roots := out.roots(e.In, e.Step, &e.Set, 0)
 			row = out.rowByKey(roots)
 			if row == nil {
 				out.Revisions = append(out.Revisions, Revision{Roots: roots})
@@ -231,8 +224,8 @@ func Apply(h History, events []Event, next []st.Resource, limit int) (History, b
 		}
 		c := cellOf(e)
 		if old := row.Cell(e.Step); old != nil {
-			if old.Digest == c.Digest && (old.Outcome == c.Outcome || later(old, &c)) {
-				continue // the first word on how a set ended stands
+			if old.Digest == c.Digest && old.Outcome == c.Outcome && old.Shadowed == c.Shadowed {
+				continue
 			}
 			*old = c
 		} else {
@@ -246,7 +239,7 @@ func Apply(h History, events []Event, next []st.Resource, limit int) (History, b
 		changed = true
 	}
 	for i := range out.Revisions {
-		sortCells(out.Revisions[i].Steps, next)
+		sortCells(out.Revisions[i].Steps, order)
 	}
 	sort.SliceStable(out.Revisions, func(i, j int) bool {
 		a, b := out.Revisions[i].Since, out.Revisions[j].Since
@@ -262,23 +255,12 @@ func Apply(h History, events []Event, next []st.Resource, limit int) (History, b
 	return out, changed
 }
 
-// View is h with what next's provenance says now folded in (sets that
-// ended since the last history write, sets in flight): what people read.
-// Nothing of it is written.
-func View(h History, next []st.Resource, now time.Time, limit int) History {
-	v, _ := Apply(h, append(Events(nil, next, now), InFlight(next)...), next, limit)
+// View is h with what next's provenance shows now (the sets still there:
+// current, failed, in flight): what people read. Nothing of it is
+// written.
+func View(h History, next []st.Resource, limit int) History {
+	v, _ := Apply(h, Live(next), limit)
 	return v
-}
-
-// later: old (same set) is already the newer word on it, c would step
-// back (a Superseded set cannot come back as in flight; an ended one is
-// not in flight again).
-func later(old, c *Cell) bool {
-	return ended(old.Outcome) && !ended(c.Outcome)
-}
-
-func ended(outcome string) bool {
-	return outcome == st.OutcomeSucceeded || outcome == st.OutcomeFailed || outcome == st.OutcomeSuperseded
 }
 
 func cellOf(e Event) Cell {

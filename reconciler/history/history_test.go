@@ -81,7 +81,7 @@ func summary(h History) []string {
 // TestRecordRevisions walks TestProvenance's story status by status: c1
 // goes through, c2 fails at the build while c3 is held and replaced by c4
 // (superseded), c4 goes through. Each status write's events are folded in
-// as the Recorder does.
+// as the Recorder does; View adds what the last status still shows.
 func TestRecordRevisions(t *testing.T) {
 	c1src := source("c1", 1, 0)
 	statuses := [][]st.Resource{
@@ -108,57 +108,64 @@ func TestRecordRevisions(t *testing.T) {
 	}
 	var h History
 	var prev []st.Resource
-	writes := 0
+	var writes []int
 	for i, next := range statuses {
 		var changed bool
-		h, changed = Apply(h, Events(prev, next, t0.Add(time.Duration(10*i)*time.Second)), next, 10)
+		h, changed = Apply(h, Events(prev, next, t0.Add(time.Duration(10*i)*time.Second)), 10)
 		if changed {
-			writes++
+			writes = append(writes, i)
 		}
 		// The same status again: nothing happened, nothing to write.
 		assert.Empty(t, Events(next, next, t0), "status %d written again", i)
 		prev = next
 	}
+	assert.Equal(t, []int{2, 3, 5}, writes, "written when a set left the status: not for the first revision, not for c2's failure while the status shows it")
 	assert.Equal(t, []string{
-		repo + "@c4: source=Succeeded build=Succeeded deploy=Succeeded",
 		repo + "@c3: source=Succeeded build=Superseded",
 		repo + "@c2: build=Failed(BuildFailed)",
 		repo + "@c1: source=Succeeded build=Succeeded deploy=Succeeded",
-	}, summary(h))
-	assert.Equal(t, 6, writes, "one write per status in which something ended")
-	c2 := h.Revisions[2].Cell("build")
+	}, summary(h), "what left the status")
+	c2 := h.Revisions[1].Cell("build")
 	require.NotNil(t, c2)
 	assert.Equal(t, "tests failed", c2.Message)
 	assert.Equal(t, at(10), c2.TakenAt)
 	assert.Equal(t, at(40), c2.EndedAt)
 	assert.Equal(t, "build-c2", c2.Digest)
+	sup := h.Revisions[0].Cell("build")
+	require.NotNil(t, sup)
+	assert.Equal(t, at(30), sup.EndedAt, "superseded when the status that dropped it was written")
+
+	last := statuses[len(statuses)-1]
+	assert.Equal(t, []string{
+		repo + "@c4: source=Succeeded build=Succeeded deploy=Succeeded",
+		repo + "@c3: source=Succeeded build=Superseded",
+		repo + "@c2: build=Failed(BuildFailed)",
+		repo + "@c1: source=Succeeded build=Succeeded deploy=Succeeded",
+	}, summary(View(h, last, 10)))
+	assert.Len(t, h.Revisions, 3, "View writes nothing back")
 
 	// Bounded: the newest two.
-	h2, changed := Apply(h, nil, statuses[len(statuses)-1], 2)
+	h2, changed := Apply(h, nil, 2)
 	assert.True(t, changed)
-	assert.Equal(t, []string{repo + "@c4", repo + "@c3"}, []string{h2.Revisions[0].Label(), h2.Revisions[1].Label()})
+	assert.Equal(t, []string{repo + "@c3", repo + "@c2"}, []string{h2.Revisions[0].Label(), h2.Revisions[1].Label()})
+	assert.Len(t, View(h, last, 2).Revisions, 2)
 }
 
-// TestRecordTracesThroughHistory: a deploy step's set that ends after the
-// build moved on is traced to its revision by the build's recorded
+// TestRecordTracesThroughHistory: a deploy step's set still shown after
+// the build moved on is traced to its revision by the build's recorded
 // outputs, not to the build's current.
 func TestRecordTracesThroughHistory(t *testing.T) {
 	s1 := []st.Resource{source("c1", 1, 0), build(st.Provenance{Current: buildSet("c1", st.OutcomeSucceeded, 1, at(5))}, "img-c1"),
 		deploy(st.Provenance{Latest: deploySet("img-c1", st.OutcomeProcessing, 5, nil)})}
-	h, _ := Apply(History{}, Events(nil, s1, t0), s1, 10)
 	s2 := []st.Resource{source("c2", 2, 20), build(st.Provenance{Current: buildSet("c2", st.OutcomeSucceeded, 21, at(25))}, "img-c2"),
 		deploy(st.Provenance{Current: deploySet("img-c1", st.OutcomeSucceeded, 5, at(26)), Held: deploySet("img-c2", st.OutcomeHeld, 25, nil)})}
-	h, changed := Apply(h, Events(s1, s2, t0), s2, 10)
+	h, changed := Apply(History{}, Events(s1, s2, t0), 10)
 	require.True(t, changed)
+	assert.Equal(t, []string{repo + "@c1: source=Succeeded build=Succeeded"}, summary(h))
 	assert.Equal(t, []string{
-		repo + "@c2: source=Succeeded build=Succeeded",
+		repo + "@c2: source=Succeeded build=Succeeded deploy=Held",
 		repo + "@c1: source=Succeeded build=Succeeded deploy=Succeeded",
-	}, summary(h))
-
-	// View adds what is in flight, and writes nothing back.
-	v := View(h, s2, t0, 10)
-	assert.Equal(t, repo+"@c2: source=Succeeded build=Succeeded deploy=Held", summary(v)[0])
-	assert.Equal(t, repo+"@c2: source=Succeeded build=Succeeded", summary(h)[0])
+	}, summary(View(h, s2, 10)))
 }
 
 // TestRecordSourceCommitsOfOneSet: a source controller's new commit
@@ -170,30 +177,27 @@ func TestRecordSourceCommitsOfOneSet(t *testing.T) {
 		r.Provenance.Current.TakenAt = at(0)
 		return r
 	}
-	prev := []st.Resource{one("c1", 0)}
-	h, _ := Apply(History{}, Events(nil, prev, t0), prev, 10)
-	next := []st.Resource{one("c2", 60)}
+	prev, next := []st.Resource{one("c1", 0)}, []st.Resource{one("c2", 60)}
 	ev := Events(prev, next, t0)
 	require.Len(t, ev, 1)
-	h, changed := Apply(h, ev, next, 10)
+	h, changed := Apply(History{}, ev, 10)
 	require.True(t, changed)
-	assert.Equal(t, []string{repo + "@c2: source=Succeeded", repo + "@c1: source=Succeeded"}, summary(h))
-	assert.Equal(t, at(60), h.Revisions[0].Since, "the revision is as new as the commit, not as the set")
+	v := View(h, next, 10)
+	assert.Equal(t, []string{repo + "@c2: source=Succeeded", repo + "@c1: source=Succeeded"}, summary(v))
+	assert.Equal(t, at(60), v.Revisions[0].Since, "the revision is as new as the commit, not as the set")
 }
 
-// TestRecordShadow: a failed set whose step serves the shadow's outputs.
+// TestRecordShadow: a failed set whose step served the shadow's outputs.
 func TestRecordShadow(t *testing.T) {
 	prev := []st.Resource{source("c2", 2, 0), build(st.Provenance{Current: buildSet("c1", st.OutcomeSucceeded, 0, at(1)),
-		Latest: buildSet("c2", st.OutcomeProcessing, 2, nil)}, "img-c1")}
-	next := []st.Resource{source("c2", 2, 0), build(st.Provenance{Current: buildSet("c1", st.OutcomeSucceeded, 0, at(1)),
 		Latest: buildSet("c2", st.OutcomeFailed, 2, at(9))}, "img-c1", failed)}
-	h, _ := Apply(History{}, Events(nil, prev, t0), prev, 10)
-	h, _ = Apply(h, Events(prev, next, t0), next, 10)
-	shadowed := append([]st.Resource(nil), next...)
-	shadowed[1].ServedBy = "shadow"
-	h, changed := Apply(h, Events(next, shadowed, t0), shadowed, 10)
+	prev[1].ServedBy = "shadow"
+	assert.Equal(t, repo+"@c2: source=Succeeded build=Failed(BuildFailed)[shadow]", summary(View(History{}, prev, 10))[0])
+	next := []st.Resource{source("c3", 3, 10), build(st.Provenance{Current: buildSet("c1", st.OutcomeSucceeded, 0, at(1)),
+		Latest: buildSet("c3", st.OutcomeProcessing, 10, nil)}, "img-c1")}
+	h, changed := Apply(History{}, Events(prev, next, t0), 10)
 	assert.True(t, changed)
-	assert.Equal(t, repo+"@c2: source=Succeeded build=Failed(BuildFailed)[shadow]", summary(h)[0])
+	assert.Equal(t, []string{repo + "@c2: source=Succeeded build=Failed(BuildFailed)[shadow]"}, summary(h))
 }
 
 func TestMessageCut(t *testing.T) {

@@ -96,7 +96,7 @@ func NewRecorder(limit int) *Recorder {
 	return &Recorder{Limit: limit, Now: time.Now, pending: map[string][]st.Resource{}}
 }
 
-// Record folds what ended between prev and next into the owner's history,
+// Record folds what left the provenance between prev and next into the owner's history,
 // writing with client (the owner's service account).
 func (r *Recorder) Record(ctx context.Context, client dynamic.Interface, o Owner, prev, next []st.Resource) {
 	key := o.Kind + "/" + o.Namespace + "/" + o.Name
@@ -110,7 +110,7 @@ func (r *Recorder) Record(ctx context.Context, client dynamic.Interface, o Owner
 		r.forget(key)
 		return
 	}
-	err := r.write(ctx, client, o, events, next)
+	err := r.write(ctx, client, o, events)
 	if r.OnWrite != nil {
 		r.OnWrite(err)
 	}
@@ -137,7 +137,7 @@ func (r *Recorder) forget(key string) {
 	r.mu.Unlock()
 }
 
-func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner, events []Event, next []st.Resource) error {
+func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner, events []Event) error {
 	res := client.Resource(configMaps).Namespace(o.Namespace)
 	name := Name(o.Kind, o.Name)
 	cm, err := res.Get(ctx, name, metav1.GetOptions{})
@@ -152,7 +152,7 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 			h = History{}
 		}
 	}
-	h, changed := Apply(h, events, next, r.Limit)
+	h, changed := Apply(h, events, r.Limit)
 	if !changed && cm != nil {
 		return nil
 	}
