@@ -45,7 +45,10 @@ type Revision struct {
 	Roots []Root `json:"roots"`
 	// Since is when the revision was first seen (the earliest takenAt).
 	Since *metav1.Time `json:"since,omitempty"`
-	Steps []Cell       `json:"steps"`
+	// Generation is the owner's generation when a step first took the
+	// revision: what orders revisions seen in the same second.
+	Generation int64  `json:"generation,omitempty"`
+	Steps      []Cell `json:"steps"`
 }
 
 // Root is what one first step published: Key is the step and a short hash
@@ -199,7 +202,7 @@ func eventOf(r *st.Resource, s *st.InputSet, in []st.Resource) Event {
 func Apply(h History, events []Event, limit int) (History, bool) {
 	out := History{Revisions: make([]Revision, len(h.Revisions))}
 	for i, r := range h.Revisions {
-		out.Revisions[i] = Revision{Roots: r.Roots, Since: r.Since, Steps: append([]Cell(nil), r.Steps...)}
+		out.Revisions[i] = Revision{Roots: r.Roots, Since: r.Since, Generation: r.Generation, Steps: append([]Cell(nil), r.Steps...)}
 	}
 	changed := false
 	var order []st.Resource
@@ -231,6 +234,9 @@ func Apply(h History, events []Event, limit int) (History, bool) {
 		} else {
 			row.Steps = append(row.Steps, c)
 		}
+		if g := e.Set.OwnerGeneration; g > 0 && (row.Generation == 0 || g < row.Generation) {
+			row.Generation = g
+		}
 		if t := c.TakenAt; t != nil && (row.Since == nil || t.Before(row.Since)) {
 			row.Since = t.DeepCopy()
 		} else if row.Since == nil && c.EndedAt != nil {
@@ -245,6 +251,9 @@ func Apply(h History, events []Event, limit int) (History, bool) {
 		a, b := out.Revisions[i].Since, out.Revisions[j].Since
 		if a == nil || b == nil {
 			return a != nil
+		}
+		if a.Equal(b) {
+			return out.Revisions[i].Generation > out.Revisions[j].Generation
 		}
 		return b.Before(a)
 	})
