@@ -61,23 +61,7 @@ func TestHistory(t *testing.T) {
 	assert.Equal(t, []string{"source", "build", "deploy"}, steps)
 	assert.Equal(t, []string{"c1"}, order, "read from the status")
 
-	apply(t, ns, provWorkload(ns, "c2"))
-	waitFor(t, testGVR, ns, "app-build", fieldIs("c2", "spec", "commit"))
-	apply(t, ns, provWorkload(ns, "c3"))
-	waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Held, "c3", st.OutcomeHeld) })
-	apply(t, ns, provWorkload(ns, "c4"))
-	waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Held, "c4", st.OutcomeHeld) })
-	build(t, ns, "False", "img-broken")
-	waitFor(t, testGVR, ns, "app-build", fieldIs("c4", "spec", "commit"))
-	time.Sleep(time.Second) // whole seconds: c4's build takes at least one
-	build(t, ns, "True", "img-c4")
-	waitDeployed(t, ns, "img-c4")
-	waitProvenance(t, ns, "deploy", func(p st.Provenance) string {
-		if p.Current == nil || len(p.Current.Images) == 0 || p.Current.Images[0].Image != "img-c4" {
-			return "deploy has not taken img-c4"
-		}
-		return ""
-	})
+	fourCommits(t, ns)
 
 	eventually(t, 20*time.Second, func() string {
 		_, rows, order = historyOf(t, ns)
@@ -145,4 +129,28 @@ func TestHistory(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	assert.Equal(t, cm.GetResourceVersion(), get(t, configMapGVR, ns, history.Name("Workload", "app")).GetResourceVersion(), "history written on restart")
 	assert.Equal(t, w.GetResourceVersion(), get(t, workloadGVR, ns, "app").GetResourceVersion(), "owner written on restart")
+}
+
+// fourCommits takes provChain's workload, deployed at c1, through c2
+// (fails at the build), c3 (held, then superseded) and c4 (deployed).
+func fourCommits(t *testing.T, ns string) {
+	t.Helper()
+	apply(t, ns, provWorkload(ns, "c2"))
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c2", "spec", "commit"))
+	apply(t, ns, provWorkload(ns, "c3"))
+	waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Held, "c3", st.OutcomeHeld) })
+	apply(t, ns, provWorkload(ns, "c4"))
+	waitProvenance(t, ns, "build", func(p st.Provenance) string { return setIs(p.Held, "c4", st.OutcomeHeld) })
+	build(t, ns, "False", "img-broken")
+	waitFor(t, testGVR, ns, "app-build", fieldIs("c4", "spec", "commit"))
+	time.Sleep(time.Second) // whole seconds: c4's build takes at least one
+	build(t, ns, "True", "img-c4")
+	waitDeployed(t, ns, "img-c4")
+	waitProvenance(t, ns, "deploy", func(p st.Provenance) string {
+		if p.Current == nil || len(p.Current.Images) == 0 || p.Current.Images[0].Image != "img-c4" {
+			return "deploy has not taken img-c4"
+		}
+		return ""
+	})
+
 }
