@@ -290,13 +290,6 @@ func (h *History) rowOf(step, digest string) *Revision {
 	return nil
 }
 
-func (h *History) cellOf(step, digest string) *Cell {
-	if r := h.rowOf(step, digest); r != nil {
-		return r.Cell(step)
-	}
-	return nil
-}
-
 func (h *History) rowByKey(roots []Root) *Revision {
 	key := (&Revision{Roots: roots}).Key()
 	for i := range h.Revisions {
