@@ -16,6 +16,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
+	"kontinue.dev/kontinue/reconciler/spans"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -50,6 +51,9 @@ type Options struct {
 	// HistoryRevisions is how many input revisions each owner's history
 	// keeps (reconciler/history): 0 the default, negative none.
 	HistoryRevisions int
+	// Spans, when set, is told of each owner's status write: the
+	// OpenTelemetry spans of what ended (reconciler/spans).
+	Spans func(o spans.Owner, prev, next []st.Resource)
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the

@@ -523,3 +523,55 @@ func sortCells(cells []Cell, next []st.Resource) {
 		return ri < rj
 	})
 }
+
+// RevisionOf is the revision a step's input set came from, traced through
+// the steps' statuses in (without a history: a set whose upstream step has
+// moved on is named by the values it took).
+func RevisionOf(in []st.Resource, step string, set *st.InputSet) Revision {
+	return Revision{Roots: (&History{}).roots(in, step, set, 0)}
+}
+
+// Ended are the input sets that ended between prev and next (succeeded
+// or failed, as next shows them; superseded, as prev did, at now), and a
+// first step's new outputs from the same set: what spans are made of.
+// The same status twice yields none.
+func Ended(prev, next []st.Resource, now time.Time) []Event {
+	var out []Event
+	at := metav1.NewTime(now.Truncate(time.Second))
+	for i := range next {
+		r := &next[i]
+		before := find(prev, r.Name)
+		var was *st.Provenance
+		if before != nil {
+			was = before.Provenance
+		}
+		wasSet := map[string]*st.InputSet{}
+		for _, s := range was.Sets() {
+			wasSet[s.Digest] = s
+		}
+		still := map[string]bool{}
+		ended := false
+		for _, s := range r.Provenance.Sets() {
+			still[s.Digest] = true
+			old := wasSet[s.Digest]
+			if s.EndedAt == nil || (s.Outcome != st.OutcomeSucceeded && s.Outcome != st.OutcomeFailed) ||
+				(old != nil && old.Outcome == s.Outcome && old.EndedAt != nil) {
+				continue
+			}
+			ended = ended || s.Outcome == st.OutcomeSucceeded
+			out = append(out, eventOf(r, s, next))
+		}
+		for _, s := range was.Sets() {
+			if !still[s.Digest] && s.EndedAt == nil {
+				e := eventOf(before, s, prev)
+				e.Outcome, e.EndedAt = st.OutcomeSuperseded, &at
+				out = append(out, e)
+			}
+		}
+		if c := current(r); !ended && c != nil && len(r.Inputs) == 0 && before != nil && outHash(r.Outputs) != "" &&
+			outHash(before.Outputs) != outHash(r.Outputs) {
+			out = append(out, eventOf(r, c, next))
+		}
+	}
+	return out
+}

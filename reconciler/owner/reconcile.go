@@ -70,8 +70,8 @@ type Env struct {
 	StatusWritten func(chain string, prev, next []st.Resource)
 	// Recorded is told the same after every status write, with the owner
 	// and the account its objects are written as: the owner's history
-	// (reconciler/history).
-	Recorded func(ctx context.Context, owner *unstructured.Unstructured, account api.ServiceAccountRef, prev, next []st.Resource)
+	// (reconciler/history) and spans (reconciler/spans).
+	Recorded func(ctx context.Context, owner *unstructured.Unstructured, chain string, account api.ServiceAccountRef, prev, next []st.Resource)
 }
 
 // Templates is what an owner's reconcile reads of templates
@@ -176,7 +176,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 		r.env.StatusWritten(op.chainName, op.prev.Resources, op.status.Resources)
 	}
 	if r.env.Recorded != nil && !op.noAccount {
-		r.env.Recorded(ctx, obj, op.serviceAccount(), op.prev.Resources, op.status.Resources)
+		r.env.Recorded(ctx, obj, op.chainName, op.serviceAccount(), op.prev.Resources, op.status.Resources)
 	}
 	op.watch.Done()
 	out := Outcome{Requeue: requeue, Session: op.w, Used: op.used()}
