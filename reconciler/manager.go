@@ -14,9 +14,9 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/spans"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
-	"kontinue.dev/kontinue/reconciler/spans"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
 )
