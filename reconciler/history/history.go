@@ -138,6 +138,11 @@ func Events(prev, next []st.Resource, now time.Time) []Event {
 	for i := range prev {
 		r := &prev[i]
 		after := find(next, r.Name)
+		if after != nil && after.Provenance == nil && r.Provenance != nil {
+			// Dropped to fit the status (StatusTruncated): nothing is
+			// known to have left.
+			continue
+		}
 		var is *st.Provenance
 		if after != nil {
 			is = after.Provenance
@@ -562,7 +567,7 @@ func Ended(prev, next []st.Resource, now time.Time) []Event {
 			out = append(out, eventOf(r, s, next))
 		}
 		for _, s := range was.Sets() {
-			if !still[s.Digest] && s.EndedAt == nil {
+			if r.Provenance != nil && !still[s.Digest] && s.EndedAt == nil {
 				e := eventOf(before, s, prev)
 				e.Outcome, e.EndedAt = st.OutcomeSuperseded, &at
 				out = append(out, e)

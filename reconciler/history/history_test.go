@@ -214,3 +214,14 @@ func TestName(t *testing.T) {
 	assert.Len(t, n, 253)
 	assert.NotEqual(t, n, Name("Deliverable", long[:252]+"b"))
 }
+
+// TestTruncatedProvenance: a step whose provenance was dropped to fit the
+// status has not seen its sets leave.
+func TestTruncatedProvenance(t *testing.T) {
+	prev := []st.Resource{source("c1", 1, 0), build(st.Provenance{Current: buildSet("c1", st.OutcomeSucceeded, 1, at(5)),
+		Latest: buildSet("c2", st.OutcomeProcessing, 6, nil)}, "img-c1")}
+	next := []st.Resource{source("c1", 1, 0), build(st.Provenance{}, "img-c1")}
+	next[1].Provenance = nil
+	assert.Empty(t, Events(prev, next, t0))
+	assert.Empty(t, Ended(prev, next, t0))
+}
