@@ -1,6 +1,9 @@
 package spans
 
 import (
+	"encoding/hex"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,3 +72,25 @@ func TestSpans(t *testing.T) {
 	assert.Equal(t, SpanID(got[0].TraceID, "source"), got[0].Parent)
 	assert.NotEqual(t, TraceID("u2", "k"), TraceID("u1", "k"), "owners do not share traces")
 }
+
+// TestEncode: OTLP/JSON as the specification wants it: IDs in hex, times
+// as decimal strings, no parent on a root span, an error status with the
+// step's reason.
+func TestEncode(t *testing.T) {
+	o := Owner{Kind: "Workload", Namespace: "dev", Name: "app", UID: "u", Chain: "c"}
+	tid := TraceID("u", "r")
+	root := Span{TraceID: tid, SpanID: SpanID(tid, "source"), Name: "source", Start: at(0).Time, End: at(1).Time, Outcome: st.OutcomeSucceeded}
+	fail := Span{TraceID: tid, SpanID: SpanID(tid, "build"), Parent: root.SpanID, Name: "build", Start: at(1).Time, End: at(3).Time,
+		Outcome: st.OutcomeFailed, Reason: "BuildFailed", Message: "tests failed"}
+	b, err := Encode([]item{{o, root}, {o, fail}})
+	require.NoError(t, err)
+	s := string(b)
+	assert.Contains(t, s, `"traceId":"`+hexOf(tid[:])+`"`)
+	assert.Contains(t, s, `"startTimeUnixNano":"`+fmt.Sprint(at(1).UnixNano())+`"`)
+	assert.Contains(t, s, `"parentSpanId":"`+hexOf(root.SpanID[:])+`"`)
+	assert.Equal(t, 1, strings.Count(s, "parentSpanId"), "the root span has none")
+	assert.Contains(t, s, `"status":{"code":2,"message":"BuildFailed: tests failed"}`)
+	assert.Contains(t, s, `{"key":"service.name","value":{"stringValue":"kontinue"}}`)
+}
+
+func hexOf(b []byte) string { return hex.EncodeToString(b) }
