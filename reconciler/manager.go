@@ -16,6 +16,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/gate"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/spans"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -49,6 +50,12 @@ type Options struct {
 	// OnReconcile, when set, is told of every key a controller takes from
 	// its queue (tests: which events wake which owner).
 	OnReconcile func(Key)
+	// HistoryRevisions is how many input revisions each owner's history
+	// keeps (reconciler/history): 0 the default, negative none.
+	HistoryRevisions int
+	// Spans, when set, is told of each owner's status write: the
+	// OpenTelemetry spans of what ended (reconciler/spans).
+	Spans func(o spans.Owner, prev, next []st.Resource)
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the

@@ -39,7 +39,8 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 			m.runnables.gen.WaitForName(name, owner.OwnerRef{Kind: f.OwnerKind, Namespace: namespace, Name: ownerName}) // owner/sweep.go
 		},
 		StatusConflict: func() { m.statusConflict(f.OwnerKind) },
-		StatusWritten:  m.inputSetsEnded})
+		StatusWritten:  m.inputSetsEnded,
+		Recorded:       historyHook(m, f)})
 	r.ctrl = NewController(f.OwnerKind, ReconcileFunc(r.Reconcile))
 	return r
 }

@@ -68,6 +68,10 @@ type Env struct {
 	// (next) a status write of an owner on chain: what the provenance of
 	// its steps says ended (the lead time metrics).
 	StatusWritten func(chain string, prev, next []st.Resource)
+	// Recorded is told the same after every status write, with the owner
+	// and the account its objects are written as: the owner's history
+	// (reconciler/history) and spans (reconciler/spans).
+	Recorded func(ctx context.Context, owner *unstructured.Unstructured, chain string, account api.ServiceAccountRef, prev, next []st.Resource)
 }
 
 // Templates is what an owner's reconcile reads of templates
@@ -170,6 +174,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	}
 	if r.env.StatusWritten != nil {
 		r.env.StatusWritten(op.chainName, op.prev.Resources, op.status.Resources)
+	}
+	if r.env.Recorded != nil && !op.noAccount {
+		r.env.Recorded(ctx, obj, op.chainName, op.serviceAccount(), op.prev.Resources, op.status.Resources)
 	}
 	op.watch.Done()
 	out := Outcome{Requeue: requeue, Session: op.w, Used: op.used()}
