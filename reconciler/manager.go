@@ -15,6 +15,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/gate"
+	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/spans"
 	"kontinue.dev/kontinue/reconciler/specs"
@@ -79,7 +80,8 @@ type Manager struct {
 	synced   bool
 	syncedMu sync.RWMutex
 
-	templates *specs.Templates // decoded templates, compiled options
+	templates *specs.Templates  // decoded templates, compiled options
+	history   *history.Recorder // owners' histories (nil: none kept)
 
 	// OnApply, when set, is told of every apply (true) and every apply
 	// skipped because the live object was up to date (false).
@@ -153,6 +155,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		mapper:  tracking.NewMapper(dc),
 		clients: stamp.NewClients(cfg, opts.MaxClients),
 		opts:    opts,
+		history: history.ForRevisions(opts.HistoryRevisions),
 		owners:  map[string]*ownerReconciler{},
 	}
 	// Events get their own client, with a rate limit of the same size but

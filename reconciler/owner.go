@@ -40,7 +40,7 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 		},
 		StatusConflict: func() { m.statusConflict(f.OwnerKind) },
 		StatusWritten:  m.inputSetsEnded,
-		Recorded:       historyHook(m, f)})
+		History:        m.history, Spans: m.opts.Spans})
 	r.ctrl = NewController(f.OwnerKind, ReconcileFunc(r.Reconcile))
 	return r
 }

@@ -91,6 +91,18 @@ type Recorder struct {
 	pending map[string][]st.Resource
 }
 
+// ForRevisions is the recorder of the --history-revisions flag: 0 keeps
+// DefaultRevisions, a negative number none (nil: no history).
+func ForRevisions(n int) *Recorder {
+	switch {
+	case n == 0:
+		return NewRecorder(DefaultRevisions)
+	case n > 0:
+		return NewRecorder(n)
+	}
+	return nil
+}
+
 // NewRecorder keeps limit revisions per owner.
 func NewRecorder(limit int) *Recorder {
 	return &Recorder{Limit: limit, Now: time.Now, pending: map[string][]st.Resource{}}
