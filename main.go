@@ -37,6 +37,7 @@ import (
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/dashboard"
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/metrics"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/version"
@@ -69,10 +70,19 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 			return err
 		}
 	}
-	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm})
+	if err := api.ValidShard(o.shard); err != nil {
+		return fmt.Errorf("--shard: %w", err)
+	}
+	o.election.id = leaseName(o.election.id, o.shard)
+	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm,
+		Shard: o.shard})
 	if err != nil {
 		return err
 	}
+	if o.shard != "" {
+		klog.InfoS("serving one shard", "shard", o.shard, "selector", api.ShardSelector(o.shard))
+	}
+	m.OnForeign = metrics.Foreign
 	m.OnApply = metrics.Applied
 	m.OnEventDropped = metrics.EventDropped
 	m.OnStatusConflict = metrics.StatusConflict
