@@ -147,7 +147,7 @@ func (s *Session) ApplyTo(ctx context.Context, f For, gvr schema.GroupVersionRes
 // to its apply entry before desired is applied: there is a create entry,
 // and the apply would leave out a field live has.
 func HandOver(desired, live *unstructured.Unstructured) bool {
-	return tracking.HasUpdateEntry(live) && !apply.UpToDate(desired, live) && apply.Leaves(desired, live)
+	return tracking.HasUpdateEntry(live) && !upToDate(desired, live) && apply.Leaves(desired, live)
 }
 
 // claim is the failure.NotOwned error that refuses to write to live, an

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/apply"
 )
 
 // Runs of an owner that moved shard (docs/operations.md#moving-an-owner)
@@ -52,4 +53,11 @@ func (w *Session) adoptRuns(ctx context.Context, q RunQuery, gvr schema.GroupVer
 		klog.InfoS("adopted a run of another shard", "run", o.GetNamespace()+"/"+o.GetName(), "uid", o.GetUID(), "from", api.ShardOf(o.GetLabels()), "shard", w.Shard)
 		list[i] = got
 	}
+}
+
+// upToDate says whether live holds desired (apply.UpToDate) in desired's
+// shard: an object of the default shard leaves the label out, which a live
+// object in another shard still "contains".
+func upToDate(desired, live *unstructured.Unstructured) bool {
+	return apply.UpToDate(desired, live) && api.ShardOf(desired.GetLabels()) == api.ShardOf(live.GetLabels())
 }

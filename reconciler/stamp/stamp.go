@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/util/csaupgrade"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/tracking"
@@ -158,7 +157,7 @@ func (w *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr s
 // it, and reports whether the object was written.
 func (w *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (_ *unstructured.Unstructured, _ bool, err error) {
 	defer func() { _ = w.Note(err) }()
-	if apply.UpToDate(desired, cached) {
+	if upToDate(desired, cached) {
 		w.note(false)
 		return cached, false, nil
 	}
