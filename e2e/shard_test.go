@@ -121,7 +121,7 @@ func noForeign(t *testing.T, procs ...*kontinueProc) {
 // too) is in its workload's shard, and no replica was ever delivered an
 // object of the other shard. Shard b's leader leads throughout.
 func TestShardFailoverUnderLoad(t *testing.T) {
-	n := 10 // workloads per shard
+	n := 20 // workloads per shard
 	if soak() {
 		n = 50
 	}
