@@ -136,9 +136,8 @@ func runShardCase(ctx context.Context, o options, sharded bool, work, binDir str
 	}
 
 	type replica struct {
-		p    *process
-		res  *shardReplica
-		peak int64
+		p   *process
+		res *shardReplica
 	}
 	var reps []*replica
 	shards := []string{""}
