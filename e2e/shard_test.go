@@ -261,6 +261,8 @@ func TestShardMoveAdoptsStampedObjects(t *testing.T) {
 	before := k.stampedUIDs()
 	require.Len(t, before, 6, "src, gate, build run ConfigMaps; the Runnable, its PipelineRun, its ClusterRunTemplate: %v", before)
 	_, runsBefore := k.duplicateRuns()
+	readySince := ownerCondition(get(t, workloadGVR, k.ns, w), "Ready")["lastTransitionTime"]
+	require.NotNil(t, readySince)
 
 	for _, shard := range []string{"b", "", "a"} {
 		apply(t, k.ns, k.shardWorkloadYAML(w, shard, 1))
@@ -277,6 +279,10 @@ func TestShardMoveAdoptsStampedObjects(t *testing.T) {
 		assert.Equal(t, runsBefore, runs, "runs after the move to shard %q", shard)
 		assert.Empty(t, k.converged(map[string]int{w: 1}))
 	}
+	// A move is no news to the workload: Ready never left True (a gated
+	// step re-applied only to be relabelled must not wait for its object to
+	// report on inputs that did not change).
+	assert.Equal(t, readySince, ownerCondition(get(t, workloadGVR, k.ns, w), "Ready")["lastTransitionTime"], "Ready changed while the workload moved")
 	// A change once moved back: shard a's replica carries it through.
 	apply(t, k.ns, k.shardWorkloadYAML(w, "a", 2))
 	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 2}) })

@@ -90,7 +90,7 @@ func Finish(f *api.Flavor, owner metav1.Object, spec *api.TemplateSpec, labels m
 		}
 		delete(ann, api.AnnotationDigest)
 		o.SetAnnotations(ann)
-		ann[api.AnnotationDigest] = apply.Digest(o.Object)
+		ann[api.AnnotationDigest] = digest(o)
 		o.SetAnnotations(ann)
 		// Written as the API server keeps it (after the digest, which
 		// stays the rendered object's), so that it is up to date once
@@ -98,4 +98,21 @@ func Finish(f *api.Flavor, owner metav1.Object, spec *api.TemplateSpec, labels m
 		apply.Stored(o)
 	}
 	return objs, nil
+}
+
+// digest is the digest of o without its shard label: the shard is where an
+// object is served, not what it is, so an owner that moves shard keeps its
+// input sets.
+func digest(o *unstructured.Unstructured) string {
+	l := o.GetLabels()
+	shard, ok := l[api.ShardLabel]
+	if !ok {
+		return apply.Digest(o.Object)
+	}
+	delete(l, api.ShardLabel)
+	o.SetLabels(l)
+	d := apply.Digest(o.Object)
+	l[api.ShardLabel] = shard
+	o.SetLabels(l)
+	return d
 }

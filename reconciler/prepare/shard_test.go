@@ -48,3 +48,26 @@ func TestStampedObjectsCarryTheOwnersShard(t *testing.T) {
 		})
 	}
 }
+
+// The shard is not part of what an object is: an owner that moves shard
+// keeps the digest of every object (no new input set, nothing re-run).
+func TestDigestLeavesTheShardOut(t *testing.T) {
+	digestIn := func(shard string) (string, string) {
+		owner := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "carto.run/v1alpha1", "kind": "Workload",
+			"metadata": map[string]any{"name": "app", "namespace": "ns", "uid": "u-1"}}}
+		if shard != "" {
+			owner.SetLabels(map[string]string{api.ShardLabel: shard})
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}, "data": map[string]any{"a": "b"}}}
+		spec := &api.TemplateSpec{}
+		objs, err := Finish(api.WorkloadFlavor, owner, spec, Labels(api.WorkloadFlavor, owner, "chain", "step", api.KindClusterConfigTemplate, "tmpl", spec), []*unstructured.Unstructured{obj})
+		require.NoError(t, err)
+		return objs[0].GetAnnotations()[api.AnnotationDigest], objs[0].GetLabels()[api.ShardLabel]
+	}
+	d0, s0 := digestIn("")
+	da, sa := digestIn("a")
+	db, sb := digestIn("b")
+	assert.Equal(t, d0, da)
+	assert.Equal(t, d0, db)
+	assert.Equal(t, []string{"", "a", "b"}, []string{s0, sa, sb}, "the label itself stays")
+}

@@ -92,7 +92,12 @@ func (s *Session) put(ctx context.Context, f For, t Target, desired, cached *uns
 	} else if err := claim(cached, f.Claim); err != nil {
 		return nil, false, err
 	}
-	return s.Apply(ctx, f.Client, t.GVR, desired, known)
+	live, wrote, err := s.Apply(ctx, f.Client, t.GVR, desired, known)
+	if wrote && movedOnly(desired, known) {
+		// Relabelled into this shard, nothing else: not news to the step.
+		wrote = false
+	}
+	return live, wrote, err
 }
 
 // Read reads the object namespace/name of gvr as cl from the API server,

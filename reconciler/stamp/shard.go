@@ -61,3 +61,18 @@ func (w *Session) adoptRuns(ctx context.Context, q RunQuery, gvr schema.GroupVer
 func upToDate(desired, live *unstructured.Unstructured) bool {
 	return apply.UpToDate(desired, live) && api.ShardOf(desired.GetLabels()) == api.ShardOf(live.GetLabels())
 }
+
+// movedOnly says whether writing desired over live changes nothing but its
+// shard (an owner that moved: shard.go): a gated step must not wait for
+// the object to report on "new inputs" it does not have, and no event says
+// it was applied.
+func movedOnly(desired, live *unstructured.Unstructured) bool {
+	if live == nil || api.ShardOf(desired.GetLabels()) == api.ShardOf(live.GetLabels()) {
+		return false
+	}
+	d := desired.DeepCopy()
+	l := d.GetLabels()
+	delete(l, api.ShardLabel)
+	d.SetLabels(l)
+	return apply.UpToDate(d, live)
+}
