@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/owner"
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/specs"
@@ -110,17 +111,17 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		return Result{}, nil
 	}
 	out, err := r.rec.Reconcile(ctx, key.Namespace, key.Name, key.String())
-	var blocked blockCause
+	var cause blocked.Cause
 	switch {
 	case out.Gone:
 		r.idx.forget(key)
-		r.m.blocked.unblockOne(key)
+		r.m.blocked.Unblock(key)
 	case out.Session != nil:
 		r.idx.set(key, r.refsOf(out.Used))
-		if blocked = blockCauseOf(out.Session); blocked != 0 {
-			r.m.blocked.block(key, blocked)
+		if cause = blocked.CauseOf(out.Session); cause != 0 {
+			r.m.blocked.Block(key, cause)
 		} else {
-			r.m.blocked.unblockOne(key)
+			r.m.blocked.Unblock(key)
 		}
 	}
 	if errors.Is(err, owner.ErrUnreadable) {
@@ -130,7 +131,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		return Result{}, err
 	}
 	res := Result{RequeueAfter: out.Requeue, Wait: out.Wait}
-	if blocked != 0 && (res.RequeueAfter == 0 || res.RequeueAfter > blockedRecheck) {
+	if cause != 0 && (res.RequeueAfter == 0 || res.RequeueAfter > blockedRecheck) {
 		// RBAC and CRD events wake blocked owners at once; this slow look
 		// covers what sends no such event (an admission policy's 403, a
 		// kind served by an aggregated API server). An unchanged status is

@@ -48,7 +48,7 @@ type pass struct {
 	chain         *specs.Chain
 	templatesUsed []TemplateRef
 	watch         *tracking.Handle // the watches this reconcile used
-	w             *stamp.Session   // every write; what blocks the owner (the Manager's blockCauseOf)
+	w             *stamp.Session   // every write; what blocks the owner (blocked.CauseOf, in the Manager)
 	keep          *keepSet         // what removal must leave alone (keep.go)
 	noAccount     bool             // the service account does not exist: write nothing
 	// chainsCached are the flavor's chains in the cache, and writerOf the
