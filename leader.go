@@ -34,6 +34,16 @@ type electionOptions struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 }
 
+// leaseName is the Lease of a shard: each shard elects its own leader, so
+// its replicas (leader and standbys) exclude each other and no other
+// shard's. The default shard keeps the Lease it always had.
+func leaseName(id, shard string) string {
+	if shard == "" {
+		return id
+	}
+	return id + "-shard-" + shard
+}
+
 // inClusterNamespaceFile holds the pod's namespace (service account mount).
 const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 

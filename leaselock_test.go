@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -150,4 +151,11 @@ func TestLeaseLockElection(t *testing.T) {
 	case <-time.After(5 * time.Second): // far below the 30s lease: it was released
 		t.Fatal("the standby did not take over a released lease")
 	}
+}
+
+func TestLeaseNamePerShard(t *testing.T) {
+	assert.Equal(t, "kontinue-leader", leaseName("kontinue-leader", ""), "the default shard keeps the Lease it always had")
+	assert.Equal(t, "kontinue-leader-shard-a", leaseName("kontinue-leader", "a"))
+	assert.NotEqual(t, leaseName("x", "a"), leaseName("x", "b"))
+	assert.NotEqual(t, leaseName("x", ""), leaseName("x", "a"))
 }

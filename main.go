@@ -37,6 +37,7 @@ import (
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/dashboard"
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/metrics"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/version"
@@ -69,8 +70,12 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 			return err
 		}
 	}
+	if err := api.ValidShard(o.shard); err != nil {
+		return fmt.Errorf("--shard: %w", err)
+	}
+	o.election.id = leaseName(o.election.id, o.shard)
 	ropts := reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm,
-		HistoryRevisions: historyRevisions(o.history)}
+		HistoryRevisions: historyRevisions(o.history), Shard: o.shard}
 	if stop, err := traces(ctx, o.otlpTraces, &ropts); err != nil {
 		return err
 	} else if stop != nil {
@@ -80,6 +85,10 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
+	if o.shard != "" {
+		klog.InfoS("serving one shard", "shard", o.shard, "selector", api.ShardSelector(o.shard))
+	}
+	m.OnForeign = metrics.Foreign
 	m.OnApply = metrics.Applied
 	m.OnEventDropped = metrics.EventDropped
 	m.OnStatusConflict = metrics.StatusConflict

@@ -48,6 +48,7 @@ type options struct {
 	extraEnv        string
 	compare         bool
 	fairness        bool
+	shards          bool
 	fairChanges     int
 	fairControllers string
 	cartoBin        string
@@ -76,15 +77,19 @@ func main() {
 	flag.StringVar(&o.extraEnv, "kontinue-env", "", "environment for Kontinue, space-separated NAME=value (e.g. GOMEMLIMIT=120MiB)")
 	flag.BoolVar(&o.compare, "compare", false, "head-to-head instead: Cartographer v0.8.11 and Kontinue at their defaults, each on a fresh control plane (cold start and created-while-running), and the floor of unthrottled writers (bench/README.md)")
 	flag.BoolVar(&o.fairness, "fairness", false, "the fairness scenario instead (issue 33): tenant noisy's N workloads (-n, 5,000 unless given) re-render after a template edit while tenant quiet changes its one workload -fairness-changes times; each controller on a fresh control plane (bench/README.md)")
+	flag.BoolVar(&o.shards, "shards", false, "the sharding scenario instead (issue 33): N workloads (-n, 2,000 unless given) in two namespaces, cold start, on one replica and then on two shards (--shard, one replica each); each on a fresh control plane (bench/README.md)")
 	flag.IntVar(&o.fairChanges, "fairness-changes", 20, "quiet's changes in -fairness, one after the other")
 	flag.StringVar(&o.fairControllers, "fairness-controllers", fairFIFO+","+fairFair+","+fairCarto, "the controllers -fairness runs, in order: "+fairFIFO+" (Kontinue --fair-queue=false), "+fairFair+" (Kontinue's default), "+fairCarto+" (v0.8.11)")
 	flag.StringVar(&o.engine, "engine", engineSimple, "the engine of the chain's templates: "+engineSimple+" ($(…)$ tags) or "+engineGoTemplate)
 	flag.Parse()
-	if o.fairness {
+	if o.fairness || o.shards {
 		given := false
 		flag.Visit(func(f *flag.Flag) { given = given || f.Name == "n" })
-		if !given {
+		if !given && o.fairness {
 			o.n = 5000
+		}
+		if !given && o.shards {
+			o.n = 2000
 		}
 	}
 	if o.engine != engineSimple && o.engine != engineGoTemplate || o.compare && o.engine != engineSimple {
@@ -128,6 +133,12 @@ func run(ctx context.Context, o options) (err error) {
 			o.cartoBin = strings.TrimSpace(string(out))
 		}
 		return runFairness(ctx, o, root)
+	}
+	if o.shards {
+		if o.kontinueBin == "" {
+			o.kontinueBin = filepath.Join(root, "_output", "bin", "kontinue")
+		}
+		return runShards(ctx, o, root)
 	}
 	if o.compare {
 		if o.kontinueBin == "" {

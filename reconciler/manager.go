@@ -48,6 +48,10 @@ type Options struct {
 	// RenderTimeout, when set, bounds each render below the engines' own
 	// bound (render/bounds.go): tests make a render time out cheaply.
 	RenderTimeout time.Duration
+	// Shard is the shard this manager serves (api.ShardLabel; "": owners
+	// without the label): its watches of owners and stamped objects select
+	// only the shard's (shard.go).
+	Shard string
 	// OnReconcile, when set, is told of every key a controller takes from
 	// its queue (tests: which events wake which owner).
 	OnReconcile func(Key)
@@ -102,6 +106,9 @@ type Manager struct {
 	// OnChainDelivered, when set, is told of each end-to-end lead time
 	// (st.ChainLeadTimes) an owner's status write shows.
 	OnChainDelivered func(chain string, lead time.Duration)
+	// OnForeign, when set, is told of each object of another shard a
+	// sharded watch delivered (none while the API server filters).
+	OnForeign func()
 }
 
 // noteApply counts applies and skipped no-op applies (metrics).
@@ -181,6 +188,8 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	m.tracker.PackWhen(func(k tracking.Key) bool {
 		return k.Selector == api.StampedSelector || (k.Selector == "" && (k.GVR == api.WorkloadGVR || k.GVR == api.DeliverableGVR))
 	})
+	// Each shard's replica caches only its owners and what they stamped.
+	m.tracker.FilterWith(func(k tracking.Key) string { return shardSelector(opts.Shard, k) })
 	// Of service accounts Kontinue only needs to know which exist.
 	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR })
 	m.clients.Exists = m.accountExists
@@ -191,6 +200,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, events, m.noteApply)
+	m.w.Shard = opts.Shard
 	m.templates = specs.NewTemplates(m.tracker)
 	m.blocked = blocked.New(m.enqueueFanOut)
 	idx := newIndex()

@@ -23,6 +23,7 @@ import (
 // handed to a worker as a key of its own (a chain or template key).
 func (m *Manager) route(ev tracking.Event) {
 	gvr := ev.Key.GVR
+	m.foreign(ev)
 	m.runnables.route(ev) // Runnables, run templates, runs, selected objects
 	if ev.Key.Selector == api.StampedSelector {
 		m.routeStamped(ev)

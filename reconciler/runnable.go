@@ -69,7 +69,7 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 		}
 	case (k == tracking.Key{GVR: api.WorkloadGVR} || k == tracking.Key{GVR: api.DeliverableGVR}) && ev.Type == tracking.Deleted:
 		// The owner's last status records what Kontinue generated for it.
-		r.gen.OwnerDeleted(owner.OwnerRef{Kind: flavorOfOwner(k.GVR).OwnerKind, Namespace: ev.Obj.GetNamespace(), Name: ev.Obj.GetName()}, owner.RecordsOf(ev.Obj))
+		r.gen.OwnerDeleted(owner.OwnerRef{Kind: flavorOfOwner(k.GVR).OwnerKind, Namespace: ev.Obj.GetNamespace(), Name: ev.Obj.GetName()}, ev.Obj.GetUID(), owner.RecordsOf(ev.Obj))
 	case k.Selector == api.StampedSelector:
 		if name := ev.Obj.GetLabels()[api.LabelRunnableName]; name != "" {
 			r.ctrl.Enqueue(Key{Kind: api.KindRunnable, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: name}})

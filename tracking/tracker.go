@@ -119,6 +119,9 @@ func dynamicInformers(client dynamic.Interface, as Impersonate, t *Tracker) Info
 			}
 		}
 		sel := k.Selector
+		if t != nil && t.serverSelector != nil {
+			sel = t.serverSelector(k)
+		}
 		return dynamicinformer.NewFilteredDynamicInformer(gated(cl, t, k.String()), k.GVR, k.Namespace, resync, indexers,
 			func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
 	}
@@ -142,6 +145,9 @@ type Tracker struct {
 	// slim, which keep only their objects' names and UIDs (slim).
 	pack func(Key) bool
 	slim func(Key) bool
+	// serverSelector, when set, is the label selector the API server
+	// filters a watch by (FilterWith).
+	serverSelector func(Key) string
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -183,6 +189,12 @@ func (t *Tracker) PackWhen(f func(Key) bool) { t.pack = f }
 // namespace, UID and resourceVersion (slim): for a kind of which Kontinue
 // only needs to know what exists (ServiceAccounts). Call before Start.
 func (t *Tracker) SlimWhen(f func(Key) bool) { t.slim = f }
+
+// FilterWith makes the API server filter each watch by f(key) instead of
+// key.Selector: a shard's replica narrows the watches of owners and of
+// stamped objects to its shard, while every reader still names the watch
+// by its key (one key, one cache). f must only narrow. Call before Start.
+func (t *Tracker) FilterWith(f func(Key) string) { t.serverSelector = f }
 
 // Handle collects the watches one user needs during one reconcile: Watch
 // for each one as it is used, Done at the end. Watches the user held

@@ -38,14 +38,17 @@ var (
 	dropped   = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kontinue_events_dropped_total", Help: "Normal events not recorded because their namespace's event budget was spent, by reason.",
 	}, []string{"reason"})
-	clients   = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_impersonating_clients", Help: "Clients kept that act as a service account (bounded)."})
+	clients = prometheus.NewGauge(prometheus.GaugeOpts{Name: "kontinue_impersonating_clients", Help: "Clients kept that act as a service account (bounded)."})
+	foreign = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kontinue_shard_foreign_objects_total", Help: "Objects of another shard that a watch of owners or stamped objects delivered (0 while the API server filters by shard).",
+	})
 	conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kontinue_status_conflicts_total", Help: "Status writes the API server refused as conflicts (decided on a stale cached copy), by kind.",
 	}, []string{"kind"})
 )
 
 func init() {
-	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped, clients, conflicts,
+	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped, clients, conflicts, foreign,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue()
 	registerStandard()
@@ -80,6 +83,9 @@ func Applied(applied bool) {
 		applies.WithLabelValues("skipped").Inc()
 	}
 }
+
+// Foreign counts an object of another shard a sharded watch delivered.
+func Foreign() { foreign.Inc() }
 
 // StatusConflict counts a status write of kind refused as a conflict.
 func StatusConflict(kind string) { conflicts.WithLabelValues(kind).Inc() }

@@ -53,19 +53,21 @@ func NewSweep(tr *tracking.Tracker, w *stamp.Writer, dyn dynamic.Interface, enqu
 // doomedRunTemplate is a record of an owner that was deleted.
 type doomedRunTemplate struct {
 	owner OwnerRef
+	uid   types.UID
 	rec   st.GeneratedRunTemplate
 }
 
 // OwnerDeleted queues the removal of what a deleted owner's last status
-// records (the delete event carries it). It runs on an informer goroutine:
-// map updates and Enqueue only.
-func (g *Sweep) OwnerDeleted(owner OwnerRef, recs []st.GeneratedRunTemplate) {
+// records (the delete event carries it), unless Run finds the owner (uid)
+// still there. It runs on an informer goroutine: map updates and Enqueue
+// only.
+func (g *Sweep) OwnerDeleted(owner OwnerRef, uid types.UID, recs []st.GeneratedRunTemplate) {
 	if len(recs) == 0 {
 		return
 	}
 	g.mu.Lock()
 	for _, rec := range recs {
-		g.doomed[rec.Name] = append(g.doomed[rec.Name], doomedRunTemplate{owner: owner, rec: rec})
+		g.doomed[rec.Name] = append(g.doomed[rec.Name], doomedRunTemplate{owner: owner, uid: uid, rec: rec})
 	}
 	g.mu.Unlock()
 	for _, rec := range recs {
@@ -103,7 +105,13 @@ func (g *Sweep) Run(ctx context.Context, name string) error {
 	doomed := slices.Clone(g.doomed[name])
 	g.mu.Unlock()
 	for _, d := range doomed {
-		if err := RemoveRunTemplate(ctx, g.tracker, g.writer, g.dyn, d.rec, fmt.Sprintf("%s %s/%s is gone", d.owner.Kind, d.owner.Namespace, d.owner.Name)); err != nil {
+		left, err := g.ownerLeft(ctx, d)
+		if err != nil {
+			return err // kept: retried with backoff
+		}
+		if left {
+			klog.InfoS("kept a generated ClusterRunTemplate: its owner left this replica's shard, it was not deleted", "name", name, "owner", d.owner.String(), "uid", d.uid)
+		} else if err := RemoveRunTemplate(ctx, g.tracker, g.writer, g.dyn, d.rec, fmt.Sprintf("%s %s/%s is gone", d.owner.Kind, d.owner.Namespace, d.owner.Name)); err != nil {
 			return err // kept: retried with backoff
 		}
 		g.mu.Lock()
@@ -131,6 +139,21 @@ func (g *Sweep) Run(ctx context.Context, name string) error {
 		klog.InfoS("left a ClusterRunTemplate labelled for an owner that is gone: no record proves Kontinue generated it", "name", name, "uid", crt.GetUID(), "owner", owner.String())
 	}
 	return nil
+}
+
+// ownerLeft reports whether the owner of a record still exists (same UID,
+// not being deleted): it left this replica's watch without being deleted,
+// moved to another shard (api.ShardLabel), whose replica keeps what it
+// generated. The API server answers, not the cache that saw it go.
+func (g *Sweep) ownerLeft(ctx context.Context, d doomedRunTemplate) (bool, error) {
+	if d.uid == "" {
+		return false, nil
+	}
+	o, err := g.writer.Session().Read(ctx, g.dyn, api.FlavorOf(d.owner.Kind).OwnerGVR, d.owner.Namespace, d.owner.Name)
+	if err != nil || o == nil {
+		return false, err
+	}
+	return o.GetUID() == d.uid && o.GetDeletionTimestamp() == nil, nil
 }
 
 // noteUnproven reports whether an unproven object is seen for the first

@@ -16,9 +16,9 @@ func TestSweepBooks(t *testing.T) {
 	var queued []string
 	g := NewSweep(nil, nil, nil, func(name string) { queued = append(queued, name) })
 	app := OwnerRef{Kind: api.KindWorkload, Namespace: "dev", Name: "app"}
-	g.OwnerDeleted(app, nil)
+	g.OwnerDeleted(app, "", nil)
 	assert.Empty(t, queued, "nothing recorded: nothing to sweep")
-	g.OwnerDeleted(app, []st.GeneratedRunTemplate{{Step: "a", Name: "crt-a"}, {Step: "b", Name: "crt-b"}})
+	g.OwnerDeleted(app, "", []st.GeneratedRunTemplate{{Step: "a", Name: "crt-a"}, {Step: "b", Name: "crt-b"}})
 	assert.Equal(t, []string{"crt-a", "crt-b"}, queued)
 	assert.Equal(t, []doomedRunTemplate{{owner: app, rec: st.GeneratedRunTemplate{Step: "a", Name: "crt-a"}}}, g.doomed["crt-a"])
 

@@ -143,7 +143,7 @@ func controlledBy(obj *unstructured.Unstructured, uid types.UID) bool {
 func (x *ownerIO) stepRuns(stepName string, key tracking.Key, digest string) stamp.RunQuery {
 	l := labels.Merge(x.labels, labels.Set{api.LabelResourceName: stepName})
 	return stamp.RunQuery{Kind: key, Watch: x.watch, Namespace: x.owner.GetNamespace(), Controller: x.owner.GetUID(), Current: digest,
-		Memo: x.user + "/" + stepName, Labels: l}
+		Memo: x.user + "/" + stepName, Labels: l, Client: x.client}
 }
 
 // createRun creates a run of the step as the stamping service account

@@ -22,7 +22,7 @@ func Labels(f *api.Flavor, owner metav1.Object, chain, stepName, kind, template 
 	if lifecycle == "" {
 		lifecycle = api.LifecycleMutable
 	}
-	return map[string]string{
+	l := map[string]string{
 		api.StampedLabel:           "true",
 		f.LabelOwnerName:           owner.GetName(),
 		f.LabelOwnerNS:             owner.GetNamespace(),
@@ -32,6 +32,9 @@ func Labels(f *api.Flavor, owner metav1.Object, chain, stepName, kind, template 
 		api.LabelTemplateName:      template,
 		api.LabelTemplateLifecycle: lifecycle,
 	}
+	// In the owner's shard, so that the shard's replica watches it.
+	api.SetShard(l, api.ShardOf(owner.GetLabels()))
+	return l
 }
 
 // OwnerReference names the owner (no controller flag: a record such as a
@@ -73,6 +76,9 @@ func Finish(f *api.Flavor, owner metav1.Object, spec *api.TemplateSpec, labels m
 		for k, v := range labels {
 			l[k] = v
 		}
+		// The owner's shard, whatever the template rendered: an object
+		// in another shard would be watched by no replica of the owner's.
+		api.SetShard(l, api.ShardOf(owner.GetLabels()))
 		o.SetLabels(l)
 		o.SetOwnerReferences([]metav1.OwnerReference{ref})
 		unstructured.RemoveNestedField(o.Object, "status")
@@ -84,7 +90,7 @@ func Finish(f *api.Flavor, owner metav1.Object, spec *api.TemplateSpec, labels m
 		}
 		delete(ann, api.AnnotationDigest)
 		o.SetAnnotations(ann)
-		ann[api.AnnotationDigest] = apply.Digest(o.Object)
+		ann[api.AnnotationDigest] = digest(o)
 		o.SetAnnotations(ann)
 		// Written as the API server keeps it (after the digest, which
 		// stays the rendered object's), so that it is up to date once
@@ -92,4 +98,21 @@ func Finish(f *api.Flavor, owner metav1.Object, spec *api.TemplateSpec, labels m
 		apply.Stored(o)
 	}
 	return objs, nil
+}
+
+// digest is the digest of o without its shard label: the shard is where an
+// object is served, not what it is, so an owner that moves shard keeps its
+// input sets.
+func digest(o *unstructured.Unstructured) string {
+	l := o.GetLabels()
+	shard, ok := l[api.ShardLabel]
+	if !ok {
+		return apply.Digest(o.Object)
+	}
+	delete(l, api.ShardLabel)
+	o.SetLabels(l)
+	d := apply.Digest(o.Object)
+	l[api.ShardLabel] = shard
+	o.SetLabels(l)
+	return d
 }

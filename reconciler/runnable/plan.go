@@ -101,6 +101,8 @@ func stampRun(ctx context.Context, obj *unstructured.Unstructured, rt api.RunTem
 	l[api.StampedLabel] = "true"
 	l[api.LabelRunnableName] = obj.GetName()
 	l[api.LabelRunTemplateName] = tmplName
+	// The Runnable's shard: its replica's watch of runs selects it.
+	api.SetShard(l, api.ShardOf(obj.GetLabels()))
 	run.SetLabels(l)
 	run.SetOwnerReferences([]metav1.OwnerReference{{
 		APIVersion: api.Group + "/" + api.Version, Kind: api.KindRunnable,

@@ -77,6 +77,23 @@ func TestSelectOne(t *testing.T) {
 	}
 }
 
+// A Runnable's runs land in its shard, and its shard is no input: a
+// Runnable that moves shard does not run again.
+func TestStampRunInTheRunnablesShard(t *testing.T) {
+	rt := api.RunTemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"generateName": "x-", "labels": map[string]any{api.ShardLabel: "rendered"}}}}
+	run, d0, no := stampRun(context.Background(), testRunnable(), rt, "tmpl", nil)
+	require.Nil(t, no)
+	_, has := run.GetLabels()[api.ShardLabel]
+	assert.False(t, has, "a Runnable of the default shard stamps runs without the label")
+	r := testRunnable()
+	r.SetLabels(map[string]string{api.ShardLabel: "a"})
+	run, d1, no := stampRun(context.Background(), r, rt, "tmpl", nil)
+	require.Nil(t, no)
+	assert.Equal(t, "a", run.GetLabels()[api.ShardLabel])
+	assert.Equal(t, d0, d1, "the shard is not part of the input set")
+}
+
 func TestStampRun(t *testing.T) {
 	tmpl := func(md map[string]any) api.RunTemplateSpec {
 		return api.RunTemplateSpec{Template: map[string]any{"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "metadata": md,

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/annotations"
@@ -178,7 +179,10 @@ func (rp *pass) selected() (*unstructured.Unstructured, error) {
 // created again does not adopt old runs.
 func (rp *pass) runs(key tracking.Key, digest string) stamp.RunQuery {
 	return stamp.RunQuery{Kind: key, Watch: rp.watch.Watch, Namespace: rp.obj.GetNamespace(), Controller: rp.obj.GetUID(), Current: digest, Memo: rp.user,
-		Labels: labels.Set{api.LabelRunnableName: rp.obj.GetName()}}
+		Labels: labels.Set{api.LabelRunnableName: rp.obj.GetName()},
+		Client: func() (dynamic.Interface, error) {
+			return rp.r.env.Clients.For(rp.obj.GetNamespace(), rp.serviceAccount())
+		}}
 }
 
 // judge sets the Outcome of every run by the run template's criterion.

@@ -46,6 +46,10 @@ type RunQuery struct {
 	Memo string
 	// Live asks the API server even when the cache has synced.
 	Live bool
+	// Client is the service account's client, to relabel runs the API
+	// server shows in another shard (an owner that moved: adoptRuns); nil:
+	// none are relabelled.
+	Client func() (dynamic.Interface, error)
 }
 
 // ListRuns returns the runs newest first (outcome Running: the caller
@@ -77,7 +81,7 @@ func (w *Session) ListRuns(ctx context.Context, q RunQuery) (_ []runs.Run, err e
 			objs = append(objs, &l.Items[i])
 		}
 	}
-	var out []runs.Run
+	var mine []*unstructured.Unstructured
 	for _, o := range objs {
 		if o.GetLabels()[runs.LabelInputDigest] == "" || o.GetDeletionTimestamp() != nil {
 			continue
@@ -85,6 +89,11 @@ func (w *Session) ListRuns(ctx context.Context, q RunQuery) (_ []runs.Run, err e
 		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != q.Controller {
 			continue
 		}
+		mine = append(mine, o)
+	}
+	w.adoptRuns(ctx, q, q.Kind.GVR, mine)
+	out := make([]runs.Run, 0, len(mine))
+	for _, o := range mine {
 		out = append(out, runs.FromObject(o, runs.Running))
 	}
 	runs.SortNewestFirst(out, q.Current)

@@ -127,7 +127,7 @@ func (w *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr s
 // it, and reports whether the object was written.
 func (w *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (_ *unstructured.Unstructured, _ bool, err error) {
 	defer func() { _ = w.Note(err) }()
-	if apply.UpToDate(desired, cached) {
+	if upToDate(desired, cached) {
 		w.note(false)
 		return cached, false, nil
 	}
@@ -255,7 +255,12 @@ func (s *Session) put(ctx context.Context, f For, t Target, desired, cached *uns
 	} else if err := claim(cached, f.Claim); err != nil {
 		return nil, false, err
 	}
-	return s.Apply(ctx, f.Client, t.GVR, desired, known)
+	live, wrote, err := s.Apply(ctx, f.Client, t.GVR, desired, known)
+	if wrote && movedOnly(desired, known) {
+		// Relabelled into this shard, nothing else: not news to the step.
+		wrote = false
+	}
+	return live, wrote, err
 }
 
 // Read reads the object namespace/name of gvr as cl from the API server,
@@ -310,7 +315,7 @@ func (s *Session) ApplyTo(ctx context.Context, f For, gvr schema.GroupVersionRes
 // to its apply entry before desired is applied: there is a create entry,
 // and the apply would leave out a field live has.
 func HandOver(desired, live *unstructured.Unstructured) bool {
-	return tracking.HasUpdateEntry(live) && !apply.UpToDate(desired, live) && apply.Leaves(desired, live)
+	return tracking.HasUpdateEntry(live) && !upToDate(desired, live) && apply.Leaves(desired, live)
 }
 
 // claim is the failure.NotOwned error that refuses to write to live, an

@@ -45,6 +45,9 @@ type Writer struct {
 	// recent are the runs created lately (runs.go), for Runnables and
 	// immutable steps alike.
 	recent *runs.Recent
+	// Shard is the shard this writer's replica serves (api.ShardLabel):
+	// runs found in another are relabelled into it (shard.go).
+	Shard string
 }
 
 // NewWriter returns a Writer. noted may be nil.

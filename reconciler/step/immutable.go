@@ -130,12 +130,31 @@ func (immutable) Check(o Observed) *metav1.Condition {
 // RunOf is the run the step creates for its rendered object, and its input
 // set: runs are never applied, so the digest annotation is left out and the
 // input digest label (stamp.Writer.Create) identifies them.
+//
+// The shard label is left out of the input set: an owner that moves shard
+// keeps its runs (the new shard relabels them) and never runs again.
 func RunOf(desired *unstructured.Unstructured) (*unstructured.Unstructured, string) {
 	run := desired.DeepCopy()
 	ann := run.GetAnnotations()
 	delete(ann, AnnotationDigest)
 	run.SetAnnotations(ann)
-	return run, apply.Digest(run.Object)
+	l := run.GetLabels()
+	shard, sharded := l[api.ShardLabel]
+	if !sharded {
+		return run, apply.Digest(run.Object)
+	}
+	delete(l, api.ShardLabel)
+	if len(l) == 0 {
+		l = nil // as rendered: no labels at all
+	}
+	run.SetLabels(l)
+	digest := apply.Digest(run.Object)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[api.ShardLabel] = shard
+	run.SetLabels(l)
+	return run, digest
 }
 
 // Start creates a run for Observed.Digest (the run's input set, RunOf)

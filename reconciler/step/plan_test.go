@@ -349,3 +349,17 @@ func TestRunnableStrategy(t *testing.T) {
 	assert.Equal(t, Outputs{"image": "img@1"}, p.Done.Outputs())
 	assert.Equal(t, st.True, p.Done.Healthy.Status)
 }
+
+func TestRunOfLeavesTheShardOutOfTheInputSet(t *testing.T) {
+	a := immutableObserved(nil)
+	moved := a.Desired.DeepCopy()
+	l := moved.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[api.ShardLabel] = "b"
+	moved.SetLabels(l)
+	run, d := RunOf(moved)
+	assert.Equal(t, a.Digest, d, "an owner that moves shard keeps its input set: no new run")
+	assert.Equal(t, "b", run.GetLabels()[api.ShardLabel], "the run is created in the owner's shard")
+}
