@@ -17,6 +17,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/gate"
 	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/shard"
 	"kontinue.dev/kontinue/reconciler/spans"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -189,7 +190,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		return k.Selector == api.StampedSelector || (k.Selector == "" && (k.GVR == api.WorkloadGVR || k.GVR == api.DeliverableGVR))
 	})
 	// Each shard's replica caches only its owners and what they stamped.
-	m.tracker.FilterWith(func(k tracking.Key) string { return shardSelector(opts.Shard, k) })
+	m.tracker.FilterWith(func(k tracking.Key) string { return shard.Selector(opts.Shard, k) })
 	// Of service accounts Kontinue only needs to know which exist.
 	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR })
 	m.clients.Exists = m.accountExists

@@ -11,6 +11,7 @@ import (
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
+	"kontinue.dev/kontinue/reconciler/shard"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -23,7 +24,7 @@ import (
 // handed to a worker as a key of its own (a chain or template key).
 func (m *Manager) route(ev tracking.Event) {
 	gvr := ev.Key.GVR
-	m.foreign(ev)
+	shard.Foreign(m.opts.Shard, ev, m.OnForeign)
 	m.runnables.route(ev) // Runnables, run templates, runs, selected objects
 	if ev.Key.Selector == api.StampedSelector {
 		m.routeStamped(ev)

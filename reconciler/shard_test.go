@@ -4,46 +4,16 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/specs"
-	"kontinue.dev/kontinue/tracking"
+	"kontinue.dev/kontinue/reconciler/shard"
 )
 
-func TestShardSelector(t *testing.T) {
-	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	tests := []struct {
-		name string
-		key  tracking.Key
-		want string // in shard "a"
-	}{
-		{"workloads", tracking.Key{GVR: api.WorkloadGVR}, "kontinue.dev/shard=a"},
-		{"deliverables", tracking.Key{GVR: api.DeliverableGVR}, "kontinue.dev/shard=a"},
-		{"runnables", tracking.Key{GVR: api.RunnableGVR}, "kontinue.dev/shard=a"},
-		{"stamped objects", tracking.Key{GVR: cm, Selector: api.StampedSelector}, "kontinue.dev/stamped=true,kontinue.dev/shard=a"},
-		{"stamped Runnables", tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector}, "kontinue.dev/stamped=true,kontinue.dev/shard=a"},
-		{"chains are shared", tracking.Key{GVR: api.SupplyChainGVR}, ""},
-		{"deliveries are shared", tracking.Key{GVR: api.DeliveryGVR}, ""},
-		{"run templates are shared", tracking.Key{GVR: api.RunTemplateGVR}, ""},
-		{"templates are shared", tracking.Key{GVR: specs.TemplateGVRs()[0]}, ""},
-		{"service accounts are shared", tracking.Key{GVR: ServiceAccountGVR}, ""},
-		{"a Runnable's selector reads what it selects", tracking.Key{GVR: cm, Selector: "app=x", Namespace: "ns", As: "ns/sa"}, "app=x"},
-		{"a selector watch as an account is not narrowed, even of stamped objects", tracking.Key{GVR: cm, Selector: api.StampedSelector, Namespace: "ns", As: "ns/sa"}, api.StampedSelector},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, shardSelector("a", tt.key))
-			if tt.want != tt.key.Selector {
-				assert.Equal(t, api.WithShard(tt.key.Selector, ""), shardSelector("", tt.key), "the default shard: objects without the label")
-			} else {
-				assert.Equal(t, tt.key.Selector, shardSelector("", tt.key))
-			}
-		})
-	}
+// The Manager's own watches of owners are the ones a shard narrows.
+func TestPermanentOwnerWatchesAreNarrowed(t *testing.T) {
 	for _, k := range permanentWatches() {
 		if k.GVR == api.WorkloadGVR || k.GVR == api.DeliverableGVR || k.GVR == api.RunnableGVR {
-			assert.True(t, shardedWatch(k), "the permanent watch of %s holds one shard", k)
+			assert.True(t, shard.Narrowed(k), "the permanent watch of %s holds one shard", k)
 		}
 	}
 }
