@@ -394,7 +394,7 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 		return err
 	}
 	res.Restart.ReadySeconds = round(time.Since(restartAt).Seconds(), 1)
-	samp2 := startSampler(ctx, b.k, time.Second)
+	samp2 := startProfilingSampler(ctx, b.k, time.Second, b.prof, "heap-restart-peak")
 	quietAt, m4, err := waitQuiet(ctx, b.k, 3*time.Second, 10*time.Minute)
 	if err != nil {
 		return err
