@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -115,7 +116,7 @@ func runChanges(ctx context.Context, dyn dynamic.Interface, w *watcher, o option
 		var branch string
 		for c == nil {
 			name := workloadName(rng.IntN(o.n))
-			branch = fmt.Sprintf("change-%d", k)
+			branch = fmt.Sprintf("%s%d", cmp.Or(o.branchPrefix, "change-"), k)
 			var ok bool
 			if c, ok = w.expect(name, branch); !ok {
 				c = nil

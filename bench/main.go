@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -36,6 +38,8 @@ type options struct {
 	idle            time.Duration
 	changes         int
 	changeRate      float64
+	waveChanges     int
+	branchPrefix    string // of the branches runChanges sets ("": change-)
 	changeTimeout   time.Duration
 	resync          time.Duration
 	timeout         time.Duration
@@ -65,6 +69,7 @@ func main() {
 	flag.DurationVar(&o.idle, "idle", 2*time.Minute, "quiet window in which writes are counted, after convergence and again after the restart")
 	flag.IntVar(&o.changes, "changes", 200, "workload spec changes for the change-latency measure")
 	flag.Float64Var(&o.changeRate, "change-rate", 10, "spec changes per second")
+	flag.IntVar(&o.waveChanges, "wave-changes", 0, "after the change latency: edit the chain's last template (all N workloads re-render) and make this many changes at -change-rate during that wave (0: skip; the simple engine only)")
 	flag.DurationVar(&o.changeTimeout, "change-timeout", time.Minute, "a change not seen on the last step's object after this counts as lost")
 	flag.DurationVar(&o.resync, "resync", 30*time.Second, "Kontinue's --resync-period after the restart, so that informer resyncs fall in the second quiet window")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up if the workloads are not all Ready after this")
@@ -387,6 +392,12 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 			return err
 		}
 	}
+	// 5b. Change latency during a wave of re-renders.
+	if o.waveChanges > 0 && o.engine == engineSimple {
+		if err := b.waveLatency(ctx); err != nil {
+			return err
+		}
+	}
 	if _, hwm, err := memory(b.k.pid); err == nil {
 		res.Memory.PeakRSSMiB = mib(float64(hwm))
 	}
@@ -405,7 +416,7 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 		return err
 	}
 	res.Restart.ReadySeconds = round(time.Since(restartAt).Seconds(), 1)
-	samp2 := startSampler(ctx, b.k, time.Second)
+	samp2 := startProfilingSampler(ctx, b.k, time.Second, b.prof, "heap-restart-peak")
 	quietAt, m4, err := waitQuiet(ctx, b.k, 3*time.Second, 10*time.Minute)
 	if err != nil {
 		return err
@@ -560,6 +571,53 @@ func (b *bench) changeLatency(ctx context.Context, before metrics) error {
 	res.ChangeLatency.Errors = apiErrors(before, after)
 	res.ChangeLatency.Diag = diagnose(before, after)
 	res.ChangeLatency.WritesPerChange = round(float64(writesOf(res.ChangeLatency.Calls))/float64(o.changes), 2)
+	return nil
+}
+
+// waveLatency edits the chain's last template, so that every workload
+// re-renders its last step (a wave of N applies), and makes -wave-changes
+// changes at -change-rate from the edit on: the change latency while the
+// controller is busiest. The wave is timed until every last step holds
+// the edit (the bench's informer).
+func (b *bench) waveLatency(ctx context.Context) error {
+	o, res := b.o, b.res
+	before, err := b.k.scrape(ctx)
+	if err != nil {
+		return err
+	}
+	waveDone := b.watcher.startWave("1")
+	editAt := time.Now()
+	if _, err := b.dyn.Resource(gvrByKind["ClusterTemplate"]).Patch(ctx, "bench-app", types.MergePatchType,
+		[]byte(`{"spec":{"template":{"data":{"wave":"1"}}}}`), metav1.PatchOptions{FieldManager: "bench"}); err != nil {
+		return fmt.Errorf("editing the last template: %w", err)
+	}
+	logf("last template edited: %d changes at %g/s during the wave", o.waveChanges, o.changeRate)
+	wo := o
+	// Branches of their own: a workload changed to change-k before would
+	// not change again.
+	wo.changes, wo.seed, wo.branchPrefix = o.waveChanges, o.seed+1, "wave-"
+	lat, first, lost, err := runChanges(ctx, b.dyn, b.watcher, wo)
+	if err != nil {
+		return err
+	}
+	w := &res.WaveLatency
+	w.ChangesDoneDuringWave = b.watcher.waveCount() < o.n
+	select {
+	case <-waveDone:
+	case <-time.After(o.timeout):
+		return fmt.Errorf("the wave: %d of %d after %s", b.watcher.waveCount(), o.n, o.timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	w.WaveSeconds = round(time.Since(editAt).Seconds(), 1)
+	_, after, err := waitQuiet(ctx, b.k, 3*time.Second, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	w.Changes, w.RatePerSecond, w.Lost = o.waveChanges, o.changeRate, lost
+	w.Ms, w.FirstStepMs = summarize(lat, 1000), summarize(first, 1000)
+	w.Diag = diagnose(before, after)
+	logf("wave of %d re-renders in %.1fs; changes during it p50 %.0f ms, p99 %.0f ms", o.n, w.WaveSeconds, w.Ms.P50, w.Ms.P99)
 	return nil
 }
 

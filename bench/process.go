@@ -283,10 +283,22 @@ type sampler struct {
 	peakChildren float64
 	stop         chan struct{}
 	done         chan struct{}
+
+	// prof, when set, saves a heap profile named name each time the heap
+	// passes its last profiled peak by a tenth: the profile of the peak
+	// (as of the GC before it), which a profile at a fixed time misses.
+	prof     *profiler
+	name     string
+	profiled float64
 }
 
 func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	return startProfilingSampler(ctx, k, every, nil, "")
+}
+
+func startProfilingSampler(ctx context.Context, k *kontinue, every time.Duration, prof *profiler, name string) *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), prof: prof, name: name}
+	start := time.Now()
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(every)
@@ -298,7 +310,15 @@ func startSampler(ctx context.Context, k *kontinue, every time.Duration) *sample
 				if h > s.peakHeap {
 					s.peakHeap = h
 				}
+				again := s.prof != nil && h > s.profiled*1.1
+				if again {
+					s.profiled = h
+				}
 				s.mu.Unlock()
+				if again {
+					logf("%s: heap %.0f MiB at %.0fs", s.name, h/(1<<20), time.Since(start).Seconds())
+					s.prof.fetch(ctx, s.name, "heap", 30*time.Second)
+				}
 			}
 			if a, err := rssAnon(k.pid); err == nil {
 				s.mu.Lock()

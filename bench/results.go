@@ -101,6 +101,21 @@ type results struct {
 		// (includes the bench's own workload patches).
 		APIServerWrites map[string]int `json:"apiserverWrites,omitempty"`
 	} `json:"changeLatency"`
+	// WaveLatency: changes made while a template edit re-renders every
+	// workload (-wave-changes).
+	WaveLatency struct {
+		Changes       int      `json:"changes,omitempty"`
+		RatePerSecond float64  `json:"ratePerSecond,omitempty"`
+		Lost          int      `json:"lost"`
+		Ms            *summary `json:"ms,omitempty"`
+		FirstStepMs   *summary `json:"toFirstStepMs,omitempty"`
+		// WaveSeconds: the template edit until every last step holds it.
+		WaveSeconds float64 `json:"waveSeconds,omitempty"`
+		// ChangesDoneDuringWave: the last change landed before the wave
+		// was over (else the later changes measure an idle controller).
+		ChangesDoneDuringWave bool       `json:"changesDoneDuringWave"`
+		Diag                  *phaseDiag `json:"diagnostics,omitempty"`
+	} `json:"waveLatency,omitzero"`
 	Memory struct {
 		BaselineRSSMiB  float64 `json:"baselineRSSMiB"`
 		BaselineHeapMiB float64 `json:"baselineHeapMiB"`
@@ -313,6 +328,17 @@ func (r *results) table() string {
 		}
 	} else if r.ChangeLatency.Changes > 0 {
 		row("5 change latency", fmt.Sprintf("no change seen (lost %d)", r.ChangeLatency.Lost))
+	}
+	if wl := r.WaveLatency; wl.Ms != nil {
+		row(fmt.Sprintf("5b during a wave (%d changes at %g/s)", wl.Changes, wl.RatePerSecond),
+			fmt.Sprintf("p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms, lost %d", wl.Ms.P50, wl.Ms.P95, wl.Ms.P99, wl.Ms.Max, wl.Lost))
+		if f := wl.FirstStepMs; f != nil {
+			row("  of which until the first step's object", fmt.Sprintf("p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms", f.P50, f.P95, f.P99, f.Max))
+		}
+		row("  the wave (template edit → all re-rendered)", fmt.Sprintf("%.1f s; all changes landed during it: %v", wl.WaveSeconds, wl.ChangesDoneDuringWave))
+		if d := wl.Diag; d != nil {
+			row("  where the time went", d.String())
+		}
 	}
 	m := r.Memory
 	row("6 RSS peak / steady (baseline)", fmt.Sprintf("%.1f / %.1f MiB (%.1f MiB before the workloads)", m.PeakRSSMiB, m.SteadyRSSMiB, m.BaselineRSSMiB))

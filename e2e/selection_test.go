@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -140,4 +141,42 @@ func TestMostSpecificChainWinsAndLabelChangeMoves(t *testing.T) {
 	k.assertCond(ownerCondition(w, "Ready"), "False", "SupplyChainNotFound")
 	k.assertQuiet(k.wl("gold"))
 	assert.Equal(t, before, k.rvs(k.cm("gold-a")), "the stamped object stays untouched")
+}
+
+// A chain created after its owners, and a chain whose selector is edited,
+// find the owners that waited for it (SupplyChainNotFound): the owner
+// controller scans every cached owner against the chain's selector, labels
+// and fields (reconciler/owner.go chainChanged, one owner's JSON at a time).
+func TestChainCreatedOrEditedLaterFindsWaitingOwners(t *testing.T) {
+	k := newKit(t)
+	team := k.ns
+	tmpl := k.name("later")
+	k.apply(k.cmTemplate(tmpl, "app", `{greeting: hello}`))
+	k.apply(k.selWorkload("first", "{team: "+team+", tier: gold}"))
+	k.apply(k.selWorkload("second", "{team: "+team+", tier: gold}"))
+	k.apply(k.selWorkload("stranger", "{team: "+team+"-other, tier: gold}"))
+	for _, n := range []string{"first", "second", "stranger"} {
+		k.waitOwner(n, "SupplyChainReady", "False", "SupplyChainNotFound")
+	}
+
+	chain := k.name("later")
+	fields := func(urls ...string) string {
+		return fmt.Sprintf(`
+  selector: {team: %s}
+  selectorMatchFields: [{key: spec.source.git.url, operator: In, values: ["%s"]}]`, team, strings.Join(urls, `", "`))
+	}
+	k.apply(k.selChain(chain, fields("https://git.example.com/first.git"), tmpl))
+	w := k.waitOwner("first", "Ready", "True", "Ready")
+	assert.Equal(t, chain, k.chainOf(w))
+	k.waitObj(configMapGVR, "first-app", k.dataIs("greeting", "hello"))
+
+	k.apply(k.selChain(chain, fields("https://git.example.com/first.git", "https://git.example.com/second.git"), tmpl))
+	w = k.waitOwner("second", "Ready", "True", "Ready")
+	assert.Equal(t, chain, k.chainOf(w))
+	k.waitObj(configMapGVR, "second-app", k.dataIs("greeting", "hello"))
+
+	// Labels that do not match keep an owner waiting, whatever its fields.
+	w = get(t, workloadGVR, k.ns, "stranger")
+	k.assertCond(ownerCondition(w, "SupplyChainReady"), "False", "SupplyChainNotFound")
+	assert.Nil(t, nested(w.Object, "status", "supplyChainRef"))
 }

@@ -80,20 +80,27 @@ func (r *ownerReconciler) chainChanged(name string) {
 	if c == nil || c.Selector == nil {
 		return
 	}
-	owners, _ := r.m.tracker.List(tracking.Key{GVR: r.flavor.OwnerGVR}, "")
-	for _, o := range owners {
-		key := keyOf(r.flavor.OwnerKind, o)
+	// One owner at a time, as the JSON the cache holds: decoding them all
+	// first (tracker.List) held a second, decoded copy of every owner,
+	// which made a restart's peak memory (this runs for each chain then).
+	r.m.tracker.EachJSON(tracking.Key{GVR: r.flavor.OwnerGVR}, "", func(doc []byte) {
+		var o struct {
+			Metadata struct {
+				Name, Namespace string
+				Labels          map[string]string
+			}
+		}
+		if json.Unmarshal(doc, &o) != nil {
+			return
+		}
+		key := Key{Kind: r.flavor.OwnerKind, NamespacedName: types.NamespacedName{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name}}
 		if seen[key] {
-			continue
+			return
 		}
-		doc, err := json.Marshal(o.Object)
-		if err != nil {
-			continue
-		}
-		if ok, err := c.Selector.Matches(selector.Owner{Kind: r.flavor.OwnerKind, Labels: o.GetLabels(), Doc: doc}); ok || err != nil {
+		if ok, err := c.Selector.Matches(selector.Owner{Kind: r.flavor.OwnerKind, Labels: o.Metadata.Labels, Doc: doc}); ok || err != nil {
 			r.ctrl.EnqueueFanOut(key)
 		}
-	}
+	})
 }
 
 func (r *ownerReconciler) templateChanged(kind, name string) {

@@ -79,6 +79,20 @@ func unpack(item any) (*unstructured.Unstructured, bool) {
 	return nil, false
 }
 
+// jsonOf returns a cached item as JSON: a packed item's own bytes
+// (shared: read-only), others marshalled.
+func jsonOf(item any) ([]byte, bool) {
+	if p, ok := item.(*packed); ok {
+		return p.raw, true
+	}
+	u, ok := unpack(item)
+	if !ok {
+		return nil, false
+	}
+	doc, err := json.Marshal(u.Object)
+	return doc, err == nil
+}
+
 // metaOf returns a cached item's metadata without decoding it.
 func metaOf(item any) (metav1.Object, bool) {
 	m, err := meta.Accessor(item)

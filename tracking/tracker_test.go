@@ -240,3 +240,38 @@ func TestWatchAsAccountWithoutClientFails(t *testing.T) {
 	assert.Equal(t, "/v1, Resource=secrets{a=b} in dev as dev/runner", k.String())
 	assert.Nil(t, tr.Err(secrets), "an untracked key has no error")
 }
+
+// EachJSON hands out each cached object as JSON, one at a time: a packed
+// watch's own bytes (not a copy), a plain watch's objects marshalled; the
+// namespace index holds, and before the sync it says so.
+func TestEachJSON(t *testing.T) {
+	for _, packed := range []bool{false, true} {
+		w := newWorld()
+		w.objs[cms] = []*unstructured.Unstructured{cm("a", "one", "1"), cm("a", "two", "1"), cm("b", "three", "1")}
+		tr, _ := startTracker(t, w)
+		tr.PackWhen(func(Key) bool { return packed })
+		assert.False(t, tr.EachJSON(cms, "", func([]byte) { t.Fatal("called before the sync") }))
+		tr.Begin("u").Watch(cms)
+		waitSynced(t, tr, cms)
+
+		names := func(ns string) []string {
+			var out []string
+			require.True(t, tr.EachJSON(cms, ns, func(doc []byte) {
+				var u unstructured.Unstructured
+				require.NoError(t, u.UnmarshalJSON(doc))
+				assert.Nil(t, u.Object["metadata"].(map[string]any)["managedFields"], "the cached, compacted object")
+				out = append(out, u.GetNamespace()+"/"+u.GetName())
+			}))
+			return out
+		}
+		assert.ElementsMatch(t, []string{"a/one", "a/two", "b/three"}, names(""), "packed=%v", packed)
+		assert.ElementsMatch(t, []string{"b/three"}, names("b"), "packed=%v", packed)
+		if packed {
+			var first []byte
+			tr.EachJSON(cms, "b", func(doc []byte) { first = doc })
+			tr.EachJSON(cms, "b", func(doc []byte) {
+				assert.Same(t, &first[0], &doc[0], "the cache's own bytes, not a copy per scan")
+			})
+		}
+	}
+}
