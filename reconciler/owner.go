@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/owner"
-	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -80,24 +78,10 @@ func (r *ownerReconciler) chainChanged(name string) {
 	if c == nil || c.Selector == nil {
 		return
 	}
-	// One owner at a time, as the JSON the cache holds: decoding them all
-	// first (tracker.List) held a second, decoded copy of every owner,
-	// which made a restart's peak memory (this runs for each chain then).
+	// One owner at a time, as the JSON the cache holds (Chain.Reaches).
 	r.m.tracker.EachJSON(tracking.Key{GVR: r.flavor.OwnerGVR}, "", func(doc []byte) {
-		var o struct {
-			Metadata struct {
-				Name, Namespace string
-				Labels          map[string]string
-			}
-		}
-		if json.Unmarshal(doc, &o) != nil {
-			return
-		}
-		key := Key{Kind: r.flavor.OwnerKind, NamespacedName: types.NamespacedName{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name}}
-		if seen[key] {
-			return
-		}
-		if ok, err := c.Selector.Matches(selector.Owner{Kind: r.flavor.OwnerKind, Labels: o.Metadata.Labels, Doc: doc}); ok || err != nil {
+		ns, name, ok := c.Reaches(r.flavor.OwnerKind, doc)
+		if key := r.key(ns, name); ok && !seen[key] {
 			r.ctrl.EnqueueFanOut(key)
 		}
 	})

@@ -5,6 +5,7 @@
 package specs
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -175,6 +176,26 @@ func (c *Chains) Chain(o *unstructured.Unstructured) *Chain {
 	cs.Spec, cs.Selector, cs.Err = prepare.DecodeChain(o)
 	c.chains[o.GetName()] = cs
 	return cs
+}
+
+// Reaches reports whether the chain's selector picks the owner of kind
+// whose JSON, as the cache holds it, is doc, and names the owner. Only its
+// name, namespace and labels are decoded: a chain event scans every
+// cached owner this way, and decoding them all held a second copy of the
+// cache (a restart's peak memory). A selector error counts as a match, so
+// the owner's own reconcile reports it.
+func (c *Chain) Reaches(kind string, doc []byte) (namespace, name string, ok bool) {
+	var o struct {
+		Metadata struct {
+			Name, Namespace string
+			Labels          map[string]string
+		}
+	}
+	if c.Selector == nil || json.Unmarshal(doc, &o) != nil {
+		return "", "", false
+	}
+	match, err := c.Selector.Matches(selector.Owner{Kind: kind, Labels: o.Metadata.Labels, Doc: doc})
+	return o.Metadata.Namespace, o.Metadata.Name, match || err != nil
 }
 
 // Forget drops a deleted chain and returns what was known of it.
