@@ -116,13 +116,7 @@ func (s *steps) realizeStep(def api.Step, outs map[string]outputs) stepResult {
 	sc.res = st.Resource{Name: def.Name, Inputs: stepInputs(def)}
 	if sc.prev != nil {
 		// Until this step stamps again, it keeps pointing at what it stamped.
-		sc.res.StampedRef, sc.res.StampedObjects = sc.prev.StampedRef, sc.prev.StampedObjects
-		sc.res.TemplateRef, sc.res.Outputs = sc.prev.TemplateRef, sc.prev.Outputs
-		sc.res.InputDigest, sc.res.OutputValues = sc.prev.InputDigest, sc.prev.OutputValues
-		sc.res.ShadowRef, sc.res.ServedBy, sc.res.LastGoodObject = sc.prev.ShadowRef, sc.prev.ServedBy, sc.prev.LastGoodObject
-		sc.res.ProcessingInputDigest, sc.res.ProcessingSince = sc.prev.ProcessingInputDigest, sc.prev.ProcessingSince
-		sc.res.LastHandledRetry = sc.prev.LastHandledRetry
-		sc.res.Provenance = sc.prev.Provenance
+		sc.res = sc.prev.Carried(sc.res.Inputs)
 	}
 
 	p := prepare.Step(s.ctx, s.prepare, def, outs)

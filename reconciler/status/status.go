@@ -113,6 +113,17 @@ type Resource struct {
 	Provenance *Provenance `json:"provenance,omitempty"`
 }
 
+// Carried is what a step keeps of its previous status r until it stamps
+// again: everything but what each reconcile decides afresh (its
+// conditions, the inputs it holds back) and its inputs, which are the
+// chain's. A new field is carried unless it is reset here.
+func (r Resource) Carried(inputs []Input) Resource {
+	c := r
+	c.Inputs = inputs
+	c.Conditions, c.HeldInputDigest = nil, ""
+	return c
+}
+
 // StampedRef points at a stamped object.
 type StampedRef struct {
 	APIVersion string `json:"apiVersion"`

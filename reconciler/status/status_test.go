@@ -1,6 +1,7 @@
 package status
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -114,4 +115,46 @@ func TestKstatus(t *testing.T) {
 		Kstatus(Cond(Ready, False, "TemplateStampFailure", "bad tag")))
 	assert.Equal(t, []metav1.Condition{Cond(Reconciling, True, "MissingValueAtPath", "waiting")},
 		Kstatus(Cond(Ready, Unknown, "MissingValueAtPath", "waiting")))
+}
+
+// Every field of a step's status is carried to the next reconcile except
+// the ones it decides afresh: a field added later is kept by default.
+func TestCarried(t *testing.T) {
+	afresh := map[string]bool{"Inputs": true, "Conditions": true, "HeldInputDigest": true}
+	var prev Resource
+	v := reflect.ValueOf(&prev).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		fillNonZero(t, v.Field(i))
+	}
+	inputs := []Input{{Name: "chain's"}}
+	got := prev.Carried(inputs)
+	gv := reflect.ValueOf(got)
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Name
+		switch {
+		case name == "Inputs":
+			assert.Equal(t, inputs, got.Inputs)
+		case afresh[name]:
+			assert.True(t, gv.Field(i).IsZero(), "%s is decided afresh", name)
+		default:
+			assert.Equal(t, v.Field(i).Interface(), gv.Field(i).Interface(), "%s is carried", name)
+		}
+	}
+}
+
+// fillNonZero gives f a value that is not its zero value.
+func fillNonZero(t *testing.T, f reflect.Value) {
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString("x")
+	case reflect.Ptr:
+		f.Set(reflect.New(f.Type().Elem()))
+	case reflect.Slice:
+		f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+	case reflect.Map:
+		f.Set(reflect.MakeMap(f.Type()))
+		f.SetMapIndex(reflect.New(f.Type().Key()).Elem(), reflect.New(f.Type().Elem()).Elem())
+	default:
+		t.Fatalf("no non-zero value for a %s", f.Kind())
+	}
 }
