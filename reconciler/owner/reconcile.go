@@ -68,6 +68,8 @@ type Env struct {
 	// (next) a status write of an owner on chain: what the provenance of
 	// its steps says ended (the lead time metrics).
 	StatusWritten func(chain string, prev, next []st.Resource)
+
+	revs *revisionBook // the roll-outs' revisions (revision.go)
 }
 
 // Templates is what an owner's reconcile reads of templates
@@ -126,7 +128,10 @@ type Reconciler struct {
 }
 
 // New returns a Reconciler working through env.
-func New(env Env) *Reconciler { return &Reconciler{env: env, writes: map[string]ownWrite{}} }
+func New(env Env) *Reconciler {
+	env.revs = newRevisionBook()
+	return &Reconciler{env: env, writes: map[string]ownWrite{}}
+}
 
 // Reconcile realizes the owner namespace/name: load and the steps
 // (pass.realize) → cleanup → status. user names it to the tracker and in
