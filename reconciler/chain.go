@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/rollout"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -23,10 +25,13 @@ import (
 type chainReconciler struct {
 	m    *Manager
 	ctrl *Controller
+
+	rolloutMu    sync.Mutex
+	rolloutWoken map[string]string // chainrollout.go: the roll-out state whose owners were woken
 }
 
 func newChainReconciler(m *Manager) *chainReconciler {
-	r := &chainReconciler{m: m}
+	r := &chainReconciler{m: m, rolloutWoken: map[string]string{}}
 	r.ctrl = NewController("Chain", ReconcileFunc(r.Reconcile))
 	return r
 }
@@ -45,11 +50,12 @@ func (r *chainReconciler) enqueueAll() {
 // changed) re-checks every chain.
 func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
 	var gvr schema.GroupVersionResource
+	flavor := api.WorkloadFlavor
 	switch key.Kind {
 	case api.KindClusterSupplyChain:
 		gvr = api.SupplyChainGVR
 	case api.KindClusterDelivery:
-		gvr = api.DeliveryGVR
+		gvr, flavor = api.DeliveryGVR, api.DeliverableFlavor
 	default:
 		r.enqueueAll()
 		return Result{}, nil
@@ -73,6 +79,10 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		c, missing = specs.TemplatesReady(spec, r.m.templates.Exists)
 		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
 	}
+	ro := r.rollout(flavor, obj) // chainrollout.go
+	if ro.cond != nil {
+		conds = append(conds, *ro.cond)
+	}
 	var prev struct {
 		Conditions []metav1.Condition `json:"conditions"`
 	}
@@ -83,7 +93,8 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	written, err := r.m.w.WriteStatus(ctx, gvr, obj, struct {
 		ObservedGeneration int64              `json:"observedGeneration"`
 		Conditions         []metav1.Condition `json:"conditions"`
-	}{obj.GetGeneration(), st.Merge(conds, prev.Conditions, obj.GetGeneration(), now)})
+		Rollout            *rollout.Status    `json:"rollout,omitempty"`
+	}{obj.GetGeneration(), st.Merge(conds, prev.Conditions, obj.GetGeneration(), now), ro.status})
 	if written != nil && missing != "" {
 		r.m.w.Events.Event(obj, corev1.EventTypeWarning, stamp.EventTemplatesNotFound, "templates not found: %s", missing)
 	}
@@ -93,7 +104,7 @@ func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// Gone, or the cache is behind: the watch event that follows
 		// re-queues the chain if it still exists.
-		return Result{}, nil
+		return Result{RequeueAfter: ro.requeue}, nil
 	}
-	return Result{}, err
+	return Result{RequeueAfter: ro.requeue}, err
 }

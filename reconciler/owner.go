@@ -95,8 +95,9 @@ func (r *ownerReconciler) chainChanged(name string) {
 }
 
 func (r *ownerReconciler) templateChanged(kind, name string) {
+	gated := r.rolloutGate() // chainrollout.go: a roll-out wakes its owners in waves
 	for _, k := range r.idx.ownersOfTemplate(kind, name) {
-		if k.Kind == r.flavor.OwnerKind {
+		if k.Kind == r.flavor.OwnerKind && !gated(k) {
 			r.ctrl.EnqueueFanOut(k)
 		}
 	}

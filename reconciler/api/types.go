@@ -58,6 +58,28 @@ type ChainSpec struct {
 	Params                   []Param                           `json:"params,omitempty"`
 	ServiceAccountRef        *ServiceAccountRef                `json:"serviceAccountRef,omitempty"`
 	Resources                []Step                            `json:"resources,omitempty"`
+	// Rollout (a Kontinue addition) rolls a change of the chain's own
+	// definitions out in waves (reconciler/rollout, docs/rollouts.md).
+	Rollout *RolloutPolicy `json:"rollout,omitempty"`
+}
+
+// RolloutPolicy is a chain's spec.rollout.
+type RolloutPolicy struct {
+	// Waves admit owners in turn; each wave admits its owners and every
+	// earlier wave's. A last wave of 100 percent is implied.
+	Waves []RolloutWave `json:"waves,omitempty"`
+	// PauseOnFailure (default true) halts the roll-out when an admitted
+	// owner fails on the new revision; false lets a wave count as done when
+	// every admitted owner has settled, Ready or not.
+	PauseOnFailure *bool `json:"pauseOnFailure,omitempty"`
+}
+
+// RolloutWave admits the owners its selector matches, or a share of the
+// owners (Percent: those whose bucket, a hash of namespace/name in 0..99,
+// is below it). Exactly one of them is set.
+type RolloutWave struct {
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Percent  *int                  `json:"percent,omitempty"`
 }
 
 // ServiceAccountRef names the account whose permissions stamp objects.

@@ -24,26 +24,15 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"kontinue.dev/kontinue/reconciler/api"
 )
 
-// Policy is a chain's spec.rollout.
-type Policy struct {
-	// Waves admit owners in turn; each wave admits its owners and every
-	// earlier wave's. A last wave of 100 percent is implied.
-	Waves []Wave `json:"waves,omitempty"`
-	// PauseOnFailure (default true) halts the roll-out when an admitted
-	// owner fails on the new revision; false lets a wave count as done when
-	// every admitted owner has settled, Ready or not.
-	PauseOnFailure *bool `json:"pauseOnFailure,omitempty"`
-}
-
-// Wave admits the owners its selector matches, or a share of the owners
-// (Percent: those whose bucket, a hash of namespace/name in 0..99, is
-// below it). Exactly one of them is set.
-type Wave struct {
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
-	Percent  *int                  `json:"percent,omitempty"`
-}
+// Policy is a chain's spec.rollout; Wave one of its waves.
+type (
+	Policy = api.RolloutPolicy
+	Wave   = api.RolloutWave
+)
 
 // Compiled is a validated policy.
 type Compiled struct {

@@ -1,0 +1,184 @@
+package reconciler
+
+// The edge of a chain's roll-out (reconciler/rollout decides): the live
+// revision of the chain and its templates, what its owners rendered with,
+// the status the chain reconciler writes, and waking the owners whose
+// turn it is. A template edit under a roll-out policy wakes no owner by
+// itself (rolloutGate): the waves do.
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/rollout"
+	"kontinue.dev/kontinue/reconciler/specs"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// rolloutPoll is how often a roll-out in progress looks at its owners:
+// their status writes do not wake the chain.
+const rolloutPoll = time.Second
+
+// rolloutStep is what a chain's roll-out adds to its status.
+type rolloutStep struct {
+	cond    *metav1.Condition
+	status  *rollout.Status
+	requeue time.Duration
+}
+
+// rollout decides the roll-out of chain obj (of flavor f) and wakes the
+// owners due under the status the cache shows.
+func (r *chainReconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured) rolloutStep {
+	policy, prev, err := rollout.Read(obj.Object)
+	if err != nil {
+		c := rollout.Invalid(err)
+		return rolloutStep{cond: &c}
+	}
+	if policy == nil {
+		return rolloutStep{}
+	}
+	live, missing := r.liveRevision(obj)
+	ann := obj.GetAnnotations()
+	out := rollout.Next(rollout.Input{Policy: policy, Prev: *prev, Live: live, Owners: r.rolloutOwners(f, obj.GetName()),
+		Paused: ann[rollout.AnnotationPaused] == "true", Resume: ann[rollout.AnnotationResume]})
+	r.wake(f, obj.GetName(), prev, out.Due)
+	if missing != "" && out.Status.Target != "" {
+		out.Condition.Message += fmt.Sprintf("; the live definitions cannot be taken: %s not found", missing)
+	}
+	step := rolloutStep{cond: &out.Condition, status: &out.Status}
+	if out.Status.Target != "" || len(out.Due) > 0 {
+		step.requeue = rolloutPoll
+	}
+	return step
+}
+
+// liveRevision is the revision of the chain and its templates as the cache
+// has them; nil and the first template missing when one is.
+func (r *chainReconciler) liveRevision(obj *unstructured.Unstructured) (*rollout.Revision, string) {
+	spec, _ := obj.Object["spec"].(map[string]any)
+	var cs api.ChainSpec
+	if err := api.Decode(spec, &cs); err != nil {
+		return nil, ""
+	}
+	gvrs := map[string]tracking.Key{}
+	for _, gvr := range specs.TemplateGVRs() {
+		gvrs[specs.TemplateKind(gvr)] = tracking.Key{GVR: gvr}
+	}
+	var ts []rollout.Template
+	seen := map[string]bool{}
+	for _, s := range cs.Resources {
+		for _, n := range specs.TemplateNames(s.TemplateRef) {
+			id := s.TemplateRef.Kind + "/" + n
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			key, ok := gvrs[s.TemplateRef.Kind]
+			var t *unstructured.Unstructured
+			if ok {
+				t, _ = r.m.tracker.Get(key, "", n)
+			}
+			if t == nil {
+				return nil, id
+			}
+			tspec, _ := t.Object["spec"].(map[string]any)
+			ts = append(ts, rollout.Template{Kind: s.TemplateRef.Kind, Name: n, Spec: tspec})
+		}
+	}
+	rev := rollout.Snapshot(spec, ts)
+	return &rev, ""
+}
+
+// rolloutOwners are the owners whose status names the chain.
+func (r *chainReconciler) rolloutOwners(f *api.Flavor, chain string) []rollout.Owner {
+	objs, _ := r.m.tracker.List(tracking.Key{GVR: f.OwnerGVR}, "")
+	ref := "supplyChainRef"
+	if f == api.DeliverableFlavor {
+		ref = "deliveryRef"
+	}
+	var out []rollout.Owner
+	for _, o := range objs {
+		if name, _, _ := unstructured.NestedString(o.Object, "status", ref, "name"); name != chain {
+			continue
+		}
+		rev, _, _ := unstructured.NestedString(o.Object, "status", "chainRevision")
+		gen, _, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
+		ro := rollout.Owner{Namespace: o.GetNamespace(), Name: o.GetName(), Labels: o.GetLabels(), Revision: rev, Current: gen == o.GetGeneration()}
+		conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+				ro.Ready, _ = m["status"].(string)
+			}
+		}
+		out = append(out, ro)
+	}
+	return out
+}
+
+// wake enqueues the owners due under prev (the status the cache shows,
+// which they read too) once per state of the roll-out: a wave's owners
+// are woken when it begins, not on every poll.
+func (r *chainReconciler) wake(f *api.Flavor, chain string, prev *rollout.Status, due []string) {
+	state := fmt.Sprintf("%s/%s/%d", prev.Stable, prev.Target, prev.Wave)
+	key := f.ChainKind + "/" + chain
+	r.rolloutMu.Lock()
+	woken := r.rolloutWoken[key] == state
+	r.rolloutWoken[key] = state
+	r.rolloutMu.Unlock()
+	if woken || len(due) == 0 {
+		return
+	}
+	klog.InfoS("roll-out wakes owners", "chain", key, "stable", prev.Stable, "target", prev.Target, "wave", prev.Wave, "owners", len(due))
+	o := r.m.owners[f.OwnerKind]
+	for _, k := range due {
+		if ns, name, ok := splitKey(k); ok {
+			o.ctrl.EnqueueFanOut(o.key(ns, name))
+		}
+	}
+}
+
+func splitKey(k string) (string, string, bool) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '/' {
+			return k[:i], k[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+// rolloutGate reports, for one template event, whether an owner's chain
+// has a roll-out under way-or-ready (a policy and a stable revision): its
+// owners render with revisions, and the roll-out wakes them in waves, so
+// the edit itself wakes none of them. Decided once per chain per event,
+// by map lookups only: it runs on an informer goroutine (route).
+func (r *ownerReconciler) rolloutGate() func(Key) bool {
+	memo := map[chainRef]bool{}
+	return func(k Key) bool {
+		c := r.idx.chainOf(k)
+		if c.name == "" || c.kind != r.flavor.ChainKind {
+			return false
+		}
+		gated, ok := memo[c]
+		if !ok {
+			if obj, _ := r.m.tracker.Get(tracking.Key{GVR: r.flavor.ChainGVR}, "", c.name); obj != nil {
+				policy, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "rollout")
+				stable, _, _ := unstructured.NestedString(obj.Object, "status", "rollout", "stable")
+				gated = policy != nil && stable != ""
+			}
+			memo[c] = gated
+		}
+		return gated
+	}
+}
+
+// chainOf is the chain owner used in its last reconcile.
+func (x *index) chainOf(owner Key) chainRef {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.byOwner[owner].chain
+}
