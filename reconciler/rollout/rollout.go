@@ -137,6 +137,9 @@ type Status struct {
 	// the revision being rolled out ("": none).
 	Stable string `json:"stable,omitempty"`
 	Target string `json:"target,omitempty"`
+	// Previous is the stable revision before the last roll-out completed:
+	// kept so that `kontinue rollout undo` can restore it.
+	Previous string `json:"previous,omitempty"`
 	// Wave is the wave being rolled out (0-based): owners of waves
 	// 0..Wave are admitted to Target. Waves counts them.
 	Wave  int    `json:"wave"`
@@ -344,6 +347,7 @@ func advance(in Input, s *Status, resumed bool) {
 			return
 		}
 		if s.Wave+1 >= s.Waves {
+			s.Previous = s.Stable
 			s.Stable, s.Target, s.Wave, s.Phase = s.Target, "", 0, PhaseComplete
 			s.Failing = nil
 			s.Admitted, s.Updated = 0, 0
@@ -372,10 +376,11 @@ func due(in Input) []string {
 	return out
 }
 
-// keep are the revisions an owner may still render with: Stable, Target,
-// and those owners recorded; the others are dropped.
+// keep are the revisions an owner may still render with (Stable, Target,
+// and those owners recorded) and Previous, for an undo; the others are
+// dropped.
 func keep(s Status, owners []Owner) []Revision {
-	used := map[string]bool{s.Stable: true, s.Target: true}
+	used := map[string]bool{s.Stable: true, s.Target: true, s.Previous: true}
 	for _, o := range owners {
 		used[o.Revision] = true
 	}
