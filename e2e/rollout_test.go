@@ -10,6 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"kontinue.dev/kontinue/reconciler"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/rollout"
@@ -100,7 +103,17 @@ spec: {params: %s}
 		otherCMs = append(otherCMs, k.cm(n+"-cfg"))
 	}
 
-	// 1. A failing edit: the canaries fail, the roll-out halts there.
+	// 1. A failing edit: the canaries fail, the roll-out halts there. The
+	// edit itself wakes no owner: the waves do (the others are not even
+	// reconciled).
+	woken := func() map[string]int {
+		out := map[string]int{}
+		for _, n := range others {
+			out[n] = reconciles.get(reconciler.Key{Kind: api.KindWorkload, NamespacedName: types.NamespacedName{Namespace: k.ns, Name: n}})
+		}
+		return out
+	}
+	before := woken()
 	k.apply(template(`{v: "2", x: $(workload.metadata.annotations.missing)$}`))
 	c := k.waitChain(chain, rollout.ConditionRolledOut, "False", rollout.PhaseHalted)
 	for _, n := range canaries {
@@ -114,6 +127,7 @@ spec: {params: %s}
 	require.Equal(t, 4, st.Waves)
 	require.ElementsMatch(t, []string{k.ns + "/canary-0", k.ns + "/canary-1"}, st.Failing)
 	k.assertStable(2*time.Second, otherCMs...)
+	require.Equal(t, before, woken(), "a template edit under a roll-out reconciles only the wave's owners")
 	for _, n := range others {
 		w := get(t, workloadGVR, k.ns, n)
 		require.NotEqual(t, r2, nested(w.Object, "status", "chainRevision"), "%s is in a later wave: untouched", n)
