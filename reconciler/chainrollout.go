@@ -7,6 +7,7 @@ package reconciler
 // itself (rolloutGate): the waves do.
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -23,6 +24,10 @@ import (
 // rolloutPoll is how often a roll-out in progress looks at its owners:
 // their status writes do not wake the chain.
 const rolloutPoll = time.Second
+
+// maxRolloutBytes bounds a chain's status.rollout (an object may take
+// 1.5 MiB in all).
+const maxRolloutBytes = 512 << 10
 
 // rolloutStep is what a chain's roll-out adds to its status.
 type rolloutStep struct {
@@ -46,6 +51,13 @@ func (r *chainReconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured)
 	ann := obj.GetAnnotations()
 	out := rollout.Next(rollout.Input{Policy: policy, Prev: *prev, Live: live, Owners: r.rolloutOwners(f, obj.GetName()),
 		Paused: ann[rollout.AnnotationPaused] == "true", Resume: ann[rollout.AnnotationResume]})
+	if b, _ := json.Marshal(out.Status); len(b) > maxRolloutBytes {
+		// The chain's status holds every kept revision's definitions: past
+		// this bound it could no longer be written (or would crowd the
+		// object). The owners render with the live definitions.
+		c := rollout.Invalid(fmt.Errorf("the definitions of the revisions to keep take %d bytes, more than the %d a chain's status may hold for them", len(b), maxRolloutBytes))
+		return rolloutStep{cond: &c}
+	}
 	r.wake(f, obj.GetName(), prev, out.Due)
 	if missing != "" && out.Status.Target != "" {
 		out.Condition.Message += fmt.Sprintf("; the live definitions cannot be taken: %s not found", missing)
