@@ -28,7 +28,8 @@ import (
 //     flows meanwhile, on its old revision;
 //  4. resumed, the waves follow in order, no owner renders with the new
 //     revision before its wave admits it, until every owner does;
-//  5. undo after completion rolls the previous revision out again.
+//  5. undo after completion rolls the previous revision out again;
+//  6. an edit of the chain itself rolls out the same way.
 func TestRolloutWaves(t *testing.T) {
 	k := newKit(t)
 	chain, tmpl := k.name("chain"), k.name("cfg")
@@ -43,12 +44,15 @@ func TestRolloutWaves(t *testing.T) {
 	}
 	const canaryLabel = "rollout.example.com/canary"
 	k.apply(template(`{v: "1", p: $(params.p)$}`))
-	k.apply(k.chainYAML(chain, `
+	chainYAML := func(extra string) string {
+		return k.chainYAML(chain, `
   rollout:
     waves:
     - selector: {matchLabels: {`+canaryLabel+`: "true"}}
     - percent: 10
-    - percent: 50`, k.step("cfg", "ClusterTemplate", tmpl, "")))
+    - percent: 50`+extra, k.step("cfg", "ClusterTemplate", tmpl, ""))
+	}
+	k.apply(chainYAML(""))
 	policy, err := rollout.Compile(&api.RolloutPolicy{Waves: []api.RolloutWave{
 		{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{canaryLabel: "true"}}},
 		{Percent: ptr(10)}, {Percent: ptr(50)}}})
@@ -199,6 +203,26 @@ spec: {params: %s}
 	require.Subset(t, seen, []int{1, 2, 3}, "%v", seen)
 	for _, n := range all {
 		k.waitObj(configMapGVR, n+"-cfg", k.dataIs("v", "1"))
+	}
+
+	// 6. An edit of the chain itself is a revision too: it wakes only the
+	// canaries, then rolls out in waves.
+	before = woken()
+	k.apply(chainYAML("\n  params: [{name: p, default: c}]"))
+	for _, n := range canaries {
+		k.waitObj(configMapGVR, n+"-cfg", k.dataIs("p", "c"))
+	}
+	require.Equal(t, before, woken(), "a chain edit under a roll-out wakes the first wave only")
+	r4 := k.rollout(chain).Target
+	require.NotContains(t, []string{"", r1, r3}, r4)
+	seen = k.watchWaves(chain, policy, r4)
+	require.Subset(t, seen, []int{1, 2, 3}, "%v", seen)
+	for _, n := range others {
+		want := "c"
+		if n == late {
+			want = "b" // the Workload's own value wins over the chain's default
+		}
+		k.waitObj(configMapGVR, n+"-cfg", k.dataIs("p", want))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/rollout"
+	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -58,7 +59,7 @@ func (r *chainReconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured)
 		c := rollout.Invalid(fmt.Errorf("the definitions of the revisions to keep take %d bytes, more than the %d a chain's status may hold for them", len(b), maxRolloutBytes))
 		return rolloutStep{cond: &c}
 	}
-	r.wake(f, obj.GetName(), prev, out.Due)
+	r.wake(f, obj.GetName(), obj.GetGeneration(), prev, out.Due)
 	if missing != "" && out.Status.Target != "" {
 		out.Condition.Message += fmt.Sprintf("; the live definitions cannot be taken: %s not found", missing)
 	}
@@ -135,8 +136,9 @@ func (r *chainReconciler) rolloutOwners(f *api.Flavor, chain string) []rollout.O
 // wake enqueues the owners due under prev (the status the cache shows,
 // which they read too) once per state of the roll-out: a wave's owners
 // are woken when it begins, not on every poll.
-func (r *chainReconciler) wake(f *api.Flavor, chain string, prev *rollout.Status, due []string) {
-	state := fmt.Sprintf("%s/%s/%d", prev.Stable, prev.Target, prev.Wave)
+func (r *chainReconciler) wake(f *api.Flavor, chain string, generation int64, prev *rollout.Status, due []string) {
+	// The generation: an edit of the policy may admit other owners.
+	state := fmt.Sprintf("%s/%s/%d/%d", prev.Stable, prev.Target, prev.Wave, generation)
 	key := f.ChainKind + "/" + chain
 	r.rolloutMu.Lock()
 	woken := r.rolloutWoken[key] == state
@@ -186,6 +188,31 @@ func (r *ownerReconciler) rolloutGate() func(Key) bool {
 		}
 		return gated
 	}
+}
+
+// rolloutKeeps reports whether a change of chain need not wake owner k:
+// the chain has a roll-out (rolloutGate) and still selects k, so k renders
+// with its revision and the waves wake it. An owner the chain no longer
+// selects is woken, to find its chain. It runs on a worker (chainChanged).
+func (r *ownerReconciler) rolloutKeeps(gated func(Key) bool, k Key, chain string) bool {
+	if !gated(k) {
+		return false
+	}
+	c, _ := r.m.tracker.Get(tracking.Key{GVR: r.flavor.ChainGVR}, "", chain)
+	o, _ := r.m.tracker.Get(tracking.Key{GVR: r.flavor.OwnerGVR}, k.Namespace, k.Name)
+	if c == nil || o == nil {
+		return false
+	}
+	cs := r.chains.Chain(c)
+	if cs.Selector == nil {
+		return false
+	}
+	doc, err := json.Marshal(o.Object)
+	if err != nil {
+		return false
+	}
+	ok, err := cs.Selector.Matches(selector.Owner{Kind: r.flavor.OwnerKind, Labels: o.GetLabels(), Doc: doc})
+	return ok && err == nil
 }
 
 // chainOf is the chain owner used in its last reconcile.

@@ -65,9 +65,12 @@ func (r *ownerReconciler) refsOf(u owner.Used) ownerRefs {
 // cluster. It runs on a worker: it lists and marshals owners.
 func (r *ownerReconciler) chainChanged(name string) {
 	seen := map[Key]bool{}
+	gated := r.rolloutGate() // chainrollout.go: a roll-out wakes its owners in waves
 	for _, k := range r.idx.ownersOfChain(r.flavor.ChainKind, name) {
 		seen[k] = true
-		r.ctrl.EnqueueFanOut(k)
+		if !r.rolloutKeeps(gated, k, name) {
+			r.ctrl.EnqueueFanOut(k)
+		}
 	}
 	var c *specs.Chain
 	if chain, synced := r.m.tracker.Get(tracking.Key{GVR: r.flavor.ChainGVR}, "", name); chain != nil {
