@@ -206,15 +206,21 @@ spec: {params: %s}
 	}
 
 	// 6. An edit of the chain itself is a revision too: it wakes only the
-	// canaries, then rolls out in waves.
+	// canaries (paused, so that no later wave begins while we count), then
+	// rolls out in waves.
+	code, _, errOut = kontinueCLI(t, "rollout", "pause", chain)
+	require.Equal(t, 0, code, errOut)
 	before = woken()
 	k.apply(chainYAML("\n  params: [{name: p, default: c}]"))
 	for _, n := range canaries {
 		k.waitObj(configMapGVR, n+"-cfg", k.dataIs("p", "c"))
 	}
+	k.waitChain(chain, rollout.ConditionRolledOut, "Unknown", rollout.PhasePaused)
 	require.Equal(t, before, woken(), "a chain edit under a roll-out wakes the first wave only")
 	r4 := k.rollout(chain).Target
 	require.NotContains(t, []string{"", r1, r3}, r4)
+	code, _, errOut = kontinueCLI(t, "rollout", "resume", chain)
+	require.Equal(t, 0, code, errOut)
 	seen = k.watchWaves(chain, policy, r4)
 	require.Subset(t, seen, []int{1, 2, 3}, "%v", seen)
 	for _, n := range others {
