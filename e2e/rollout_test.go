@@ -279,3 +279,38 @@ func (k *kit) watchWaves(chain string, policy *rollout.Compiled, target string) 
 	sort.Ints(out)
 	return out
 }
+
+// TestRolloutInvalidPolicy: a policy that cannot be used (a wave with both
+// a selector and a percent, a selector with an unknown operator) is a
+// clear RolledOut=False InvalidRollout on the chain; its owners render with
+// the live definitions, as without a policy, and a fixed policy is adopted.
+func TestRolloutInvalidPolicy(t *testing.T) {
+	k := newKit(t)
+	chain, tmpl := k.name("chain"), k.name("cfg")
+	k.apply(k.cmTemplate(tmpl, "cfg", `{v: "1"}`))
+	chainWith := func(waves string) string {
+		return k.chainYAML(chain, "\n  rollout:\n    waves: "+waves, k.step("cfg", "ClusterTemplate", tmpl, ""))
+	}
+	k.apply(chainWith(`[{percent: 10, selector: {matchLabels: {a: b}}}]`))
+	k.workload("app", chain, "")
+	k.waitOwner("app", "Ready", "True", "Ready")
+	c := k.waitChain(chain, rollout.ConditionRolledOut, "False", "InvalidRollout")
+	require.Contains(t, c["message"], "wave [0]: give exactly one of selector and percent")
+	require.Nil(t, nested(get(t, chainGVR, "", chain).Object, "status", "rollout"))
+	require.Equal(t, "True", ownerCondition(get(t, chainGVR, "", chain), "Ready")["status"], "the chain's Ready does not depend on its roll-out")
+
+	k.apply(chainWith(`[{selector: {matchExpressions: [{key: a, operator: Nope}]}}]`))
+	c = k.waitChain(chain, rollout.ConditionRolledOut, "False", "InvalidRollout")
+	require.Contains(t, c["message"], "wave [0]")
+	// The owner renders with the live definitions: a template edit reaches it.
+	k.apply(k.cmTemplate(tmpl, "cfg", `{v: "2"}`))
+	k.waitObj(configMapGVR, "app-cfg", k.dataIs("v", "2"))
+	require.Nil(t, nested(get(t, workloadGVR, k.ns, "app").Object, "status", "chainRevision"))
+
+	k.apply(chainWith(`[{percent: 50}]`))
+	k.waitChain(chain, rollout.ConditionRolledOut, "True", rollout.PhaseComplete)
+	code, out, errOut := kontinueCLI(t, "rollout", "status", chain, "-o", "json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"phase": "Complete"`)
+	require.Contains(t, out, `"waves": 2`)
+}

@@ -60,7 +60,7 @@ func (r *chainReconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured)
 		return rolloutStep{cond: &c}
 	}
 	r.wake(f, obj.GetName(), obj.GetGeneration(), prev, out.Due)
-	if missing != "" && out.Status.Target != "" {
+	if missing != "" && (out.Status.Target != "" || out.Status.Stable == "") {
 		out.Condition.Message += fmt.Sprintf("; the live definitions cannot be taken: %s not found", missing)
 	}
 	step := rolloutStep{cond: &out.Condition, status: &out.Status}

@@ -410,6 +410,11 @@ func condition(s Status) metav1.Condition {
 			wave, s.Target, strings.Join(s.Failing, ", "), more)
 	case PhasePaused:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, PhasePaused, wave+" paused: "+tally
+	case "":
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, "Pending", "no revision of the definitions taken yet: a template the chain names is missing"
+		if s.Stable != "" {
+			c.Message = "revision " + s.Stable
+		}
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, PhaseProgressing, wave+": "+tally
 	}

@@ -228,6 +228,8 @@ func TestNext(t *testing.T) {
 			phase: PhaseComplete, stable: "B", cond: metav1.ConditionTrue, revs: []string{"A", "B"}},
 		{name: "undo: live is stable again, moved owners are due", in: Input{Live: &A, Prev: rolling(1), Owners: on(c, onA, 1, "B", "True")},
 			phase: PhaseComplete, stable: "A", cond: metav1.ConditionTrue, revs: []string{"A", "B"}},
+		{name: "templates missing at first sight: pending", in: Input{Owners: onA},
+			phase: "", cond: metav1.ConditionUnknown},
 		{name: "templates missing: the roll-out stays", in: Input{Prev: rolling(1), Owners: on(c, onA, 1, "B", "True")},
 			phase: PhaseProgressing, stable: "A", target: "B", wave: 2, cond: metav1.ConditionUnknown, revs: []string{"A", "B"}},
 	} {
