@@ -102,28 +102,12 @@ func (a *app) runReconcile(ctx context.Context, o *reconcileOptions, args []stri
 	if !o.wait {
 		return nil
 	}
-	wctx, wcancel := context.WithTimeout(ctx, o.timeout)
-	defer wcancel()
-	var handled *view.Owner
-	err = watchResource(wctx, dyn.Resource(k.gvr()).Namespace(ns), patched.GetResourceVersion(),
-		metav1.ListOptions{FieldSelector: "metadata.name=" + name}, func(ev watch.Event, u *unstructured.Unstructured) error {
-			if ev.Type == watch.Deleted {
-				return fmt.Errorf("%s %s/%s was deleted", k.kind, ns, name)
-			}
-			if v := view.Build(u, nil); reconcileHandled(v, now) {
-				handled = &v
-				return errStop
-			}
-			return nil
-		})
-	if err != nil {
+	var handled view.Owner
+	if _, err := a.waitHandled(ctx, o, dyn, k, ns, name, patched.GetResourceVersion(), func(u *unstructured.Unstructured) bool {
+		handled = view.Build(u, nil)
+		return reconcileHandled(handled, now)
+	}); err != nil {
 		return err
-	}
-	if handled == nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("the controller did not handle the request within %s: is it running? ('%s check' looks)", o.timeout, a.root.CommandPath())
 	}
 	r := handled.Ready
 	line := fmt.Sprintf("%s %s/%s: reconciled; Ready: %s", k.kind, ns, name, r.Status)
@@ -195,30 +179,45 @@ func (a *app) retryRunnable(ctx context.Context, o *reconcileOptions, k kindInfo
 	if !o.wait {
 		return nil
 	}
-	wctx, wcancel := context.WithTimeout(ctx, o.timeout)
-	defer wcancel()
-	var handled *unstructured.Unstructured
-	err = watchResource(wctx, dyn.Resource(k.gvr()).Namespace(ns), patched.GetResourceVersion(),
+	handled, err := a.waitHandled(ctx, o, dyn, k, ns, name, patched.GetResourceVersion(), func(u *unstructured.Unstructured) bool {
+		h, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledRetry")
+		return h == now
+	})
+	if err != nil {
+		return err
+	}
+	latest, _, _ := unstructured.NestedString(handled.Object, "status", "latestRunRef", "name")
+	fmt.Fprintf(a.env.Stdout, "%s %s/%s: handled; newest run: %s\n", k.kind, ns, name, latest)
+	return nil
+}
+
+// waitHandled watches the object k ns/name from resourceVersion rv, for
+// --wait's timeout, until handled says the controller has handled the
+// request, and returns that copy. The object deleted meanwhile, or the
+// request not handled in time, is an error.
+func (a *app) waitHandled(ctx context.Context, o *reconcileOptions, dyn dynamic.Interface, k kindInfo, ns, name, rv string, handled func(*unstructured.Unstructured) bool) (*unstructured.Unstructured, error) {
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	var got *unstructured.Unstructured
+	err := watchResource(wctx, dyn.Resource(k.gvr()).Namespace(ns), rv,
 		metav1.ListOptions{FieldSelector: "metadata.name=" + name}, func(ev watch.Event, u *unstructured.Unstructured) error {
 			if ev.Type == watch.Deleted {
 				return fmt.Errorf("%s %s/%s was deleted", k.kind, ns, name)
 			}
-			if h, _, _ := unstructured.NestedString(u.Object, "status", "lastHandledRetry"); h == now {
-				handled = u
+			if handled(u) {
+				got = u
 				return errStop
 			}
 			return nil
 		})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if handled == nil {
+	if got == nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
-		return fmt.Errorf("the controller did not handle the request within %s: is it running? ('%s check' looks)", o.timeout, a.root.CommandPath())
+		return nil, fmt.Errorf("the controller did not handle the request within %s: is it running? ('%s check' looks)", o.timeout, a.root.CommandPath())
 	}
-	latest, _, _ := unstructured.NestedString(handled.Object, "status", "latestRunRef", "name")
-	fmt.Fprintf(a.env.Stdout, "%s %s/%s: handled; newest run: %s\n", k.kind, ns, name, latest)
-	return nil
+	return got, nil
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/fairq"
+	"kontinue.dev/kontinue/reconciler/gate"
 )
 
 // Result tells the loop what to do after a reconcile that returned no error.
@@ -114,7 +115,7 @@ type Controller struct {
 	Observer Observer
 	// Gate, when set, holds the workers while the API server is away
 	// (shared by every controller of a Manager).
-	Gate *APIGate
+	Gate *gate.APIGate
 	// OnReconcile, when set, is told of every key taken from the queue.
 	OnReconcile func(Key)
 

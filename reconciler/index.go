@@ -118,3 +118,10 @@ func removeFrom[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
 func sortedKeys(s map[Key]struct{}) []Key {
 	return slices.SortedFunc(maps.Keys(s), func(a, b Key) int { return cmp.Compare(a.String(), b.String()) })
 }
+
+// chainOf is the chain owner used in its last reconcile.
+func (x *index) chainOf(owner Key) chainRef {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.byOwner[owner].chain
+}

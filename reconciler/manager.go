@@ -13,6 +13,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/blocked"
+	"kontinue.dev/kontinue/reconciler/gate"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -62,10 +64,10 @@ type Manager struct {
 	owners    map[string]*ownerReconciler // by owner kind
 	chains    *chainReconciler
 	runnables *runnableReconciler
-	gate      *APIGate // one outage of the API server, for controllers and watches
+	gate      *gate.APIGate // one outage of the API server, for controllers and watches
 
 	// blocked owners and Runnables wait for RBAC or discovery news.
-	blocked *blocker
+	blocked *blocked.Keys[Key]
 
 	synced   bool
 	syncedMu sync.RWMutex
@@ -180,27 +182,27 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, events, m.noteApply)
 	m.templates = specs.NewTemplates(m.tracker)
-	m.blocked = newBlocker(m.enqueueFanOut)
+	m.blocked = blocked.New(m.enqueueFanOut)
 	idx := newIndex()
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
 	}
 	m.chains = newChainReconciler(m)
 	m.runnables = newRunnableReconciler(m)
-	gate := NewAPIGate(func(ctx context.Context) error {
+	g := gate.New(func(ctx context.Context) error {
 		return dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 	})
 	// Watches wait out an outage at the same gate, and reconnect before
 	// the workers go on: reconciles after an outage read caches that
 	// caught up.
-	m.tracker.WaitOutages(gate)
-	gate.Settle = m.tracker.AwaitReconnect
-	m.gate = gate
+	m.tracker.WaitOutages(g)
+	g.Settle = m.tracker.AwaitReconnect
+	m.gate = g
 	for _, c := range m.Controllers() {
 		if opts.FIFOQueue {
 			c.UseFIFO()
 		}
-		c.Gate = gate
+		c.Gate = g
 		c.OnReconcile = opts.OnReconcile
 	}
 	return m, nil

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/blocked"
+	"kontinue.dev/kontinue/reconciler/chain"
 	"kontinue.dev/kontinue/reconciler/owner"
 	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/specs"
@@ -65,10 +67,10 @@ func (r *ownerReconciler) refsOf(u owner.Used) ownerRefs {
 // cluster. It runs on a worker: it lists and marshals owners.
 func (r *ownerReconciler) chainChanged(name string) {
 	seen := map[Key]bool{}
-	gated := r.rolloutGate() // chainrollout.go: a roll-out wakes its owners in waves
+	gated := r.rolloutGate()
 	for _, k := range r.idx.ownersOfChain(r.flavor.ChainKind, name) {
 		seen[k] = true
-		if !r.rolloutKeeps(gated, k, name) {
+		if !gated(k) || !chain.Selects(r.m.tracker, r.chains, r.flavor, name, k.Namespace, k.Name) {
 			r.ctrl.EnqueueFanOut(k)
 		}
 	}
@@ -97,8 +99,19 @@ func (r *ownerReconciler) chainChanged(name string) {
 	}
 }
 
+// rolloutGate: an owner whose chain has a roll-out (chain.Gate) is woken
+// by its waves, not by a template's or the chain's edit (unless the chain
+// no longer selects it: chain.Selects). Map lookups only: route runs it.
+func (r *ownerReconciler) rolloutGate() func(Key) bool {
+	gated := chain.Gate(r.m.tracker, r.flavor)
+	return func(k Key) bool {
+		c := r.idx.chainOf(k)
+		return c.kind == r.flavor.ChainKind && gated(c.name)
+	}
+}
+
 func (r *ownerReconciler) templateChanged(kind, name string) {
-	gated := r.rolloutGate() // chainrollout.go: a roll-out wakes its owners in waves
+	gated := r.rolloutGate()
 	for _, k := range r.idx.ownersOfTemplate(kind, name) {
 		if k.Kind == r.flavor.OwnerKind && !gated(k) {
 			r.ctrl.EnqueueFanOut(k)
@@ -114,17 +127,17 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		return Result{}, nil
 	}
 	out, err := r.rec.Reconcile(ctx, key.Namespace, key.Name, key.String())
-	var blocked blockCause
+	var cause blocked.Cause
 	switch {
 	case out.Gone:
 		r.idx.forget(key)
-		r.m.blocked.unblockOne(key)
+		r.m.blocked.Unblock(key)
 	case out.Session != nil:
 		r.idx.set(key, r.refsOf(out.Used))
-		if blocked = blockCauseOf(out.Session); blocked != 0 {
-			r.m.blocked.block(key, blocked)
+		if cause = blocked.CauseOf(out.Session); cause != 0 {
+			r.m.blocked.Block(key, cause)
 		} else {
-			r.m.blocked.unblockOne(key)
+			r.m.blocked.Unblock(key)
 		}
 	}
 	if errors.Is(err, owner.ErrUnreadable) {
@@ -134,7 +147,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		return Result{}, err
 	}
 	res := Result{RequeueAfter: out.Requeue, Wait: out.Wait}
-	if blocked != 0 && (res.RequeueAfter == 0 || res.RequeueAfter > blockedRecheck) {
+	if cause != 0 && (res.RequeueAfter == 0 || res.RequeueAfter > blockedRecheck) {
 		// RBAC and CRD events wake blocked owners at once; this slow look
 		// covers what sends no such event (an admission policy's 403, a
 		// kind served by an aggregated API server). An unchanged status is

@@ -10,6 +10,7 @@ import (
 
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -39,7 +40,7 @@ func (m *Manager) route(ev tracking.Event) {
 			// whatever the owner waited for (RBAC, discovery, a backoff),
 			// it is looked at at once, and a new failure backs off from
 			// the start again.
-			m.blocked.unblockOne(k)
+			m.blocked.Unblock(k)
 			m.owners[f.OwnerKind].ctrl.Forget(k)
 		}
 		if ev.Type == tracking.Added && !m.Synced() {
@@ -68,7 +69,7 @@ func (m *Manager) route(ev tracking.Event) {
 	case gvr == CRDGVR:
 		m.crdChanged(ev)
 	case gvr.Group == rbacGroupVersion.Group:
-		m.blocked.unblock(blockedRBAC)
+		m.blocked.News(blocked.RBAC)
 	case gvr == ServiceAccountGVR:
 		// An account created or deleted: its owners and Runnables say so
 		// (or write at last). Updates (its secrets) change nothing. The
@@ -158,7 +159,7 @@ func (m *Manager) crdChanged(ev tracking.Event) {
 			}
 		}
 	}
-	m.blocked.unblock(blockedDiscovery)
+	m.blocked.News(blocked.Discovery)
 }
 
 // enqueue sends an owner or Runnable key to its controller.

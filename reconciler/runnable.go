@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/owner"
 	"kontinue.dev/kontinue/reconciler/runnable"
 	"kontinue.dev/kontinue/tracking"
@@ -127,13 +128,13 @@ func (r *runnableReconciler) Reconcile(ctx context.Context, key Key) (Result, er
 	switch {
 	case out.Gone:
 		r.setSelector(key, nil)
-		r.m.blocked.unblockOne(key)
+		r.m.blocked.Unblock(key)
 	case out.Session != nil:
 		r.setSelector(key, out.Selector)
-		if blocked := blockCauseOf(out.Session); blocked != 0 {
-			r.m.blocked.block(key, blocked)
+		if cause := blocked.CauseOf(out.Session); cause != 0 {
+			r.m.blocked.Block(key, cause)
 		} else {
-			r.m.blocked.unblockOne(key)
+			r.m.blocked.Unblock(key)
 		}
 	}
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 )
 
 // Outage is an outage of the API server as the controllers see it
-// (reconciler.APIGate). A list or watch that finds the server unreachable
+// (reconciler/gate.APIGate). A list or watch that finds the server unreachable
 // waits for it here and tries again at once when it answers, rather than
 // returning the error to client-go's reflector, which would back off on
 // its own (0.8 s doubling to 30 s): a watch would then come back up to half

@@ -21,7 +21,7 @@ type fakeOutage struct {
 }
 
 func (f *fakeOutage) Fail(err error, _ time.Time) bool {
-	// As the gate does (reconciler.Unreachable): a 503 is unreachable too.
+	// As the gate does (gate.Unreachable): a 503 is unreachable too.
 	if !errors.Is(err, errAway) && !apierrors.IsServiceUnavailable(err) {
 		return false
 	}

@@ -49,7 +49,7 @@ type pass struct {
 	defs          defs // what the steps render with: live, or a roll-out's revision (revision.go)
 	templatesUsed []TemplateRef
 	watch         *tracking.Handle // the watches this reconcile used
-	w             *stamp.Session   // every write; what blocks the owner (the Manager's blockCauseOf)
+	w             *stamp.Session   // every write; what blocks the owner (blocked.CauseOf, in the Manager)
 	keep          *keepSet         // what removal must leave alone (keep.go)
 	noAccount     bool             // the service account does not exist: write nothing
 	// chainsCached are the flavor's chains in the cache, and writerOf the
@@ -269,14 +269,19 @@ func (op *pass) io() *ownerIO {
 }
 
 // serviceAccount is the account whose permissions stamp objects:
-// the owner's, else the chain's, else "default" in the owner's namespace.
+// the owner's, else the chain's (the revision it renders with, or the live
+// chain before one is chosen), else "default" in the owner's namespace.
 func (op *pass) serviceAccount() api.ServiceAccountRef {
 	ns := op.owner.GetNamespace()
 	if op.spec.ServiceAccountName != "" {
 		return api.ServiceAccountRef{Namespace: ns, Name: op.spec.ServiceAccountName}
 	}
-	if op.defs.spec != nil && op.defs.spec.ServiceAccountRef != nil && op.defs.spec.ServiceAccountRef.Name != "" {
-		ref := *op.defs.spec.ServiceAccountRef
+	cs := op.defs.spec
+	if cs == nil && op.chain != nil {
+		cs = &op.chain.Spec
+	}
+	if cs != nil && cs.ServiceAccountRef != nil && cs.ServiceAccountRef.Name != "" {
+		ref := *cs.ServiceAccountRef
 		if ref.Namespace == "" {
 			ref.Namespace = ns
 		}

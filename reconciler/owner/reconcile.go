@@ -166,7 +166,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	}
 
 	if err := r.writeStatus(ctx, obj, op); err != nil {
-		if apierrors.IsConflict(err) {
+		if apierrors.IsConflict(err) || errors.Is(err, stamp.ErrStaleCopy) {
 			// Decided on a stale copy: decide again once the cache has a
 			// newer one (fresh.Reads), not on the same copy with backoff.
 			return Outcome{Requeue: 50 * time.Millisecond, Wait: true}, nil

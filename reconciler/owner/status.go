@@ -72,7 +72,7 @@ type ownWrite struct {
 func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, op *pass) error {
 	r.bound(obj, op)
 	user := op.user
-	written, err := r.env.Writer.WriteStatus(ctx, r.env.Flavor.OwnerGVR, obj, op.status)
+	written, err := r.env.Writer.WriteStatus(ctx, r.env.Flavor.OwnerGVR, obj, op.status, r.env.Tracker)
 	if written != nil {
 		r.recordWrite(user, written)
 	}

@@ -10,7 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,7 +50,7 @@ func selectOne(obj *unstructured.Unstructured, kind string, sel labels.Selector,
 			live = append(live, o)
 		}
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i].GetName() < live[j].GetName() })
+	slices.SortFunc(live, func(a, b *unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
 	ns := obj.GetNamespace()
 	switch len(live) {
 	case 1:
@@ -235,7 +235,7 @@ func runOutputs(outs map[string]string, run *unstructured.Unstructured) (map[str
 	for n := range outs {
 		names = append(names, n)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	out := make(map[string]any, len(outs))
 	for _, n := range names {
 		p, err := paths.Compile(step.TrimTag(outs[n]))

@@ -132,7 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	runErr := rp.realize()
 	if !rp.keepStatus {
 		if err := r.writeStatus(ctx, rp); err != nil {
-			if errors.Is(err, errDecidedOnOldCopy) {
+			if errors.Is(err, stamp.ErrStaleCopy) {
 				return Outcome{Requeue: 50 * time.Millisecond}, nil
 			}
 			if apierrors.IsConflict(err) {
@@ -151,21 +151,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	return Outcome{Requeue: rp.requeue, Session: rp.w, Selector: rp.selKey}, runErr
 }
 
-// errDecidedOnOldCopy: the cache has a newer copy of the Runnable than the
-// one the reconcile decided on; nothing is written.
-var errDecidedOnOldCopy = errors.New("decided on an older copy than the cache has")
-
 func (r *Reconciler) writeStatus(ctx context.Context, rp *pass) error {
 	rp.bound()
 	read := rp.obj.GetResourceVersion()
-	if now, _ := r.env.Tracker.Get(tracking.Key{GVR: api.RunnableGVR}, rp.obj.GetNamespace(), rp.obj.GetName()); now != nil && now.GetResourceVersion() != read {
-		// The cache moved on while this reconcile decided (the owner
-		// applied a new spec, a run's outputs came in): a write on the
-		// copy read can only be refused. Its event brings the Runnable
-		// back to decide on the newer copy.
-		return errDecidedOnOldCopy
-	}
-	written, err := r.env.Writer.WriteStatus(ctx, api.RunnableGVR, rp.obj, rp.status)
+	// Not on a copy the cache has replaced (the owner applied a new spec,
+	// a run's outputs came in): stamp.ErrStaleCopy.
+	written, err := r.env.Writer.WriteStatus(ctx, api.RunnableGVR, rp.obj, rp.status, r.env.Tracker)
 	if written != nil || apierrors.IsConflict(err) {
 		// The copy read is stale now (this write replaced it, or another
 		// had): the next reconcile waits for the cache to show a newer
@@ -193,7 +184,7 @@ type pass struct {
 
 	watch      *tracking.Handle // the watches this reconcile used
 	selKey     *tracking.Key
-	w          *stamp.Session // every write; what blocks the Runnable (blockCauseOf)
+	w          *stamp.Session // every write; what blocks the Runnable (blocked.CauseOf)
 	requeue    time.Duration
 	keepStatus bool // a cache is still syncing: decide nothing, write nothing
 }

@@ -136,3 +136,12 @@ func fromUnstructured(u *unstructured.Unstructured, err error) (*corev1.Event, e
 	}
 	return ev, nil
 }
+
+// applied records on f.Owner that live was written for f.Step.
+func (e *Events) applied(f For, live *unstructured.Unstructured) {
+	name := live.GetName()
+	if ns := live.GetNamespace(); ns != "" {
+		name = ns + "/" + name
+	}
+	e.Event(f.Owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), name, f.Step)
+}

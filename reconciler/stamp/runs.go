@@ -115,7 +115,8 @@ func (w *Session) LoadRuns(ctx context.Context, q RunQuery) ([]runs.Run, bool, e
 // shows it.
 func (w *Session) CreateRun(ctx context.Context, f For, gvr schema.GroupVersionResource, run *unstructured.Unstructured, digest, memo string) (_ *unstructured.Unstructured, err error) {
 	defer func() { _ = w.Note(err) }()
-	created, err := w.create(ctx, f.Client, gvr, run, digest)
+	created, err := createRun(ctx, f.Client, gvr, run, digest)
+	w.note(true)
 	if err != nil {
 		return nil, err
 	}
@@ -134,13 +135,9 @@ func (w *Session) CreateRun(ctx context.Context, f For, gvr schema.GroupVersionR
 	return created, nil
 }
 
-// ForgetRuns drops what is remembered of the runs created for memo (its
-// Runnable or owner is gone).
-func (w *Writer) ForgetRuns(memo string) { w.recent.Forget(memo) }
-
-// create creates a run through cl, stamped with its input digest and, for
+// createRun creates a run through cl, stamped with its input digest and, for
 // people, its creation time (runs.AnnotationCreatedAt: never read).
-func (w *Session) create(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
+func createRun(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, digest string) (*unstructured.Unstructured, error) {
 	obj = obj.DeepCopy()
 	l := obj.GetLabels()
 	if l == nil {
@@ -154,9 +151,7 @@ func (w *Session) create(ctx context.Context, cl dynamic.Interface, gvr schema.G
 	}
 	ann[runs.AnnotationCreatedAt] = time.Now().UTC().Format(time.RFC3339Nano)
 	obj.SetAnnotations(ann)
-	created, err := resource(cl, gvr, obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-	w.note(true)
-	return created, err
+	return resource(cl, gvr, obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
 }
 
 // RemoveRuns removes the runs retention no longer keeps (the caller

@@ -11,22 +11,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"fmt"
+	"errors"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/util/csaupgrade"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/apply"
-	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -75,122 +67,9 @@ type Target struct {
 // Watch is the stamped watch of the target's kind.
 func (t Target) Watch() tracking.Key { return tracking.Key{GVR: t.GVR, Selector: StampedSelector} }
 
-// Resolve maps a kind to its resource and scope. An error is a
-// *failure.Error: the kind is not served (NotServed) or discovery failed
-// (Transient).
-func (w *Session) Resolve(gvk schema.GroupVersionKind) (_ Target, err error) {
-	defer func() { _ = w.Note(err) }()
-	m, err := w.mapper.Mapping(gvk)
-	if err != nil {
-		if meta.IsNoMatchError(err) {
-			return Target{}, &failure.Error{Class: failure.NotServed, Err: fmt.Errorf("the API server does not serve kind [%s] in [%s]", gvk.Kind, gvk.GroupVersion())}
-		}
-		return Target{}, &failure.Error{Class: failure.Transient, Err: fmt.Errorf("unable to look up kind [%s]: %w", gvk.Kind, err)}
-	}
-	return Target{GVR: m.Resource, Namespaced: m.Scope.Name() == meta.RESTScopeNameNamespace}, nil
-}
-
 // Watch starts or joins a watch for the reconcile at hand and reports
 // whether its cache has synced (tracking.Handle.Watch).
 type Watch func(tracking.Key) bool
-
-// Live returns the live object from the cache of key once it has synced,
-// else from the API server, so that an unchanged object is not written again
-// just because the cache is cold. watch starts the watch if needed (nil only
-// reads a watch someone else keeps). A missing object is (nil, nil).
-func (w *Session) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (_ *unstructured.Unstructured, err error) {
-	defer func() { _ = w.Note(err) }()
-	if watch != nil {
-		watch(key)
-	}
-	if obj, synced := w.tracker.Get(key, namespace, name); synced {
-		return obj, nil
-	}
-	obj, err := resource(w.dyn, key.GVR, namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	tracking.Compact(obj)
-	return obj, nil
-}
-
-// CreateStamped creates desired through cl: the first write of a stamped
-// object. A create costs the API server about half of a GET and a
-// server-side apply together, and cannot take over an object someone else
-// made (it fails with AlreadyExists). It records Kontinue's fields under an
-// Update entry; UpgradeFields hands them to the apply entry before the
-// object's next write.
-func (w *Session) CreateStamped(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (_ *unstructured.Unstructured, err error) {
-	defer func() { _ = w.Note(err) }()
-	created, err := resource(cl, gvr, desired.GetNamespace()).Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
-	w.note(true)
-	if err != nil {
-		return nil, err
-	}
-	tracking.Compact(created)
-	return created, nil
-}
-
-// UpgradeFields hands the fields of Kontinue's create (its Update entry in
-// managedFields) to Kontinue's apply entry, so that a field the template no
-// longer sets is removed by the next apply instead of being kept by the
-// create's entry. live must carry its full managedFields (read from the API
-// server, not the cache); nothing is written when there is nothing to hand
-// over. The patch is conditional on live's resourceVersion.
-func (w *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, live *unstructured.Unstructured) (err error) {
-	defer func() { _ = w.Note(err) }()
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(FieldManager), FieldManager)
-	if err != nil || patch == nil {
-		return err
-	}
-	_, err = resource(cl, gvr, live.GetNamespace()).Patch(ctx, live.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{})
-	w.note(true)
-	return err
-}
-
-// Apply server-side applies desired through cl unless cached already holds
-// it, and reports whether the object was written.
-func (w *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (_ *unstructured.Unstructured, _ bool, err error) {
-	defer func() { _ = w.Note(err) }()
-	if apply.UpToDate(desired, cached) {
-		w.note(false)
-		return cached, false, nil
-	}
-	live, err := ServerSideApply(ctx, cl, gvr, desired, FieldManager)
-	w.note(true)
-	if err != nil {
-		return nil, false, err
-	}
-	return live, cached == nil || cached.GetResourceVersion() != live.GetResourceVersion(), nil
-}
-
-// Delete deletes obj through cl only if it is still the object seen (UID
-// precondition). Gone or replaced meanwhile is not an error.
-func (w *Session) Delete(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, uid types.UID) (err error) {
-	defer func() { _ = w.Note(err) }()
-	err = deleteObject(ctx, cl, gvr, namespace, name, uid)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	return err
-}
-
-// Remove deletes obj through cl (UID precondition) and records on owner
-// that it did, or that account may not ("Removed Kind ns/name <why>").
-// Delete notes the error.
-func (w *Session) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error {
-	err := w.Delete(ctx, cl, gvr, obj.GetNamespace(), obj.GetName(), obj.GetUID())
-	switch {
-	case err == nil:
-		w.Events.Event(owner, corev1.EventTypeNormal, EventStampedObjectRemoved, "Removed %s %s/%s %s", obj.GetKind(), obj.GetNamespace(), obj.GetName(), why)
-	case apierrors.IsForbidden(err):
-		w.Events.Event(owner, corev1.EventTypeWarning, EventStampedObjectNotRemoved, "Cannot remove %s %s/%s as service account [%s]: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), account, err)
-	}
-	return err
-}
 
 func resource(cl dynamic.Interface, gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
 	if namespace == "" {
@@ -199,10 +78,32 @@ func resource(cl dynamic.Interface, gvr schema.GroupVersionResource, namespace s
 	return cl.Resource(gvr).Namespace(namespace)
 }
 
+// Cache is where WriteStatus finds the cached copy of the object whose
+// status it writes (tracking.Tracker).
+type Cache interface {
+	Get(key tracking.Key, namespace, name string) (*unstructured.Unstructured, bool)
+}
+
+// ErrStaleCopy: the cache holds a newer copy of the object than the one
+// its status was decided on; nothing is written.
+var ErrStaleCopy = errors.New("decided on an older copy than the cache has")
+
 // WriteStatus replaces obj's status (obj is changed) when it differs from
 // what obj holds, so that an idle system makes no writes, and returns the
 // status written (nil when nothing was written).
-func (w *Writer) WriteStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, status any) (map[string]any, error) {
+//
+// When cache (nil: not asked) holds a newer copy of obj than the one read,
+// nothing is written and the error is ErrStaleCopy: the object's other
+// writers (the owner that applies a Runnable's spec, a person editing an
+// owner) moved it on while the reconcile decided, and a write on the copy
+// read could only be refused (409 Conflict). The newer copy's event brings
+// the key back to decide on it.
+func (w *Writer) WriteStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, status any, cache Cache) (map[string]any, error) {
+	if cache != nil {
+		if now, _ := cache.Get(tracking.Key{GVR: gvr}, obj.GetNamespace(), obj.GetName()); now != nil && now.GetResourceVersion() != obj.GetResourceVersion() {
+			return nil, ErrStaleCopy
+		}
+	}
 	b, err := json.Marshal(status)
 	if err != nil {
 		return nil, err
@@ -230,32 +131,12 @@ func StatusDigest(status map[string]any) [32]byte {
 	return sha256.Sum256(b)
 }
 
-// Session is the Writer as one reconcile uses it: every read and write of
-// stamped objects and runs is a Session's, and notes its error. It
-// remembers the last failure that only news can fix (Forbidden: RBAC;
-// NotServed: discovery), so that whether a key waits for news is decided
-// in one place, from the error classes, however many calls failed.
-type Session struct {
-	*Writer
-	blocking failure.Class
-	blocked  bool
+// Record returns the record Secret namespace/name that Kontinue wrote last
+// if the cache may not have it yet, else cached.
+func (w *Writer) Record(cached *unstructured.Unstructured, namespace, name string) *unstructured.Unstructured {
+	return w.written.newest(cached, namespace, name)
 }
 
-// Session starts a Session for one reconcile.
-func (w *Writer) Session() *Session { return &Session{Writer: w} }
-
-// Blocked returns the failure the reconcile waits on news for (false: none).
-func (s *Session) Blocked() (failure.Class, bool) { return s.blocking, s.blocked }
-
-// Note records err's class when it is one only news can fix; it returns
-// err. The Session's own calls note their errors: callers note only errors
-// that did not come through it.
-func (s *Session) Note(err error) error {
-	if err == nil {
-		return nil
-	}
-	if f := failure.Classify(err); f == failure.Forbidden || f == failure.NotServed {
-		s.blocking, s.blocked = f, true
-	}
-	return err
-}
+// ForgetRuns drops what is remembered of the runs created for memo (its
+// Runnable or owner is gone).
+func (w *Writer) ForgetRuns(memo string) { w.recent.Forget(memo) }

@@ -1,6 +1,7 @@
 package stamp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -8,9 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kontinue.dev/kontinue/reconciler/failure"
+	"kontinue.dev/kontinue/tracking"
 )
 
 // The status a reconcile computes went through a JSON round trip (float64
@@ -58,4 +61,31 @@ func TestSessionBlocked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cacheOf is a cache holding one copy.
+type cacheOf struct{ obj *unstructured.Unstructured }
+
+func (c cacheOf) Get(tracking.Key, string, string) (*unstructured.Unstructured, bool) {
+	return c.obj, true
+}
+
+// A status decided on a copy the cache has replaced is not written: the
+// write could only be refused. The guard answers before any API call (the
+// Writer here has no client at all).
+func TestWriteStatusRefusesACopyTheCacheReplaced(t *testing.T) {
+	read := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "a", "namespace": "ns", "resourceVersion": "10"},
+		"status": map[string]any{"x": "old"}}}
+	newer := read.DeepCopy()
+	newer.SetResourceVersion("11")
+	w := &Writer{}
+	written, err := w.WriteStatus(context.Background(), schema.GroupVersionResource{Resource: "runnables"}, read, map[string]any{"x": "new"}, cacheOf{newer})
+	assert.ErrorIs(t, err, ErrStaleCopy)
+	assert.Nil(t, written)
+	assert.Equal(t, map[string]any{"x": "old"}, read.Object["status"], "the copy read is left as it was")
+
+	// The cache shows the copy read, and the status is unchanged: no write, no error.
+	written, err = w.WriteStatus(context.Background(), schema.GroupVersionResource{Resource: "runnables"}, read, map[string]any{"x": "old"}, cacheOf{read})
+	assert.NoError(t, err)
+	assert.Nil(t, written)
 }

@@ -138,3 +138,11 @@ func (ob Observation) ShadowFailed(why string) Observation {
 	}
 	return ob
 }
+
+// Outputs are what downstream steps get (nil: they wait).
+func (o Observation) Outputs() Outputs {
+	if o.Gated {
+		return o.State.Good
+	}
+	return o.out
+}

@@ -163,14 +163,6 @@ type Observation struct {
 	appliedOutcome health.Outcome
 }
 
-// Outputs are what downstream steps get (nil: they wait).
-func (o Observation) Outputs() Outputs {
-	if o.Gated {
-		return o.State.Good
-	}
-	return o.out
-}
-
 func healthyOf(status, reason, msg string) *metav1.Condition {
 	c := st.Cond(st.Healthy, metav1.ConditionStatus(status), reason, msg)
 	return &c

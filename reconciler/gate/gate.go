@@ -1,4 +1,6 @@
-package reconciler
+// Package gate holds the APIGate: one gate for an API server outage,
+// shared by every controller and watch.
+package gate
 
 import (
 	"context"
@@ -52,8 +54,8 @@ type APIGate struct {
 	backAt time.Time
 }
 
-// NewAPIGate returns an open gate that probes the server with probe.
-func NewAPIGate(probe func(ctx context.Context) error) *APIGate {
+// New returns an open gate that probes the server with probe.
+func New(probe func(ctx context.Context) error) *APIGate {
 	return &APIGate{probe: probe}
 }
 

@@ -1,4 +1,4 @@
-package reconciler
+package gate
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func TestAPIGate(t *testing.T) {
 	down := errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
 	var probes atomic.Int32
 	var up atomic.Bool
-	g := NewAPIGate(func(context.Context) error {
+	g := New(func(context.Context) error {
 		probes.Add(1)
 		if up.Load() {
 			return nil

@@ -1,4 +1,6 @@
-package reconciler
+// Package blocked remembers the keys that wait for RBAC or discovery news,
+// and decides, in one place, whether a reconcile's key waits for it.
+package blocked
 
 import (
 	"sync"
@@ -8,43 +10,46 @@ import (
 	"kontinue.dev/kontinue/reconciler/stamp"
 )
 
-type blockCause int
+// Cause is the news a key waits for (0: none).
+type Cause int
 
+// The news a key can wait for.
 const (
-	blockedRBAC blockCause = iota + 1
-	blockedDiscovery
+	RBAC Cause = iota + 1
+	Discovery
 )
 
-// blockCauseOf is the one place a reconcile's key is found blocked: from
+// CauseOf is the one place a reconcile's key is found blocked: from
 // the class of the failures its stamp Session saw (0: not blocked).
-func blockCauseOf(s *stamp.Session) blockCause {
+func CauseOf(s *stamp.Session) Cause {
 	switch f, ok := s.Blocked(); {
 	case !ok:
 		return 0
 	case f == failure.Forbidden:
-		return blockedRBAC
+		return RBAC
 	case f == failure.NotServed:
-		return blockedDiscovery
+		return Discovery
 	}
 	return 0
 }
 
-// blocker remembers the owners and Runnables that wait for RBAC or
+// Keys remembers the owners and Runnables that wait for RBAC or
 // discovery news: they are reconciled again when it comes, not retried on
 // a timer, which would only repeat the failure.
-type blocker struct {
-	enqueue func(Key)
+type Keys[K comparable] struct {
+	enqueue func(K)
 
 	mu   sync.Mutex
-	keys map[Key]blockCause
+	keys map[K]Cause
 	// lastNews is when RBAC or discovery last changed, by cause; recheck is
 	// set while a delayed second look for that cause is pending.
-	lastNews map[blockCause]time.Time
-	recheck  map[blockCause]bool
+	lastNews map[Cause]time.Time
+	recheck  map[Cause]bool
 }
 
-func newBlocker(enqueue func(Key)) *blocker {
-	return &blocker{enqueue: enqueue, keys: map[Key]blockCause{}}
+// New returns Keys that enqueue a released key.
+func New[K comparable](enqueue func(K)) *Keys[K] {
+	return &Keys[K]{enqueue: enqueue, keys: map[K]Cause{}}
 }
 
 // An owner that blocks soon after news of its cause may have raced the
@@ -58,13 +63,13 @@ const (
 	recheckDelay = 2 * time.Second // the mapper refreshes discovery at most this often
 )
 
-// block remembers that the owner or Runnable user waits for cause.
-func (b *blocker) block(user Key, cause blockCause) {
+// Block remembers that the owner or Runnable user waits for cause.
+func (b *Keys[K]) Block(user K, cause Cause) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.keys[user] = cause
 	if b.recheck == nil {
-		b.recheck = map[blockCause]bool{}
+		b.recheck = map[Cause]bool{}
 	}
 	if time.Since(b.lastNews[cause]) < newsWindow && !b.recheck[cause] {
 		b.recheck[cause] = true
@@ -77,17 +82,18 @@ func (b *blocker) block(user Key, cause blockCause) {
 	}
 }
 
-func (b *blocker) unblockOne(user Key) {
+// Unblock forgets user: it was reconciled without the failure.
+func (b *Keys[K]) Unblock(user K) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.keys, user)
 }
 
-// unblock is news of cause: the owners waiting for it are reconciled.
-func (b *blocker) unblock(cause blockCause) {
+// News is news of cause: the owners waiting for it are reconciled.
+func (b *Keys[K]) News(cause Cause) {
 	b.mu.Lock()
 	if b.lastNews == nil {
-		b.lastNews = map[blockCause]time.Time{}
+		b.lastNews = map[Cause]time.Time{}
 	}
 	b.lastNews[cause] = time.Now()
 	b.mu.Unlock()
@@ -95,9 +101,9 @@ func (b *blocker) unblock(cause blockCause) {
 }
 
 // release enqueues the owners blocked on cause.
-func (b *blocker) release(cause blockCause) {
+func (b *Keys[K]) release(cause Cause) {
 	b.mu.Lock()
-	var users []Key
+	var users []K
 	for u, c := range b.keys {
 		if c == cause {
 			users = append(users, u)

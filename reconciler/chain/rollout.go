@@ -1,14 +1,15 @@
-package reconciler
+package chain
 
 // The edge of a chain's roll-out (reconciler/rollout decides): the live
 // revision of the chain and its templates, what its owners rendered with,
 // the status the chain reconciler writes, and waking the owners whose
 // turn it is. A template edit under a roll-out policy wakes no owner by
-// itself (rolloutGate): the waves do.
+// itself (Gate): the waves do.
 
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +40,7 @@ type rolloutStep struct {
 
 // rollout decides the roll-out of chain obj (of flavor f) and wakes the
 // owners due under the status the cache shows.
-func (r *chainReconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured) rolloutStep {
+func (r *Reconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured) rolloutStep {
 	policy, prev, err := rollout.Read(obj.Object)
 	if err != nil {
 		c := rollout.Invalid(err)
@@ -72,7 +73,7 @@ func (r *chainReconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured)
 
 // liveRevision is the revision of the chain and its templates as the cache
 // has them; nil and the first template missing when one is.
-func (r *chainReconciler) liveRevision(obj *unstructured.Unstructured) (*rollout.Revision, string) {
+func (r *Reconciler) liveRevision(obj *unstructured.Unstructured) (*rollout.Revision, string) {
 	spec, _ := obj.Object["spec"].(map[string]any)
 	var cs api.ChainSpec
 	if err := api.Decode(spec, &cs); err != nil {
@@ -94,7 +95,7 @@ func (r *chainReconciler) liveRevision(obj *unstructured.Unstructured) (*rollout
 			key, ok := gvrs[s.TemplateRef.Kind]
 			var t *unstructured.Unstructured
 			if ok {
-				t, _ = r.m.tracker.Get(key, "", n)
+				t, _ = r.env.Tracker.Get(key, "", n)
 			}
 			if t == nil {
 				return nil, id
@@ -108,8 +109,8 @@ func (r *chainReconciler) liveRevision(obj *unstructured.Unstructured) (*rollout
 }
 
 // rolloutOwners are the owners whose status names the chain.
-func (r *chainReconciler) rolloutOwners(f *api.Flavor, chain string) []rollout.Owner {
-	objs, _ := r.m.tracker.List(tracking.Key{GVR: f.OwnerGVR}, "")
+func (r *Reconciler) rolloutOwners(f *api.Flavor, chain string) []rollout.Owner {
+	objs, _ := r.env.Tracker.List(tracking.Key{GVR: f.OwnerGVR}, "")
 	ref := "supplyChainRef"
 	if f == api.DeliverableFlavor {
 		ref = "deliveryRef"
@@ -136,74 +137,58 @@ func (r *chainReconciler) rolloutOwners(f *api.Flavor, chain string) []rollout.O
 // wake enqueues the owners due under prev (the status the cache shows,
 // which they read too) once per state of the roll-out: a wave's owners
 // are woken when it begins, not on every poll.
-func (r *chainReconciler) wake(f *api.Flavor, chain string, generation int64, prev *rollout.Status, due []string) {
+func (r *Reconciler) wake(f *api.Flavor, chain string, generation int64, prev *rollout.Status, due []string) {
 	// The generation: an edit of the policy may admit other owners.
 	state := fmt.Sprintf("%s/%s/%d/%d", prev.Stable, prev.Target, prev.Wave, generation)
 	key := f.ChainKind + "/" + chain
-	r.rolloutMu.Lock()
-	woken := r.rolloutWoken[key] == state
-	r.rolloutWoken[key] = state
-	r.rolloutMu.Unlock()
+	r.mu.Lock()
+	woken := r.woken[key] == state
+	r.woken[key] = state
+	r.mu.Unlock()
 	if woken || len(due) == 0 {
 		return
 	}
 	klog.InfoS("roll-out wakes owners", "chain", key, "stable", prev.Stable, "target", prev.Target, "wave", prev.Wave, "owners", len(due))
-	o := r.m.owners[f.OwnerKind]
 	for _, k := range due {
-		if ns, name, ok := splitKey(k); ok {
-			o.ctrl.EnqueueFanOut(o.key(ns, name))
+		if ns, name, ok := strings.Cut(k, "/"); ok && r.env.Wake != nil {
+			r.env.Wake(f, ns, name)
 		}
 	}
 }
 
-func splitKey(k string) (string, string, bool) {
-	for i := 0; i < len(k); i++ {
-		if k[i] == '/' {
-			return k[:i], k[i+1:], true
-		}
-	}
-	return "", "", false
-}
-
-// rolloutGate reports, for one template event, whether an owner's chain
-// has a roll-out under way-or-ready (a policy and a stable revision): its
-// owners render with revisions, and the roll-out wakes them in waves, so
-// the edit itself wakes none of them. Decided once per chain per event,
-// by map lookups only: it runs on an informer goroutine (route).
-func (r *ownerReconciler) rolloutGate() func(Key) bool {
-	memo := map[chainRef]bool{}
-	return func(k Key) bool {
-		c := r.idx.chainOf(k)
-		if c.name == "" || c.kind != r.flavor.ChainKind {
-			return false
-		}
-		gated, ok := memo[c]
+// Gate reports, for the chains of flavor f, whether a chain has a
+// roll-out under way-or-ready (a policy and a stable revision): its owners
+// render with revisions, and the roll-out wakes them in waves, so a
+// template edit itself wakes none of them. Decided once per chain per
+// event, by map lookups only: it runs on an informer goroutine.
+func Gate(tracker *tracking.Tracker, f *api.Flavor) func(chain string) bool {
+	memo := map[string]bool{}
+	return func(chain string) bool {
+		gated, ok := memo[chain]
 		if !ok {
-			if obj, _ := r.m.tracker.Get(tracking.Key{GVR: r.flavor.ChainGVR}, "", c.name); obj != nil {
+			if obj, _ := tracker.Get(tracking.Key{GVR: f.ChainGVR}, "", chain); obj != nil {
 				policy, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "rollout")
 				stable, _, _ := unstructured.NestedString(obj.Object, "status", "rollout", "stable")
 				gated = policy != nil && stable != ""
 			}
-			memo[c] = gated
+			memo[chain] = gated
 		}
 		return gated
 	}
 }
 
-// rolloutKeeps reports whether a change of chain need not wake owner k:
-// the chain has a roll-out (rolloutGate) and still selects k, so k renders
-// with its revision and the waves wake it. An owner the chain no longer
-// selects is woken, to find its chain. It runs on a worker (chainChanged).
-func (r *ownerReconciler) rolloutKeeps(gated func(Key) bool, k Key, chain string) bool {
-	if !gated(k) {
-		return false
-	}
-	c, _ := r.m.tracker.Get(tracking.Key{GVR: r.flavor.ChainGVR}, "", chain)
-	o, _ := r.m.tracker.Get(tracking.Key{GVR: r.flavor.OwnerGVR}, k.Namespace, k.Name)
+// Selects reports whether chain (of flavor f, read through chains) still
+// selects the owner namespace/name: a change of a gated chain need not
+// wake such an owner, it renders with its revision and the waves wake it.
+// An owner the chain no longer selects is woken, to find its chain. It
+// lists nothing but marshals the owner: it runs on a worker.
+func Selects(tracker *tracking.Tracker, chains *specs.Chains, f *api.Flavor, chain, namespace, name string) bool {
+	c, _ := tracker.Get(tracking.Key{GVR: f.ChainGVR}, "", chain)
+	o, _ := tracker.Get(tracking.Key{GVR: f.OwnerGVR}, namespace, name)
 	if c == nil || o == nil {
 		return false
 	}
-	cs := r.chains.Chain(c)
+	cs := chains.Chain(c)
 	if cs.Selector == nil {
 		return false
 	}
@@ -211,13 +196,6 @@ func (r *ownerReconciler) rolloutKeeps(gated func(Key) bool, k Key, chain string
 	if err != nil {
 		return false
 	}
-	ok, err := cs.Selector.Matches(selector.Owner{Kind: r.flavor.OwnerKind, Labels: o.GetLabels(), Doc: doc})
+	ok, err := cs.Selector.Matches(selector.Owner{Kind: f.OwnerKind, Labels: o.GetLabels(), Doc: doc})
 	return ok && err == nil
-}
-
-// chainOf is the chain owner used in its last reconcile.
-func (x *index) chainOf(owner Key) chainRef {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	return x.byOwner[owner].chain
 }
