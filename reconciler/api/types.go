@@ -63,25 +63,6 @@ type ChainSpec struct {
 	Rollout *RolloutPolicy `json:"rollout,omitempty"`
 }
 
-// RolloutPolicy is a chain's spec.rollout.
-type RolloutPolicy struct {
-	// Waves admit owners in turn; each wave admits its owners and every
-	// earlier wave's. A last wave of 100 percent is implied.
-	Waves []RolloutWave `json:"waves,omitempty"`
-	// PauseOnFailure (default true) halts the roll-out when an admitted
-	// owner fails on the new revision; false lets a wave count as done when
-	// every admitted owner has settled, Ready or not.
-	PauseOnFailure *bool `json:"pauseOnFailure,omitempty"`
-}
-
-// RolloutWave admits the owners its selector matches, or a share of the
-// owners (Percent: those whose bucket, a hash of namespace/name in 0..99,
-// is below it). Exactly one of them is set.
-type RolloutWave struct {
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
-	Percent  *int                  `json:"percent,omitempty"`
-}
-
 // ServiceAccountRef names the account whose permissions stamp objects.
 type ServiceAccountRef struct {
 	Name      string `json:"name"`
