@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"time"
@@ -11,7 +12,9 @@ import (
 
 	"kontinue.dev/kontinue/cli"
 	"kontinue.dev/kontinue/clientconfig"
+	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/spans"
 	"kontinue.dev/kontinue/version"
 )
 
@@ -31,6 +34,8 @@ type options struct {
 	resync        time.Duration
 	installCRDs   bool
 	kstatus       bool
+	history       int
+	otlpTraces    string
 	shutdownGrace time.Duration
 	helm          render.HelmOptions
 
@@ -103,6 +108,8 @@ Flags and defaults: docs/operations.md#flags.`,
 	fs.DurationVar(&o.resync, "resync-period", 10*time.Hour, "informer resync period")
 	fs.BoolVar(&o.installCRDs, "install-crds", false, "apply Kontinue's CRDs at start")
 	fs.BoolVar(&o.kstatus, "kstatus-conditions", false, "add kstatus's Reconciling and Stalled conditions to Workloads and Deliverables, so that Flux, Argo CD and other kstatus users see failures (the Helm chart turns it on)")
+	fs.IntVar(&o.history, "history-revisions", 10, "input revisions each Workload's and Deliverable's history keeps (a ConfigMap beside it, written as its service account; docs/status.md#history); 0: no history")
+	fs.StringVar(&o.otlpTraces, "otlp-traces-endpoint", "", "send OpenTelemetry traces over OTLP/HTTP to this URL (http://collector:4318): a trace per input revision of an owner, a span per step (docs/operations.md#traces); empty: off")
 	fs.BoolVar(&o.helm.AllowPrivateNetworks, "helm-allow-private-networks", false, "let helm templates fetch charts from loopback, private and link-local addresses (refused by default: a template author could otherwise make Kontinue reach in-cluster services or a cloud metadata endpoint)")
 	fs.BoolVar(&o.helm.AllowHTTP, "helm-allow-http", false, "let helm templates fetch charts over plain http (by default https and oci only)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 30*time.Second, "time in-flight reconciles get to finish on SIGTERM")
@@ -118,4 +125,31 @@ Flags and defaults: docs/operations.md#flags.`,
 	pv.Usage = "klog verbosity of the logs (--log-level sets it too)"
 	fs.AddFlag(pv)
 	return c
+}
+
+// historyRevisions maps --history-revisions to the Manager's option: 0
+// there is the default, here it is off.
+func historyRevisions(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// traces turns on the OpenTelemetry spans when an endpoint is set; stop
+// sends what is batched.
+func traces(ctx context.Context, endpoint string, opts *reconciler.Options) (stop func(), err error) {
+	if endpoint == "" {
+		return nil, nil
+	}
+	x, err := spans.New(ctx, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("--otlp-traces-endpoint: %w", err)
+	}
+	opts.Spans = x.StatusWritten
+	return func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = x.Shutdown(c)
+	}, nil
 }

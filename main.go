@@ -69,7 +69,14 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 			return err
 		}
 	}
-	m, err := reconciler.NewManager(cfg, reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm})
+	ropts := reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm,
+		HistoryRevisions: historyRevisions(o.history)}
+	if stop, err := traces(ctx, o.otlpTraces, &ropts); err != nil {
+		return err
+	} else if stop != nil {
+		defer stop()
+	}
+	m, err := reconciler.NewManager(cfg, ropts)
 	if err != nil {
 		return err
 	}

@@ -241,3 +241,15 @@ func TestParseObjectQuery(t *testing.T) {
 		require.Equal(t, tc.gvr, got.gvr, tc.query)
 	}
 }
+
+// /api/history refuses what is not an owner before reading anything: its
+// values become a URL path on the API server.
+func TestHistoryQuery(t *testing.T) {
+	h := New(nil, Options{}).Handler()
+	for _, q := range []string{"kind=Runnable&namespace=a&name=b", "kind=Workload&namespace=a/b&name=c", "kind=Workload&namespace=&name=c",
+		"kind=Workload&namespace=a&name=..%2Fsecrets", "kind=Deliverable&namespace=a&name="} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/history?"+q, nil))
+		require.Equal(t, http.StatusBadRequest, rec.Code, q)
+	}
+}

@@ -49,6 +49,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/reconcile", s.reconcile)
 	mux.HandleFunc("GET /api/object", s.object)
 	mux.HandleFunc("GET /api/events", s.objectEvents)
+	mux.HandleFunc("GET /api/history", s.ownerHistory)
 	if !s.opts.LocalOnly {
 		return mux
 	}

@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/cli/view"
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/history"
 )
 
 // A step's stamped object and its events, on demand: one GET or one LIST
@@ -166,4 +168,50 @@ func writeAPIError(w http.ResponseWriter, err error) {
 		code = int(status.Status().Code)
 	}
 	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// Timeline is what /api/history serves: an owner's revisions (its history
+// ConfigMap folded with its status, as `kontinue history`), newest first.
+type Timeline struct {
+	Steps     []string           `json:"steps"`
+	Revisions []history.Revision `json:"revisions"`
+	Note      string             `json:"note,omitempty"`
+}
+
+// ownerHistory serves an owner's timeline: one GET of the owner and one of
+// its history ConfigMap with the dashboard's identity, when the page asks
+// (an owner page open, and again when that owner changes).
+func (s *Server) ownerHistory(w http.ResponseWriter, r *http.Request) {
+	qv := r.URL.Query()
+	ns, kind, name := qv.Get("namespace"), qv.Get("kind"), qv.Get("name")
+	resource := map[string]string{api.KindWorkload: "workloads", api.KindDeliverable: "deliverables"}[kind]
+	if resource == "" || !dnsName.MatchString(ns) || !objectName.MatchString(name) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want kind Workload or Deliverable, a namespace and a name"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	u, err := s.dyn.Resource(schema.GroupVersionResource{Group: api.Group, Version: api.Version, Resource: resource}).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	owner, err := view.DecodeTraceOwner(u)
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": "unreadable status: " + err.Error()})
+		return
+	}
+	var out Timeline
+	h, err := history.Get(ctx, s.dyn, kind, ns, name)
+	if err != nil {
+		out.Note = "the history ConfigMap " + history.Name(kind, name) + " cannot be read (" + err.Error() + "): only the revisions the status shows"
+	}
+	out.Revisions = history.View(h, owner.Status.Resources, 0).Revisions
+	if out.Revisions == nil {
+		out.Revisions = []history.Revision{}
+	}
+	for _, res := range owner.Status.Resources {
+		out.Steps = append(out.Steps, res.Name)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

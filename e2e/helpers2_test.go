@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kontinue.dev/kontinue/reconciler/history"
 )
 
 // kit is one test's namespace and the helpers that work in it.
@@ -200,7 +202,9 @@ func (k *kit) objects(ns string) map[string]string {
 		l, err := env.dyn.Resource(gvr).Namespace(ns).List(context.Background(), metav1.ListOptions{})
 		require.NoError(k.t, err)
 		for _, u := range l.Items {
-			if u.GetName() == "kube-root-ca.crt" {
+			// The owners' history (reconciler/history) is Kontinue's
+			// record, not a stamped object: TestHistory checks it.
+			if u.GetName() == "kube-root-ca.crt" || u.GetLabels()[history.LabelHistory] != "" {
 				continue
 			}
 			out[gvr.Resource+"/"+u.GetName()] = u.GetResourceVersion()

@@ -19,9 +19,8 @@ type chainReconciler struct {
 
 func newChainReconciler(m *Manager) *chainReconciler {
 	r := &chainReconciler{m: m, rec: chain.New(chain.Env{Tracker: m.tracker, Writer: m.w, Exists: m.templates.Exists,
-		StatusConflict: m.statusConflict, Wake: func(f *api.Flavor, namespace, name string) {
-			o := m.owners[f.OwnerKind] // a roll-out's wave (chain/rollout.go)
-			o.ctrl.EnqueueFanOut(o.key(namespace, name))
+		StatusConflict: m.statusConflict, Wake: func(f *api.Flavor, namespace, name string) { // a roll-out's wave
+			m.owners[f.OwnerKind].ctrl.EnqueueFanOut(m.owners[f.OwnerKind].key(namespace, name))
 		}})}
 	r.ctrl = NewController("Chain", ReconcileFunc(r.Reconcile))
 	return r

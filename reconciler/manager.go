@@ -15,7 +15,9 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/gate"
+	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/spans"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -49,6 +51,12 @@ type Options struct {
 	// OnReconcile, when set, is told of every key a controller takes from
 	// its queue (tests: which events wake which owner).
 	OnReconcile func(Key)
+	// HistoryRevisions is how many input revisions each owner's history
+	// keeps (reconciler/history): 0 the default, negative none.
+	HistoryRevisions int
+	// Spans, when set, is told of each owner's status write: the
+	// OpenTelemetry spans of what ended (reconciler/spans).
+	Spans func(o spans.Owner, prev, next []st.Resource)
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the
@@ -72,7 +80,8 @@ type Manager struct {
 	synced   bool
 	syncedMu sync.RWMutex
 
-	templates *specs.Templates // decoded templates, compiled options
+	templates *specs.Templates  // decoded templates, compiled options
+	history   *history.Recorder // owners' histories (nil: none kept)
 
 	// OnApply, when set, is told of every apply (true) and every apply
 	// skipped because the live object was up to date (false).
@@ -146,6 +155,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		mapper:  tracking.NewMapper(dc),
 		clients: stamp.NewClients(cfg, opts.MaxClients),
 		opts:    opts,
+		history: history.ForRevisions(opts.HistoryRevisions),
 		owners:  map[string]*ownerReconciler{},
 	}
 	// Events get their own client, with a rate limit of the same size but

@@ -40,7 +40,8 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 			m.runnables.gen.WaitForName(name, owner.OwnerRef{Kind: f.OwnerKind, Namespace: namespace, Name: ownerName}) // owner/sweep.go
 		},
 		StatusConflict: func() { m.statusConflict(f.OwnerKind) },
-		StatusWritten:  m.inputSetsEnded})
+		StatusWritten:  m.inputSetsEnded,
+		History:        m.history, Spans: m.opts.Spans})
 	r.ctrl = NewController(f.OwnerKind, ReconcileFunc(r.Reconcile))
 	return r
 }
@@ -62,12 +63,13 @@ func (r *ownerReconciler) refsOf(u owner.Used) ownerRefs {
 	return refs
 }
 
-// chainChanged enqueues the owners that used the chain and those its
-// selector matches now (or matched, when it was deleted): never the whole
-// cluster. It runs on a worker: it lists and marshals owners.
+// chainChanged enqueues the owners that used the chain (under a roll-out,
+// those it no longer selects: its waves wake the rest, chain/rollout.go)
+// and those its selector matches now (or matched, when it was deleted):
+// never the whole cluster. It runs on a worker: it lists and marshals owners.
 func (r *ownerReconciler) chainChanged(name string) {
 	seen := map[Key]bool{}
-	gated := r.rolloutGate()
+	gated := r.idx.gated(r.flavor.ChainKind, chain.Gate(r.m.tracker, r.flavor))
 	for _, k := range r.idx.ownersOfChain(r.flavor.ChainKind, name) {
 		seen[k] = true
 		if !gated(k) || !chain.Selects(r.m.tracker, r.chains, r.flavor, name, k.Namespace, k.Name) {
@@ -99,19 +101,8 @@ func (r *ownerReconciler) chainChanged(name string) {
 	}
 }
 
-// rolloutGate: an owner whose chain has a roll-out (chain.Gate) is woken
-// by its waves, not by a template's or the chain's edit (unless the chain
-// no longer selects it: chain.Selects). Map lookups only: route runs it.
-func (r *ownerReconciler) rolloutGate() func(Key) bool {
-	gated := chain.Gate(r.m.tracker, r.flavor)
-	return func(k Key) bool {
-		c := r.idx.chainOf(k)
-		return c.kind == r.flavor.ChainKind && gated(c.name)
-	}
-}
-
 func (r *ownerReconciler) templateChanged(kind, name string) {
-	gated := r.rolloutGate()
+	gated := r.idx.gated(r.flavor.ChainKind, chain.Gate(r.m.tracker, r.flavor)) // the waves wake them
 	for _, k := range r.idx.ownersOfTemplate(kind, name) {
 		if k.Kind == r.flavor.OwnerKind && !gated(k) {
 			r.ctrl.EnqueueFanOut(k)

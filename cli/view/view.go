@@ -132,6 +132,9 @@ type Step struct {
 	// ServedBy says where the outputs come from (primary or shadow).
 	Shadow   *Ref   `json:"shadow,omitempty"`
 	ServedBy string `json:"servedBy,omitempty"`
+	// Provenance is the step's status.resources[].provenance: the input
+	// values behind its outputs and the newer sets, with their times.
+	Provenance *st.Provenance `json:"provenance,omitempty"`
 	// Runnable is the status of the Runnable the step stamped, when it
 	// stamped one and the caller read it.
 	Runnable *Runnable `json:"runnable,omitempty"`
@@ -214,7 +217,7 @@ func Build(owner *unstructured.Unstructured, runnables map[string]*unstructured.
 }
 
 func step(r st.Resource, runnables map[string]*unstructured.Unstructured) Step {
-	s := Step{Name: r.Name, InputDigest: r.InputDigest, HeldInputDigest: r.HeldInputDigest, ServedBy: r.ServedBy}
+	s := Step{Name: r.Name, InputDigest: r.InputDigest, HeldInputDigest: r.HeldInputDigest, ServedBy: r.ServedBy, Provenance: r.Provenance}
 	if r.TemplateRef != nil {
 		s.Template = &Ref{APIVersion: r.TemplateRef.APIVersion, Kind: r.TemplateRef.Kind, Name: r.TemplateRef.Name}
 	}

@@ -446,6 +446,7 @@ function ownerPage(r) {
     if (note) out.push(h('div', { class: 'note' }, note));
   }
   out.push(h('div', { class: 'cards' }, (o.steps || []).map((st) => stepCard(o, st, chain))));
+  out.push(timelineSection(o));
   if (o.orphans && o.orphans.length) {
     out.push(h('h2', {}, 'Orphans'), h('p', { class: 'muted' }, 'Stamped objects no step stamps any more; deletion is retried.'),
       h('ul', {}, o.orphans.map((r) => h('li', {}, refText(r)))));
@@ -531,6 +532,8 @@ function stepCard(o, st, chain) {
     st.healthy && st.healthy.reason ? ' ' + st.healthy.reason : '');
   for (const out of st.outputs || []) row(out.name, h('code', {}, cut(out.preview, 160)), out.since ? h('span', { class: 'muted' }, ' since ' + out.since) : '');
   if (st.heldInputDigest) row('held', 'newer inputs ' + shortDigest(st.heldInputDigest) + ' wait until the object finishes with ' + (shortDigest(st.inputDigest) || '-'));
+  const prov = st.provenance || {};
+  for (const which of ['current', 'latest', 'held']) if (prov[which]) row(which, provenanceText(prov[which]));
   if (st.shadow || st.servedBy === 'shadow') row('shadow', 'outputs served by the ' + (st.servedBy || '-') + (st.shadow ? '; last good copy ' + refText(st.shadow) : ''));
   if (st.runnable) {
     const rn = st.runnable;
@@ -594,6 +597,102 @@ async function showDetail(o, st, what) {
   } catch (err) {
     body.textContent = 'Failed: ' + err;
   }
+}
+
+// ---- provenance and the timeline ---------------------------------------------
+
+// provenanceText is one input set of a step's provenance: its outcome, the
+// values it was rendered from, when it was taken and ended.
+function provenanceText(set) {
+  const vals = [];
+  for (const v of set.sources || []) vals.push(v.resource + ': ' + (v.url || '') + (v.revision ? '@' + v.revision : ''));
+  if (set.deployment) vals.push(set.deployment.resource + ': ' + (set.deployment.url || '') + (set.deployment.revision ? '@' + set.deployment.revision : ''));
+  for (const v of set.images || []) vals.push(v.resource + ': ' + v.image);
+  for (const v of set.configs || []) vals.push(v.resource + ': config ' + shortDigest(v.digest));
+  if (!vals.length && set.ownerGeneration) vals.push('the owner\'s spec, generation ' + set.ownerGeneration);
+  const times = [];
+  if (set.takenAt) times.push('taken ' + set.takenAt);
+  const d = span(set.takenAt, set.endedAt);
+  if (set.endedAt) times.push('ended ' + set.endedAt + (d ? ' (' + d + ')' : ''));
+  const cls = set.outcome === 'Succeeded' ? 'True' : set.outcome === 'Failed' ? 'False' : 'Unknown';
+  return h('span', { class: 'prov', 'data-outcome': set.outcome }, chip(cls, set.outcome), ' ',
+    vals.flatMap((v, i) => [i ? ', ' : '', h('code', {}, cut(v, 120))]), times.length ? h('span', { class: 'muted' }, ' ' + times.join(', ')) : '');
+}
+
+// span is the time from a to b (metav1 times) as 3s, 2m5s, 1h2m.
+function span(a, b) {
+  if (!a || !b) return '';
+  const sec = Math.round((Date.parse(b) - Date.parse(a)) / 1000);
+  if (!(sec >= 0)) return '';
+  if (sec < 60) return sec + 's';
+  if (sec < 3600) return Math.floor(sec / 60) + 'm' + (sec % 60 ? (sec % 60) + 's' : '');
+  return Math.floor(sec / 3600) + 'h' + (Math.floor(sec / 60) % 60 ? (Math.floor(sec / 60) % 60) + 'm' : '');
+}
+
+// An owner's timeline: its revisions as rows, its steps as columns, each
+// cell in the colour of how the step fared with the revision. GET
+// api/history (the history ConfigMap folded with the status, as `kontinue
+// history`) when the page shows the owner and after its steps change
+// (again 2 s later: the history is written just after the status); the
+// section is kept across updates.
+const timelines = new Map(); // owner key -> { el, body, sig, timers }
+
+function timelineSection(o) {
+  const key = ownerKey(o.ownerKind, o.namespace, o.name);
+  let t = timelines.get(key);
+  if (!t) {
+    const body = h('div', { class: 'timeline-body' }, h('p', { class: 'muted' }, 'loading…'));
+    const el = h('section', { class: 'timeline', id: 'timeline' }, h('h2', {}, 'Timeline'), body);
+    el.persistent = true;
+    t = { el, body, sig: null, timers: [] };
+    timelines.set(key, t);
+  }
+  const sig = JSON.stringify((o.steps || []).map((st) => [st.name, st.provenance || null]));
+  if (sig !== t.sig) {
+    t.sig = sig;
+    for (const id of t.timers) clearTimeout(id);
+    t.timers = [setTimeout(() => loadTimeline(o, t), 200), setTimeout(() => loadTimeline(o, t), 2000)];
+  }
+  return t.el;
+}
+
+async function loadTimeline(o, t) {
+  const q = new URLSearchParams({ kind: o.ownerKind, namespace: o.namespace, name: o.name });
+  try {
+    const res = await fetch('api/history?' + q);
+    const body = await res.json();
+    if (!res.ok) { patch(t.body, [h('p', { class: 'muted' }, 'Failed: ' + (body.error || res.status))]); return; }
+    patch(t.body, timelineContent(body));
+  } catch (err) {
+    patch(t.body, [h('p', { class: 'muted' }, 'Failed: ' + err)]);
+  }
+}
+
+function revisionLabel(r) { return (r.roots || []).map((x) => x.label).join(' + '); }
+
+function timelineContent(tl) {
+  const out = [];
+  if (!tl.revisions.length) out.push(h('p', { class: 'muted' }, 'No input revision yet.'));
+  else {
+    out.push(h('table', { class: 'timeline-table' },
+      h('tr', {}, h('th', {}, 'revision'), h('th', {}, 'since'), tl.steps.map((s) => h('th', {}, s))),
+      tl.revisions.map((r) => h('tr', { 'data-revision': revisionLabel(r) },
+        h('td', {}, h('code', {}, cut(revisionLabel(r), 80))), h('td', { class: 'muted' }, r.since || ''),
+        tl.steps.map((s) => timelineCell(r, s))))));
+  }
+  out.push(h('p', { class: 'note' }, 'Each step\'s outcome with the revision and the time from when it took it to when it ended; revisions that left the status come from the owner\'s history ConfigMap.'));
+  if (tl.note) out.push(h('div', { class: 'message unknown' }, tl.note));
+  return out;
+}
+
+function timelineCell(r, step) {
+  const c = (r.steps || []).find((x) => x.step === step);
+  if (!c) return h('td', { class: 'tl tl-none', 'data-step': step }, '–');
+  const d = span(c.takenAt, c.endedAt);
+  const title = [c.outcome, c.takenAt ? 'taken ' + c.takenAt : '', c.endedAt ? 'ended ' + c.endedAt : '', c.reason, c.message].filter(Boolean).join('\n');
+  return h('td', { class: 'tl tl-' + c.outcome.toLowerCase(), 'data-step': step, 'data-outcome': c.outcome, title },
+    h('span', { class: 'tl-outcome' }, c.outcome + (c.shadowed ? ' · shadow served' : '')), d ? h('span', { class: 'tl-dur' }, ' ' + d) : null,
+    c.reason ? h('div', { class: 'tl-reason' }, c.reason) : null);
 }
 
 // ---- the graph ---------------------------------------------------------------

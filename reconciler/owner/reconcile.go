@@ -29,8 +29,10 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/fresh"
+	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/selector"
+	"kontinue.dev/kontinue/reconciler/spans"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -68,6 +70,11 @@ type Env struct {
 	// (next) a status write of an owner on chain: what the provenance of
 	// its steps says ended (the lead time metrics).
 	StatusWritten func(chain string, prev, next []st.Resource)
+	// History, when set, records what ended after every status write, as
+	// the account the owner's objects are written as (recorded.go).
+	History *history.Recorder
+	// Spans, when set, is told the same: OpenTelemetry spans of what ended.
+	Spans func(o spans.Owner, prev, next []st.Resource)
 
 	revs *revisionBook // the roll-outs' revisions (revision.go)
 }
@@ -176,6 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	if r.env.StatusWritten != nil {
 		r.env.StatusWritten(op.chainName, op.prev.Resources, op.status.Resources)
 	}
+	r.recorded(ctx, obj, op)
 	op.watch.Done()
 	out := Outcome{Requeue: requeue, Session: op.w, Used: op.used()}
 	if runErr != nil {

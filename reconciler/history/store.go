@@ -1,0 +1,205 @@
+package history
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+
+	st "kontinue.dev/kontinue/reconciler/status"
+)
+
+// The history object: a ConfigMap in the owner's namespace, owned by the
+// owner (the garbage collector removes it with the owner), written with
+// the owner's service account as its stamped objects are.
+const (
+	// LabelHistory marks it; its value is the owner's kind, lower case.
+	LabelHistory = "kontinue.dev/history"
+	// AnnotationOwner names the owner (names can be longer than a label).
+	AnnotationOwner = "kontinue.dev/history-of"
+	// DataKey holds the History as JSON.
+	DataKey = "history.json"
+)
+
+var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// Name is the history ConfigMap's name for an owner: deterministic, so
+// that readers need only `get`. Kind keeps a Workload's apart from a
+// Deliverable's of the same name.
+func Name(kind, name string) string {
+	n := "kontinue-history." + strings.ToLower(kind) + "." + name
+	if len(n) <= 253 {
+		return n
+	}
+	sum := sha256.Sum256([]byte(name))
+	return n[:253-17] + "-" + hex.EncodeToString(sum[:8])
+}
+
+// Owner is the owner a history belongs to.
+type Owner struct {
+	APIVersion, Kind, Namespace, Name string
+	UID                               string
+}
+
+// Decode reads a history ConfigMap's History.
+func Decode(cm *unstructured.Unstructured) (History, error) {
+	var h History
+	s, _, _ := unstructured.NestedString(cm.Object, "data", DataKey)
+	if s == "" {
+		return h, nil
+	}
+	err := json.Unmarshal([]byte(s), &h)
+	return h, err
+}
+
+// Get reads an owner's history with client (the caller's identity);
+// an absent history is empty.
+func Get(ctx context.Context, client dynamic.Interface, kind, namespace, name string) (History, error) {
+	cm, err := client.Resource(configMaps).Namespace(namespace).Get(ctx, Name(kind, name), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return History{}, nil
+	}
+	if err != nil {
+		return History{}, err
+	}
+	return Decode(cm)
+}
+
+// Recorder writes owners' histories after their status writes: nothing
+// unless an input set ended (Events), then one GET and one write.
+type Recorder struct {
+	Limit int
+	// Now is the clock (tests).
+	Now func() time.Time
+	// OnWrite is told of each history write and each failure (metrics).
+	OnWrite func(err error)
+
+	mu sync.Mutex
+	// pending keeps, per owner, the status a failed write started from:
+	// the next status write retries from there, so events are not lost.
+	pending map[string][]st.Resource
+}
+
+// ForRevisions is the recorder of the --history-revisions flag: 0 keeps
+// DefaultRevisions, a negative number none (nil: no history).
+func ForRevisions(n int) *Recorder {
+	switch {
+	case n == 0:
+		return NewRecorder(DefaultRevisions)
+	case n > 0:
+		return NewRecorder(n)
+	}
+	return nil
+}
+
+// NewRecorder keeps limit revisions per owner.
+func NewRecorder(limit int) *Recorder {
+	return &Recorder{Limit: limit, Now: time.Now, pending: map[string][]st.Resource{}}
+}
+
+// Record folds what left the provenance between prev and next into the owner's history,
+// writing with client (the owner's service account).
+func (r *Recorder) Record(ctx context.Context, client dynamic.Interface, o Owner, prev, next []st.Resource) {
+	key := o.Kind + "/" + o.Namespace + "/" + o.Name
+	r.mu.Lock()
+	if p, ok := r.pending[key]; ok {
+		prev = p
+	}
+	r.mu.Unlock()
+	events := Events(prev, next, r.Now())
+	if len(events) == 0 {
+		r.forget(key)
+		return
+	}
+	err := r.write(ctx, client, o, events)
+	if r.OnWrite != nil {
+		r.OnWrite(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		klog.InfoS("history not written; retried on the owner's next reconcile", "owner", key, "err", err)
+		if _, ok := r.pending[key]; !ok {
+			r.pending[key] = prev
+		}
+		return
+	}
+	delete(r.pending, key)
+}
+
+// Forget drops what is kept for a deleted owner.
+func (r *Recorder) Forget(kind, namespace, name string) {
+	r.forget(kind + "/" + namespace + "/" + name)
+}
+
+func (r *Recorder) forget(key string) {
+	r.mu.Lock()
+	delete(r.pending, key)
+	r.mu.Unlock()
+}
+
+func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner, events []Event) error {
+	res := client.Resource(configMaps).Namespace(o.Namespace)
+	name := Name(o.Kind, o.Name)
+	cm, err := res.Get(ctx, name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	var h History
+	if err == nil {
+		if h, err = Decode(cm); err != nil {
+			// Unreadable (edited by hand): start again rather than stop
+			// recording.
+			h = History{}
+		}
+	}
+	h, changed := Apply(h, events, r.Limit)
+	if !changed && cm != nil {
+		return nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	if cm == nil {
+		cm = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": o.Namespace,
+				"labels":          map[string]any{LabelHistory: strings.ToLower(o.Kind), "app.kubernetes.io/managed-by": "kontinue"},
+				"annotations":     map[string]any{AnnotationOwner: o.Kind + "/" + o.Name},
+				"ownerReferences": []any{map[string]any{"apiVersion": o.APIVersion, "kind": o.Kind, "name": o.Name, "uid": o.UID}},
+			},
+			"data": map[string]any{DataKey: string(b)}}}
+		_, err = res.Create(ctx, cm, metav1.CreateOptions{FieldManager: "kontinue"})
+		return err
+	}
+	if !ownedBy(cm, o.UID) {
+		return fmt.Errorf("ConfigMap %s/%s is not owned by %s %s: not overwritten", o.Namespace, name, o.Kind, o.Name)
+	}
+	if err := unstructured.SetNestedField(cm.Object, string(b), "data", DataKey); err != nil {
+		return err
+	}
+	// The resourceVersion read: a concurrent writer makes this a conflict,
+	// retried from the pending status.
+	_, err = res.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kontinue"})
+	return err
+}
+
+func ownedBy(cm *unstructured.Unstructured, uid string) bool {
+	for _, ref := range cm.GetOwnerReferences() {
+		if string(ref.UID) == uid {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,35 @@
+package owner
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/reconciler/history"
+	"kontinue.dev/kontinue/reconciler/spans"
+)
+
+// recorded hands what ended between the previous status and the one just
+// written to the owner's spans and history. The history is written as the
+// account the owner's objects are written as, so it needs no rights of
+// Kontinue's own; an owner without a usable account has none.
+func (r *Reconciler) recorded(ctx context.Context, obj *unstructured.Unstructured, op *pass) {
+	if op.noAccount {
+		return
+	}
+	prev, next := op.prev.Resources, op.status.Resources
+	if r.env.Spans != nil {
+		r.env.Spans(spans.Owner{Kind: r.env.Flavor.OwnerKind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			UID: string(obj.GetUID()), Chain: op.chainName}, prev, next)
+	}
+	if r.env.History == nil {
+		return
+	}
+	sa := op.serviceAccount()
+	client, err := r.env.Clients.For(sa.Namespace, sa.Name)
+	if err != nil {
+		return // the steps' writes, through the same account, report why
+	}
+	r.env.History.Record(ctx, client, history.Owner{APIVersion: obj.GetAPIVersion(), Kind: r.env.Flavor.OwnerKind,
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID())}, prev, next)
+}
