@@ -128,6 +128,9 @@ command line to look at and act on what it does.`,
 	d := diffCommand(a)
 	d.GroupID = "use"
 	root.AddCommand(d)
+	ro := rolloutCommand(a)
+	ro.GroupID = "use"
+	root.AddCommand(ro)
 	r := renderCommand(a)
 	r.GroupID = "offline"
 	root.AddCommand(r)

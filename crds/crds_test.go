@@ -474,6 +474,8 @@ func TestSpecsMatchTheAPITypes(t *testing.T) {
 
 	for _, kind := range []string{api.KindClusterSupplyChain, api.KindClusterDelivery} {
 		assert.ElementsMatch(t, jsonFields(api.ChainSpec{}), propNames(spec(kind, "")), kind)
+		assert.ElementsMatch(t, jsonFields(api.RolloutPolicy{}), propNames(spec(kind, ".rollout")), kind)
+		assert.ElementsMatch(t, jsonFields(api.RolloutWave{}), propNames(spec(kind, ".rollout.waves.[]")), kind)
 		assert.ElementsMatch(t, jsonFields(api.ServiceAccountRef{}), propNames(spec(kind, ".serviceAccountRef")), kind)
 		assert.ElementsMatch(t, jsonFields(api.Param{}), propNames(spec(kind, ".params.[]")), kind)
 		assert.ElementsMatch(t, jsonFields(api.Step{}), propNames(spec(kind, ".resources.[]")), kind)
@@ -553,7 +555,7 @@ func TestOwnerStatus(t *testing.T) {
 	docs := loadFiles(t)
 	for kind, ref := range map[string]string{api.KindWorkload: "supplyChainRef", api.KindDeliverable: "deliveryRef"} {
 		status := prop(t, rootSchema(t, docs[kind]), "status")
-		assert.ElementsMatch(t, []string{"observedGeneration", "lastHandledReconcileAt", "conditions", ref, "resources", "orphans", "generatedRunTemplates"}, propNames(status), kind)
+		assert.ElementsMatch(t, []string{"observedGeneration", "lastHandledReconcileAt", "conditions", ref, "resources", "orphans", "generatedRunTemplates", "chainRevision"}, propNames(status), kind)
 		assert.ElementsMatch(t, []string{"step", "name", "uid", "claim"}, propNames(prop(t, status, "generatedRunTemplates.[]")), kind)
 		assert.ElementsMatch(t, []string{"kind", "name"}, propNames(prop(t, status, ref)), kind)
 		res := prop(t, status, "resources.[]")
@@ -577,8 +579,9 @@ func TestOwnerStatus(t *testing.T) {
 	assertConditions(t, "Runnable", prop(t, runnable, "conditions"))
 	for _, kind := range []string{api.KindClusterSupplyChain, api.KindClusterDelivery} {
 		status := prop(t, rootSchema(t, docs[kind]), "status")
-		assert.ElementsMatch(t, []string{"observedGeneration", "conditions"}, propNames(status), kind)
+		assert.ElementsMatch(t, []string{"observedGeneration", "conditions", "rollout"}, propNames(status), kind)
 		assertConditions(t, kind, prop(t, status, "conditions"))
+		assert.Equal(t, true, prop(t, status, "rollout")["x-kubernetes-preserve-unknown-fields"], kind)
 	}
 }
 

@@ -19,7 +19,9 @@ type chainReconciler struct {
 
 func newChainReconciler(m *Manager) *chainReconciler {
 	r := &chainReconciler{m: m, rec: chain.New(chain.Env{Tracker: m.tracker, Writer: m.w, Exists: m.templates.Exists,
-		StatusConflict: m.statusConflict})}
+		StatusConflict: m.statusConflict, Wake: func(f *api.Flavor, namespace, name string) { // a roll-out's wave
+			m.owners[f.OwnerKind].ctrl.EnqueueFanOut(m.owners[f.OwnerKind].key(namespace, name))
+		}})}
 	r.ctrl = NewController("Chain", ReconcileFunc(r.Reconcile))
 	return r
 }
@@ -39,8 +41,8 @@ func (r *chainReconciler) enqueueAll() {
 func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		if key.Kind == f.ChainKind {
-			wait, err := r.rec.Reconcile(ctx, f, key.Name)
-			return Result{RequeueAfter: wait, Wait: wait > 0}, err
+			wait, poll, err := r.rec.Reconcile(ctx, f, key.Name)
+			return Result{RequeueAfter: max(wait, poll), Wait: wait > 0}, err
 		}
 	}
 	r.enqueueAll()

@@ -118,3 +118,14 @@ func removeFrom[K, V comparable](m map[K]map[V]struct{}, k K, v V) {
 func sortedKeys(s map[Key]struct{}) []Key {
 	return slices.SortedFunc(maps.Keys(s), func(a, b Key) int { return cmp.Compare(a.String(), b.String()) })
 }
+
+// gated reports whether the chain an owner used last (of kind) has a
+// roll-out (gate: chain.Gate), whose waves wake the owner, not an edit.
+func (x *index) gated(kind string, gate func(chain string) bool) func(owner Key) bool {
+	return func(owner Key) bool {
+		x.mu.Lock()
+		c := x.byOwner[owner].chain
+		x.mu.Unlock()
+		return c.kind == kind && gate(c.name)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
+	"kontinue.dev/kontinue/reconciler/chain"
 	"kontinue.dev/kontinue/reconciler/owner"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
@@ -60,14 +61,18 @@ func (r *ownerReconciler) refsOf(u owner.Used) ownerRefs {
 	return refs
 }
 
-// chainChanged enqueues the owners that used the chain and those its
-// selector matches now (or matched, when it was deleted): never the whole
-// cluster. It runs on a worker: it lists and marshals owners.
+// chainChanged enqueues the owners that used the chain (under a roll-out,
+// those it no longer selects: its waves wake the rest, chain/rollout.go)
+// and those its selector matches now (or matched, when it was deleted):
+// never the whole cluster. It runs on a worker: it lists and marshals owners.
 func (r *ownerReconciler) chainChanged(name string) {
 	seen := map[Key]bool{}
+	gated := r.idx.gated(r.flavor.ChainKind, chain.Gate(r.m.tracker, r.flavor))
 	for _, k := range r.idx.ownersOfChain(r.flavor.ChainKind, name) {
 		seen[k] = true
-		r.ctrl.EnqueueFanOut(k)
+		if !gated(k) || !chain.Selects(r.m.tracker, r.chains, r.flavor, name, k.Namespace, k.Name) {
+			r.ctrl.EnqueueFanOut(k)
+		}
 	}
 	var c *specs.Chain
 	if chain, synced := r.m.tracker.Get(tracking.Key{GVR: r.flavor.ChainGVR}, "", name); chain != nil {
@@ -88,8 +93,9 @@ func (r *ownerReconciler) chainChanged(name string) {
 }
 
 func (r *ownerReconciler) templateChanged(kind, name string) {
+	gated := r.idx.gated(r.flavor.ChainKind, chain.Gate(r.m.tracker, r.flavor)) // the waves wake them
 	for _, k := range r.idx.ownersOfTemplate(kind, name) {
-		if k.Kind == r.flavor.OwnerKind {
+		if k.Kind == r.flavor.OwnerKind && !gated(k) {
 			r.ctrl.EnqueueFanOut(k)
 		}
 	}

@@ -58,6 +58,9 @@ type ChainSpec struct {
 	Params                   []Param                           `json:"params,omitempty"`
 	ServiceAccountRef        *ServiceAccountRef                `json:"serviceAccountRef,omitempty"`
 	Resources                []Step                            `json:"resources,omitempty"`
+	// Rollout (a Kontinue addition) rolls a change of the chain's own
+	// definitions out in waves (reconciler/rollout, docs/rollouts.md).
+	Rollout *RolloutPolicy `json:"rollout,omitempty"`
 }
 
 // ServiceAccountRef names the account whose permissions stamp objects.

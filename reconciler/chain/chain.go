@@ -1,6 +1,7 @@
 // Package chain is the chain reconciler: the status of ClusterSupplyChains
 // and ClusterDeliveries, TemplatesReady (every referenced template exists)
-// and Ready. The Manager routes its keys (a template's news re-checks every
+// and Ready, and the edge of a chain's roll-out in waves (rollout.go;
+// reconciler/rollout decides). The Manager routes its keys (a template's news re-checks every
 // chain) and wires it through Env.
 package chain
 
@@ -8,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/rollout"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -22,32 +25,40 @@ import (
 )
 
 // Env is what a chain's reconcile needs of the Manager: the cache, the
-// writer, whether a template exists, and a hook told of a status write
-// refused as a conflict (metrics: the chain's kind).
+// writer, whether a template exists, a hook told of a status write
+// refused as a conflict (metrics: the chain's kind), and one that wakes
+// an owner of f whose turn in a roll-out came.
 type Env struct {
 	Tracker        *tracking.Tracker
 	Writer         *stamp.Writer
 	Exists         func(kind, name string) bool
 	StatusConflict func(kind string)
+	Wake           func(f *api.Flavor, namespace, name string)
 }
 
 // Reconciler keeps the status of the chains of both flavors.
-type Reconciler struct{ env Env }
+type Reconciler struct {
+	env Env
+
+	mu    sync.Mutex
+	woken map[string]string // rollout.go: the roll-out state whose owners were woken, by chain
+}
 
 // New returns a Reconciler working through env.
-func New(env Env) *Reconciler { return &Reconciler{env: env} }
+func New(env Env) *Reconciler { return &Reconciler{env: env, woken: map[string]string{}} }
 
 // Reconcile computes the conditions of the chain name of f's chain kind
-// and writes them when they changed. wait > 0: its cache has not synced,
-// look again after it.
-func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) (wait time.Duration, _ error) {
+// (and its roll-out's status) and writes them when they changed. wait > 0:
+// its cache has not synced, look again after it; poll > 0: a roll-out is
+// under way, look at its owners again after it.
+func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) (wait, poll time.Duration, _ error) {
 	gvr := f.ChainGVR
 	obj, synced := r.env.Tracker.Get(tracking.Key{GVR: gvr}, "", name)
 	if !synced {
-		return time.Second, nil
+		return time.Second, 0, nil
 	}
 	if obj == nil {
-		return 0, nil
+		return 0, 0, nil
 	}
 	var spec api.ChainSpec
 	var conds []metav1.Condition
@@ -60,6 +71,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 		c, missing = specs.TemplatesReady(spec, r.env.Exists)
 		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
 	}
+	ro := r.rollout(f, obj) // rollout.go
+	if ro.cond != nil {
+		conds = append(conds, *ro.cond)
+	}
 	var prev struct {
 		Conditions []metav1.Condition `json:"conditions"`
 	}
@@ -70,7 +85,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 	written, err := r.env.Writer.WriteStatus(ctx, gvr, obj, struct {
 		ObservedGeneration int64              `json:"observedGeneration"`
 		Conditions         []metav1.Condition `json:"conditions"`
-	}{obj.GetGeneration(), st.Merge(conds, prev.Conditions, obj.GetGeneration(), now)}, r.env.Tracker)
+		Rollout            *rollout.Status    `json:"rollout,omitempty"`
+	}{obj.GetGeneration(), st.Merge(conds, prev.Conditions, obj.GetGeneration(), now), ro.status}, r.env.Tracker)
 	if written != nil && missing != "" {
 		r.env.Writer.Events.Event(obj, corev1.EventTypeWarning, stamp.EventTemplatesNotFound, "templates not found: %s", missing)
 	}
@@ -80,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || errors.Is(err, stamp.ErrStaleCopy) {
 		// Gone, or the cache is behind (or ahead): the watch event that
 		// follows re-queues the chain if it still exists.
-		return 0, nil
+		return 0, ro.requeue, nil
 	}
-	return 0, err
+	return 0, ro.requeue, err
 }

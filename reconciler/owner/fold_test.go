@@ -52,6 +52,7 @@ func foldPass(t *testing.T, w *world, env Env, prev st.OwnerStatus) (*pass, *eve
 		now: metav1.NewTime(time.Unix(1000, 0)), prev: prev, keep: newKeepSet(),
 		chainName: "web", chain: &specs.Chain{Name: "web", RV: "1", Spec: api.ChainSpec{Resources: walkChain}},
 		writerOf: func(_ step.Lifecycle, sc *stepCtx) stepIO { return fakeIO{w: w, step: sc.step.Name} }}
+	op.defs = op.liveDefs(op.chain)
 	return op, ev
 }
 

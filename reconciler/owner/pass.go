@@ -46,6 +46,7 @@ type pass struct {
 
 	chainName     string
 	chain         *specs.Chain
+	defs          defs // what the steps render with: live, or a roll-out's revision (revision.go)
 	templatesUsed []TemplateRef
 	watch         *tracking.Handle // the watches this reconcile used
 	w             *stamp.Session   // every write; what blocks the owner (blocked.CauseOf, in the Manager)
@@ -86,6 +87,8 @@ func (op *pass) realize() (time.Duration, error) {
 		LastHandledReconcileAt: op.owner.GetAnnotations()[annotations.ReconcileRequest]}
 	// Records of what Kontinue generated stay until their objects are gone.
 	op.status.GeneratedRunTemplates = slices.Clone(op.prev.GeneratedRunTemplates)
+	// The revision rendered with stays until the steps render again.
+	op.status.ChainRevision = op.prev.ChainRevision
 	// Keep what the owner had until a step says otherwise: a bad input must
 	// never make Kontinue forget (and so delete) a stamped object.
 	op.status.Resources = op.prev.Resources
@@ -126,6 +129,7 @@ func (op *pass) realize() (time.Duration, error) {
 		op.fail(f.ChainReadyCondition, "InvalidChain", chain.Err.Error())
 		return 0, nil
 	}
+	op.chooseDefs(chain) // revision.go: live, or the revision a roll-out gives the owner
 	// Index the owner under every template its chain names before reading
 	// any of them: a template created or changed while this reconcile runs
 	// then always finds the owner to wake (a no-op reconcile at worst).
@@ -137,7 +141,7 @@ func (op *pass) realize() (time.Duration, error) {
 	if op.env.Index != nil {
 		op.env.Index(op.owner.GetNamespace(), op.owner.GetName(), op.used())
 	}
-	if c, _ := specs.TemplatesReady(chain.Spec, op.env.Templates.Exists); c.Status != st.True {
+	if c, _ := specs.TemplatesReady(*op.defs.spec, op.defs.exists); c.Status != st.True {
 		op.fail(f.ChainReadyCondition, c.Reason, c.Message)
 		return 0, nil
 	}
@@ -214,7 +218,7 @@ func (op *pass) chooseChain() (selector.ChainChoice, *specs.Chain) {
 func (op *pass) walk(chainReady metav1.Condition) (time.Duration, error) {
 	s := &steps{ctx: op.ctx, owner: op.owner, user: op.user, chainName: op.chainName, now: op.now, prev: op.prev.Resources,
 		keep: op.keep, events: op.env.Events, prepare: op.prepareEnv(), io: op.writerOf}
-	resources, requeue, transient := s.walk(op.chain.Spec.Resources)
+	resources, requeue, transient := s.walk(op.defs.spec.Resources)
 	op.status.Resources = resources
 	op.keep.resources(resources)
 	var submitted []metav1.Condition
@@ -234,12 +238,12 @@ func (op *pass) walk(chainReady metav1.Condition) (time.Duration, error) {
 func (op *pass) prepareEnv() prepare.Env {
 	e := op.env
 	return prepare.Env{Flavor: e.Flavor, Owner: op.owner, OwnerDoc: op.doc, OwnerSpec: op.spec,
-		ChainName: op.chainName, Chain: &op.chain.Spec,
+		ChainName: op.chainName, Chain: op.defs.spec,
 		// Keyed by kind too: a supply chain and a delivery may share a name.
 		Options: func(def api.Step) ([]selector.Candidate, error) {
-			return e.Templates.Options(e.Flavor.ChainKind+"/"+op.chainName, op.chain.RV, def)
+			return e.Templates.Options(e.Flavor.ChainKind+"/"+op.chainName, op.defs.optsRV, def)
 		},
-		Template: e.Templates.Template,
+		Template: op.defs.template,
 		Engines:  e.Engines, Getter: render.DynamicGetter(e.Dynamic), Timeout: e.RenderTimeout,
 		Release: (&helm{op}).release, // helm.go
 	}
@@ -265,14 +269,19 @@ func (op *pass) io() *ownerIO {
 }
 
 // serviceAccount is the account whose permissions stamp objects:
-// the owner's, else the chain's, else "default" in the owner's namespace.
+// the owner's, else the chain's (the revision it renders with, or the live
+// chain before one is chosen), else "default" in the owner's namespace.
 func (op *pass) serviceAccount() api.ServiceAccountRef {
 	ns := op.owner.GetNamespace()
 	if op.spec.ServiceAccountName != "" {
 		return api.ServiceAccountRef{Namespace: ns, Name: op.spec.ServiceAccountName}
 	}
-	if op.chain != nil && op.chain.Spec.ServiceAccountRef != nil && op.chain.Spec.ServiceAccountRef.Name != "" {
-		ref := *op.chain.Spec.ServiceAccountRef
+	cs := op.defs.spec
+	if cs == nil && op.chain != nil {
+		cs = &op.chain.Spec
+	}
+	if cs != nil && cs.ServiceAccountRef != nil && cs.ServiceAccountRef.Name != "" {
+		ref := *cs.ServiceAccountRef
 		if ref.Namespace == "" {
 			ref.Namespace = ns
 		}

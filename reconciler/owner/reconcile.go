@@ -75,6 +75,8 @@ type Env struct {
 	History *history.Recorder
 	// Spans, when set, is told the same: OpenTelemetry spans of what ended.
 	Spans func(o spans.Owner, prev, next []st.Resource)
+
+	revs *revisionBook // the roll-outs' revisions (revision.go)
 }
 
 // Templates is what an owner's reconcile reads of templates
@@ -133,7 +135,10 @@ type Reconciler struct {
 }
 
 // New returns a Reconciler working through env.
-func New(env Env) *Reconciler { return &Reconciler{env: env, writes: map[string]ownWrite{}} }
+func New(env Env) *Reconciler {
+	env.revs = newRevisionBook()
+	return &Reconciler{env: env, writes: map[string]ownWrite{}}
+}
 
 // Reconcile realizes the owner namespace/name: load and the steps
 // (pass.realize) → cleanup → status. user names it to the tracker and in

@@ -52,6 +52,10 @@ type OwnerStatus struct {
 	// status) is what proves an object is Kontinue's. Labels, which
 	// anyone can copy, prove nothing.
 	GeneratedRunTemplates []GeneratedRunTemplate `json:"generatedRunTemplates,omitempty"`
+	// ChainRevision is the revision of its chain's definitions (the chain
+	// and its templates, by content hash) the owner rendered with, when
+	// its chain declares a roll-out policy (reconciler/rollout).
+	ChainRevision string `json:"chainRevision,omitempty"`
 }
 
 // GeneratedRunTemplate records one ClusterRunTemplate Kontinue generated:

@@ -1,0 +1,201 @@
+package chain
+
+// The edge of a chain's roll-out (reconciler/rollout decides): the live
+// revision of the chain and its templates, what its owners rendered with,
+// the status the chain reconciler writes, and waking the owners whose
+// turn it is. A template edit under a roll-out policy wakes no owner by
+// itself (Gate): the waves do.
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/rollout"
+	"kontinue.dev/kontinue/reconciler/selector"
+	"kontinue.dev/kontinue/reconciler/specs"
+	"kontinue.dev/kontinue/tracking"
+)
+
+// rolloutPoll is how often a roll-out in progress looks at its owners:
+// their status writes do not wake the chain.
+const rolloutPoll = time.Second
+
+// maxRolloutBytes bounds a chain's status.rollout (an object may take
+// 1.5 MiB in all).
+const maxRolloutBytes = 512 << 10
+
+// rolloutStep is what a chain's roll-out adds to its status.
+type rolloutStep struct {
+	cond    *metav1.Condition
+	status  *rollout.Status
+	requeue time.Duration
+}
+
+// rollout decides the roll-out of chain obj (of flavor f) and wakes the
+// owners due under the status the cache shows.
+func (r *Reconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured) rolloutStep {
+	policy, prev, err := rollout.Read(obj.Object)
+	if err != nil {
+		c := rollout.Invalid(err)
+		return rolloutStep{cond: &c}
+	}
+	if policy == nil {
+		return rolloutStep{}
+	}
+	live, missing := r.liveRevision(obj)
+	ann := obj.GetAnnotations()
+	out := rollout.Next(rollout.Input{Policy: policy, Prev: *prev, Live: live, Owners: r.rolloutOwners(f, obj.GetName()),
+		Paused: ann[rollout.AnnotationPaused] == "true", Resume: ann[rollout.AnnotationResume]})
+	if b, _ := json.Marshal(out.Status); len(b) > maxRolloutBytes {
+		// The chain's status holds every kept revision's definitions: past
+		// this bound it could no longer be written (or would crowd the
+		// object). The owners render with the live definitions.
+		c := rollout.Invalid(fmt.Errorf("the definitions of the revisions to keep take %d bytes, more than the %d a chain's status may hold for them", len(b), maxRolloutBytes))
+		return rolloutStep{cond: &c}
+	}
+	r.wake(f, obj.GetName(), obj.GetGeneration(), prev, out.Due)
+	if missing != "" && (out.Status.Target != "" || out.Status.Stable == "") {
+		out.Condition.Message += fmt.Sprintf("; the live definitions cannot be taken: %s not found", missing)
+	}
+	step := rolloutStep{cond: &out.Condition, status: &out.Status}
+	if out.Status.Target != "" || len(out.Due) > 0 {
+		step.requeue = rolloutPoll
+	}
+	return step
+}
+
+// liveRevision is the revision of the chain and its templates as the cache
+// has them; nil and the first template missing when one is.
+func (r *Reconciler) liveRevision(obj *unstructured.Unstructured) (*rollout.Revision, string) {
+	spec, _ := obj.Object["spec"].(map[string]any)
+	var cs api.ChainSpec
+	if err := api.Decode(spec, &cs); err != nil {
+		return nil, ""
+	}
+	gvrs := map[string]tracking.Key{}
+	for _, gvr := range specs.TemplateGVRs() {
+		gvrs[specs.TemplateKind(gvr)] = tracking.Key{GVR: gvr}
+	}
+	var ts []rollout.Template
+	seen := map[string]bool{}
+	for _, s := range cs.Resources {
+		for _, n := range specs.TemplateNames(s.TemplateRef) {
+			id := s.TemplateRef.Kind + "/" + n
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			key, ok := gvrs[s.TemplateRef.Kind]
+			var t *unstructured.Unstructured
+			if ok {
+				t, _ = r.env.Tracker.Get(key, "", n)
+			}
+			if t == nil {
+				return nil, id
+			}
+			tspec, _ := t.Object["spec"].(map[string]any)
+			ts = append(ts, rollout.Template{Kind: s.TemplateRef.Kind, Name: n, Spec: tspec})
+		}
+	}
+	rev := rollout.Snapshot(spec, ts)
+	return &rev, ""
+}
+
+// rolloutOwners are the owners whose status names the chain.
+func (r *Reconciler) rolloutOwners(f *api.Flavor, chain string) []rollout.Owner {
+	objs, _ := r.env.Tracker.List(tracking.Key{GVR: f.OwnerGVR}, "")
+	ref := "supplyChainRef"
+	if f == api.DeliverableFlavor {
+		ref = "deliveryRef"
+	}
+	var out []rollout.Owner
+	for _, o := range objs {
+		if name, _, _ := unstructured.NestedString(o.Object, "status", ref, "name"); name != chain {
+			continue
+		}
+		rev, _, _ := unstructured.NestedString(o.Object, "status", "chainRevision")
+		gen, _, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
+		ro := rollout.Owner{Namespace: o.GetNamespace(), Name: o.GetName(), Labels: o.GetLabels(), Revision: rev, Current: gen == o.GetGeneration()}
+		conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+				ro.Ready, _ = m["status"].(string)
+			}
+		}
+		out = append(out, ro)
+	}
+	return out
+}
+
+// wake enqueues the owners due under prev (the status the cache shows,
+// which they read too) once per state of the roll-out: a wave's owners
+// are woken when it begins, not on every poll.
+func (r *Reconciler) wake(f *api.Flavor, chain string, generation int64, prev *rollout.Status, due []string) {
+	// The generation: an edit of the policy may admit other owners.
+	state := fmt.Sprintf("%s/%s/%d/%d", prev.Stable, prev.Target, prev.Wave, generation)
+	key := f.ChainKind + "/" + chain
+	r.mu.Lock()
+	woken := r.woken[key] == state
+	r.woken[key] = state
+	r.mu.Unlock()
+	if woken || len(due) == 0 {
+		return
+	}
+	klog.InfoS("roll-out wakes owners", "chain", key, "stable", prev.Stable, "target", prev.Target, "wave", prev.Wave, "owners", len(due))
+	for _, k := range due {
+		if ns, name, ok := strings.Cut(k, "/"); ok && r.env.Wake != nil {
+			r.env.Wake(f, ns, name)
+		}
+	}
+}
+
+// Gate reports, for the chains of flavor f, whether a chain has a
+// roll-out under way-or-ready (a policy and a stable revision): its owners
+// render with revisions, and the roll-out wakes them in waves, so a
+// template edit itself wakes none of them. Decided once per chain per
+// event, by map lookups only: it runs on an informer goroutine.
+func Gate(tracker *tracking.Tracker, f *api.Flavor) func(chain string) bool {
+	memo := map[string]bool{}
+	return func(chain string) bool {
+		gated, ok := memo[chain]
+		if !ok {
+			if obj, _ := tracker.Get(tracking.Key{GVR: f.ChainGVR}, "", chain); obj != nil {
+				policy, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "rollout")
+				stable, _, _ := unstructured.NestedString(obj.Object, "status", "rollout", "stable")
+				gated = policy != nil && stable != ""
+			}
+			memo[chain] = gated
+		}
+		return gated
+	}
+}
+
+// Selects reports whether chain (of flavor f, read through chains) still
+// selects the owner namespace/name: a change of a gated chain need not
+// wake such an owner, it renders with its revision and the waves wake it.
+// An owner the chain no longer selects is woken, to find its chain. It
+// lists nothing but marshals the owner: it runs on a worker.
+func Selects(tracker *tracking.Tracker, chains *specs.Chains, f *api.Flavor, chain, namespace, name string) bool {
+	c, _ := tracker.Get(tracking.Key{GVR: f.ChainGVR}, "", chain)
+	o, _ := tracker.Get(tracking.Key{GVR: f.OwnerGVR}, namespace, name)
+	if c == nil || o == nil {
+		return false
+	}
+	cs := chains.Chain(c)
+	if cs.Selector == nil {
+		return false
+	}
+	doc, err := json.Marshal(o.Object)
+	if err != nil {
+		return false
+	}
+	ok, err := cs.Selector.Matches(selector.Owner{Kind: f.OwnerKind, Labels: o.GetLabels(), Doc: doc})
+	return ok && err == nil
+}
