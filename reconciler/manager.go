@@ -276,21 +276,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	for _, k := range keys {
 		m.tracker.Ensure(k, tracking.Permanent)
 	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		all := true
-		for _, k := range keys {
-			all = all && m.tracker.Synced(k)
-		}
-		if all {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("caches did not sync: %w", ctx.Err())
-		case <-tick.C:
-		}
+	if err := m.tracker.WaitSynced(ctx, keys); err != nil {
+		return fmt.Errorf("caches did not sync: %w", err)
 	}
 	m.syncedMu.Lock()
 	m.synced = true

@@ -7,6 +7,7 @@ package tracking
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -473,6 +474,22 @@ func (t *Tracker) Synced(k Key) bool {
 	e := t.entries[k]
 	t.mu.Unlock()
 	return e != nil && e.informer.HasSynced()
+}
+
+// WaitSynced waits until the watches of keys have synced, or ctx is done.
+func (t *Tracker) WaitSynced(ctx context.Context, keys []Key) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !slices.ContainsFunc(keys, func(k Key) bool { return !t.Synced(k) }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // Active returns the keys of the running informers and their user counts.
