@@ -303,3 +303,26 @@ func TestShardMoveAdoptsStampedObjects(t *testing.T) {
 	assert.NotNil(t, b.logged("kept a generated ClusterRunTemplate: its owner left this replica's shard, it was not deleted"),
 		"shard b saw the workload leave and kept what it generated")
 }
+
+// An owner moved in the same edit that renames a step's object: the new
+// shard's replica does not cache the old object (still labelled for the old
+// shard), yet must still remove it once no step stamps it.
+func TestShardMoveWithChangeRemovesReplacedObject(t *testing.T) {
+	k := newShardKit(t)
+	k.fakeTekton()
+	apply(t, k.ns, k.chainYAML())
+	k.start("--shard=a")
+	k.start("--shard=b")
+	const w = "mover"
+	apply(t, k.ns, k.shardWorkloadYAML(w, "a", 1))
+	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 1}) })
+	apply(t, k.ns, k.shardWorkloadYAML(w, "b", 2)) // c2 renames the src ConfigMap
+	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 2}) })
+	eventually(t, 30*time.Second, func() string {
+		if o := k.orphans(); len(o) > 0 {
+			return fmt.Sprintf("objects no status references: %v", o)
+		}
+		return ""
+	})
+	assert.Empty(t, k.misplaced(map[string]string{w: "b"}))
+}

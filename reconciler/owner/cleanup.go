@@ -107,6 +107,12 @@ func (op *cleanup) deleteUnrecorded(gvr schema.GroupVersionResource, obj *unstru
 func (op *cleanup) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
 	f := op.env.Flavor
 	live, err := op.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: api.StampedSelector}, nil, k.namespace, k.name)
+	if err == nil && live == nil {
+		// Not in this replica's cache is not gone: an owner just moved
+		// here from another shard still has objects labelled for that
+		// shard, which this replica does not watch.
+		live, err = op.w.Read(op.ctx, op.env.Dynamic, k.gvr, k.namespace, k.name)
+	}
 	if err != nil || live == nil {
 		return err
 	}
