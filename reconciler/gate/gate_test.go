@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -58,10 +59,13 @@ func TestAnswered(t *testing.T) {
 
 func TestAPIGate(t *testing.T) {
 	down := errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
-	var probes atomic.Int32
+	var probesMu sync.Mutex
+	var probes []time.Time // when each probe ran
 	var up atomic.Bool
 	g := New(func(context.Context) error {
-		probes.Add(1)
+		probesMu.Lock()
+		probes = append(probes, time.Now())
+		probesMu.Unlock()
 		if up.Load() {
 			return nil
 		}
@@ -101,7 +105,9 @@ func TestAPIGate(t *testing.T) {
 	assert.True(t, g.Down())
 
 	// Workers and watches wait; one prober, with a short capped backoff
-	// (0.1 s, 0.2 s, 0.4 s, then every 0.5 s).
+	// (gateProbeFirst, doubling up to gateProbeMax). Load only lengthens
+	// the gaps between probes, so the test checks them from below: a
+	// second prober, or a missing backoff, would put two probes closer.
 	workers, watches := make(chan struct{}, 3), make(chan struct{}, 2)
 	for i := 0; i < 3; i++ {
 		go func() { g.Wait(ctx); workers <- struct{}{} }()
@@ -112,9 +118,18 @@ func TestAPIGate(t *testing.T) {
 	time.Sleep(1300 * time.Millisecond)
 	assert.Len(t, workers, 0, "workers wait while the server is away")
 	assert.Len(t, watches, 0, "watches wait while the server is away")
-	n := probes.Load()
-	assert.GreaterOrEqual(t, n, int32(3), "probes often enough to notice the server within half a second")
-	assert.LessOrEqual(t, n, int32(5), "one prober, whoever waits")
+	probesMu.Lock()
+	seen := append([]time.Time(nil), probes...)
+	probesMu.Unlock()
+	require.GreaterOrEqual(t, len(seen), 2, "the prober probes while the server is away")
+	const slack = 20 * time.Millisecond // timers fire late, never early; clock granularity
+	assert.GreaterOrEqual(t, seen[0].Sub(started), gateProbeFirst-slack, "the first probe waits its delay")
+	delay := gateProbeFirst
+	for i := 1; i < len(seen); i++ {
+		delay = min(2*delay, gateProbeMax)
+		assert.GreaterOrEqual(t, seen[i].Sub(seen[i-1]), delay-slack, "one prober, whoever waits: probe %d came %s after the one before", i, seen[i].Sub(seen[i-1]))
+	}
+	assert.LessOrEqual(t, gateProbeMax, 500*time.Millisecond, "probes often enough to notice the server within half a second")
 	up.Store(true)
 	for i := 0; i < 2; i++ {
 		select {
