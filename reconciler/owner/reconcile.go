@@ -183,7 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	if r.env.StatusWritten != nil {
 		r.env.StatusWritten(op.chainName, op.prev.Resources, op.status.Resources)
 	}
-	r.recorded(ctx, obj, op)
+	recorded(ctx, obj, op)
 	op.watch.Done()
 	out := Outcome{Requeue: requeue, Session: op.w, Used: op.used()}
 	if runErr != nil {

@@ -13,23 +13,23 @@ import (
 // written to the owner's spans and history. The history is written as the
 // account the owner's objects are written as, so it needs no rights of
 // Kontinue's own; an owner without a usable account has none.
-func (r *Reconciler) recorded(ctx context.Context, obj *unstructured.Unstructured, op *pass) {
+func recorded(ctx context.Context, obj *unstructured.Unstructured, op *pass) {
 	if op.noAccount {
 		return
 	}
 	prev, next := op.prev.Resources, op.status.Resources
-	if r.env.Spans != nil {
-		r.env.Spans(spans.Owner{Kind: r.env.Flavor.OwnerKind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+	if op.env.Spans != nil {
+		op.env.Spans(spans.Owner{Kind: op.env.Flavor.OwnerKind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
 			UID: string(obj.GetUID()), Chain: op.chainName}, prev, next)
 	}
-	if r.env.History == nil {
+	if op.env.History == nil {
 		return
 	}
 	sa := op.serviceAccount()
-	client, err := r.env.Clients.For(sa.Namespace, sa.Name)
+	client, err := op.env.Clients.For(sa.Namespace, sa.Name)
 	if err != nil {
 		return // the steps' writes, through the same account, report why
 	}
-	r.env.History.Record(ctx, client, history.Owner{APIVersion: obj.GetAPIVersion(), Kind: r.env.Flavor.OwnerKind,
+	op.env.History.Record(ctx, client, history.Owner{APIVersion: obj.GetAPIVersion(), Kind: op.env.Flavor.OwnerKind,
 		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID())}, prev, next)
 }

@@ -91,7 +91,7 @@ func (w *Session) ListRuns(ctx context.Context, q RunQuery) (_ []runs.Run, err e
 		}
 		mine = append(mine, o)
 	}
-	w.adoptRuns(ctx, q, q.Kind.GVR, mine)
+	adoptRuns(ctx, w.Shard, q, q.Kind.GVR, mine)
 	out := make([]runs.Run, 0, len(mine))
 	for _, o := range mine {
 		out = append(out, runs.FromObject(o, runs.Running))

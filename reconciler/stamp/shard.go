@@ -32,12 +32,12 @@ func shardPatch(shard string) []byte {
 	return b
 }
 
-// adoptRuns relabels the runs in list that are not in this writer's shard,
-// as q's service account. A failure is logged and left: the run is still
+// adoptRuns relabels the runs in list that are not in shard (the
+// writer's), as q's service account. A failure is logged and left: the run is still
 // found (live) and never created again; the next confirmation tries again.
-func (w *Session) adoptRuns(ctx context.Context, q RunQuery, gvr schema.GroupVersionResource, list []*unstructured.Unstructured) {
+func adoptRuns(ctx context.Context, shard string, q RunQuery, gvr schema.GroupVersionResource, list []*unstructured.Unstructured) {
 	for i, o := range list {
-		if api.ShardOf(o.GetLabels()) == w.Shard || q.Client == nil {
+		if api.ShardOf(o.GetLabels()) == shard || q.Client == nil {
 			continue
 		}
 		cl, err := q.Client()
@@ -45,12 +45,12 @@ func (w *Session) adoptRuns(ctx context.Context, q RunQuery, gvr schema.GroupVer
 			klog.V(1).InfoS("could not relabel a run of another shard", "run", o.GetNamespace()+"/"+o.GetName(), "err", err.Error())
 			return
 		}
-		got, err := resource(cl, gvr, o.GetNamespace()).Patch(ctx, o.GetName(), types.MergePatchType, shardPatch(w.Shard), metav1.PatchOptions{FieldManager: FieldManager})
+		got, err := resource(cl, gvr, o.GetNamespace()).Patch(ctx, o.GetName(), types.MergePatchType, shardPatch(shard), metav1.PatchOptions{FieldManager: FieldManager})
 		if err != nil {
 			klog.V(1).InfoS("could not relabel a run of another shard", "run", o.GetNamespace()+"/"+o.GetName(), "err", err.Error())
 			continue
 		}
-		klog.InfoS("adopted a run of another shard", "run", o.GetNamespace()+"/"+o.GetName(), "uid", o.GetUID(), "from", api.ShardOf(o.GetLabels()), "shard", w.Shard)
+		klog.InfoS("adopted a run of another shard", "run", o.GetNamespace()+"/"+o.GetName(), "uid", o.GetUID(), "from", api.ShardOf(o.GetLabels()), "shard", shard)
 		list[i] = got
 	}
 }
