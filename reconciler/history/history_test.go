@@ -1,6 +1,7 @@
 package history
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -224,4 +225,46 @@ func TestTruncatedProvenance(t *testing.T) {
 	next[1].Provenance = nil
 	assert.Empty(t, Events(prev, next, t0))
 	assert.Empty(t, Ended(prev, next, t0))
+}
+
+// lattice is a chain of n steps, each after the first two reading the
+// images of the two before it, every step's current set publishing one.
+func lattice(n int) []st.Resource {
+	rs := make([]st.Resource, n)
+	for i := range rs {
+		name := "s" + strconv.Itoa(i)
+		set := &st.InputSet{Digest: "set-" + name, Outcome: st.OutcomeSucceeded, TakenAt: at(i), EndedAt: at(i)}
+		r := st.Resource{Name: name, Outputs: outputs(i, "image", "img-"+name), Provenance: &st.Provenance{Current: set}}
+		for _, j := range []int{i - 1, i - 2} {
+			if j >= 0 && i >= 2 {
+				up := "s" + strconv.Itoa(j)
+				r.Inputs = append(r.Inputs, st.Input{Name: up})
+				set.Images = append(set.Images, st.ImageValue{Name: up, Resource: up, Image: "img-" + up})
+			}
+		}
+		rs[i] = r
+	}
+	return rs
+}
+
+// TestRootsShared: tracing the last step of a chain whose steps each read
+// the two before visits each step once, not once per path (exponential).
+func TestRootsShared(t *testing.T) {
+	for _, n := range []int{20, 40} {
+		rs := lattice(n)
+		last := &rs[n-1]
+		w := (&History{}).walk(rs)
+		roots := w.roots(last.Name, last.Provenance.Current, 0)
+		require.LessOrEqual(t, w.visits, n, "%d steps: each step's set traced once", n)
+		assert.Equal(t, []string{"s0@" + outHash(rs[0].Outputs), "s1@" + outHash(rs[1].Outputs)},
+			[]string{roots[0].Key, roots[1].Key}, "%d steps", n)
+		assert.Len(t, roots, 2)
+		assert.Equal(t, roots, RevisionOf(rs, last.Name, last.Provenance.Current).Roots)
+	}
+	// Apply and View walk the same way: the two first steps' revisions
+	// (each its own) and theirs together, which every later step took.
+	v := View(History{}, lattice(40), 10)
+	require.Len(t, v.Revisions, 3)
+	assert.Len(t, v.Revisions[0].Roots, 2)
+	assert.Len(t, v.Revisions[0].Steps, 38)
 }
