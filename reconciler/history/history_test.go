@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	st "kontinue.dev/kontinue/reconciler/status"
 )
@@ -214,6 +215,18 @@ func TestName(t *testing.T) {
 	n := Name("Deliverable", long)
 	assert.Len(t, n, 253)
 	assert.NotEqual(t, n, Name("Deliverable", long[:252]+"b"))
+	// Long names with '.' or '-' where the name is cut (index 210 of a
+	// Workload's name) stay valid names.
+	a := func(n int) string { return strings.Repeat("a", n) }
+	for _, name := range []string{
+		a(253), a(210) + "." + a(42), a(209) + "." + a(43), a(209) + "-" + a(43),
+		a(200) + strings.Repeat(".a-a", 13), a(201) + strings.Repeat("-a.a", 13), a(210) + "--" + a(41), a(100) + "." + a(100) + "-" + a(51),
+	} {
+		require.Empty(t, validation.IsDNS1123Subdomain(name), "an owner's name: %s", name)
+		for _, kind := range []string{"Workload", "Deliverable"} {
+			assert.Empty(t, validation.IsDNS1123Subdomain(Name(kind, name)), "%s %s: %s", kind, name, Name(kind, name))
+		}
+	}
 }
 
 // TestTruncatedProvenance: a step whose provenance was dropped to fit the

@@ -43,7 +43,8 @@ func Name(kind, name string) string {
 		return n
 	}
 	sum := sha256.Sum256([]byte(name))
-	return n[:253-17] + "-" + hex.EncodeToString(sum[:8])
+	// A label of a DNS subdomain ends alphanumeric: no "….-<hash>".
+	return strings.TrimRight(n[:253-17], ".-") + "-" + hex.EncodeToString(sum[:8])
 }
 
 // Owner is the owner a history belongs to.
