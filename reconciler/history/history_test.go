@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -280,4 +281,38 @@ func TestRootsShared(t *testing.T) {
 	require.Len(t, v.Revisions, 3)
 	assert.Len(t, v.Revisions[0].Roots, 2)
 	assert.Len(t, v.Revisions[0].Steps, 38)
+}
+
+// TestEncodeBounded: a history of many revisions of a long chain, failure
+// messages at their longest, is cut to its newest revisions under
+// MaxBytes, as many as fit.
+func TestEncodeBounded(t *testing.T) {
+	var h History
+	for i := 0; i < 300; i++ {
+		r := Revision{Roots: []Root{{Key: "source@" + strconv.Itoa(i), Label: repo + "@c" + strconv.Itoa(i)}}, Since: at(300 - i)}
+		for s := 0; s < 40; s++ {
+			r.Steps = append(r.Steps, Cell{Step: "step-" + strconv.Itoa(s), Digest: "sha256:" + strings.Repeat("d", 64),
+				Outcome: st.OutcomeFailed, TakenAt: at(i), EndedAt: at(i + 1), Reason: "Failed", Message: strings.Repeat("m", MessageLimit)})
+		}
+		h.Revisions = append(h.Revisions, r)
+	}
+	b, err := Encode(h, MaxBytes)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), MaxBytes)
+	var got History
+	require.NoError(t, json.Unmarshal(b, &got))
+	n := len(got.Revisions)
+	require.Positive(t, n)
+	require.Less(t, n, len(h.Revisions))
+	assert.Equal(t, h.Revisions[0].Key(), got.Revisions[0].Key(), "the newest kept")
+	assert.Equal(t, h.Revisions[n-1].Key(), got.Revisions[n-1].Key())
+	more, err := json.Marshal(History{Revisions: h.Revisions[:n+1]})
+	require.NoError(t, err)
+	assert.Greater(t, len(more), MaxBytes, "as many as fit")
+
+	small := History{Revisions: h.Revisions[:2]}
+	b, err = Encode(small, MaxBytes)
+	require.NoError(t, err)
+	want, _ := json.Marshal(small)
+	assert.Equal(t, want, b, "under the bound: all of it")
 }

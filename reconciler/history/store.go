@@ -32,6 +32,11 @@ const (
 	DataKey = "history.json"
 )
 
+// MaxBytes bounds the history's JSON. A ConfigMap's data holds at most
+// 1 MiB: past it every write would fail. Half leaves room for the rest of
+// the object and for escaping.
+const MaxBytes = 512 << 10
+
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 // Name is the history ConfigMap's name for an owner: deterministic, so
@@ -169,7 +174,7 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 	if !changed && cm != nil {
 		return nil
 	}
-	b, err := json.Marshal(h)
+	b, err := Encode(h, MaxBytes)
 	if err != nil {
 		return err
 	}
@@ -194,6 +199,31 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 	// retried from the pending status.
 	_, err = res.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kontinue"})
 	return err
+}
+
+// Encode is h as JSON of at most max bytes: its oldest revisions are
+// dropped until it fits (a large --history-revisions and a long chain can
+// pass what a ConfigMap holds).
+func Encode(h History, max int) ([]byte, error) {
+	b, err := json.Marshal(h)
+	if err != nil || len(b) <= max {
+		return b, err
+	}
+	// The newest n that fit, by bisection: a few marshals even for a
+	// long history.
+	fits := func(n int) bool {
+		b, err := json.Marshal(History{Revisions: h.Revisions[:n]})
+		return err == nil && len(b) <= max
+	}
+	lo, hi := 0, len(h.Revisions)
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return json.Marshal(History{Revisions: h.Revisions[:lo]})
 }
 
 func ownedBy(cm *unstructured.Unstructured, uid string) bool {
