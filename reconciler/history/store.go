@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -92,9 +93,24 @@ type Recorder struct {
 	OnWrite func(err error)
 
 	mu sync.Mutex
-	// pending keeps, per owner, the status a failed write started from:
-	// the next status write retries from there, so events are not lost.
-	pending map[string][]st.Resource
+	// pending keeps, per owner, the status a write that failed for a
+	// passing reason (a conflict, a timeout, a 5xx) started from: the next
+	// status write retries from there, so events are not lost. It holds
+	// the owner's UID: an owner deleted and created again under its name
+	// starts afresh.
+	pending map[string]pending
+	// refused are the owners (by UID) whose write failed for a reason a
+	// retry cannot fix, as logged: once per owner, not per reconcile.
+	refused map[string]string
+
+	// store and logf are the edges (tests replace them).
+	store func(ctx context.Context, client dynamic.Interface, o Owner, events []Event) error
+	logf  func(msg string, kv ...any)
+}
+
+type pending struct {
+	uid  string
+	prev []st.Resource
 }
 
 // ForRevisions is the recorder of the --history-revisions flag: 0 keeps
@@ -111,7 +127,9 @@ func ForRevisions(n int) *Recorder {
 
 // NewRecorder keeps limit revisions per owner.
 func NewRecorder(limit int) *Recorder {
-	return &Recorder{Limit: limit, Now: time.Now, pending: map[string][]st.Resource{}}
+	r := &Recorder{Limit: limit, Now: time.Now, pending: map[string]pending{}, refused: map[string]string{}, logf: klog.InfoS}
+	r.store = r.write
+	return r
 }
 
 // Record folds what left the provenance between prev and next into the owner's history,
@@ -119,40 +137,71 @@ func NewRecorder(limit int) *Recorder {
 func (r *Recorder) Record(ctx context.Context, client dynamic.Interface, o Owner, prev, next []st.Resource) {
 	key := o.Kind + "/" + o.Namespace + "/" + o.Name
 	r.mu.Lock()
-	if p, ok := r.pending[key]; ok {
-		prev = p
+	if p, ok := r.pending[key]; ok && p.uid == o.UID {
+		prev = p.prev
 	}
 	r.mu.Unlock()
 	events := Events(prev, next, r.Now())
 	if len(events) == 0 {
-		r.forget(key)
+		r.mu.Lock()
+		delete(r.pending, key)
+		r.mu.Unlock()
 		return
 	}
-	err := r.write(ctx, client, o, events)
+	err := r.store(ctx, client, o, events)
 	if r.OnWrite != nil {
 		r.OnWrite(err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil {
-		klog.InfoS("history not written; retried on the owner's next reconcile", "owner", key, "err", err)
-		if _, ok := r.pending[key]; !ok {
-			r.pending[key] = prev
+	switch {
+	case err == nil:
+		delete(r.pending, key)
+		delete(r.refused, key)
+	case Permanent(err):
+		// Retrying writes the same and fails the same: what ended now is
+		// not recorded; a later set's end tries again.
+		delete(r.pending, key)
+		if r.refused[key] != o.UID {
+			r.refused[key] = o.UID
+			r.logf("history not written, nor retried: the owner's later input sets try again", "owner", key, "err", err)
 		}
-		return
+	default:
+		r.logf("history not written; retried on the owner's next reconcile", "owner", key, "err", err)
+		if p, ok := r.pending[key]; !ok || p.uid != o.UID {
+			r.pending[key] = pending{uid: o.UID, prev: prev}
+		}
 	}
-	delete(r.pending, key)
 }
+
+// Permanent is a write's error that retrying cannot fix: no right to the
+// ConfigMap, an invalid or too large one, one that is not the owner's.
+func Permanent(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err) || errors.Is(err, ErrNotOwned) ||
+		strings.Contains(err.Error(), "request is too large") // etcd's limit, as a 500
+}
+
+// ErrNotOwned: the history's ConfigMap exists and is not the owner's.
+var ErrNotOwned = errors.New("not owned by the owner")
 
 // Forget drops what is kept for a deleted owner.
 func (r *Recorder) Forget(kind, namespace, name string) {
-	r.forget(kind + "/" + namespace + "/" + name)
-}
-
-func (r *Recorder) forget(key string) {
+	if r == nil {
+		return
+	}
+	key := kind + "/" + namespace + "/" + name
 	r.mu.Lock()
 	delete(r.pending, key)
+	delete(r.refused, key)
 	r.mu.Unlock()
+}
+
+// kept is how many owners the recorder keeps something for (tests).
+func (r *Recorder) kept() (pending, refused int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending), len(r.refused)
 }
 
 func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner, events []Event) error {
@@ -190,7 +239,7 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 		return err
 	}
 	if !ownedBy(cm, o.UID) {
-		return fmt.Errorf("ConfigMap %s/%s is not owned by %s %s: not overwritten", o.Namespace, name, o.Kind, o.Name)
+		return fmt.Errorf("ConfigMap %s/%s: %w %s %s: not overwritten", o.Namespace, name, ErrNotOwned, o.Kind, o.Name)
 	}
 	if err := unstructured.SetNestedField(cm.Object, string(b), "data", DataKey); err != nil {
 		return err
