@@ -114,6 +114,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	case out.Gone:
 		r.idx.forget(key)
 		r.m.blocked.Unblock(key)
+		r.m.history.Forget(r.flavor.OwnerKind, key.Namespace, key.Name) // a failed write's retry state
 	case out.Session != nil:
 		r.idx.set(key, r.refsOf(out.Used))
 		if cause = blocked.CauseOf(out.Session); cause != 0 {

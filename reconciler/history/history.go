@@ -222,7 +222,7 @@ func Apply(h History, events []Event, limit int) (History, bool) {
 			row = out.rowOf(e.Step, e.Set.Digest)
 		}
 		if row == nil {
-			roots := out.roots(e.In, e.Step, &e.Set, 0)
+			roots := out.walk(e.In).roots(e.Step, &e.Set, 0)
 			row = out.rowByKey(roots)
 			if row == nil {
 				out.Revisions = append(out.Revisions, Revision{Roots: roots})
@@ -319,15 +319,42 @@ func (h *History) rowOut(step, out string) *Revision {
 // but a status is input).
 const maxDepth = 64
 
+// walk traces input sets back to their roots (roots) through the statuses
+// next and the history h. memo keeps each step's set once traced: steps
+// that share upstream steps (each reading the two before it) would walk
+// them again and again, exponential in the chain's length. One walk lives
+// for one event, as h may gain rows between events.
+type walk struct {
+	h      *History
+	next   []st.Resource
+	memo   map[string][]Root
+	visits int // sets traced (tests)
+}
+
+func (h *History) walk(next []st.Resource) *walk {
+	return &walk{h: h, next: next, memo: map[string][]Root{}}
+}
+
 // roots traces a step's input set back to what the chain's first steps
 // published: through each input's step while it still publishes what the
 // set took, else through the history's record of who published it.
-func (h *History) roots(next []st.Resource, step string, set *st.InputSet, depth int) []Root {
+func (w *walk) roots(step string, set *st.InputSet, depth int) []Root {
+	key := step + "\x00" + set.Digest
+	if r, ok := w.memo[key]; ok {
+		return r
+	}
+	r := w.trace(step, set, depth)
+	w.memo[key] = r
+	return r
+}
+
+func (w *walk) trace(step string, set *st.InputSet, depth int) []Root {
+	w.visits++
 	links := linksOf(set)
-	if r := h.rowOf(step, set.Digest); r != nil && len(links) > 0 {
+	if r := w.h.rowOf(step, set.Digest); r != nil && len(links) > 0 {
 		return r.Roots
 	}
-	r := find(next, step)
+	r := find(w.next, step)
 	if len(links) == 0 {
 		// A first step: its outputs, once this set is what it publishes.
 		if c := current(r); c != nil && c.Digest == set.Digest && outHash(r.Outputs) != "" {
@@ -338,14 +365,14 @@ func (h *History) roots(next []st.Resource, step string, set *st.InputSet, depth
 	}
 	var out []Root
 	for _, l := range links {
-		u := find(next, l.step)
+		u := find(w.next, l.step)
 		switch {
 		case depth < maxDepth && u != nil && len(u.Inputs) == 0:
 			out = append(out, Root{Key: l.step + "@" + l.hash, Label: l.label})
 		case depth < maxDepth && current(u) != nil && outHash(u.Outputs) == l.hash:
-			out = append(out, h.roots(next, l.step, current(u), depth+1)...)
+			out = append(out, w.roots(l.step, current(u), depth+1)...)
 		default:
-			if row := h.rowOut(l.step, l.hash); row != nil {
+			if row := w.h.rowOut(l.step, l.hash); row != nil {
 				out = append(out, row.Roots...)
 			} else {
 				out = append(out, Root{Key: l.step + "?" + l.hash, Label: l.label})
@@ -533,7 +560,7 @@ func sortCells(cells []Cell, next []st.Resource) {
 // the steps' statuses in (without a history: a set whose upstream step has
 // moved on is named by the values it took).
 func RevisionOf(in []st.Resource, step string, set *st.InputSet) Revision {
-	return Revision{Roots: (&History{}).roots(in, step, set, 0)}
+	return Revision{Roots: (&History{}).walk(in).roots(step, set, 0)}
 }
 
 // Ended are the input sets that ended between prev and next (succeeded

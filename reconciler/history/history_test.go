@@ -1,6 +1,8 @@
 package history
 
 import (
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	st "kontinue.dev/kontinue/reconciler/status"
 )
@@ -213,6 +216,18 @@ func TestName(t *testing.T) {
 	n := Name("Deliverable", long)
 	assert.Len(t, n, 253)
 	assert.NotEqual(t, n, Name("Deliverable", long[:252]+"b"))
+	// Long names with '.' or '-' where the name is cut (index 210 of a
+	// Workload's name) stay valid names.
+	a := func(n int) string { return strings.Repeat("a", n) }
+	for _, name := range []string{
+		a(253), a(210) + "." + a(42), a(209) + "." + a(43), a(209) + "-" + a(43),
+		a(200) + strings.Repeat(".a-a", 13), a(201) + strings.Repeat("-a.a", 13), a(210) + "--" + a(41), a(100) + "." + a(100) + "-" + a(51),
+	} {
+		require.Empty(t, validation.IsDNS1123Subdomain(name), "an owner's name: %s", name)
+		for _, kind := range []string{"Workload", "Deliverable"} {
+			assert.Empty(t, validation.IsDNS1123Subdomain(Name(kind, name)), "%s %s: %s", kind, name, Name(kind, name))
+		}
+	}
 }
 
 // TestTruncatedProvenance: a step whose provenance was dropped to fit the
@@ -224,4 +239,80 @@ func TestTruncatedProvenance(t *testing.T) {
 	next[1].Provenance = nil
 	assert.Empty(t, Events(prev, next, t0))
 	assert.Empty(t, Ended(prev, next, t0))
+}
+
+// lattice is a chain of n steps, each after the first two reading the
+// images of the two before it, every step's current set publishing one.
+func lattice(n int) []st.Resource {
+	rs := make([]st.Resource, n)
+	for i := range rs {
+		name := "s" + strconv.Itoa(i)
+		set := &st.InputSet{Digest: "set-" + name, Outcome: st.OutcomeSucceeded, TakenAt: at(i), EndedAt: at(i)}
+		r := st.Resource{Name: name, Outputs: outputs(i, "image", "img-"+name), Provenance: &st.Provenance{Current: set}}
+		for _, j := range []int{i - 1, i - 2} {
+			if j >= 0 && i >= 2 {
+				up := "s" + strconv.Itoa(j)
+				r.Inputs = append(r.Inputs, st.Input{Name: up})
+				set.Images = append(set.Images, st.ImageValue{Name: up, Resource: up, Image: "img-" + up})
+			}
+		}
+		rs[i] = r
+	}
+	return rs
+}
+
+// TestRootsShared: tracing the last step of a chain whose steps each read
+// the two before visits each step once, not once per path (exponential).
+func TestRootsShared(t *testing.T) {
+	for _, n := range []int{20, 40} {
+		rs := lattice(n)
+		last := &rs[n-1]
+		w := (&History{}).walk(rs)
+		roots := w.roots(last.Name, last.Provenance.Current, 0)
+		require.LessOrEqual(t, w.visits, n, "%d steps: each step's set traced once", n)
+		assert.Equal(t, []string{"s0@" + outHash(rs[0].Outputs), "s1@" + outHash(rs[1].Outputs)},
+			[]string{roots[0].Key, roots[1].Key}, "%d steps", n)
+		assert.Len(t, roots, 2)
+		assert.Equal(t, roots, RevisionOf(rs, last.Name, last.Provenance.Current).Roots)
+	}
+	// Apply and View walk the same way: the two first steps' revisions
+	// (each its own) and theirs together, which every later step took.
+	v := View(History{}, lattice(40), 10)
+	require.Len(t, v.Revisions, 3)
+	assert.Len(t, v.Revisions[0].Roots, 2)
+	assert.Len(t, v.Revisions[0].Steps, 38)
+}
+
+// TestEncodeBounded: a history of many revisions of a long chain, failure
+// messages at their longest, is cut to its newest revisions under
+// MaxBytes, as many as fit.
+func TestEncodeBounded(t *testing.T) {
+	var h History
+	for i := 0; i < 300; i++ {
+		r := Revision{Roots: []Root{{Key: "source@" + strconv.Itoa(i), Label: repo + "@c" + strconv.Itoa(i)}}, Since: at(300 - i)}
+		for s := 0; s < 40; s++ {
+			r.Steps = append(r.Steps, Cell{Step: "step-" + strconv.Itoa(s), Digest: "sha256:" + strings.Repeat("d", 64),
+				Outcome: st.OutcomeFailed, TakenAt: at(i), EndedAt: at(i + 1), Reason: "Failed", Message: strings.Repeat("m", MessageLimit)})
+		}
+		h.Revisions = append(h.Revisions, r)
+	}
+	b, err := Encode(h, MaxBytes)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), MaxBytes)
+	var got History
+	require.NoError(t, json.Unmarshal(b, &got))
+	n := len(got.Revisions)
+	require.Positive(t, n)
+	require.Less(t, n, len(h.Revisions))
+	assert.Equal(t, h.Revisions[0].Key(), got.Revisions[0].Key(), "the newest kept")
+	assert.Equal(t, h.Revisions[n-1].Key(), got.Revisions[n-1].Key())
+	more, err := json.Marshal(History{Revisions: h.Revisions[:n+1]})
+	require.NoError(t, err)
+	assert.Greater(t, len(more), MaxBytes, "as many as fit")
+
+	small := History{Revisions: h.Revisions[:2]}
+	b, err = Encode(small, MaxBytes)
+	require.NoError(t, err)
+	want, _ := json.Marshal(small)
+	assert.Equal(t, want, b, "under the bound: all of it")
 }

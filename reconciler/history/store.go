@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,6 +33,11 @@ const (
 	DataKey = "history.json"
 )
 
+// MaxBytes bounds the history's JSON. A ConfigMap's data holds at most
+// 1 MiB: past it every write would fail. Half leaves room for the rest of
+// the object and for escaping.
+const MaxBytes = 512 << 10
+
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 // Name is the history ConfigMap's name for an owner: deterministic, so
@@ -43,7 +49,8 @@ func Name(kind, name string) string {
 		return n
 	}
 	sum := sha256.Sum256([]byte(name))
-	return n[:253-17] + "-" + hex.EncodeToString(sum[:8])
+	// A label of a DNS subdomain ends alphanumeric: no "….-<hash>".
+	return strings.TrimRight(n[:253-17], ".-") + "-" + hex.EncodeToString(sum[:8])
 }
 
 // Owner is the owner a history belongs to.
@@ -86,9 +93,24 @@ type Recorder struct {
 	OnWrite func(err error)
 
 	mu sync.Mutex
-	// pending keeps, per owner, the status a failed write started from:
-	// the next status write retries from there, so events are not lost.
-	pending map[string][]st.Resource
+	// pending keeps, per owner, the status a write that failed for a
+	// passing reason (a conflict, a timeout, a 5xx) started from: the next
+	// status write retries from there, so events are not lost. It holds
+	// the owner's UID: an owner deleted and created again under its name
+	// starts afresh.
+	pending map[string]pending
+	// refused are the owners (by UID) whose write failed for a reason a
+	// retry cannot fix, as logged: once per owner, not per reconcile.
+	refused map[string]string
+
+	// store and logf are the edges (tests replace them).
+	store func(ctx context.Context, client dynamic.Interface, o Owner, events []Event) error
+	logf  func(msg string, kv ...any)
+}
+
+type pending struct {
+	uid  string
+	prev []st.Resource
 }
 
 // ForRevisions is the recorder of the --history-revisions flag: 0 keeps
@@ -105,7 +127,9 @@ func ForRevisions(n int) *Recorder {
 
 // NewRecorder keeps limit revisions per owner.
 func NewRecorder(limit int) *Recorder {
-	return &Recorder{Limit: limit, Now: time.Now, pending: map[string][]st.Resource{}}
+	r := &Recorder{Limit: limit, Now: time.Now, pending: map[string]pending{}, refused: map[string]string{}, logf: klog.InfoS}
+	r.store = r.write
+	return r
 }
 
 // Record folds what left the provenance between prev and next into the owner's history,
@@ -113,40 +137,71 @@ func NewRecorder(limit int) *Recorder {
 func (r *Recorder) Record(ctx context.Context, client dynamic.Interface, o Owner, prev, next []st.Resource) {
 	key := o.Kind + "/" + o.Namespace + "/" + o.Name
 	r.mu.Lock()
-	if p, ok := r.pending[key]; ok {
-		prev = p
+	if p, ok := r.pending[key]; ok && p.uid == o.UID {
+		prev = p.prev
 	}
 	r.mu.Unlock()
 	events := Events(prev, next, r.Now())
 	if len(events) == 0 {
-		r.forget(key)
+		r.mu.Lock()
+		delete(r.pending, key)
+		r.mu.Unlock()
 		return
 	}
-	err := r.write(ctx, client, o, events)
+	err := r.store(ctx, client, o, events)
 	if r.OnWrite != nil {
 		r.OnWrite(err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err != nil {
-		klog.InfoS("history not written; retried on the owner's next reconcile", "owner", key, "err", err)
-		if _, ok := r.pending[key]; !ok {
-			r.pending[key] = prev
+	switch {
+	case err == nil:
+		delete(r.pending, key)
+		delete(r.refused, key)
+	case Permanent(err):
+		// Retrying writes the same and fails the same: what ended now is
+		// not recorded; a later set's end tries again.
+		delete(r.pending, key)
+		if r.refused[key] != o.UID {
+			r.refused[key] = o.UID
+			r.logf("history not written, nor retried: the owner's later input sets try again", "owner", key, "err", err)
 		}
-		return
+	default:
+		r.logf("history not written; retried on the owner's next reconcile", "owner", key, "err", err)
+		if p, ok := r.pending[key]; !ok || p.uid != o.UID {
+			r.pending[key] = pending{uid: o.UID, prev: prev}
+		}
 	}
-	delete(r.pending, key)
 }
+
+// Permanent is a write's error that retrying cannot fix: no right to the
+// ConfigMap, an invalid or too large one, one that is not the owner's.
+func Permanent(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsRequestEntityTooLargeError(err) || errors.Is(err, ErrNotOwned) ||
+		strings.Contains(err.Error(), "request is too large") // etcd's limit, as a 500
+}
+
+// ErrNotOwned: the history's ConfigMap exists and is not the owner's.
+var ErrNotOwned = errors.New("not owned by the owner")
 
 // Forget drops what is kept for a deleted owner.
 func (r *Recorder) Forget(kind, namespace, name string) {
-	r.forget(kind + "/" + namespace + "/" + name)
-}
-
-func (r *Recorder) forget(key string) {
+	if r == nil {
+		return
+	}
+	key := kind + "/" + namespace + "/" + name
 	r.mu.Lock()
 	delete(r.pending, key)
+	delete(r.refused, key)
 	r.mu.Unlock()
+}
+
+// kept is how many owners the recorder keeps something for (tests).
+func (r *Recorder) kept() (pending, refused int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending), len(r.refused)
 }
 
 func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner, events []Event) error {
@@ -168,7 +223,7 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 	if !changed && cm != nil {
 		return nil
 	}
-	b, err := json.Marshal(h)
+	b, err := Encode(h, MaxBytes)
 	if err != nil {
 		return err
 	}
@@ -184,7 +239,7 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 		return err
 	}
 	if !ownedBy(cm, o.UID) {
-		return fmt.Errorf("ConfigMap %s/%s is not owned by %s %s: not overwritten", o.Namespace, name, o.Kind, o.Name)
+		return fmt.Errorf("ConfigMap %s/%s: %w %s %s: not overwritten", o.Namespace, name, ErrNotOwned, o.Kind, o.Name)
 	}
 	if err := unstructured.SetNestedField(cm.Object, string(b), "data", DataKey); err != nil {
 		return err
@@ -193,6 +248,31 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 	// retried from the pending status.
 	_, err = res.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kontinue"})
 	return err
+}
+
+// Encode is h as JSON of at most max bytes: its oldest revisions are
+// dropped until it fits (a large --history-revisions and a long chain can
+// pass what a ConfigMap holds).
+func Encode(h History, max int) ([]byte, error) {
+	b, err := json.Marshal(h)
+	if err != nil || len(b) <= max {
+		return b, err
+	}
+	// The newest n that fit, by bisection: a few marshals even for a
+	// long history.
+	fits := func(n int) bool {
+		b, err := json.Marshal(History{Revisions: h.Revisions[:n]})
+		return err == nil && len(b) <= max
+	}
+	lo, hi := 0, len(h.Revisions)
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return json.Marshal(History{Revisions: h.Revisions[:lo]})
 }
 
 func ownedBy(cm *unstructured.Unstructured, uid string) bool {

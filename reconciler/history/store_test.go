@@ -1,0 +1,132 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/dynamic"
+
+	st "kontinue.dev/kontinue/reconciler/status"
+)
+
+var cmGR = schema.GroupResource{Resource: "configmaps"}
+
+// recorder is a Recorder whose writes fail with fail (nil: succeed),
+// counting writes and log lines.
+type recorder struct {
+	*Recorder
+	fail          error
+	writes, lines int
+}
+
+func newRecorder() *recorder {
+	x := &recorder{Recorder: NewRecorder(10)}
+	x.store = func(context.Context, dynamic.Interface, Owner, []Event) error { x.writes++; return x.fail }
+	x.logf = func(string, ...any) { x.lines++ }
+	return x
+}
+
+// moved is a status whose build moved from c1 to c2: c1's set left.
+func moved() (prev, next []st.Resource) {
+	prev = []st.Resource{source("c1", 1, 0), build(st.Provenance{Current: buildSet("c1", st.OutcomeSucceeded, 1, at(5))}, "img-c1")}
+	next = []st.Resource{source("c2", 2, 10), build(st.Provenance{Current: buildSet("c2", st.OutcomeSucceeded, 11, at(15))}, "img-c2")}
+	return prev, next
+}
+
+func TestPermanent(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewForbidden(cmGR, "h", errors.New("no rights")), true},
+		{apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "h", field.ErrorList{field.TooLong(field.NewPath("data"), "", 1<<20)}), true},
+		{apierrors.NewRequestEntityTooLargeError("too big"), true},
+		{apierrors.NewInternalError(errors.New("etcdserver: request is too large")), true},
+		{fmt.Errorf("ConfigMap dev/h: %w Workload app", ErrNotOwned), true},
+		{apierrors.NewConflict(cmGR, "h", errors.New("changed")), false},
+		{apierrors.NewServerTimeout(cmGR, "update", 1), false},
+		{apierrors.NewTimeoutError("slow", 1), false},
+		{apierrors.NewInternalError(errors.New("etcd leader changed")), false},
+		{apierrors.NewServiceUnavailable("down"), false},
+		{context.DeadlineExceeded, false},
+	} {
+		assert.Equal(t, tc.want, Permanent(tc.err), "%v", tc.err)
+	}
+}
+
+// TestRecordRetries: a write that failed for a passing reason is retried
+// from the same status on the next reconcile, even with nothing new;
+// one that retrying cannot fix keeps nothing and is logged once.
+func TestRecordRetries(t *testing.T) {
+	ctx := context.Background()
+	o := Owner{Kind: "Workload", Namespace: "dev", Name: "app", UID: "u1"}
+	prev, next := moved()
+
+	x := newRecorder()
+	x.fail = apierrors.NewConflict(cmGR, "h", errors.New("changed"))
+	x.Record(ctx, nil, o, prev, next)
+	x.Record(ctx, nil, o, next, next)
+	assert.Equal(t, 2, x.writes, "a conflict: retried with nothing new")
+	x.fail = nil
+	x.Record(ctx, nil, o, next, next)
+	x.Record(ctx, nil, o, next, next)
+	assert.Equal(t, 3, x.writes, "written once it passes, then nothing")
+	p, r := x.kept()
+	assert.Equal(t, [2]int{0, 0}, [2]int{p, r})
+
+	for _, fail := range []error{apierrors.NewForbidden(cmGR, "h", errors.New("no rights")),
+		fmt.Errorf("%w", ErrNotOwned), apierrors.NewRequestEntityTooLargeError("too big")} {
+		x := newRecorder()
+		x.fail = fail
+		x.Record(ctx, nil, o, prev, next)
+		for i := 0; i < 5; i++ {
+			x.Record(ctx, nil, o, next, next)
+		}
+		assert.Equal(t, 1, x.writes, "%v: not retried with nothing new", fail)
+		_, after := moved()
+		after[1].Provenance = &st.Provenance{Current: buildSet("c3", st.OutcomeSucceeded, 21, at(25))}
+		x.Record(ctx, nil, o, next, after)
+		assert.Equal(t, 2, x.writes, "%v: a later set's end tries again", fail)
+		assert.Equal(t, 1, x.lines, "%v: logged once per owner", fail)
+		p, r := x.kept()
+		assert.Equal(t, 0, p, "%v: nothing pending", fail)
+		assert.Equal(t, 1, r)
+		x.Forget(o.Kind, o.Namespace, o.Name)
+		p, r = x.kept()
+		assert.Equal(t, [2]int{0, 0}, [2]int{p, r}, "%v: forgotten with the owner", fail)
+	}
+}
+
+// TestRecordRecreated: an owner deleted and created again under its name
+// does not inherit the old one's pending retry; Forget drops it.
+func TestRecordRecreated(t *testing.T) {
+	ctx := context.Background()
+	o := Owner{Kind: "Workload", Namespace: "dev", Name: "app", UID: "u1"}
+	prev, next := moved()
+	x := newRecorder()
+	x.fail = apierrors.NewServerTimeout(cmGR, "update", 1)
+	x.Record(ctx, nil, o, prev, next)
+	assert.Equal(t, 1, x.writes)
+
+	o2 := o
+	o2.UID = "u2"
+	x.Record(ctx, nil, o2, next, next)
+	assert.Equal(t, 1, x.writes, "the new owner's status is its own")
+
+	p, _ := x.kept()
+	assert.Equal(t, 0, p)
+	x.Record(ctx, nil, o, prev, next)
+	p, _ = x.kept()
+	assert.Equal(t, 1, p)
+	x.Forget(o.Kind, o.Namespace, o.Name)
+	p, _ = x.kept()
+	assert.Equal(t, 0, p, "forgotten once the owner is gone")
+	var none *Recorder
+	none.Forget(o.Kind, o.Namespace, o.Name) // no history kept: nothing to forget
+}
