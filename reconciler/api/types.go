@@ -334,7 +334,10 @@ type ObservedMatch struct {
 
 // RunTemplateSpec is the spec of a ClusterRunTemplate.
 type RunTemplateSpec struct {
-	Template map[string]any    `json:"template"`
+	// Render engines: exactly one of Template ($(...)$ tags) or Ytt (a
+	// Kontinue extension, Cartographer #214).
+	Template map[string]any    `json:"template,omitempty"`
+	Ytt      string            `json:"ytt,omitempty"`
 	Outputs  map[string]string `json:"outputs,omitempty"`
 	// Kontinue: what a run's success and failure are. A template with
 	// runnable: true copies its rule here; unset, the run's Succeeded

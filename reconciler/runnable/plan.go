@@ -71,15 +71,15 @@ func selectOne(obj *unstructured.Unstructured, kind string, sel labels.Selector,
 // set. The run lives in the Runnable's namespace, labelled with it and the
 // template, controlled by it.
 func stampRun(ctx context.Context, obj *unstructured.Unstructured, rt api.RunTemplateSpec, tmplName string, selected *unstructured.Unstructured) (*unstructured.Unstructured, string, *refusal) {
-	tc := render.NewContext(api.KindRunnable, runnableForContext(obj), nil, render.Inputs{}, nil)
-	if selected != nil {
-		tc["selected"] = selected.Object
+	what := runnableWhat(obj)
+	spec, err := runTemplateEngine(rt)
+	if err != nil {
+		return nil, "", refuse(step.ReasonStampFailure, "ClusterRunTemplate [%s] named by %s is invalid: %v", tmplName, what, err)
 	}
-	objs, err := render.Simple().Render(ctx, &api.TemplateSpec{Template: rt.Template}, tc)
+	objs, err := renderRun(ctx, spec, runContext(spec, obj, selected))
 	if err == nil && len(objs) != 1 {
 		err = fmt.Errorf("the template rendered %d objects, want 1", len(objs))
 	}
-	what := runnableWhat(obj)
 	if err != nil {
 		return nil, "", refuse(step.ReasonStampFailure, "unable to stamp object for %s from ClusterRunTemplate [%s]: %v", what, tmplName, err)
 	}
@@ -109,6 +109,52 @@ func stampRun(ctx context.Context, obj *unstructured.Unstructured, rt api.RunTem
 		Name: obj.GetName(), UID: obj.GetUID(), Controller: ptr.To(true),
 	}})
 	return run, digest, nil
+}
+
+// runTemplateEngine is the template spec a run template renders with:
+// exactly one of spec.template ($(...)$ tags) and spec.ytt. The other
+// engines of the template kinds are not offered for runs.
+func runTemplateEngine(rt api.RunTemplateSpec) (*api.TemplateSpec, error) {
+	hasYtt := strings.TrimSpace(rt.Ytt) != ""
+	switch {
+	case rt.Template != nil && hasYtt:
+		return nil, fmt.Errorf("it sets both spec.template and spec.ytt; set exactly one")
+	case hasYtt:
+		return &api.TemplateSpec{Ytt: rt.Ytt}, nil
+	case len(rt.Template) > 0:
+		return &api.TemplateSpec{Template: rt.Template}, nil
+	}
+	return nil, fmt.Errorf("it sets neither spec.template nor spec.ytt (or one is empty); set exactly one")
+}
+
+// runContext is what a run template sees: for $(...)$ tags, the Runnable's
+// template context (runnable, and selected when the selector picked one);
+// for ytt, exactly the data values runnable and selected (null without a
+// selector, so a template can test it), the keys of Cartographer's
+// Runnable templating context, each a whole data value as its other ytt
+// templates get them.
+func runContext(spec *api.TemplateSpec, obj, selected *unstructured.Unstructured) render.Context {
+	if spec.Ytt != "" {
+		tc := render.Context{"runnable": runnableForContext(obj), "selected": nil}
+		if selected != nil {
+			tc["selected"] = selected.Object
+		}
+		return tc
+	}
+	tc := render.NewContext(api.KindRunnable, runnableForContext(obj), nil, render.Inputs{}, nil)
+	if selected != nil {
+		tc["selected"] = selected.Object
+	}
+	return tc
+}
+
+// renderRun renders spec with the engine its field names.
+func renderRun(ctx context.Context, spec *api.TemplateSpec, tc render.Context) ([]*unstructured.Unstructured, error) {
+	e, err := render.EngineFor(spec)
+	if err != nil {
+		return nil, err
+	}
+	return e.Render(ctx, spec, tc)
 }
 
 // runnableForContext is the Runnable as templates see it: without status

@@ -329,3 +329,101 @@ func TestRetryAsked(t *testing.T) {
 		})
 	}
 }
+
+// A run template renders with spec.ytt as with spec.template: data values
+// runnable and selected, the same naming, labels and owner; exactly one
+// engine, one object; ytt's own error is in the refusal.
+func TestStampRunWithYtt(t *testing.T) {
+	const head = "#@ load(\"@ytt:data\", \"data\")\n"
+	const good = head + `apiVersion: tekton.dev/v1
+kind: TaskRun
+metadata:
+  generateName: #@ data.values.runnable.metadata.name + "-run-"
+  labels: {team: a}
+spec:
+  url: #@ data.values.runnable.spec.inputs.url
+  sel: #@ data.values.selected.metadata.name if data.values.selected else "none"
+`
+	selected := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "pipeline"}}}
+	tests := []struct {
+		name     string
+		rt       api.RunTemplateSpec
+		selected *unstructured.Unstructured
+		sel      string // the run's spec.sel when it renders
+		message  string // the refusal's, when it does not
+	}{
+		{"inputs and the selected object", api.RunTemplateSpec{Ytt: good}, selected, "pipeline", ""},
+		{"no selector: selected is null", api.RunTemplateSpec{Ytt: good}, nil, "none", ""},
+		{"two objects", api.RunTemplateSpec{Ytt: good + "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: b-}\n"}, selected, "",
+			"the template rendered 2 objects, want 1"},
+		{"a ytt error", api.RunTemplateSpec{Ytt: head + "kind: #@ data.values.runnable.spec.nope\n"}, selected, "",
+			"unable to apply ytt template: ytt: Error: "},
+		{"both template and ytt", api.RunTemplateSpec{Ytt: good, Template: map[string]any{"kind": "X"}}, selected, "",
+			"ClusterRunTemplate [tmpl] named by Runnable [ns/lint] is invalid: it sets both spec.template and spec.ytt"},
+		{"neither", api.RunTemplateSpec{Ytt: "  \n"}, selected, "", "it sets neither spec.template nor spec.ytt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			run, digest, no := stampRun(context.Background(), testRunnable(), tt.rt, "tmpl", tt.selected)
+			if tt.message != "" {
+				require.NotNil(t, no)
+				assert.Nil(t, run)
+				assert.Equal(t, step.ReasonStampFailure, no.reason)
+				assert.Contains(t, no.message, tt.message)
+				assert.Contains(t, no.message, "ClusterRunTemplate [tmpl]")
+				return
+			}
+			require.Nil(t, no, "%v", no)
+			assert.NotEmpty(t, digest)
+			assert.Equal(t, "lint-run-", run.GetGenerateName())
+			assert.Equal(t, "ns", run.GetNamespace())
+			assert.Equal(t, "git://a", run.Object["spec"].(map[string]any)["url"])
+			assert.Equal(t, tt.sel, run.Object["spec"].(map[string]any)["sel"])
+			l := run.GetLabels()
+			assert.Equal(t, "a", l["team"])
+			assert.Equal(t, "true", l[api.StampedLabel])
+			assert.Equal(t, "lint", l[api.LabelRunnableName])
+			assert.Equal(t, "tmpl", l[api.LabelRunTemplateName])
+			require.NotNil(t, metav1.GetControllerOf(run))
+		})
+	}
+	// The ytt error names where ytt failed.
+	_, _, no := stampRun(context.Background(), testRunnable(), api.RunTemplateSpec{Ytt: head + "kind: #@ data.values.runnable.spec.nope\n"}, "tmpl", nil)
+	require.NotNil(t, no)
+	assert.Contains(t, no.message, "stdin.yml")
+	// The status the template sees is hidden, as with $(...)$ tags.
+	_, _, no = stampRun(context.Background(), testRunnable(), api.RunTemplateSpec{Ytt: head + "kind: #@ data.values.runnable.status.outputs.x\n"}, "tmpl", nil)
+	require.NotNil(t, no)
+	assert.Contains(t, no.message, "status")
+}
+
+func TestRunTemplateEngine(t *testing.T) {
+	tests := []struct {
+		name  string
+		rt    api.RunTemplateSpec
+		field string // "": refused
+	}{
+		{"template", api.RunTemplateSpec{Template: map[string]any{"kind": "X"}}, "template"},
+		{"ytt", api.RunTemplateSpec{Ytt: "kind: X"}, "ytt"},
+		{"both", api.RunTemplateSpec{Template: map[string]any{"kind": "X"}, Ytt: "kind: X"}, ""},
+		{"an empty template", api.RunTemplateSpec{Template: map[string]any{}}, ""},
+		{"neither", api.RunTemplateSpec{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec, err := runTemplateEngine(tt.rt)
+			switch tt.field {
+			case "":
+				assert.Error(t, err)
+			case "ytt":
+				require.NoError(t, err)
+				assert.Equal(t, tt.rt.Ytt, spec.Ytt)
+				assert.Nil(t, spec.Template)
+			default:
+				require.NoError(t, err)
+				assert.Equal(t, tt.rt.Template, spec.Template)
+				assert.Empty(t, spec.Ytt)
+			}
+		})
+	}
+}

@@ -55,10 +55,7 @@ func (rp *pass) realize() error {
 		return nil
 	}
 	var rt api.RunTemplateSpec
-	if err := api.Decode(tobj.Object["spec"], &rt); err != nil || rt.Template == nil {
-		if err == nil {
-			err = fmt.Errorf("spec.template is empty")
-		}
+	if err := api.Decode(tobj.Object["spec"], &rt); err != nil {
 		rp.fail(step.ReasonStampFailure, "ClusterRunTemplate [%s] is invalid: %v", tmplName, err)
 		return nil
 	}
