@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -86,11 +85,8 @@ func (a *app) runEvents(ctx context.Context, o *eventsOptions, args []string) er
 		return err
 	}
 	ns, name := loaded.Namespace, args[1]
-	owner, err := dyn.Resource(k.gvr()).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	owner, err := getOwner(ctx, dyn, k, ns, name)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s %s/%s not found", k.kind, ns, name)
-		}
 		return err
 	}
 	g := &getter{dyn: dyn}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kontinue.dev/kontinue/cli/view"
 	"kontinue.dev/kontinue/reconciler/history"
@@ -70,11 +69,8 @@ func (a *app) runHistory(ctx context.Context, o *historyOptions, args []string) 
 		return err
 	}
 	ns, name := loaded.Namespace, args[1]
-	obj, err := dyn.Resource(k.gvr()).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	obj, err := getOwner(ctx, dyn, k, ns, name)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s %s/%s not found", k.kind, ns, name)
-		}
 		return err
 	}
 	owner, err := view.DecodeTraceOwner(obj)

@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/reconciler/api"
 )
@@ -113,4 +119,14 @@ func ownerKindOf(chain kindInfo) ownerKind {
 		return kindDeliverable
 	}
 	return kindWorkload
+}
+
+// getOwner reads the owner ns/name of kind k, saying so in people's words
+// when it does not exist.
+func getOwner(ctx context.Context, dyn dynamic.Interface, k ownerKind, ns, name string) (*unstructured.Unstructured, error) {
+	obj, err := dyn.Resource(k.gvr()).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s %s/%s not found", k.kind, ns, name)
+	}
+	return obj, err
 }

@@ -100,11 +100,8 @@ func (a *app) runTrace(ctx context.Context, o *traceOptions, args []string) erro
 		steps, stamped = []string{step}, obj
 		notes = append(notes, fmt.Sprintf("%s %s/%s: stamped by %s %s/%s step [%s] (its labels)", obj.GetKind(), ns, obj.GetName(), ownerKind.kind, ns, ownerName, step))
 	}
-	ownerObj, err := dyn.Resource(ownerKind.gvr()).Namespace(ns).Get(ctx, ownerName, metav1.GetOptions{})
+	ownerObj, err := getOwner(ctx, dyn, ownerKind, ns, ownerName)
 	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s %s/%s not found", ownerKind.kind, ns, ownerName)
-		}
 		return err
 	}
 	owner, err := view.DecodeTraceOwner(ownerObj)
