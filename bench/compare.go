@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -103,16 +102,7 @@ func runCompare(ctx context.Context, o options, root string) error {
 		return fmt.Errorf("floor: %w", err)
 	}
 	fmt.Print(cmp.table())
-	path := filepath.Join(root, "bench", "results", "compare-"+time.Now().UTC().Format("2006-01-02T150405")+".json")
-	b, err := json.MarshalIndent(cmp, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	logf("wrote %s", path)
-	return nil
+	return writeResult(filepath.Join(root, "bench", "results"), "compare", cmp)
 }
 
 func newComparison(o options, root string) *comparison {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -105,16 +104,7 @@ func runFairness(ctx context.Context, o options, root string) error {
 		out.Contenders = append(out.Contenders, c)
 	}
 	fmt.Print(out.table())
-	path := filepath.Join(o.out, "fairness-"+time.Now().UTC().Format("2006-01-02T150405")+".json")
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	logf("wrote %s", path)
-	return nil
+	return writeResult(o.out, "fairness", out)
 }
 
 func runFairContender(ctx context.Context, o options, name, root, work, binDir string) (*fairContender, error) {

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -712,3 +713,18 @@ feed:
 // goVersion is the toolchain that built the bench (and, with the same
 // PATH, Kontinue).
 func goVersion() string { return runtime.Version() }
+
+// writeResult writes v as indented JSON to dir/<prefix>-<UTC time>.json,
+// the results files bench/README.md explains.
+func writeResult(dir, prefix string, v any) error {
+	path := filepath.Join(dir, prefix+"-"+time.Now().UTC().Format("2006-01-02T150405")+".json")
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s", path)
+	return nil
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,16 +68,7 @@ func runShards(ctx context.Context, o options, root string) error {
 		out.Runs = append(out.Runs, run)
 	}
 	fmt.Print(out.table())
-	path := filepath.Join(o.out, "shards-"+time.Now().UTC().Format("2006-01-02T150405")+".json")
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	logf("wrote %s", path)
-	return nil
+	return writeResult(o.out, "shards", out)
 }
 
 func runShardCase(ctx context.Context, o options, sharded bool, work, binDir string) (*shardRun, error) {
