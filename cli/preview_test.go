@@ -22,8 +22,7 @@ func u(t *testing.T, y string) *unstructured.Unstructured {
 }
 
 func TestCompareStep(t *testing.T) {
-	mutable := &api.TemplateSpec{}
-	immutable := &api.TemplateSpec{Lifecycle: api.LifecycleImmutable}
+	const mutable, immutable = false, true
 	cm := func(name, value string) string {
 		return `{apiVersion: v1, kind: ConfigMap, metadata: {name: ` + name + `, namespace: dev, annotations: {kontinue.dev/applied-digest: x}}, data: {v: "` + value + `"}}`
 	}
@@ -33,7 +32,7 @@ func TestCompareStep(t *testing.T) {
 	type obj = *unstructured.Unstructured
 	tests := []struct {
 		name      string
-		spec      *api.TemplateSpec
+		spec      bool // immutable
 		objs, old []string
 		live      []string
 		want      []objdiff.Object // Diff checked apart
