@@ -231,6 +231,14 @@ func (pv *previewer) preview(ctx context.Context, f *api.Flavor, owner *unstruct
 				out.Objects = append(out.Objects, removed(def.Name, l))
 			}
 		case p.Spec != nil && p.Spec.Runnable:
+			crt, err := pv.liveRunTemplate(ctx, f, owner, prev.GeneratedRunTemplates, def.Name)
+			if err != nil {
+				fail(def.Name, "LiveUnreadable", err.Error())
+				continue
+			}
+			if crt != nil {
+				live = append(live, crt)
+			}
 			objs, r := previewRunnable(ctx, newEnv, oldEnv, def, p, old, live)
 			if r != nil {
 				fail(def.Name, r.Reason, r.Message)
@@ -315,9 +323,18 @@ func outputsOf(p prepare.Prepared, live []*unstructured.Unstructured, res *st.Re
 	if len(p.Objects) > 0 && !p.Spec.Runnable {
 		docs = append(docs, primaryOf(p.Objects, live))
 	}
-	if len(live) > 0 && !p.Spec.Runnable {
-		// A runnable step's outputs are its runs', which the preview
-		// does not make: the last ones the status keeps.
+	if p.Spec.Runnable {
+		// A runnable step's outputs are its runs', which the preview does
+		// not make: those its live Runnable reports, as the controller
+		// reads them.
+		for _, l := range live {
+			if l.GetKind() == api.KindRunnable {
+				if out := step.ObserveRunnable(step.Observed{Kind: p.Kind, Spec: p.Spec}, l).Outputs(); out != nil {
+					return out
+				}
+			}
+		}
+	} else if len(live) > 0 {
 		docs = append(docs, live[0])
 	}
 	for _, o := range docs {

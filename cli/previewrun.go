@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/cli/objdiff"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/prepare"
+	st "kontinue.dev/kontinue/reconciler/status"
 )
 
 // RunsNotPreviewed is the note on a runnable: true step whose generated
@@ -47,4 +49,27 @@ func previewRunnable(ctx context.Context, newEnv prepare.Env, oldEnv *prepare.En
 		}
 	}
 	return out, nil
+}
+
+// liveRunTemplate is the ClusterRunTemplate the controller generated for
+// the owner's step: the owner's status records it (generatedRunTemplates,
+// not stampedObjects), and only the object of the recorded UID is
+// Kontinue's; nil when there is none (yet, or someone else's object holds
+// the name: the controller leaves that alone).
+func (pv *previewer) liveRunTemplate(ctx context.Context, f *api.Flavor, owner *unstructured.Unstructured, recs []st.GeneratedRunTemplate, step string) (*unstructured.Unstructured, error) {
+	name := prepare.RunTemplateName(f.OwnerKind, owner.GetNamespace(), owner.GetName(), step)
+	for _, rec := range recs {
+		if rec.Step != step || rec.Name != name {
+			continue
+		}
+		o, err := pv.stamped.get(ctx, st.StampedRef{APIVersion: api.Group + "/" + api.Version, Kind: api.KindClusterRunTemplate, Name: name,
+			Resource: api.RunTemplateGVR.Resource + "." + api.Group})
+		if err != nil {
+			return nil, fmt.Errorf("ClusterRunTemplate %s: %w", name, err)
+		}
+		if o != nil && (rec.UID == "" || o.GetUID() == rec.UID) {
+			return o, nil
+		}
+	}
+	return nil, nil
 }
