@@ -533,7 +533,7 @@ function rolloutButtons(c) {
         if (verb === 'undo' && !b.dataset.armed) {
           b.dataset.armed = '1';
           b.textContent = 'Click again to undo to ' + undoTarget(findChain(c.chainKind, c.name) || c);
-          setTimeout(() => { delete b.dataset.armed; updateRolloutButtons(ctl, findChain(c.chainKind, c.name) || c); }, 5000);
+          setTimeout(() => { delete b.dataset.armed; updateRolloutButtons(ctl, findChain(c.chainKind, c.name) || c); }, 10000);
           return;
         }
         send(verb, b);
