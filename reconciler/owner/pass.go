@@ -272,22 +272,11 @@ func (op *pass) io() *ownerIO {
 // the owner's, else the chain's (the revision it renders with, or the live
 // chain before one is chosen), else "default" in the owner's namespace.
 func (op *pass) serviceAccount() api.ServiceAccountRef {
-	ns := op.owner.GetNamespace()
-	if op.spec.ServiceAccountName != "" {
-		return api.ServiceAccountRef{Namespace: ns, Name: op.spec.ServiceAccountName}
-	}
 	cs := op.defs.spec
 	if cs == nil && op.chain != nil {
 		cs = &op.chain.Spec
 	}
-	if cs != nil && cs.ServiceAccountRef != nil && cs.ServiceAccountRef.Name != "" {
-		ref := *cs.ServiceAccountRef
-		if ref.Namespace == "" {
-			ref.Namespace = ns
-		}
-		return ref
-	}
-	return api.ServiceAccountRef{Namespace: ns, Name: "default"}
+	return prepare.ServiceAccount(op.owner.GetNamespace(), op.spec, cs)
 }
 
 func (op *pass) stampClient() (dynamic.Interface, error) {
