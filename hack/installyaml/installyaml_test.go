@@ -613,13 +613,13 @@ func TestChartShards(t *testing.T) {
 	require.Empty(t, byKind(objs, "ValidatingAdmissionPolicy"))
 	require.Empty(t, byKind(objs, "ValidatingAdmissionPolicyBinding"))
 
-	for values, want := range map[string]map[string]any{
+	for msg, values := range map[string]map[string]any{
 		"sharding.defaultShard: false needs sharding.shards": {"sharding": map[string]any{"defaultShard": false}},
 		"dashboard.enabled needs sharding.defaultShard":      {"sharding": map[string]any{"shards": []any{"a"}, "defaultShard": false}, "dashboard": map[string]any{"enabled": true}},
-		"schema":                                             {"sharding": map[string]any{"shards": []any{"A_b"}}},
+		"schema": {"sharding": map[string]any{"shards": []any{"A_b"}}},
 	} {
-		_, err := RenderChart(repo(t), want)
-		require.ErrorContains(t, err, values)
+		_, err := RenderChart(repo(t), values)
+		require.ErrorContains(t, err, msg)
 	}
 	for _, bad := range []map[string]any{
 		{"sharding": map[string]any{"shards": []any{"a", "a"}}},
