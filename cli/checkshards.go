@@ -90,6 +90,7 @@ func namedOwners(owners []string) string {
 // labelled (a typo, a shard not deployed yet), not a controller down.
 func shardFindings(ns, id string, leases []shardLease, unserved map[string][]string, ownersKnown bool) []finding {
 	var out []finding
+	leases = append([]shardLease(nil), leases...) // sorted, the caller's left alone
 	sort.Slice(leases, func(i, j int) bool { return leases[i].shard < leases[j].shard })
 	hasLease := map[string]bool{}
 	for _, l := range leases {
