@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/metrics"
 )
 
@@ -37,12 +38,7 @@ type electionOptions struct {
 // leaseName is the Lease of a shard: each shard elects its own leader, so
 // its replicas (leader and standbys) exclude each other and no other
 // shard's. The default shard keeps the Lease it always had.
-func leaseName(id, shard string) string {
-	if shard == "" {
-		return id
-	}
-	return id + "-shard-" + shard
-}
+func leaseName(id, shard string) string { return api.ShardLease(id, shard) }
 
 // inClusterNamespaceFile holds the pod's namespace (service account mount).
 const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
