@@ -39,6 +39,7 @@ type options struct {
 	history       int
 	otlpTraces    string
 	attestKey     string
+	signer        *attest.Signer // from attestKey, loaded before anything else
 	shutdownGrace time.Duration
 	helm          render.HelmOptions
 	shard         string
@@ -75,6 +76,12 @@ Flags and defaults: docs/operations.md#flags.`,
   kontinue controller --leader-elect --leader-election-namespace=kontinue-system --kstatus-conditions`,
 		Args: cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// A key that cannot be used stops the start before anything
+			// is done, with why.
+			var err error
+			if o.signer, err = attestations(o.attestKey, o.history); err != nil {
+				return err
+			}
 			loaded, err := cluster.Load()
 			if err != nil {
 				return err
@@ -155,7 +162,6 @@ func attestations(path string, history int) (*attest.Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--attestation-key: %w", err)
 	}
-	klog.InfoS("signing attestations", "keyid", key.ID)
 	return attest.NewSigner(key, version.Version), nil
 }
 

@@ -64,12 +64,6 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	cfg.UserAgent = "kontinue/" + version.Version
 	setGCPercent(os.Getenv)
-	// A key that cannot be used stops the start before anything is done.
-	signer, err := attestations(o.attestKey, o.history)
-	if err != nil {
-		return err
-	}
-
 	if o.installCRDs {
 		if err := installCRDs(ctx, cfg); err != nil {
 			return err
@@ -81,8 +75,9 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	o.election.id = leaseName(o.election.id, o.shard)
 	ropts := reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm,
 		HistoryRevisions: historyRevisions(o.history), Shard: o.shard}
-	if signer != nil {
-		ropts.Attest = signer.Extra
+	if o.signer != nil {
+		ropts.Attest = o.signer.Extra
+		klog.InfoS("signing attestations", "keyid", o.signer.Key.ID)
 	}
 	if stop, err := traces(ctx, o.otlpTraces, &ropts); err != nil {
 		return err

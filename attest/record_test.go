@@ -88,7 +88,11 @@ func TestUpstreamOf(t *testing.T) {
 		{name: "no controller", obj: deliverable(labels, ann, nil)},
 		{name: "a controller that is no workload", obj: deliverable(labels, ann, &metav1.OwnerReference{Kind: "Flux", Name: "x", Controller: &yes})},
 		{name: "an owner reference that is not the controller", obj: deliverable(labels, ann, &metav1.OwnerReference{Kind: "Workload", Name: "app"})},
-		{name: "a workload", obj: func() *unstructured.Unstructured { u := deliverable(labels, ann, ctrl); u.SetKind("Workload"); return u }()},
+		{name: "a workload", obj: func() *unstructured.Unstructured {
+			u := deliverable(labels, ann, ctrl)
+			u.SetKind("Workload")
+			return u
+		}()},
 		{name: "nil"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
