@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
@@ -142,4 +143,50 @@ func TestSignerExtra(t *testing.T) {
 	assert.Len(t, got, 1)
 	assert.Contains(t, got, DataKey("source"))
 	assert.Equal(t, []string{"attestation not written: the step's name makes no ConfigMap key"}, lines)
+}
+
+func TestCompare(t *testing.T) {
+	stmt := func(f func(s *st.OwnerStatus, o *Owner), step string) *intoto.Statement {
+		s, o := workload(), wl
+		if f != nil {
+			f(&s, &o)
+		}
+		x, err := Build(Input{Owner: o, Status: s, Step: step, Version: "v1"})
+		require.NoError(t, err)
+		return x
+	}
+	now := stmt(nil, "build")
+	for _, tt := range []struct {
+		name   string
+		signed *intoto.Statement
+		want   string // in the error; "" none
+	}{
+		{name: "the same", signed: stmt(nil, "build")},
+		{name: "another builder version, same statement", signed: func() *intoto.Statement {
+			s := workload()
+			x, err := Build(Input{Owner: wl, Status: s, Step: "build", Version: "v0"})
+			require.NoError(t, err)
+			return x
+		}()},
+		{name: "another step's", signed: stmt(nil, "deploy"), want: "is about Workload dev/app step [deploy], not Workload dev/app step [build]"},
+		{name: "another owner's", signed: stmt(func(_ *st.OwnerStatus, o *Owner) { o.Name = "other" }, "build"), want: "Workload dev/other"},
+		{name: "an owner of that name deleted since", signed: stmt(func(_ *st.OwnerStatus, o *Owner) { o.UID = "u0" }, "build"), want: "uid u0"},
+		{name: "an older input set", signed: stmt(func(s *st.OwnerStatus, _ *Owner) { s.Resources[1].Provenance.Current.Digest = "b0" }, "build"),
+			want: "input set b0; the step's current set is b1"},
+		{name: "the same set, other outputs", signed: stmt(func(s *st.OwnerStatus, _ *Owner) {
+			s.Resources[1].Outputs = []st.Output{output("image", "registry.example.com/app:other")}
+		}, "build"), want: "subject differs"},
+		{name: "the same set, other inputs recorded", signed: stmt(func(s *st.OwnerStatus, _ *Owner) {
+			s.Resources[1].Provenance.Current.Sources[0].Revision = "main@sha1:" + strings.Repeat("0", 40)
+		}, "build"), want: "resolvedDependencies differs"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Compare(tt.signed, now)
+			if tt.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
 }
