@@ -31,5 +31,5 @@ func recorded(ctx context.Context, obj *unstructured.Unstructured, op *pass) {
 		return // the steps' writes, through the same account, report why
 	}
 	op.env.History.Record(ctx, client, history.Owner{APIVersion: obj.GetAPIVersion(), Kind: op.env.Flavor.OwnerKind,
-		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID())}, prev, next)
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()), Object: obj, Status: &op.status}, prev, next)
 }

@@ -146,6 +146,10 @@ spec:
         runAsNonRoot: true
         runAsUser: 65532
         runAsGroup: 65532
+        {{- if $v.attestation.keySecret }}
+        # The signing key's file is the group's (0440), not the world's.
+        fsGroup: 65532
+        {{- end }}
         seccompProfile:
           type: RuntimeDefault
       affinity:
@@ -189,6 +193,9 @@ spec:
         {{- with $v.logLevel }}
         - --log-level={{ . }}
         {{- end }}
+        {{- if $v.attestation.keySecret }}
+        - --attestation-key=/etc/kontinue/attestation/{{ $v.attestation.secretKey }}
+        {{- end }}
         {{- range $v.extraArgs }}
         - {{ . }}
         {{- end }}
@@ -230,6 +237,11 @@ spec:
         # values to a temporary folder.
         - name: tmp
           mountPath: /tmp
+        {{- if $v.attestation.keySecret }}
+        - name: attestation-key
+          mountPath: /etc/kontinue/attestation
+          readOnly: true
+        {{- end }}
         securityContext:
           allowPrivilegeEscalation: false
           readOnlyRootFilesystem: true
@@ -242,4 +254,13 @@ spec:
       - name: tmp
         emptyDir:
           sizeLimit: 64Mi
+      {{- if $v.attestation.keySecret }}
+      - name: attestation-key
+        secret:
+          secretName: {{ $v.attestation.keySecret }}
+          defaultMode: 0440
+          items:
+          - key: {{ $v.attestation.secretKey }}
+            path: {{ $v.attestation.secretKey }}
+      {{- end }}
 {{- end -}}
