@@ -65,7 +65,9 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.False, refused.Reason, refused.Message)}
 	}
 	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
-	o.Desired, o.Digest = rn, ""
+	// o.Digest stays the rendered object's: the input set the Runnable's
+	// inputs carry, which its runs report on (the step's provenance).
+	o.Desired = rn
 	w.io.watch(tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector})
 	w.io.keep.ref(w.ref(rn))
 	return step.Seen{}, nil
