@@ -191,7 +191,9 @@ func TestOfLinks(t *testing.T) {
 	o := Owner{Kind: "Deliverable", Namespace: "dev", Name: "app", UID: "d-uid", Chain: "delivery",
 		Feed: func() *Feed { reads++; return feedOf(t, w, "img@1") }}
 	root := rootOf("url=oci://r/app", "revision=img@1")
-	live := st.Resource{Name: "live", Inputs: []st.Input{{Name: "gitops"}}, Provenance: &st.Provenance{Current: &st.InputSet{Digest: "l1",
+	// live publishes the image too: only the revision's root is linked
+	// all the same.
+	live := st.Resource{Name: "live", Inputs: []st.Input{{Name: "gitops"}}, Outputs: rootOf("revision=img@1").Outputs, Provenance: &st.Provenance{Current: &st.InputSet{Digest: "l1",
 		Sources: []st.SourceValue{{Name: "source", Resource: "gitops", URL: "oci://r/app", Revision: "img@1"}},
 		Outcome: st.OutcomeSucceeded, TakenAt: at(8), EndedAt: at(9)}}}
 	got := Of(o, nil, []st.Resource{root, live}, t0)
