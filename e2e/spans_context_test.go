@@ -133,13 +133,13 @@ type stampedObj struct {
 
 func (o stampedObj) String() string { return o.gvr.Resource + "/" + o.name }
 
-// TestTraceContext: with traces on, every object a step stamps carries the
+// TestSpansTraceContext: with traces on, every object a step stamps carries the
 // traceparent of the step's exported span (none for a first step); a
 // Deliverable's revision is linked to the Workload revision that made it;
 // and the annotation costs no write: turning traces on or off, a restart
 // or a reconcile of the same inputs write nothing, and a revision writes
 // as often with traces as without.
-func TestTraceContext(t *testing.T) {
+func TestSpansTraceContext(t *testing.T) {
 	tr := newTracer(t)
 	ns := newNamespace(t)
 	writes := &writeCounter{ns: ns}
@@ -414,11 +414,11 @@ spec:
 `, uniq(ns, "rsrc"), uniq(ns, "rlint"), uniq(ns, "rcheck"), uniq(ns, "rchain"))
 }
 
-// TestTraceContextRuns: a run of an immutable step, the Runnable of a
+// TestSpansTraceContextRuns: a run of an immutable step, the Runnable of a
 // runnable: true step and the Runnable's run carry the traceparent of
 // their step's span; a run, never updated, keeps it when the next
 // revision's run comes.
-func TestTraceContextRuns(t *testing.T) {
+func TestSpansTraceContextRuns(t *testing.T) {
 	tr := newTracer(t)
 	tr.on()
 	k := &runKit{t: t, ns: newNamespace(t)}
