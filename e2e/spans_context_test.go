@@ -459,6 +459,17 @@ spec:
 		waitProvenance(t, k.ns, "check", func(p st.Provenance) string { return setIs(p.Current, commit, st.OutcomeSucceeded) })
 		if commit == "c1" {
 			firstLint = *get(t, immPipelineRunGVR, k.ns, lint[0].GetName()) // finished
+			// Traces off, then on again: no run is created (a run's input
+			// set leaves the annotation out), the Runnable is not written.
+			rv := get(t, immRunnableGVR, k.ns, "app-check").GetResourceVersion()
+			for _, restart := range []func(){tr.off, tr.on} {
+				restart()
+				code, _, errOut := kontinueCLI(t, "reconcile", "workload", "app", "-n", k.ns, "--wait", "--timeout", "60s")
+				require.Equal(t, 0, code, errOut)
+				assert.Len(t, k.listBy(immPipelineRunGVR, "carto.run/workload-name=app,carto.run/resource-name=lint"), 1, "lint runs")
+				assert.Len(t, k.runs("app-check"), 1, "the Runnable's runs")
+				assert.Equal(t, rv, get(t, immRunnableGVR, k.ns, "app-check").GetResourceVersion(), "the Runnable")
+			}
 			continue
 		}
 		again := get(t, immPipelineRunGVR, k.ns, firstLint.GetName())
