@@ -68,7 +68,8 @@ func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail
 		t, fail := x.resolveObject(sc, want)
 		if fail == nil {
 			var live *unstructured.Unstructured
-			if live, _, fail = x.put(sc.step.Name, t, want); fail == nil {
+			// The last good set's copy: not the span of the set at hand.
+			if live, _, fail = x.put(sc.step.Name, "", t, want); fail == nil {
 				return step.Got{Live: []*unstructured.Unstructured{live}, Refs: []st.StampedRef{t.ref}}, nil
 			}
 		}
@@ -78,7 +79,7 @@ func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail
 	var got step.Got
 	for i, desired := range p.Apply {
 		t := w.targets[desired]
-		live, wrote, fail := x.put(sc.step.Name, t, desired)
+		live, wrote, fail := x.put(sc.step.Name, sc.traceParent, t, desired)
 		if fail != nil {
 			return got, fail
 		}

@@ -217,7 +217,7 @@ func (op *pass) chooseChain() (selector.ChainChoice, *specs.Chain) {
 // conditions.
 func (op *pass) walk(chainReady metav1.Condition) (time.Duration, error) {
 	s := &steps{ctx: op.ctx, owner: op.owner, user: op.user, chainName: op.chainName, now: op.now, prev: op.prev.Resources,
-		keep: op.keep, events: op.env.Events, prepare: op.prepareEnv(), io: op.writerOf}
+		keep: op.keep, events: op.env.Events, prepare: op.prepareEnv(), io: op.writerOf, traced: op.env.TraceContext}
 	resources, requeue, transient := s.walk(op.defs.spec.Resources)
 	op.status.Resources = resources
 	op.keep.resources(resources)

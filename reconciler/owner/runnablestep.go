@@ -65,7 +65,9 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.False, refused.Reason, refused.Message)}
 	}
 	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
-	o.Desired, o.Digest = rn, ""
+	// o.Digest stays the rendered object's: the input set the Runnable's
+	// inputs carry, which its runs report on (the step's provenance).
+	o.Desired = rn
 	w.io.watch(tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector})
 	w.io.keep.ref(w.ref(rn))
 	return step.Seen{}, nil
@@ -84,7 +86,8 @@ func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFai
 		} else {
 			t := target{gvr: api.RunnableGVR, what: fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", u.GetKind(), u.GetName(), w.sc.step.Name, w.sc.kind, w.sc.tmplName)}
 			var stop *stepFail
-			if live, _, stop = w.io.put(w.sc.step.Name, t, u); stop != nil {
+			// The Runnable carries it; its runs get it from there.
+			if live, _, stop = w.io.put(w.sc.step.Name, w.sc.traceParent, t, u); stop != nil {
 				return got, stop
 			}
 		}

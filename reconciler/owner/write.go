@@ -103,14 +103,15 @@ func (x *ownerIO) resolveObject(sc *stepCtx, desired *unstructured.Unstructured)
 	return t, fail
 }
 
-// put writes one object (stamp.Session.Put) for the step and reports
-// whether it was written.
-func (x *ownerIO) put(stepName string, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *stepFail) {
+// put writes one object (stamp.Session.Put) for the step, with the trace
+// context of its input set (trace; "": none), and reports whether it was
+// written.
+func (x *ownerIO) put(stepName, trace string, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *stepFail) {
 	cl, err := x.client()
 	if err != nil {
 		return nil, false, failed(failure.Client(err))
 	}
-	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName}
+	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, TraceParent: trace}
 	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
 		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
@@ -147,13 +148,13 @@ func (x *ownerIO) stepRuns(stepName string, key tracking.Key, digest string) sta
 }
 
 // createRun creates a run of the step as the stamping service account
-// (stamp's run protocol).
-func (x *ownerIO) createRun(q stamp.RunQuery, stepName string, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, what string) (*unstructured.Unstructured, *stepFail) {
+// (stamp's run protocol), with the trace context of its input set.
+func (x *ownerIO) createRun(q stamp.RunQuery, stepName, trace string, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, what string) (*unstructured.Unstructured, *stepFail) {
 	cl, err := x.client()
 	if err != nil {
 		return nil, failed(failure.Client(err))
 	}
-	created, err := x.w.CreateRun(x.ctx, stamp.For{Client: cl, Owner: x.owner, Step: stepName}, gvr, desired, q.Current, q.Memo)
+	created, err := x.w.CreateRun(x.ctx, stamp.For{Client: cl, Owner: x.owner, Step: stepName, TraceParent: trace}, gvr, desired, q.Current, q.Memo)
 	if err != nil {
 		return nil, failed(failure.Write(x.subject("create", what), desired.GetName(), err))
 	}
