@@ -98,17 +98,22 @@ func TestSelectors(t *testing.T) {
 	exprs, err := Exprs(Dir())
 	require.NoError(t, err)
 	require.NotEmpty(t, exprs)
-	e := exprs[0].Expr
-	sels := Selectors(e)
-	require.Len(t, sels, 1)
-	require.Equal(t, "leader_election_master_status", sels[0].Metric)
-	require.Len(t, sels[0].Matchers, 2)
+	require.Equal(t, "alert KontinueNoLeader", exprs[0].Where)
+	var metrics []string
+	for _, s := range Selectors(exprs[0].Expr) {
+		metrics = append(metrics, s.Metric)
+		require.Equal(t, Job, s.Job())
+	}
+	require.Equal(t, []string{"kontinue_leader", "kontinue_leader", "up", "kontinue_leader"}, metrics)
 	for _, e := range exprs {
 		if e.Where == "panel Reconcile time p99" {
 			s := Selectors(e.Expr)
-			require.Len(t, s, 1)
+			require.Len(t, s, 2)
 			require.Equal(t, "controller_runtime_reconcile_time_seconds_bucket", s[0].Metric)
-			require.Equal(t, []string{"controller", "le"}, s[0].Grouping)
+			require.Equal(t, []string{"controller", "le", "instance", "pod"}, s[0].Grouping, "shard comes from kontinue_leader")
+			require.Equal(t, "kontinue_leader", s[1].Metric)
+			require.Equal(t, []string{"shard", "instance", "pod", "instance", "pod", "shard"}, s[1].Grouping)
+			require.Equal(t, ".*", s[1].Matchers[1].Value, "$shard is replaced by All")
 			return
 		}
 	}
