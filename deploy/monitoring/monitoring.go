@@ -211,7 +211,7 @@ func Selectors(e parser.Expr) []Selector {
 				s.Matchers = append(s.Matchers, m)
 			}
 		}
-		s.Grouping = needed(append(path, n))
+		s.Grouping = needed(append(slices.Clip(path), n)) // Clip: path is the walk's own slice
 		out = append(out, s)
 		return nil
 	})
