@@ -20,12 +20,24 @@ import (
 	"kontinue.dev/kontinue/reconciler/metrics"
 )
 
-// leadership is what the probes and the gauge know about leader election.
-type leadership struct{ leading atomic.Bool }
+// leadership is what the probes and the gauge know about leader election
+// of the shard this process serves.
+type leadership struct {
+	shard   string
+	leading atomic.Bool
+}
+
+// newLeadership starts as a standby: kontinue_leader{shard} reads 0 until
+// this process leads, so that a shard's standbys are seen without a leader.
+func newLeadership(shard string) *leadership {
+	l := &leadership{shard: shard}
+	l.set(false)
+	return l
+}
 
 func (l *leadership) set(v bool) {
 	l.leading.Store(v)
-	metrics.SetLeading(v)
+	metrics.SetLeading(l.shard, v)
 }
 
 func (l *leadership) get() bool { return l.leading.Load() }

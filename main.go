@@ -101,7 +101,7 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 		c.Observer = metrics.Observer{}
 		metrics.SetWorkers(c.Name, o.workers)
 	}
-	lead := &leadership{}
+	lead := newLeadership(o.shard)
 	if err := serve(ctx, o, cfg, m, lead); err != nil {
 		return err
 	}
