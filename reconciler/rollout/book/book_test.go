@@ -1,10 +1,13 @@
 package book
 
 import (
+	"fmt"
+	"runtime"
 	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kontinue.dev/kontinue/reconciler/rollout"
 )
@@ -81,4 +84,47 @@ func TestBookFacts(t *testing.T) {
 	b.Set("web", owner("a", "A", "True", map[string]string{"x": "1"}))
 	b.Set("web", owner("a", "B", "False", map[string]string{"x": "2"}))
 	require.Equal(t, []rollout.Owner{owner("a", "B", "False", map[string]string{"x": "2"})}, b.Watch("web"))
+}
+
+// fleet is a book of n owners of chain web, three labels each (as decoded
+// from an event: their own strings), and the chain's policy.
+func fleet(b *testing.B, n int) (*Book, *rollout.Compiled) {
+	bk := New()
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("app-%05d", i)
+		bk.Set("web", rollout.Owner{Namespace: fmt.Sprintf("team-%02d", i%50), Name: name, Revision: "aaaaaaaaaaaa", Ready: "True", Current: true,
+			Labels: map[string]string{"app.example.com/chain": "web", "app.kubernetes.io/name": name, "canary": fmt.Sprint(i%100 == 0)}})
+	}
+	pct := 50
+	c, err := rollout.Compile(&rollout.Policy{Waves: []rollout.Wave{
+		{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"canary": "true"}}}, {Percent: &pct}}})
+	require.NoError(b, err)
+	return bk, c
+}
+
+// BenchmarkDecide: one look of a chain's roll-out at 5,000 owners, from
+// the book (no owner decoded): Watch and rollout.Next, wave 1 of 3.
+func BenchmarkDecide(b *testing.B) {
+	bk, c := fleet(b, 5000)
+	prev := rollout.Status{Stable: "aaaaaaaaaaaa", Target: "bbbbbbbbbbbb", Wave: 1, Phase: rollout.PhaseProgressing,
+		Revisions: []rollout.Revision{{Name: "aaaaaaaaaaaa"}, {Name: "bbbbbbbbbbbb"}}}
+	live := &rollout.Revision{Name: "bbbbbbbbbbbb"}
+	b.ReportAllocs()
+	for b.Loop() {
+		rollout.Next(rollout.Input{Policy: c, Prev: prev, Live: live, Owners: bk.Watch("web")})
+	}
+}
+
+// BenchmarkBookMemory: what the book holds per owner.
+func BenchmarkBookMemory(b *testing.B) {
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		bk, _ := fleet(b, 10000)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/10000, "bytes/owner")
+		runtime.KeepAlive(bk)
+	}
 }
