@@ -40,8 +40,9 @@ func rolloutCommand(a *app) *cobra.Command {
 or a template it uses) out to its owners wave by wave (docs/rollouts.md).
 
   status  the phase, the wave, the stable and target revisions, the owners
-          admitted and updated, and those that failed (exit status 1 when
-          Halted)
+          admitted and updated, and those that failed; during a roll-out
+          each wave with its owners (of those you may list), failed first
+          (exit status 1 when Halted)
   pause   stop the waves where they are (annotation kontinue.dev/rollout-paused);
           owners already admitted stay, the others keep their revision
   resume  go on: clears the pause and, after a halt, looks at the wave again
@@ -95,7 +96,20 @@ func (a *app) runRollout(ctx context.Context, o *rolloutOptions, verb, name stri
 	if err != nil {
 		return err
 	}
-	return a.rolloutStatus(f, chain, st, o.output)
+	var owners []*unstructured.Unstructured
+	var listErr error
+	if st.Target != "" {
+		// The waves' owners: those the caller may list.
+		list, err := dyn.Resource(f.OwnerGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			listErr = fmt.Errorf("cannot list %ss: %w", f.OwnerKind, err)
+		} else {
+			for i := range list.Items {
+				owners = append(owners, &list.Items[i])
+			}
+		}
+	}
+	return a.rolloutStatus(rolloutReport(f, chain, st, owners, listErr), o.output)
 }
 
 // readRollout reads a chain and its roll-out; an error when it has no
@@ -143,80 +157,6 @@ func annotateChain(ctx context.Context, chains dynamic.NamespaceableResourceInte
 		return "", fmt.Errorf("%s %s: %w", f.ChainKind, name, err)
 	}
 	return fmt.Sprintf("%s %s: roll-out %s", f.ChainKind, name, what), nil
-}
-
-// rolledOut is the chain's RolledOut condition, or nil.
-func rolledOut(chain *unstructured.Unstructured) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(chain.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == rollout.ConditionRolledOut {
-			return m
-		}
-	}
-	return nil
-}
-
-// RolloutStatus is `kontinue rollout status -o json`.
-type RolloutStatus struct {
-	Kind      string            `json:"kind"`
-	Name      string            `json:"name"`
-	Paused    bool              `json:"paused"`
-	Rollout   rollout.Status    `json:"rollout"`
-	Condition *metav1.Condition `json:"condition,omitempty"`
-}
-
-func (a *app) rolloutStatus(f *api.Flavor, chain *unstructured.Unstructured, st *rollout.Status, output string) error {
-	s := *st
-	s.Revisions = nil // definitions: `kubectl get -o yaml` shows them
-	out := RolloutStatus{Kind: f.ChainKind, Name: chain.GetName(), Paused: chain.GetAnnotations()[rollout.AnnotationPaused] == "true", Rollout: s}
-	if c := rolledOut(chain); c != nil {
-		var cond metav1.Condition
-		if b, err := json.Marshal(c); err == nil && json.Unmarshal(b, &cond) == nil {
-			out.Condition = &cond
-		}
-	}
-	if output == "json" {
-		b, _ := json.MarshalIndent(out, "", "  ")
-		fmt.Fprintln(a.env.Stdout, string(b))
-	} else {
-		w := a.env.Stdout
-		phase := s.Phase
-		if phase == "" {
-			phase = "Unknown (not yet looked at by the controller)"
-		}
-		fmt.Fprintf(w, "%s %s: %s\n", f.ChainKind, chain.GetName(), phase)
-		fmt.Fprintf(w, "  stable revision:  %s\n", orNone(s.Stable))
-		if s.Target != "" {
-			fmt.Fprintf(w, "  target revision:  %s\n", s.Target)
-			fmt.Fprintf(w, "  wave:             %d of %d\n", s.Wave+1, s.Waves)
-			fmt.Fprintf(w, "  admitted owners:  %d (%d Ready on the target), of %d\n", s.Admitted, s.Updated, s.Owners)
-		} else {
-			fmt.Fprintf(w, "  owners:           %d\n", s.Owners)
-		}
-		if s.Previous != "" {
-			fmt.Fprintf(w, "  previous:         %s (undo restores it)\n", s.Previous)
-		}
-		if out.Paused {
-			fmt.Fprintf(w, "  paused:           yes (kontinue rollout resume %s)\n", chain.GetName())
-		}
-		if len(s.Failing) > 0 {
-			fmt.Fprintf(w, "  failed owners:    %s\n", strings.Join(s.Failing, ", "))
-		}
-		if c := out.Condition; c != nil {
-			fmt.Fprintf(w, "  %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
-		}
-	}
-	if s.Phase == rollout.PhaseHalted {
-		return fmt.Errorf("the roll-out of %s %s is halted", f.ChainKind, chain.GetName())
-	}
-	return nil
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }
 
 // undoRollout writes a kept revision's definitions back: the stable one
