@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"kontinue.dev/kontinue/cli/view"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/spans"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
@@ -41,7 +43,10 @@ KIND NAME is a Workload or Deliverable (all the steps no later step reads,
 or --step), or any object Kontinue stamped (its step: found by its
 carto.run labels, and proven by the owner's status naming the object).
 A Deliverable stamped by a Workload is traced through that Workload's
-chain too; links that cannot be proven are named under Notes.`,
+chain too, and its first step says which Workload revision made what it
+published, proven as the controller's span links are (the evidence is
+printed), or not proven with the condition that failed. Links that cannot
+be proven are named under Notes.`,
 		Example: `  # Which commit made what the workload deploys.
   kontinue trace workload app -n dev
 
@@ -115,12 +120,11 @@ func (a *app) runTrace(ctx context.Context, o *traceOptions, args []string) erro
 	if len(steps) == 0 {
 		steps = owner.Leaves()
 	}
-	var upstream *view.TraceOwner
-	var upstreamStep string
+	var up *view.Upstream
 	if ownerKind.kind == api.KindDeliverable {
-		upstream, upstreamStep, notes = stampingWorkload(ctx, dyn, ownerObj, notes)
+		up, notes = stampingWorkload(ctx, dyn, ownerObj, notes)
 	}
-	t, err := view.TraceStep(owner, steps, upstream, upstreamStep)
+	t, err := view.TraceStep(owner, steps, up)
 	if err != nil {
 		return err
 	}
@@ -153,28 +157,41 @@ func names(owner view.TraceOwner, step string, obj *unstructured.Unstructured) b
 	return false
 }
 
-// stampingWorkload finds the Workload that stamped a Deliverable: its
-// controller reference names it, and the Workload's status must name the
-// Deliverable as a step's object (a reference alone anyone could write).
-func stampingWorkload(ctx context.Context, dyn dynamic.Interface, d *unstructured.Unstructured, notes []string) (*view.TraceOwner, string, []string) {
+// stampingWorkload reads the Workload a Deliverable's controller reference
+// names, of that UID, and the evidence spans.LinkOf weighs: whether that
+// Workload made the revision the Deliverable delivers is TraceStep's to
+// say. nil: no Workload claims the Deliverable.
+func stampingWorkload(ctx context.Context, dyn dynamic.Interface, d *unstructured.Unstructured, notes []string) (*view.Upstream, []string) {
 	ref := metav1.GetControllerOf(d)
-	if ref == nil || ref.Kind != api.KindWorkload {
-		return nil, "", append(notes, fmt.Sprintf("Deliverable %s/%s has no Workload as its controller: traced within its delivery only", d.GetNamespace(), d.GetName()))
+	if ref == nil || ref.Kind != api.KindWorkload || ref.APIVersion != api.Group+"/"+api.Version {
+		return nil, append(notes, fmt.Sprintf("Deliverable %s/%s has no Workload as its controller: traced within its delivery only", d.GetNamespace(), d.GetName()))
 	}
+	up := &view.Upstream{Ref: api.KindWorkload + "/" + d.GetNamespace() + "/" + ref.Name}
 	w, err := dyn.Resource(kindWorkload.gvr()).Namespace(d.GetNamespace()).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil || w.GetUID() != ref.UID {
-		return nil, "", append(notes, fmt.Sprintf("Deliverable %s/%s names Workload %s as its controller, which could not be read (or is another object now): traced within its delivery only", d.GetNamespace(), d.GetName(), ref.Name))
+		up.Why = fmt.Sprintf("the Workload its controller reference names could not be read, or is another object now (%s)", readErr(err, "another UID"))
+		return up, append(notes, fmt.Sprintf("Deliverable %s/%s names Workload %s as its controller, which could not be read (or is another object now): traced within its delivery only", d.GetNamespace(), d.GetName(), ref.Name))
 	}
 	o, err := view.DecodeTraceOwner(w)
 	if err != nil {
-		return nil, "", append(notes, fmt.Sprintf("Workload %s/%s: unreadable status: %v", w.GetNamespace(), w.GetName(), err))
+		up.Why = fmt.Sprintf("the Workload's status is unreadable: %v", err)
+		return up, append(notes, fmt.Sprintf("Workload %s/%s: unreadable status: %v", w.GetNamespace(), w.GetName(), err))
 	}
-	for _, r := range o.Status.Resources {
-		if names(o, r.Name, d) {
-			return &o, r.Name, notes
-		}
+	ann := d.GetAnnotations()
+	up.Workload = o
+	up.Feed = &spans.Feed{Namespace: w.GetNamespace(), Name: w.GetName(), UID: string(w.GetUID()), Steps: o.Status.Resources,
+		Deliverable: d.GetName(), Applied: ann[api.AnnotationDigest], TraceParent: ann[api.AnnotationTraceParent]}
+	if up.Feed.StampedBy() == "" {
+		notes = append(notes, fmt.Sprintf("Workload %s/%s controls Deliverable %s/%s but no step of its status names it: traced within its delivery only", w.GetNamespace(), w.GetName(), d.GetNamespace(), d.GetName()))
 	}
-	return nil, "", append(notes, fmt.Sprintf("Workload %s/%s controls Deliverable %s/%s but no step of its status names it: not proven, traced within its delivery only", w.GetNamespace(), w.GetName(), d.GetNamespace(), d.GetName()))
+	return up, notes
+}
+
+func readErr(err error, otherwise string) string {
+	if err != nil {
+		return err.Error()
+	}
+	return otherwise
 }
 
 // getAnyObject reads an object of any kind kubectl would take by that name
@@ -200,6 +217,45 @@ func (a *app) getAnyObject(ctx context.Context, dyn dynamic.Interface, ns, kind,
 	return u, err
 }
 
+// times are when s was taken and ended, and how long it took.
+func times(s *st.InputSet) string {
+	out := ""
+	if s.TakenAt != nil {
+		out += "  taken " + s.TakenAt.UTC().Format(time.RFC3339)
+	}
+	if s.EndedAt != nil {
+		out += "  ended " + s.EndedAt.UTC().Format(time.RFC3339)
+		if s.TakenAt != nil {
+			out += fmt.Sprintf(" (%s)", s.EndedAt.Sub(s.TakenAt.Time))
+		}
+	}
+	return out
+}
+
+// printCrossing prints the hop from the Workload revision that made what
+// a Deliverable's first step published, and what proved it, or why it is
+// not proven.
+func printCrossing(w io.Writer, c *view.Crossing) {
+	by := c.Workload
+	if c.Step != "" {
+		by += " [" + c.Step + "]"
+	}
+	if !c.Proven {
+		fmt.Fprintf(w, "      made by %s: not proven (condition %d, %s): %s\n", by, c.Condition, c.Failed, c.Reason)
+		return
+	}
+	line := "      made by " + by + " revision " + c.Revision
+	if s := c.Set; s != nil {
+		line += "  " + s.Outcome + times(s)
+	}
+	fmt.Fprintln(w, line)
+	proof := "        proven by " + strings.Join(c.Evidence, ", ") + " (out " + c.Output + " is a value it took)"
+	if !slices.Contains(c.Evidence, spans.CondTraceParent.String()) {
+		proof += "; no traceparent to weigh"
+	}
+	fmt.Fprintln(w, proof)
+}
+
 // printTrace prints the hops upstream first, each with its inputs and
 // outputs, then the notes.
 func printTrace(w io.Writer, t view.Trace) {
@@ -214,20 +270,14 @@ func printTrace(w io.Writer, t view.Trace) {
 			line += " " + h.Stamped
 		}
 		if s := h.Input; s != nil {
-			line += "  " + s.Outcome
-			if s.TakenAt != nil {
-				line += "  taken " + s.TakenAt.UTC().Format(time.RFC3339)
-			}
-			if s.EndedAt != nil {
-				line += "  ended " + s.EndedAt.UTC().Format(time.RFC3339)
-				if s.TakenAt != nil {
-					line += fmt.Sprintf(" (%s)", s.EndedAt.Sub(s.TakenAt.Time))
-				}
-			}
+			line += "  " + s.Outcome + times(s)
 		}
 		fmt.Fprintln(w, line)
 		if s := h.Input; s != nil && len(h.Links) == 0 {
 			fmt.Fprintf(w, "      from the owner's spec (generation %d)\n", s.OwnerGeneration)
+		}
+		if c := h.From; c != nil {
+			printCrossing(w, c)
 		}
 		for _, l := range h.Links {
 			mark := "= its outputs now"

@@ -320,7 +320,8 @@ func TestCLIGetListReadsOnce(t *testing.T) {
 	code, out, errOut, reqs = kontinueCLICounting(t, "get", "workloads", "-A", "-o", "custom-columns=NAME:.name,RUNNABLE:.steps[0].runnable.ref.name")
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, map[string]int{"GET /apis/carto.run/v1alpha1/workloads": 1, "GET /apis/carto.run/v1alpha1/runnables": 1}, reqs)
-	require.Contains(t, out, "app3   app3-linter")
+	// -A: other tests' owners (longer names) may widen the column.
+	require.Regexp(t, `\napp3 +app3-linter\n`, out)
 
 	// The Runnables themselves.
 	code, out, errOut = kontinueCLI(t, "get", "runnables", "-n", k.ns)

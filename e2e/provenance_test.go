@@ -346,6 +346,10 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stamp-deliverab
 				Input, Resource, Value string
 				Matches                bool
 			}
+			From *struct {
+				Workload, Step, Failed, Reason string
+				Proven                         bool
+			}
 		}
 		Notes []string
 	}
@@ -383,7 +387,9 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stamp-deliverab
 	assert.Contains(t, out, "took https://git.example/app.git@c1 from step [source], which has published other outputs since")
 
 	// From the Deliverable: the workload's chain first, then the delivery;
-	// the commit the workload wrote is the link no status proves.
+	// the commit the workload wrote is the link no status proves: the step
+	// that stamped the Deliverable is a first step, whose set (the
+	// Workload's spec) is no revision.
 	code, out, errOut = kontinueCLI(t, "trace", "deliverable", "app", "-n", ns, "-o", "json")
 	require.Equal(t, 0, code, errOut)
 	tr.Hops, tr.Notes = nil, nil
@@ -395,9 +401,13 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stamp-deliverab
 	assert.Equal(t, []string{"Workload/" + ns + "/app source", "Workload/" + ns + "/app build", "Workload/" + ns + "/app deploy",
 		"Workload/" + ns + "/app deliverable", "Deliverable/" + ns + "/app gitops", "Deliverable/" + ns + "/app live"}, owners)
 	assert.Equal(t, "https://git.example/gitops.git@g7", tr.Hops[5].Links[0].Value)
-	require.NotEmpty(t, tr.Notes)
-	assert.Contains(t, tr.Notes[0], "Deliverable/"+ns+"/app was stamped by Workload/"+ns+"/app step [deliverable]")
-	assert.Contains(t, tr.Notes[0], "not proven")
+	require.NotNil(t, tr.Hops[4].From)
+	assert.Equal(t, "Workload/"+ns+"/app", tr.Hops[4].From.Workload)
+	assert.Equal(t, "deliverable", tr.Hops[4].From.Step)
+	assert.False(t, tr.Hops[4].From.Proven)
+	assert.Equal(t, "applied-digest", tr.Hops[4].From.Failed)
+	assert.Equal(t, "the Workload's input set traces to no known revision", tr.Hops[4].From.Reason)
+	assert.Contains(t, tr.Notes, "Deliverable/"+ns+"/app step [gitops]: that Workload/"+ns+"/app step [deliverable] made the revision it published is not proven (condition 2, applied-digest): the Workload's input set traces to no known revision")
 
 	code, _, errOut = kontinueCLI(t, "trace", "configmap", "nope", "-n", ns)
 	assert.Equal(t, 1, code)

@@ -224,6 +224,12 @@ func TestSpansTraceContext(t *testing.T) {
 		assert.Equal(t, map[string]string{"kontinue.owner.kind": "Workload", "kontinue.owner.namespace": ns, "kontinue.owner.name": "app",
 			"kontinue.step": "deliverable"}, root.links[0].attrs)
 		assert.Empty(t, d["live"].links, "only the revision's root span is linked")
+		// kontinue trace proves the same hop, the traceparent weighed too.
+		_, hop := traceOf(t, ns, "deliverable", "app", "Deliverable/"+ns+"/app", "gitops")
+		require.NotNil(t, hop.From)
+		assert.True(t, hop.From.Proven, "%+v", hop.From)
+		assert.Equal(t, "https://git.example/app.git@"+commit, hop.From.Revision)
+		assert.Equal(t, []string{"owner", "applied-digest", "traceparent", "value"}, hop.From.Evidence)
 		for step, s := range w {
 			assert.Empty(t, s.links, "a Workload's span %s", step)
 		}
@@ -272,6 +278,13 @@ func TestSpansTraceContext(t *testing.T) {
 // takes longer than a status write; the link needs that record).
 func revision(t *testing.T, ns, commit string) {
 	t.Helper()
+	fetched(t, ns, commit, "img-"+commit)
+}
+
+// fetched is revision with what the Deliverable's source finds: the image
+// the Deliverable names, or else (a source following a branch) got.
+func fetched(t *testing.T, ns, commit, got string) {
+	t.Helper()
 	img := "img-" + commit
 	apply(t, ns, provWorkload(ns, commit))
 	waitFor(t, testGVR, ns, "app-build", fieldIs(commit, "spec", "commit"))
@@ -285,9 +298,9 @@ func revision(t *testing.T, ns, commit string) {
 		return ""
 	})
 	g := waitFor(t, testGVR, ns, "app-gitops", fieldIs(img, "spec", "image"))
-	setStatus(t, testGVR, ns, "app-gitops", map[string]any{"observedGeneration": g.GetGeneration(), "revision": img,
+	setStatus(t, testGVR, ns, "app-gitops", map[string]any{"observedGeneration": g.GetGeneration(), "revision": got,
 		"conditions": []any{map[string]any{"type": "Ready", "status": "True"}}})
-	waitFor(t, configMapGVR, ns, "app-live", fieldIs(img, "data", "revision"))
+	waitFor(t, configMapGVR, ns, "app-live", fieldIs(got, "data", "revision"))
 	waitOwner(t, deliverableGVR, ns, "app", "Ready", "True", "")
 	waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "")
 }

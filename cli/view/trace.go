@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kontinue.dev/kontinue/reconciler/spans"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
@@ -43,6 +44,49 @@ type Hop struct {
 	// Links say, per input, whether it is what the earlier step publishes
 	// now (proven by value or digest) or an older output of it.
 	Links []Link `json:"links,omitempty"`
+	// From is, on a first step of a Deliverable a Workload claims (its
+	// controller reference), the hop across chains: the Workload
+	// revision that made what the step published, proven or not.
+	From *Crossing `json:"from,omitempty"`
+}
+
+// Crossing is the hop from a Workload revision to the revision a
+// Deliverable's first step published: proven by spans.LinkOf, the proof
+// the controller's span links use, or not, and why.
+type Crossing struct {
+	Workload string `json:"workload"` // Kind/namespace/name
+	// Step is the Workload's step whose status names the Deliverable.
+	Step   string `json:"step,omitempty"`
+	Proven bool   `json:"proven"`
+	// Evidence are the conditions that held (all of them when proven):
+	// owner, applied-digest, traceparent (weighed only when the
+	// Deliverable carries one), value.
+	Evidence []string `json:"evidence,omitempty"`
+	// Revision is the label of the Workload revision, and Set the
+	// input set of Step the Deliverable carries (its values and times).
+	Revision string       `json:"revision,omitempty"`
+	Set      *st.InputSet `json:"set,omitempty"`
+	// Output is the output of the Deliverable's step that is a value Set
+	// took.
+	Output string `json:"output,omitempty"`
+	// Failed is the condition that failed, Condition its number in
+	// docs/operations.md, Reason why.
+	Failed    string `json:"failed,omitempty"`
+	Condition int    `json:"condition,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// Upstream is the Workload a Deliverable's controller reference names, as
+// the caller read it.
+type Upstream struct {
+	Ref string // Workload/namespace/name
+	// Workload and Feed: the Workload read with the UID the reference
+	// names, and the evidence spans.LinkOf weighs (Feed.Traced false: a
+	// CLI cannot know whether traces were on). Feed nil: not read, Why
+	// says why.
+	Workload TraceOwner
+	Feed     *spans.Feed
+	Why      string
 }
 
 // Link is one input of a hop and the earlier step it came from.
@@ -104,32 +148,69 @@ func (o TraceOwner) Leaves() []string {
 }
 
 // TraceStep follows steps of owner back through the inputs its provenance
-// records. upstream, when the owner is a Deliverable a Workload stamped, is
-// that Workload and its step that stamped it (proven by the caller from the
-// Deliverable's controller reference and the Workload's stampedRef); its
-// chains are traced too, before the Deliverable's, since they produced
-// what the Deliverable deploys, though which commit the Workload wrote
-// cannot be proven from status (Notes say so).
-func TraceStep(owner TraceOwner, steps []string, upstream *TraceOwner, upstreamStep string) (Trace, error) {
+// records. up, when the owner is a Deliverable whose controller reference
+// names a Workload, is that Workload: when its status names the
+// Deliverable, its chains are traced too, before the Deliverable's, since
+// they produced what the Deliverable deploys; and each first step of the
+// Deliverable says whether the Workload revision that made what it
+// published is proven (Hop.From; Notes say why not).
+func TraceStep(owner TraceOwner, steps []string, up *Upstream) (Trace, error) {
 	t := Trace{APIVersion: APIVersion, Kind: KindTrace}
 	for _, step := range steps {
 		if owner.step(step) == nil {
 			return t, fmt.Errorf("%s has no step [%s] in its status", owner.ref(), step)
 		}
 	}
-	if upstream != nil {
-		t.Notes = append(t.Notes, fmt.Sprintf("%s was stamped by %s step [%s]; the revision its source steps read is what that workload's chain wrote (e.g. a config writer's commit), which no status records: that link is not proven",
-			owner.ref(), upstream.ref(), upstreamStep))
+	if up != nil && up.Feed.StampedBy() != "" {
 		seen := map[string]bool{}
-		for _, leaf := range upstream.Leaves() {
-			t.walk(*upstream, leaf, seen)
+		for _, leaf := range up.Workload.Leaves() {
+			t.walk(up.Workload, leaf, seen)
 		}
 	}
+	first := len(t.Hops)
 	seen := map[string]bool{}
 	for _, step := range steps {
 		t.walk(owner, step, seen)
 	}
+	if up == nil {
+		return t, nil
+	}
+	for i := first; i < len(t.Hops); i++ {
+		r := owner.step(t.Hops[i].Step)
+		if len(r.Inputs) > 0 {
+			continue
+		}
+		var set *st.InputSet
+		if r.Provenance != nil {
+			set = r.Provenance.Current
+		}
+		c := crossing(up, spans.LinkOf(up.Feed, r, set))
+		t.Hops[i].From = &c
+		if !c.Proven {
+			by := up.Ref
+			if c.Step != "" {
+				by += " step [" + c.Step + "]"
+			}
+			t.Notes = append(t.Notes, fmt.Sprintf("%s step [%s]: that %s made the revision it published is not proven (condition %d, %s): %s",
+				owner.ref(), r.Name, by, c.Condition, c.Failed, c.Reason))
+		}
+	}
 	return t, nil
+}
+
+// crossing is p as the trace shows it.
+func crossing(up *Upstream, p spans.Proof) Crossing {
+	c := Crossing{Workload: up.Ref, Step: p.Step, Proven: p.Proven(), Revision: p.Revision, Set: p.Set, Output: p.Output}
+	for _, h := range p.Held {
+		c.Evidence = append(c.Evidence, h.String())
+	}
+	if !c.Proven {
+		c.Failed, c.Condition, c.Reason = p.Failed.String(), int(p.Failed), p.Why
+		if up.Feed == nil && up.Why != "" {
+			c.Reason = up.Why
+		}
+	}
+	return c
 }
 
 // walk appends the hops of step's inputs (depth first, each once), then step's.

@@ -17,7 +17,8 @@ import (
 // it: the Workload its controller reference names, from the cache and of
 // that UID, with its steps' statuses, and the Deliverable's annotations.
 // spans.LinkOf decides whether they prove a link; nil: no Workload to
-// weigh.
+// weigh. Traced: spans ask only with traces on, when Kontinue puts its
+// traceparent on the Deliverable with every input set.
 func feedOf(tracker *tracking.Tracker, d *unstructured.Unstructured) func() *spans.Feed {
 	return func() *spans.Feed {
 		ref := metav1.GetControllerOfNoCopy(d)
@@ -33,7 +34,7 @@ func feedOf(tracker *tracking.Tracker, d *unstructured.Unstructured) func() *spa
 			return nil
 		}
 		ann := d.GetAnnotations()
-		return &spans.Feed{Namespace: w.GetNamespace(), Name: w.GetName(), UID: string(w.GetUID()), Steps: status.Resources,
+		return &spans.Feed{Namespace: w.GetNamespace(), Name: w.GetName(), UID: string(w.GetUID()), Steps: status.Resources, Traced: true,
 			Deliverable: d.GetName(), Applied: ann[api.AnnotationDigest], TraceParent: ann[api.AnnotationTraceParent]}
 	}
 }

@@ -2,7 +2,9 @@ package spans
 
 // A Deliverable's revision linked to the Workload revision that made what
 // it delivers: an OTLP span link from the span of the Deliverable's first
-// step to the span of the Workload's step that stamped the Deliverable.
+// step to the span of the Workload's step that stamped the Deliverable,
+// and the hop `kontinue trace` prints between the two chains. Both ask
+// LinkOf, so that a trace and a span link never disagree.
 // A link, not a parent: the two are revisions of two owners, each its own
 // trace (a parent would have to share the Workload's trace ID, and the
 // Deliverable's spans of one revision written before and after the proof
@@ -21,9 +23,9 @@ import (
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
-// Feed is what a Deliverable's reconcile read of the Workload that its
-// controller reference names (same UID, from the cache), and of the
-// Deliverable itself: the evidence LinkOf weighs.
+// Feed is what a caller read of the Workload that a Deliverable's
+// controller reference names (same UID), and of the Deliverable itself:
+// the evidence LinkOf weighs.
 type Feed struct {
 	// The Workload.
 	Namespace, Name, UID string
@@ -34,6 +36,12 @@ type Feed struct {
 	// kontinue.dev/applied-digest and kontinue.dev/traceparent.
 	Deliverable          string
 	Applied, TraceParent string
+	// Traced says the caller knows traces are on, so that Kontinue puts
+	// a traceparent on what it stamps: an absent one fails condition 3
+	// (the controller's span links). Else (kontinue trace, which cannot
+	// know whether traces were on when the Deliverable was written) an
+	// absent traceparent is not weighed, and a present one must agree.
+	Traced bool
 }
 
 // Link is a span of another trace: the Workload's step span a Deliverable's
@@ -45,60 +53,152 @@ type Link struct {
 	Step    string // its step
 }
 
-// LinkOf is the link of the span of root's input set set, root being a
-// first step of a Deliverable (its published outputs are the revision),
-// when f proves which Workload revision made them; else why says which
-// proof failed:
+// Condition is one of LinkOf's proofs, numbered as docs/operations.md
+// lists them.
+type Condition int
+
+// The conditions, in the order LinkOf weighs them.
+const (
+	// CondOwner (1): the Deliverable's controller reference names the
+	// Workload (same UID), and a step of the Workload's status names the
+	// Deliverable as its object.
+	CondOwner Condition = iota + 1
+	// CondApplied (2): that step's provenance records the input set the
+	// Deliverable carries (its applied digest), which traces back to a
+	// known revision of the Workload.
+	CondApplied
+	// CondTraceParent (3): the Deliverable's traceparent is that
+	// revision's trace and that step's span.
+	CondTraceParent
+	// CondValue (4): what the Deliverable's first step published is, by
+	// digest, a value that set took.
+	CondValue
+)
+
+// String is the condition's name, as `kontinue trace` prints it.
+func (c Condition) String() string {
+	switch c {
+	case CondOwner:
+		return "owner"
+	case CondApplied:
+		return "applied-digest"
+	case CondTraceParent:
+		return "traceparent"
+	case CondValue:
+		return "value"
+	}
+	return ""
+}
+
+// Proof is LinkOf's verdict: a link when every condition it weighed held
+// (Failed is 0), else the first condition that failed and why. What the
+// conditions that held found is kept either way.
+type Proof struct {
+	Link   Link
+	Failed Condition
+	Why    string
+	// Held are the conditions that held, in order: CondTraceParent is
+	// missing from a proof that did not weigh it (not Traced, and no
+	// traceparent on the Deliverable).
+	Held []Condition
+	// Step is the Workload's step whose status names the Deliverable
+	// (condition 1).
+	Step string
+	// Set is that step's input set the Deliverable carries, and
+	// Revision the label of the Workload revision it traces back to
+	// (condition 2).
+	Set      *st.InputSet
+	Revision string
+	// Output is the name of the first step's output that is a value Set
+	// took (condition 4).
+	Output string
+}
+
+// Proven reports whether p links the revision to the Workload's.
+func (p Proof) Proven() bool { return p.Failed == 0 }
+
+func (p Proof) fail(c Condition, why string) Proof {
+	p.Failed, p.Why, p.Link = c, why, Link{}
+	return p
+}
+
+// LinkOf weighs whether f proves which Workload revision made the
+// revision root published from set, root being a first step of a
+// Deliverable (its published outputs are the revision):
 //  1. a step of the Workload names the Deliverable as its object in its
 //     status (Kontinue stamped it for that Workload, not someone who copied
-//     a controller reference);
+//     a controller reference); f is nil when no Workload of the UID the
+//     Deliverable's controller reference names could be read;
 //  2. that step's provenance records the input set the Deliverable carries
 //     (its applied digest), and that set traces back to a revision of the
 //     Workload known for sure;
 //  3. the Deliverable's traceparent is that revision's trace and that
-//     step's span: what Kontinue put on it with that set;
+//     step's span: what Kontinue put on it with that set (weighed when f
+//     is Traced or the Deliverable carries one);
 //  4. what root published from set is, value for value, something that set
 //     took: a source's or deployment's revision, an image, a config (by
 //     digest). A repository URL alone proves nothing: every revision has
 //     it.
-func LinkOf(f *Feed, root *st.Resource, set *st.InputSet) (Link, string) {
+func LinkOf(f *Feed, root *st.Resource, set *st.InputSet) Proof {
+	var p Proof
 	if f == nil {
-		return Link{}, "no Workload controls the Deliverable"
-	}
-	if root == nil || root.Provenance == nil || root.Provenance.Current == nil || set == nil ||
-		root.Provenance.Current.Digest != set.Digest || len(root.Outputs) == 0 {
-		return Link{}, "the Deliverable's first step published nothing from this input set"
+		return p.fail(CondOwner, "no Workload controls the Deliverable")
 	}
 	w := stamping(f)
 	if w == nil {
-		return Link{}, "no step of the Workload's status names the Deliverable"
+		return p.fail(CondOwner, "no step of the Workload's status names the Deliverable")
 	}
-	var made *st.InputSet
+	p.Step = w.Name
+	p.Held = append(p.Held, CondOwner)
 	for _, s := range w.Provenance.Sets() {
 		if f.Applied != "" && s.Digest == f.Applied {
-			made = s
+			p.Set = s
+			break
 		}
 	}
-	if made == nil {
-		return Link{}, "the Workload's step records no input set the Deliverable carries"
+	if p.Set == nil {
+		return p.fail(CondApplied, "the Workload's step records no input set the Deliverable carries")
 	}
-	rev := history.RevisionOf(f.Steps, w.Name, made)
+	rev := history.RevisionOf(f.Steps, w.Name, p.Set)
 	if !rev.Proven() {
-		return Link{}, "the Workload's input set traces to no known revision"
+		return p.fail(CondApplied, "the Workload's input set traces to no known revision")
 	}
+	p.Revision = rev.Label()
+	p.Held = append(p.Held, CondApplied)
 	tid := TraceID(f.UID, rev.Key())
-	l := Link{TraceID: tid, SpanID: SpanID(tid, w.Name), Step: w.Name,
+	p.Link = Link{TraceID: tid, SpanID: SpanID(tid, w.Name), Step: w.Name,
 		Owner: Owner{Kind: api.KindWorkload, Namespace: f.Namespace, Name: f.Name, UID: f.UID}}
-	if tp, err := Parse(f.TraceParent); err != nil || tp.TraceID != l.TraceID || tp.SpanID != l.SpanID {
-		return Link{}, "the Deliverable's traceparent is not that revision's"
+	if f.Traced || f.TraceParent != "" {
+		if tp, err := Parse(f.TraceParent); err != nil || tp.TraceID != p.Link.TraceID || tp.SpanID != p.Link.SpanID {
+			return p.fail(CondTraceParent, "the Deliverable's traceparent is not that revision's")
+		}
+		p.Held = append(p.Held, CondTraceParent)
 	}
-	took := revisionValues(made)
+	if root == nil || root.Provenance == nil || root.Provenance.Current == nil || set == nil ||
+		root.Provenance.Current.Digest != set.Digest || len(root.Outputs) == 0 {
+		return p.fail(CondValue, "the Deliverable's first step published nothing from this input set")
+	}
+	took := revisionValues(p.Set)
 	for _, o := range root.Outputs {
 		if took[o.Digest] {
-			return l, ""
+			p.Output = o.Name
+			p.Held = append(p.Held, CondValue)
+			return p
 		}
 	}
-	return Link{}, "the Deliverable's revision is no value the Workload's step took"
+	return p.fail(CondValue, "the Deliverable's revision is no value the Workload's step took")
+}
+
+// StampedBy is the Workload's step whose status names the Deliverable as
+// its object ("" when none does): condition 1 short of the first step.
+func (f *Feed) StampedBy() string {
+	if f == nil {
+		return ""
+	}
+	if w := stamping(f); w != nil {
+		return w.Name
+	}
+	return ""
 }
 
 // stamping is the Workload's step whose status names the Deliverable.

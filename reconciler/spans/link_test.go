@@ -27,7 +27,7 @@ func workloadOf(commit, image string) []st.Resource {
 
 // feedOf is the Feed of Deliverable "app" stamped by the Workload's set
 // for image (changed by took, when set), with the traceparent Kontinue put
-// on it.
+// on it, as the controller reads it with traces on.
 func feedOf(t *testing.T, steps []st.Resource, image string, took ...func(*st.InputSet)) *Feed {
 	t.Helper()
 	for _, f := range took {
@@ -35,7 +35,7 @@ func feedOf(t *testing.T, steps []st.Resource, image string, took ...func(*st.In
 	}
 	tp, ok := ForSet("w-uid", steps[:2], "deliverable", steps[2].Provenance.Current)
 	require.True(t, ok)
-	return &Feed{Namespace: "dev", Name: "app", UID: "w-uid", Steps: steps, Deliverable: "app", Applied: "d-" + image, TraceParent: tp}
+	return &Feed{Namespace: "dev", Name: "app", UID: "w-uid", Steps: steps, Deliverable: "app", Applied: "d-" + image, TraceParent: tp, Traced: true}
 }
 
 // rootOf is the Deliverable's first step, publishing outputs (name=value)
@@ -52,81 +52,112 @@ func rootOf(outs ...string) st.Resource {
 
 // TestLinkOf: a Deliverable's revision is linked to the Workload's
 // deliverable span of the revision that made it only when every proof
-// holds; each case breaks one.
+// holds; each failing case breaks one, and says which.
 func TestLinkOf(t *testing.T) {
 	w := workloadOf("c1", "registry.example/app@sha256:1")
 	good := func() *Feed {
 		return feedOf(t, workloadOf("c1", "registry.example/app@sha256:1"), "registry.example/app@sha256:1")
 	}
+	// untraced is the Feed of kontinue trace: traces may have been off
+	// when the Deliverable was written.
+	untraced := func(tp string) func() *Feed {
+		return func() *Feed {
+			f := good()
+			f.Traced, f.TraceParent = false, tp
+			return f
+		}
+	}
 	delivered := rootOf("url=oci://registry.example/app", "revision=registry.example/app@sha256:1")
 
-	l, why := LinkOf(good(), &delivered, delivered.Provenance.Current)
-	require.Empty(t, why)
+	p := LinkOf(good(), &delivered, delivered.Provenance.Current)
+	require.True(t, p.Proven(), p.Why)
 	wantTrace := Spans(t, w)
-	assert.Equal(t, wantTrace, l.TraceID, "the Workload's revision c1")
-	assert.Equal(t, SpanID(wantTrace, "deliverable"), l.SpanID, "its deliverable step's span")
-	assert.Equal(t, Owner{Kind: api.KindWorkload, Namespace: "dev", Name: "app", UID: "w-uid"}, l.Owner)
-	assert.Equal(t, "deliverable", l.Step)
+	assert.Equal(t, wantTrace, p.Link.TraceID, "the Workload's revision c1")
+	assert.Equal(t, SpanID(wantTrace, "deliverable"), p.Link.SpanID, "its deliverable step's span")
+	assert.Equal(t, Owner{Kind: api.KindWorkload, Namespace: "dev", Name: "app", UID: "w-uid"}, p.Link.Owner)
+	assert.Equal(t, "deliverable", p.Link.Step)
+	assert.Equal(t, []Condition{CondOwner, CondApplied, CondTraceParent, CondValue}, p.Held)
+	assert.Equal(t, "deliverable", p.Step)
+	assert.Equal(t, "d-registry.example/app@sha256:1", p.Set.Digest)
+	assert.Equal(t, "https://git.example/app.git@c1", p.Revision)
+	assert.Equal(t, "revision", p.Output)
+
+	// Without tracing's evidence: the same link, proven by the other three.
+	p = LinkOf(untraced("")(), &delivered, delivered.Provenance.Current)
+	require.True(t, p.Proven(), p.Why)
+	assert.Equal(t, wantTrace, p.Link.TraceID)
+	assert.Equal(t, []Condition{CondOwner, CondApplied, CondValue}, p.Held, "no traceparent weighed")
+	p = LinkOf(untraced(good().TraceParent)(), &delivered, delivered.Provenance.Current)
+	require.True(t, p.Proven(), p.Why)
+	assert.Equal(t, []Condition{CondOwner, CondApplied, CondTraceParent, CondValue}, p.Held, "a traceparent present is weighed")
 
 	for _, tt := range []struct {
-		name string
-		feed func() *Feed
-		root st.Resource
-		why  string
+		name   string
+		feed   func() *Feed
+		root   st.Resource
+		failed Condition
+		why    string
 	}{
-		{"no Workload", func() *Feed { return nil }, delivered, "no Workload controls"},
-		{"the root published nothing", good, rootOf(), "published nothing"},
-		{"the set ended is not the one whose outputs the root publishes", good, func() st.Resource {
-			r := rootOf("revision=registry.example/app@sha256:1")
-			r.Provenance.Latest = &st.InputSet{Digest: "g2", Outcome: st.OutcomeFailed}
-			return r
-		}(), "published nothing"},
+		{"no Workload", func() *Feed { return nil }, delivered, CondOwner, "no Workload controls"},
 		{"no step names the Deliverable", func() *Feed {
 			f := good()
 			f.Deliverable = "other"
 			return f
-		}, delivered, "no step of the Workload's status names"},
+		}, delivered, CondOwner, "no step of the Workload's status names"},
 		{"the Deliverable carries a set the Workload does not record", func() *Feed {
 			f := good()
 			f.Applied = "d-older"
 			return f
-		}, delivered, "records no input set"},
+		}, delivered, CondApplied, "records no input set"},
 		{"no applied digest", func() *Feed {
 			f := good()
 			f.Applied = ""
 			return f
-		}, delivered, "records no input set"},
+		}, delivered, CondApplied, "records no input set"},
 		{"the Workload's set traces to no known revision (the build moved on)", func() *Feed {
 			f := good()
 			steps := workloadOf("c1", "registry.example/app@sha256:1")
 			steps[1].Outputs = []st.Output{output("image", "registry.example/app@sha256:2")}
 			f.Steps = steps
 			return f
-		}, delivered, "traces to no known revision"},
+		}, delivered, CondApplied, "traces to no known revision"},
 		{"no traceparent (stamped before traces were on)", func() *Feed {
 			f := good()
 			f.TraceParent = ""
 			return f
-		}, delivered, "traceparent is not"},
+		}, delivered, CondTraceParent, "traceparent is not"},
 		{"a traceparent of another revision", func() *Feed {
 			f := good()
 			other := workloadOf("c0", "registry.example/app@sha256:1")
 			f.TraceParent = feedOf(t, other, "registry.example/app@sha256:1").TraceParent
 			return f
-		}, delivered, "traceparent is not"},
+		}, delivered, CondTraceParent, "traceparent is not"},
 		{"a traceparent of another step", func() *Feed {
 			f := good()
 			tp, _ := Parse(f.TraceParent)
 			f.TraceParent = Format(tp.TraceID, SpanID(tp.TraceID, "build"))
 			return f
-		}, delivered, "traceparent is not"},
+		}, delivered, CondTraceParent, "traceparent is not"},
+		{"untraced: a traceparent of another step is weighed all the same", func() *Feed {
+			tp, _ := Parse(good().TraceParent)
+			return untraced(Format(tp.TraceID, SpanID(tp.TraceID, "build")))()
+		}, delivered, CondTraceParent, "traceparent is not"},
+		{"untraced: a malformed traceparent", untraced("00-garbage"), delivered, CondTraceParent, "traceparent is not"},
+		{"the root published nothing", good, rootOf(), CondValue, "published nothing"},
+		{"the set ended is not the one whose outputs the root publishes", good, func() st.Resource {
+			r := rootOf("revision=registry.example/app@sha256:1")
+			r.Provenance.Latest = &st.InputSet{Digest: "g2", Outcome: st.OutcomeFailed}
+			return r
+		}(), CondValue, "published nothing"},
 		{"a branch's commit: no value the Workload took", good,
-			rootOf("url=https://git.example/gitops.git", "revision=main@sha1:9f"), "no value the Workload's step took"},
+			rootOf("url=https://git.example/gitops.git", "revision=main@sha1:9f"), CondValue, "no value the Workload's step took"},
+		{"untraced: a branch's commit", untraced(""),
+			rootOf("url=https://git.example/gitops.git", "revision=main@sha1:9f"), CondValue, "no value the Workload's step took"},
 		{"the repository URL alone", func() *Feed {
 			return feedOf(t, workloadOf("c1", "registry.example/app@sha256:1"), "registry.example/app@sha256:1", func(s *st.InputSet) {
 				s.Sources = []st.SourceValue{{Name: "src", Resource: "source", URL: "https://git.example/gitops.git", Revision: "c1"}}
 			})
-		}, rootOf("url=https://git.example/gitops.git", "revision=main@sha1:9f"), "no value the Workload's step took"},
+		}, rootOf("url=https://git.example/gitops.git", "revision=main@sha1:9f"), CondValue, "no value the Workload's step took"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := tt.root
@@ -134,20 +165,32 @@ func TestLinkOf(t *testing.T) {
 			if r.Provenance.Latest != nil {
 				ended = r.Provenance.Latest
 			}
-			_, why := LinkOf(tt.feed(), &r, ended)
-			assert.Contains(t, why, tt.why)
+			f := tt.feed()
+			p := LinkOf(f, &r, ended)
+			assert.False(t, p.Proven())
+			assert.Equal(t, tt.failed, p.Failed, p.Why)
+			assert.Contains(t, p.Why, tt.why)
+			assert.Equal(t, Link{}, p.Link, "no link unless proven")
+			var held []Condition
+			for c := CondOwner; c < tt.failed; c++ {
+				if c != CondTraceParent || f.Traced || f.TraceParent != "" {
+					held = append(held, c)
+				}
+			}
+			assert.Equal(t, held, p.Held, "the conditions before it held, the traceparent when weighed")
 		})
 	}
 
 	// A source's revision, a config by digest: values the step took.
 	for _, tt := range []struct {
-		name string
-		took func(s *st.InputSet)
-		root st.Resource
+		name   string
+		took   func(s *st.InputSet)
+		root   st.Resource
+		output string
 	}{
 		{"a source's revision", func(s *st.InputSet) {
 			s.Sources = []st.SourceValue{{Name: "src", Resource: "source", URL: "https://git.example/app.git", Revision: "c1"}}
-		}, rootOf("url=https://git.example/gitops.git", "revision=c1")},
+		}, rootOf("url=https://git.example/gitops.git", "revision=c1"), "revision"},
 		{"a config", func(s *st.InputSet) {
 			_, d := st.Preview(map[string]any{"k": "v"})
 			s.Configs = []st.ConfigValue{{Name: "config", Resource: "source", Digest: d}}
@@ -158,15 +201,25 @@ func TestLinkOf(t *testing.T) {
 				return st.Output{Name: "config", Preview: p, Digest: d}
 			}()}
 			return r
-		}()},
+		}(), "config"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := feedOf(t, workloadOf("c1", "registry.example/app@sha256:1"), "registry.example/app@sha256:1", tt.took)
 			r := tt.root
-			_, why := LinkOf(f, &r, r.Provenance.Current)
-			assert.Empty(t, why)
+			p := LinkOf(f, &r, r.Provenance.Current)
+			assert.True(t, p.Proven(), p.Why)
+			assert.Equal(t, tt.output, p.Output)
 		})
 	}
+}
+
+// TestStampedBy: the step whose status names the Deliverable, if any.
+func TestStampedBy(t *testing.T) {
+	f := feedOf(t, workloadOf("c1", "img@1"), "img@1")
+	assert.Equal(t, "deliverable", f.StampedBy())
+	f.Deliverable = "other"
+	assert.Empty(t, f.StampedBy())
+	assert.Empty(t, (*Feed)(nil).StampedBy())
 }
 
 // Spans is the trace of the Workload w's revision, as its spans carry it.

@@ -68,8 +68,8 @@ func Of(o Owner, prev, next []st.Resource, now time.Time) []Span {
 			if !fed {
 				feed, fed = o.Feed(), true
 			}
-			if l, why := LinkOf(feed, r, &e.Set); why == "" {
-				s.Links = []Link{l}
+			if p := LinkOf(feed, r, &e.Set); p.Proven() {
+				s.Links = []Link{p.Link}
 			}
 		}
 		if e.EndedAt != nil {
