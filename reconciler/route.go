@@ -122,14 +122,30 @@ func (m *Manager) accountChanged(namespace, name string) {
 // owner. The owner the object had before an update is told too: a hand
 // edit must reach the owner that stamped the object, to be undone.
 func (m *Manager) routeStamped(ev tracking.Event) {
+	if ev.Type == tracking.Deleted {
+		m.w.Echoes.Gone(ev.Obj.GetUID())
+	} else if m.w.Echoes.Back(ev.Obj.GetUID(), ev.Obj.GetResourceVersion()) && sameController(ev.Old, ev.Obj) {
+		return // a version Kontinue wrote and decided on (stamp.Echoes)
+	}
 	for _, obj := range []*unstructured.Unstructured{ev.Obj, ev.Old} {
 		if obj == nil {
 			continue
 		}
 		if k, ok := m.stampedBy(obj); ok {
-			m.owners[k.Kind].ctrl.Enqueue(k)
+			m.owners[k.Kind].ctrl.EnqueueProgress(k)
 		}
 	}
+}
+
+// sameController reports whether old (nil: a create) and cur name the same
+// controller: a write that moved an object to another owner is news to
+// the one it left.
+func sameController(old, cur *unstructured.Unstructured) bool {
+	if old == nil {
+		return true
+	}
+	a, b := metav1.GetControllerOfNoCopy(old), metav1.GetControllerOfNoCopy(cur)
+	return a == nil && b == nil || a != nil && b != nil && a.UID == b.UID
 }
 
 // stampedBy is the owner that stamped obj: its controller reference names
