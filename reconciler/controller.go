@@ -176,8 +176,13 @@ type fifo struct {
 func (f fifo) AddPriority(k Key, _ fairq.Priority) { f.Add(k) }
 
 // Enqueue adds a key for an event on the key's own object (a person's
-// edit, a create, a stamped object of the owner changing).
+// edit, a create, a delete, a reconcile asked for).
 func (c *Controller) Enqueue(key Key) { c.Queue.Add(key) }
+
+// EnqueueProgress adds a key for a change of something its earlier work
+// stamped or watches (a stamped object's status, a run, a selected object):
+// after people's own edits, before fan-out.
+func (c *Controller) EnqueueProgress(key Key) { c.Queue.AddPriority(key, fairq.Normal) }
 
 // EnqueueFanOut adds a key one change elsewhere enqueues with many others
 // (a template or chain edit, the initial list, a permission granted): it
