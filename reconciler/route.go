@@ -124,28 +124,22 @@ func (m *Manager) accountChanged(namespace, name string) {
 func (m *Manager) routeStamped(ev tracking.Event) {
 	if ev.Type == tracking.Deleted {
 		m.w.Echoes.Gone(ev.Obj.GetUID())
-	} else if m.w.Echoes.Back(ev.Obj.GetUID(), ev.Obj.GetResourceVersion()) && sameController(ev.Old, ev.Obj) {
-		return // a version Kontinue wrote and decided on (stamp.Echoes)
 	}
-	for _, obj := range []*unstructured.Unstructured{ev.Obj, ev.Old} {
-		if obj == nil {
-			continue
+	cur, hasCur := m.stampedBy(ev.Obj)
+	if hasCur {
+		if ev.Type == tracking.Deleted {
+			m.owners[cur.Kind].ctrl.EnqueueProgress(cur)
+		} else {
+			// Perhaps a version its owner wrote: judged when a worker
+			// takes the key (wake.go).
+			m.owners[cur.Kind].ctrl.EnqueueStamped(cur, ev.Obj.GetUID(), ev.Obj.GetResourceVersion())
 		}
-		if k, ok := m.stampedBy(obj); ok {
-			m.owners[k.Kind].ctrl.EnqueueProgress(k)
+	}
+	if ev.Old != nil {
+		if prev, ok := m.stampedBy(ev.Old); ok && (!hasCur || prev != cur) {
+			m.owners[prev.Kind].ctrl.EnqueueProgress(prev) // it left that owner
 		}
 	}
-}
-
-// sameController reports whether old (nil: a create) and cur name the same
-// controller: a write that moved an object to another owner is news to
-// the one it left.
-func sameController(old, cur *unstructured.Unstructured) bool {
-	if old == nil {
-		return true
-	}
-	a, b := metav1.GetControllerOfNoCopy(old), metav1.GetControllerOfNoCopy(cur)
-	return a == nil && b == nil || a != nil && b != nil && a.UID == b.UID
 }
 
 // stampedBy is the owner that stamped obj: its controller reference names
