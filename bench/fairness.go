@@ -169,7 +169,8 @@ type fairRun struct {
 	p            *process
 	start        func() (*process, error)
 	noisy, quiet *watcher
-	created      int // noisy's workloads
+	created      int    // noisy's workloads
+	lastTemplate string // the template of noisy's last step (the chain wave changes it)
 }
 
 func runFairContender(ctx context.Context, o options, name, root, work, binDir string, waves []string) (*fairContender, error) {
@@ -208,7 +209,7 @@ func runFairContender(ctx context.Context, o options, name, root, work, binDir s
 		return nil, err
 	}
 
-	run := &fairRun{o: o, name: name, c: c}
+	run := &fairRun{o: o, name: name, c: c, lastTemplate: noisyNS + "-app"}
 	starts := 0
 	run.start = func() (*process, error) {
 		starts++
@@ -287,9 +288,9 @@ func (r *fairRun) patch(ctx context.Context, kind, name, patch string) error {
 	return nil
 }
 
-// editTemplate sets data.wave on noisy's last template.
+// editTemplate sets data.wave on the template of noisy's last step.
 func (r *fairRun) editTemplate(ctx context.Context, value string) error {
-	return r.patch(ctx, "ClusterTemplate", noisyNS+"-app", `{"spec":{"template":{"data":{"wave":"`+value+`"}}}}`)
+	return r.patch(ctx, "ClusterTemplate", r.lastTemplate, `{"spec":{"template":{"data":{"wave":"`+value+`"}}}}`)
 }
 
 // begin makes the wave's edit and returns when it was made and the channel
@@ -302,7 +303,7 @@ func (r *fairRun) begin(ctx context.Context, kind, value string) (time.Time, <-c
 	case waveChain:
 		// A new template, the last one with data.wave set, and the chain's
 		// last step pointed at it.
-		tmpl, err := r.c.dyn.Resource(gvrByKind["ClusterTemplate"]).Get(ctx, noisyNS+"-app", metav1.GetOptions{})
+		tmpl, err := r.c.dyn.Resource(gvrByKind["ClusterTemplate"]).Get(ctx, r.lastTemplate, metav1.GetOptions{})
 		if err != nil {
 			return time.Time{}, nil, err
 		}
@@ -318,6 +319,7 @@ func (r *fairRun) begin(ctx context.Context, kind, value string) (time.Time, <-c
 		at := time.Now()
 		_, err = r.c.dyn.Resource(gvrByKind["ClusterSupplyChain"]).Patch(ctx, noisyNS, types.JSONPatchType,
 			[]byte(`[{"op":"replace","path":"/spec/resources/2/templateRef/name","value":"`+next.GetName()+`"}]`), metav1.PatchOptions{FieldManager: "bench"})
+		r.lastTemplate = next.GetName()
 		return at, done, err
 	case waveRestart:
 		r.p.signalStop(time.Minute)
