@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/cli"
 	"kontinue.dev/kontinue/clientconfig"
 	"kontinue.dev/kontinue/reconciler"
@@ -36,6 +38,8 @@ type options struct {
 	kstatus       bool
 	history       int
 	otlpTraces    string
+	attestKey     string
+	signer        *attest.Signer // from attestKey, loaded before anything else
 	shutdownGrace time.Duration
 	helm          render.HelmOptions
 	shard         string
@@ -72,6 +76,12 @@ Flags and defaults: docs/operations.md#flags.`,
   kontinue controller --leader-elect --leader-election-namespace=kontinue-system --kstatus-conditions`,
 		Args: cli.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// A key that cannot be used stops the start before anything
+			// is done, with why.
+			var err error
+			if o.signer, err = attestations(o.attestKey, o.history); err != nil {
+				return err
+			}
 			loaded, err := cluster.Load()
 			if err != nil {
 				return err
@@ -111,6 +121,7 @@ Flags and defaults: docs/operations.md#flags.`,
 	fs.BoolVar(&o.kstatus, "kstatus-conditions", false, "add kstatus's Reconciling and Stalled conditions to Workloads and Deliverables, so that Flux, Argo CD and other kstatus users see failures (the Helm chart turns it on)")
 	fs.IntVar(&o.history, "history-revisions", 10, "input revisions each Workload's and Deliverable's history keeps (a ConfigMap beside it, written as its service account; docs/status.md#history); 0: no history")
 	fs.StringVar(&o.otlpTraces, "otlp-traces-endpoint", "", "send OpenTelemetry traces over OTLP/HTTP to this URL (http://collector:4318): a trace per input revision of an owner, a span per step (docs/operations.md#traces); empty: off")
+	fs.StringVar(&o.attestKey, "attestation-key", "", "PEM file of an ECDSA P-256 or ed25519 private key: sign an in-toto SLSA provenance statement of each step's outputs as its input set succeeds, kept in the owner's history ConfigMap (docs/attestation.md); empty: none signed")
 	fs.BoolVar(&o.helm.AllowPrivateNetworks, "helm-allow-private-networks", false, "let helm templates fetch charts from loopback, private and link-local addresses (refused by default: a template author could otherwise make Kontinue reach in-cluster services or a cloud metadata endpoint)")
 	fs.BoolVar(&o.helm.AllowHTTP, "helm-allow-http", false, "let helm templates fetch charts over plain http (by default https and oci only)")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 30*time.Second, "time in-flight reconciles get to finish on SIGTERM")
@@ -136,6 +147,22 @@ func historyRevisions(n int) int {
 		return -1
 	}
 	return n
+}
+
+// attestations turns on the signing of steps' statements with the key in
+// path: a key that cannot be read or used stops the start, with why.
+func attestations(path string, history int) (*attest.Signer, error) {
+	if path == "" {
+		return nil, nil
+	}
+	if history <= 0 {
+		return nil, errors.New("--attestation-key: attestations are kept in the owners' history ConfigMaps: --history-revisions must be positive")
+	}
+	key, err := attest.LoadKeyFile(path, true)
+	if err != nil {
+		return nil, fmt.Errorf("--attestation-key: %w", err)
+	}
+	return attest.NewSigner(key, version.Version), nil
 }
 
 // traces turns on the OpenTelemetry spans when an endpoint is set; stop

@@ -114,7 +114,7 @@ func TestControllerFlags(t *testing.T) {
 		"helm-allow-private-networks": "false", "helm-allow-http": "false", "shutdown-grace-period": "30s",
 		"leader-elect": "false", "leader-election-namespace": "", "leader-election-id": "kontinue-leader",
 		"leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s", "leader-elect-retry-period": "2s",
-		"log-format": "", "log-level": "", "v": "0",
+		"log-format": "", "log-level": "", "v": "0", "attestation-key": "",
 	} {
 		f := lookup(name)
 		require.NotNil(t, f, name)

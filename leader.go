@@ -16,15 +16,28 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/metrics"
 )
 
-// leadership is what the probes and the gauge know about leader election.
-type leadership struct{ leading atomic.Bool }
+// leadership is what the probes and the gauge know about leader election
+// of the shard this process serves.
+type leadership struct {
+	shard   string
+	leading atomic.Bool
+}
+
+// newLeadership starts as a standby: kontinue_leader{shard} reads 0 until
+// this process leads, so that a shard's standbys are seen without a leader.
+func newLeadership(shard string) *leadership {
+	l := &leadership{shard: shard}
+	l.set(false)
+	return l
+}
 
 func (l *leadership) set(v bool) {
 	l.leading.Store(v)
-	metrics.SetLeading(v)
+	metrics.SetLeading(l.shard, v)
 }
 
 func (l *leadership) get() bool { return l.leading.Load() }
@@ -37,12 +50,7 @@ type electionOptions struct {
 // leaseName is the Lease of a shard: each shard elects its own leader, so
 // its replicas (leader and standbys) exclude each other and no other
 // shard's. The default shard keeps the Lease it always had.
-func leaseName(id, shard string) string {
-	if shard == "" {
-		return id
-	}
-	return id + "-shard-" + shard
-}
+func leaseName(id, shard string) string { return api.ShardLease(id, shard) }
 
 // inClusterNamespaceFile holds the pod's namespace (service account mount).
 const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

@@ -64,7 +64,6 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	cfg.UserAgent = "kontinue/" + version.Version
 	setGCPercent(os.Getenv)
-
 	if o.installCRDs {
 		if err := installCRDs(ctx, cfg); err != nil {
 			return err
@@ -76,6 +75,10 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	o.election.id = leaseName(o.election.id, o.shard)
 	ropts := reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm,
 		HistoryRevisions: historyRevisions(o.history), Shard: o.shard}
+	if o.signer != nil {
+		ropts.Attest = o.signer.Extra
+		klog.InfoS("signing attestations", "keyid", o.signer.Key.ID)
+	}
 	if stop, err := traces(ctx, o.otlpTraces, &ropts); err != nil {
 		return err
 	} else if stop != nil {
@@ -99,7 +102,7 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 		c.OnEcho = metrics.OwnWriteWake
 		metrics.SetWorkers(c.Name, o.workers)
 	}
-	lead := &leadership{}
+	lead := newLeadership(o.shard)
 	if err := serve(ctx, o, cfg, m, lead); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 
 	"kontinue.dev/kontinue/cli/view"
@@ -53,6 +54,10 @@ func checkCommand(a *app) *cobra.Command {
     the same as this binary's;
   - a controller is running: its leader Lease is held and renewed (else
     the Deployment is looked at);
+  - with shards: each shard's Lease (<leader-election-id>-shard-<name>, in
+    the controller's namespace) is held and renewed, and no Workload,
+    Deliverable or Runnable is labelled kontinue.dev/shard for a shard no
+    live Lease serves, or with an empty label;
   - with --chain: what the service account that stamps for the chain may
     not do (create, patch, delete) to the kinds its templates stamp and the
     kinds its owners' steps stamped, asked with SubjectAccessReviews.
@@ -116,8 +121,14 @@ func (a *app) runCheck(ctx context.Context, o *checkOptions) error {
 	if err := checkCRDs(ctx, c, dyn); err != nil {
 		return err
 	}
+	md, err := metadata.NewForConfig(loaded.Config)
+	if err != nil {
+		return err
+	}
 	c.section("controller")
-	checkController(ctx, c, dyn, o, a.env.Now())
+	if ns, leases, listed := checkController(ctx, c, dyn, md, o, a.env.Now()); listed {
+		checkShards(ctx, c, md, ns, o.leaseID, leases)
+	}
 	if o.chain != "" {
 		if err := checkChainRBAC(ctx, c, dyn, loaded, o); err != nil {
 			return err
@@ -252,8 +263,11 @@ var (
 	deploymentGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 )
 
-func checkController(ctx context.Context, c *checker, dyn dynamic.Interface, o *checkOptions, now time.Time) {
-	ns := o.controllerNamespace
+// checkController checks the default shard's Lease (else its Deployment),
+// and returns the controller's namespace and the shards' Leases found there
+// (listed false when they could not be listed).
+func checkController(ctx context.Context, c *checker, dyn dynamic.Interface, md metadata.Interface, o *checkOptions, now time.Time) (ns string, leases []shardLease, listed bool) {
+	ns = o.controllerNamespace
 	var lease *unstructured.Unstructured
 	if ns == "" {
 		l, err := dyn.Resource(leaseGVR).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", o.leaseID).String()})
@@ -272,12 +286,23 @@ func checkController(ctx context.Context, c *checker, dyn dynamic.Interface, o *
 			lease = nil
 		}
 	}
+	leases, forbidden, err := shardLeases(ctx, dyn, ns, o.leaseID, now)
+	listed = !forbidden && err == nil
+	switch {
+	case forbidden && !apierrors.IsForbidden(leaseErr):
+		c.note("you may not list the Leases of %s: the shards' Leases are not checked", ns)
+	case err != nil:
+		c.note("cannot list the Leases of %s: %v", ns, err)
+	}
+	if lease == nil && len(leases) > 0 && defaultShardAbsent(ctx, c, dyn, md, ns, o.leaseID) {
+		return ns, leases, listed
+	}
 	if lease != nil {
 		holder, renewed, fresh := leaseState(lease, now)
 		switch {
 		case fresh:
 			c.ok("Lease %s/%s held by %s, renewed %s ago", ns, o.leaseID, holder, renewed.Round(time.Second))
-			return
+			return ns, leases, listed
 		case holder == "":
 			c.fail("Lease %s/%s has no holder: no controller leads (is the Deployment scaled to 0?)", ns, o.leaseID)
 		default:
@@ -287,7 +312,7 @@ func checkController(ctx context.Context, c *checker, dyn dynamic.Interface, o *
 	d, err := dyn.Resource(deploymentGVR).Namespace(ns).Get(ctx, "kontinue", metav1.GetOptions{})
 	if lease == nil && apierrors.IsForbidden(leaseErr) && apierrors.IsForbidden(err) {
 		c.note("you may not read the Lease %s/%s nor the Deployment %s/kontinue: whether a controller runs cannot be told", ns, o.leaseID, ns)
-		return
+		return ns, leases, listed
 	}
 	if err == nil {
 		avail, _, _ := unstructured.NestedInt64(d.Object, "status", "availableReplicas")
@@ -295,25 +320,26 @@ func checkController(ctx context.Context, c *checker, dyn dynamic.Interface, o *
 		if avail > 0 && lease == nil {
 			if id, on := deploymentLeaseID(d); on && id != o.leaseID {
 				c.fail("Deployment %s/kontinue: %d/%d available, with --leader-election-id=%s: check that Lease (kontinue check --leader-election-id %s)", ns, avail, want, id, id)
-				return
+				return ns, leases, listed
 			} else if on {
 				// Its replicas elect a leader, so a running one holds the
 				// Lease: available Pods without it run something else (an
 				// image that is not Kontinue, fake nodes) or lead elsewhere.
 				c.fail("Deployment %s/kontinue: %d/%d available, but no replica holds the Lease %s/%s that its --leader-elect needs: no controller leads (kubectl -n %s logs deployment/kontinue)", ns, avail, want, ns, id, ns)
-				return
+				return ns, leases, listed
 			}
 			c.ok("Deployment %s/kontinue: %d/%d available (no Lease %s: leader election is off?)", ns, avail, want, o.leaseID)
-			return
+			return ns, leases, listed
 		}
 		if avail == 0 {
 			c.fail("Deployment %s/kontinue: no replica available (kubectl -n %s describe deployment kontinue)", ns, ns)
 		}
-		return
+		return ns, leases, listed
 	}
 	if lease == nil {
 		c.fail("no Lease %s and no Deployment kontinue in namespace %s: is the controller running? (a controller run without --leader-elect leaves no trace to find; give --controller-namespace if it runs elsewhere)", o.leaseID, ns)
 	}
+	return ns, leases, listed
 }
 
 // deploymentLeaseID says whether the Deployment's kontinue container runs

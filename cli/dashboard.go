@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"kontinue.dev/kontinue/dashboard"
+	"kontinue.dev/kontinue/reconciler/api"
 )
 
 // DefaultDashboardAddress is where `kontinue dashboard` listens: loopback
@@ -64,6 +65,13 @@ func (a *app) runDashboard(ctx context.Context, addr string) error {
 				return "", err
 			}
 			return requestReconcile(ctx, dyn, k, ns, name)
+		},
+		Rollout: func(ctx context.Context, verb, chainKind, name string) (string, error) {
+			f := api.WorkloadFlavor
+			if chainKind == api.KindClusterDelivery {
+				f = api.DeliverableFlavor
+			}
+			return SteerRollout(ctx, dyn, f, name, verb, time.Now())
 		},
 	})
 	l, err := net.Listen("tcp", addr)

@@ -41,7 +41,9 @@ Reads the cluster with your identity (owners, chains, templates, stamped
 objects); writes nothing. Only the fields Kontinue applies are compared.
 Downstream steps are rendered with the outputs the new objects would give
 where the objects hold them (a ConfigMap's data), else the outputs of the
-live objects. Steps of runnable: true templates are not previewed.
+live objects. A step of a runnable: true template is previewed as the
+ClusterRunTemplate and Runnable the controller generates for it; the runs
+the Runnable makes from them are not (the output says so).
 
 The exit status is 1 when a reached owner cannot be previewed.`,
 		Example: `  # What a new version of a template would change, in this namespace.
@@ -208,6 +210,9 @@ func diffText(res DiffResult, named int) string {
 		fmt.Fprintf(&b, "#   %s\n", strings.Join(list, ", "))
 		for _, obj := range g.Objects {
 			b.WriteString(obj.Diff)
+			if obj.Note != "" {
+				fmt.Fprintf(&b, "# step [%s]: %s\n", obj.Step, obj.Note)
+			}
 		}
 	}
 	if len(res.Failures) > 0 {

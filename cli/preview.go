@@ -231,18 +231,36 @@ func (pv *previewer) preview(ctx context.Context, f *api.Flavor, owner *unstruct
 				out.Objects = append(out.Objects, removed(def.Name, l))
 			}
 		case p.Spec != nil && p.Spec.Runnable:
-			fail(def.Name, "NotPreviewed", "the template sets runnable: true: the controller stamps its objects through a generated Runnable, which diff does not preview")
+			crt, err := pv.liveRunTemplate(ctx, f, owner, prev.GeneratedRunTemplates, def.Name)
+			if err != nil {
+				fail(def.Name, "LiveUnreadable", err.Error())
+				continue
+			}
+			if crt != nil {
+				live = append(live, crt)
+			}
+			objs, r := previewRunnable(ctx, newEnv, oldEnv, def, p, old, live)
+			if r != nil {
+				fail(def.Name, r.Reason, r.Message)
+				continue
+			}
+			out.Objects = append(out.Objects, objs...)
 		default:
 			var oldObjs []*unstructured.Unstructured
 			if old != nil && old.Refusal == nil {
 				oldObjs = old.Objects
 			}
-			objs, err := compareStep(def.Name, p.Spec, p.Objects, oldObjs, live)
+			objs, err := compareStep(def.Name, p.Spec.Lifecycle == api.LifecycleImmutable, p.Objects, oldObjs, live)
 			if err != nil {
 				fail(def.Name, "DiffFailed", err.Error())
 				continue
 			}
 			out.Objects = append(out.Objects, objs...)
+		}
+	}
+	for _, o := range out.Objects {
+		if o.Kind == api.KindClusterRunTemplate && o.APIVersion == api.Group+"/"+api.Version {
+			out.Generated = append(out.Generated, o.Name) // named after the owner and step, with a hash
 		}
 	}
 	return out, true
@@ -305,7 +323,18 @@ func outputsOf(p prepare.Prepared, live []*unstructured.Unstructured, res *st.Re
 	if len(p.Objects) > 0 && !p.Spec.Runnable {
 		docs = append(docs, primaryOf(p.Objects, live))
 	}
-	if len(live) > 0 {
+	if p.Spec.Runnable {
+		// A runnable step's outputs are its runs', which the preview does
+		// not make: those its live Runnable reports, as the controller
+		// reads them.
+		for _, l := range live {
+			if l.GetKind() == api.KindRunnable {
+				if out := step.ObserveRunnable(step.Observed{Kind: p.Kind, Spec: p.Spec}, l).Outputs(); out != nil {
+					return out
+				}
+			}
+		}
+	} else if len(live) > 0 {
 		docs = append(docs, live[0])
 	}
 	for _, o := range docs {
@@ -344,12 +373,12 @@ func sameObject(a, b *unstructured.Unstructured) bool {
 // compareStep compares a step's new objects with its live ones. A run
 // (an immutable step's object, named by the API server) compares with the
 // newest run; other objects by kind and name.
-func compareStep(stepName string, spec *api.TemplateSpec, objs, oldObjs, live []*unstructured.Unstructured) ([]objdiff.Object, error) {
+func compareStep(stepName string, immutable bool, objs, oldObjs, live []*unstructured.Unstructured) ([]objdiff.Object, error) {
 	var out []objdiff.Object
 	matched := map[int]bool{}
 	for i, o := range objs {
 		li := -1
-		if spec.Lifecycle == api.LifecycleImmutable {
+		if immutable {
 			if len(live) > 0 {
 				li = 0
 			}
@@ -392,7 +421,7 @@ func compareStep(stepName string, spec *api.TemplateSpec, objs, oldObjs, live []
 		out = append(out, d)
 	}
 	for j, l := range live {
-		if !matched[j] && spec.Lifecycle != api.LifecycleImmutable {
+		if !matched[j] && !immutable {
 			out = append(out, removed(stepName, l))
 		}
 	}

@@ -22,8 +22,7 @@ func u(t *testing.T, y string) *unstructured.Unstructured {
 }
 
 func TestCompareStep(t *testing.T) {
-	mutable := &api.TemplateSpec{}
-	immutable := &api.TemplateSpec{Lifecycle: api.LifecycleImmutable}
+	const mutable, immutable = false, true
 	cm := func(name, value string) string {
 		return `{apiVersion: v1, kind: ConfigMap, metadata: {name: ` + name + `, namespace: dev, annotations: {kontinue.dev/applied-digest: x}}, data: {v: "` + value + `"}}`
 	}
@@ -33,7 +32,7 @@ func TestCompareStep(t *testing.T) {
 	type obj = *unstructured.Unstructured
 	tests := []struct {
 		name      string
-		spec      *api.TemplateSpec
+		spec      bool // immutable
 		objs, old []string
 		live      []string
 		want      []objdiff.Object // Diff checked apart
@@ -108,6 +107,14 @@ func TestOutputsOf(t *testing.T) {
 	p = prepare.Prepared{Kind: api.KindClusterImageTemplate, Spec: spec}
 	assert.Equal(t, map[string]any{"image": "kept"}, map[string]any(outputsOf(p, nil, &st.Resource{OutputValues: map[string]any{"image": "kept"}})))
 	assert.Nil(t, outputsOf(p, nil, nil), "nothing: downstream waits")
+	// A runnable step: what its live Runnable reports (its runs'), as the
+	// controller reads it; without them, the status's last good outputs.
+	src := &api.TemplateSpec{Runnable: true, URLPath: ".spec.url", RevisionPath: ".spec.rev"}
+	p = prepare.Prepared{Kind: api.KindClusterSourceTemplate, Spec: src, Objects: []*unstructured.Unstructured{u(t, `{kind: PipelineRun, spec: {url: new, rev: r2}}`)}}
+	rn := u(t, `{apiVersion: carto.run/v1alpha1, kind: Runnable, metadata: {name: a}, status: {outputs: {url: live, revision: r1}}}`)
+	crt := u(t, `{apiVersion: carto.run/v1alpha1, kind: ClusterRunTemplate, metadata: {name: g}}`)
+	assert.Equal(t, map[string]any{"url": "live", "revision": "r1"}, map[string]any(outputsOf(p, []*unstructured.Unstructured{rn, crt}, nil)))
+	assert.Equal(t, map[string]any{"url": "kept"}, map[string]any(outputsOf(p, []*unstructured.Unstructured{crt}, &st.Resource{OutputValues: map[string]any{"url": "kept"}})))
 	// A pass-through forwards.
 	p = prepare.Prepared{PassThrough: "img", Outputs: map[string]any{"image": "fwd"}}
 	assert.Equal(t, map[string]any{"image": "fwd"}, map[string]any(outputsOf(p, nil, nil)))

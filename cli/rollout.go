@@ -40,8 +40,9 @@ func rolloutCommand(a *app) *cobra.Command {
 or a template it uses) out to its owners wave by wave (docs/rollouts.md).
 
   status  the phase, the wave, the stable and target revisions, the owners
-          admitted and updated, and those that failed (exit status 1 when
-          Halted)
+          admitted and updated, and those that failed; during a roll-out
+          each wave with its owners (of those you may list), failed first
+          (exit status 1 when Halted)
   pause   stop the waves where they are (annotation kontinue.dev/rollout-paused);
           owners already admitted stay, the others keep their revision
   resume  go on: clears the pause and, after a halt, looks at the wave again
@@ -83,123 +84,91 @@ func (a *app) runRollout(ctx context.Context, o *rolloutOptions, verb, name stri
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	chains := dyn.Resource(f.ChainGVR)
-	chain, err := chains.Get(ctx, name, metav1.GetOptions{})
+	if verb != "status" {
+		did, err := SteerRollout(ctx, dyn, f, name, verb, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.env.Stdout, did)
+		return nil
+	}
+	chain, _, st, err := readRollout(ctx, dyn, f, name)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", f.ChainKind, name, err)
+		return err
+	}
+	var owners []*unstructured.Unstructured
+	var listErr error
+	if st.Target != "" {
+		// The waves' owners: those the caller may list.
+		list, err := dyn.Resource(f.OwnerGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			listErr = fmt.Errorf("cannot list %ss: %w", f.OwnerKind, err)
+		} else {
+			for i := range list.Items {
+				owners = append(owners, &list.Items[i])
+			}
+		}
+	}
+	return a.rolloutStatus(rolloutReport(f, chain, st, owners, listErr), o.output)
+}
+
+// readRollout reads a chain and its roll-out; an error when it has no
+// policy.
+func readRollout(ctx context.Context, dyn dynamic.Interface, f *api.Flavor, name string) (*unstructured.Unstructured, *rollout.Compiled, *rollout.Status, error) {
+	chain, err := dyn.Resource(f.ChainGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s %s: %w", f.ChainKind, name, err)
 	}
 	policy, st, err := rollout.Read(chain.Object)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", f.ChainKind, name, err)
+		return nil, nil, nil, fmt.Errorf("%s %s: %w", f.ChainKind, name, err)
 	}
 	if policy == nil {
-		return fmt.Errorf("%s %s has no spec.rollout: a change of its definitions reaches every owner at once", f.ChainKind, name)
+		return nil, nil, nil, fmt.Errorf("%s %s has no spec.rollout: a change of its definitions reaches every owner at once", f.ChainKind, name)
 	}
+	return chain, policy, st, nil
+}
+
+// SteerRollout pauses, resumes or undoes (verb) the roll-out of the chain
+// name of flavor f, with dyn's identity, and says what it did: what
+// `kontinue rollout pause|resume|undo` and the dashboard's buttons do (one
+// function for both). now is the resume token.
+func SteerRollout(ctx context.Context, dyn dynamic.Interface, f *api.Flavor, name, verb string, now time.Time) (string, error) {
+	chain, _, st, err := readRollout(ctx, dyn, f, name)
+	if err != nil {
+		return "", err
+	}
+	chains := dyn.Resource(f.ChainGVR)
 	switch verb {
 	case "pause":
-		return a.annotateChain(ctx, chains, f, name, map[string]any{rollout.AnnotationPaused: "true"}, "paused")
+		return annotateChain(ctx, chains, f, name, map[string]any{rollout.AnnotationPaused: "true"}, "paused")
 	case "resume":
-		return a.annotateChain(ctx, chains, f, name, map[string]any{rollout.AnnotationPaused: nil,
-			rollout.AnnotationResume: time.Now().UTC().Format(time.RFC3339Nano)}, "resumed")
+		return annotateChain(ctx, chains, f, name, map[string]any{rollout.AnnotationPaused: nil,
+			rollout.AnnotationResume: now.UTC().Format(time.RFC3339Nano)}, "resumed")
 	case "undo":
-		return a.undoRollout(ctx, dyn, f, chain, st)
+		return undoRollout(ctx, dyn, f, chain, st)
 	}
-	return a.rolloutStatus(f, chain, st, o.output)
+	return "", fmt.Errorf("unknown verb %q: want pause, resume or undo", verb)
 }
 
-func (a *app) annotateChain(ctx context.Context, chains dynamic.NamespaceableResourceInterface, f *api.Flavor, name string, set map[string]any, what string) error {
+func annotateChain(ctx context.Context, chains dynamic.NamespaceableResourceInterface, f *api.Flavor, name string, set map[string]any, what string) (string, error) {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
 	if _, err := chains.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kontinue-cli"}); err != nil {
-		return fmt.Errorf("%s %s: %w", f.ChainKind, name, err)
+		return "", fmt.Errorf("%s %s: %w", f.ChainKind, name, err)
 	}
-	fmt.Fprintf(a.env.Stdout, "%s %s: roll-out %s\n", f.ChainKind, name, what)
-	return nil
-}
-
-// rolledOut is the chain's RolledOut condition, or nil.
-func rolledOut(chain *unstructured.Unstructured) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(chain.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == rollout.ConditionRolledOut {
-			return m
-		}
-	}
-	return nil
-}
-
-// RolloutStatus is `kontinue rollout status -o json`.
-type RolloutStatus struct {
-	Kind      string            `json:"kind"`
-	Name      string            `json:"name"`
-	Paused    bool              `json:"paused"`
-	Rollout   rollout.Status    `json:"rollout"`
-	Condition *metav1.Condition `json:"condition,omitempty"`
-}
-
-func (a *app) rolloutStatus(f *api.Flavor, chain *unstructured.Unstructured, st *rollout.Status, output string) error {
-	s := *st
-	s.Revisions = nil // definitions: `kubectl get -o yaml` shows them
-	out := RolloutStatus{Kind: f.ChainKind, Name: chain.GetName(), Paused: chain.GetAnnotations()[rollout.AnnotationPaused] == "true", Rollout: s}
-	if c := rolledOut(chain); c != nil {
-		var cond metav1.Condition
-		if b, err := json.Marshal(c); err == nil && json.Unmarshal(b, &cond) == nil {
-			out.Condition = &cond
-		}
-	}
-	if output == "json" {
-		b, _ := json.MarshalIndent(out, "", "  ")
-		fmt.Fprintln(a.env.Stdout, string(b))
-	} else {
-		w := a.env.Stdout
-		phase := s.Phase
-		if phase == "" {
-			phase = "Unknown (not yet looked at by the controller)"
-		}
-		fmt.Fprintf(w, "%s %s: %s\n", f.ChainKind, chain.GetName(), phase)
-		fmt.Fprintf(w, "  stable revision:  %s\n", orNone(s.Stable))
-		if s.Target != "" {
-			fmt.Fprintf(w, "  target revision:  %s\n", s.Target)
-			fmt.Fprintf(w, "  wave:             %d of %d\n", s.Wave+1, s.Waves)
-			fmt.Fprintf(w, "  admitted owners:  %d (%d Ready on the target), of %d\n", s.Admitted, s.Updated, s.Owners)
-		} else {
-			fmt.Fprintf(w, "  owners:           %d\n", s.Owners)
-		}
-		if s.Previous != "" {
-			fmt.Fprintf(w, "  previous:         %s (undo restores it)\n", s.Previous)
-		}
-		if out.Paused {
-			fmt.Fprintf(w, "  paused:           yes (kontinue rollout resume %s)\n", chain.GetName())
-		}
-		if len(s.Failing) > 0 {
-			fmt.Fprintf(w, "  failed owners:    %s\n", strings.Join(s.Failing, ", "))
-		}
-		if c := out.Condition; c != nil {
-			fmt.Fprintf(w, "  %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
-		}
-	}
-	if s.Phase == rollout.PhaseHalted {
-		return fmt.Errorf("the roll-out of %s %s is halted", f.ChainKind, chain.GetName())
-	}
-	return nil
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
+	return fmt.Sprintf("%s %s: roll-out %s", f.ChainKind, name, what), nil
 }
 
 // undoRollout writes a kept revision's definitions back: the stable one
 // during a roll-out, else the previous one.
-func (a *app) undoRollout(ctx context.Context, dyn dynamic.Interface, f *api.Flavor, chain *unstructured.Unstructured, st *rollout.Status) error {
+func undoRollout(ctx context.Context, dyn dynamic.Interface, f *api.Flavor, chain *unstructured.Unstructured, st *rollout.Status) (string, error) {
 	name := st.Stable
 	if st.Target == "" {
 		name = st.Previous
 	}
 	rev := st.Find(name)
 	if rev == nil {
-		return fmt.Errorf("%s %s: no kept revision to undo to (stable %s, target %s, previous %s)",
+		return "", fmt.Errorf("%s %s: no kept revision to undo to (stable %s, target %s, previous %s)",
 			f.ChainKind, chain.GetName(), orNone(st.Stable), orNone(st.Target), orNone(st.Previous))
 	}
 	kinds := map[string]schema.GroupVersionResource{}
@@ -210,7 +179,7 @@ func (a *app) undoRollout(ctx context.Context, dyn dynamic.Interface, f *api.Fla
 	for _, t := range rev.Templates {
 		gvr, ok := kinds[t.Kind]
 		if !ok {
-			return fmt.Errorf("revision %s names template kind %s, which is not one", name, t.Kind)
+			return "", fmt.Errorf("revision %s names template kind %s, which is not one", name, t.Kind)
 		}
 		res := dyn.Resource(gvr)
 		live, err := res.Get(ctx, t.Name, metav1.GetOptions{})
@@ -219,16 +188,16 @@ func (a *app) undoRollout(ctx context.Context, dyn dynamic.Interface, f *api.Fla
 			obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": api.Group + "/" + api.Version, "kind": t.Kind,
 				"metadata": map[string]any{"name": t.Name}, "spec": t.Spec}}
 			if _, err := res.Create(ctx, obj, metav1.CreateOptions{FieldManager: "kontinue-cli"}); err != nil {
-				return fmt.Errorf("%s %s: %w", t.Kind, t.Name, err)
+				return "", fmt.Errorf("%s %s: %w", t.Kind, t.Name, err)
 			}
 		case err != nil:
-			return fmt.Errorf("%s %s: %w", t.Kind, t.Name, err)
+			return "", fmt.Errorf("%s %s: %w", t.Kind, t.Name, err)
 		case sameJSON(live.Object["spec"], t.Spec):
 			continue
 		default:
 			live.Object["spec"] = t.Spec
 			if _, err := res.Update(ctx, live, metav1.UpdateOptions{FieldManager: "kontinue-cli"}); err != nil {
-				return fmt.Errorf("%s %s: %w", t.Kind, t.Name, err)
+				return "", fmt.Errorf("%s %s: %w", t.Kind, t.Name, err)
 			}
 		}
 		changed = append(changed, t.Kind+" "+t.Name)
@@ -243,16 +212,14 @@ func (a *app) undoRollout(ctx context.Context, dyn dynamic.Interface, f *api.Fla
 	if !sameJSON(chain.Object["spec"], spec) {
 		chain.Object["spec"] = spec
 		if _, err := dyn.Resource(f.ChainGVR).Update(ctx, chain, metav1.UpdateOptions{FieldManager: "kontinue-cli"}); err != nil {
-			return fmt.Errorf("%s %s: %w", f.ChainKind, chain.GetName(), err)
+			return "", fmt.Errorf("%s %s: %w", f.ChainKind, chain.GetName(), err)
 		}
 		changed = append(changed, f.ChainKind+" "+chain.GetName())
 	}
 	if len(changed) == 0 {
-		fmt.Fprintf(a.env.Stdout, "%s %s: the definitions are revision %s already\n", f.ChainKind, chain.GetName(), name)
-		return nil
+		return fmt.Sprintf("%s %s: the definitions are revision %s already", f.ChainKind, chain.GetName(), name), nil
 	}
-	fmt.Fprintf(a.env.Stdout, "%s %s: restored revision %s (%s)\n", f.ChainKind, chain.GetName(), name, strings.Join(changed, ", "))
-	return nil
+	return fmt.Sprintf("%s %s: restored revision %s (%s)", f.ChainKind, chain.GetName(), name, strings.Join(changed, ", ")), nil
 }
 
 // sameJSON compares two JSON values as the API server holds them (int64 and

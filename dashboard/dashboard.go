@@ -40,6 +40,10 @@ import (
 // and returns the value it set on the request annotation.
 type ReconcileFunc func(ctx context.Context, ownerKind, namespace, name string) (string, error)
 
+// RolloutFunc pauses, resumes or undoes (verb) the roll-out of a chain
+// (ClusterSupplyChain or ClusterDelivery) and says what it did.
+type RolloutFunc func(ctx context.Context, verb, chainKind, name string) (string, error)
+
 // Options configure a Server.
 type Options struct {
 	// Namespace limits the owners shown to one namespace ("": all, which
@@ -51,6 +55,9 @@ type Options struct {
 	// Reconcile backs the page's "reconcile now" button; nil makes the
 	// dashboard read-only (no button, the POST is refused).
 	Reconcile ReconcileFunc
+	// Rollout backs a chain's pause, resume and undo buttons; nil: no
+	// buttons, the POST is refused (the controller's read-only page).
+	Rollout RolloutFunc
 	// LocalOnly refuses requests whose Host is not localhost or an IP
 	// address: `kontinue dashboard` listens on loopback with the caller's
 	// credentials, and must not answer a site that rebinds its name there.
@@ -89,7 +96,7 @@ type Server struct {
 	owners map[string]Entry      // by ownerKey
 	sent   map[string][32]byte   // hash of the last event sent for an owner, by ownerKey
 	chains map[string]view.Chain // by view.ChainKey, counts not set
-	counts map[string][2]int     // last counts sent, by view.ChainKey
+	counts map[string]string     // last counts sent (owners, Ready, roll-out waves), by view.ChainKey
 	// chainsTimer is the pending send of the chain list, chainsForce
 	// whether a chain itself changed since the last one.
 	chainsTimer *time.Timer
@@ -101,7 +108,7 @@ type Server struct {
 // New makes a server reading with dyn.
 func New(dyn dynamic.Interface, opts Options) *Server {
 	s := &Server{dyn: dyn, opts: opts, owners: map[string]Entry{}, sent: map[string][32]byte{}, chains: map[string]view.Chain{},
-		counts: map[string][2]int{}, subs: map[chan []byte]struct{}{}}
+		counts: map[string]string{}, subs: map[chan []byte]struct{}{}}
 	for _, k := range []*KindState{
 		{Kind: api.KindWorkload, Resource: "workloads", Namespaced: true},
 		{Kind: api.KindDeliverable, Resource: "deliverables", Namespaced: true},
@@ -399,10 +406,10 @@ func (s *Server) sendCountsLocked(force bool) {
 		changed := s.chainsForce
 		s.chainsForce = false
 		chains := s.chainsLocked()
-		counts := make(map[string][2]int, len(chains))
+		counts := make(map[string]string, len(chains))
 		for _, c := range chains {
 			k := view.ChainKey(c.ChainKind, c.Name)
-			counts[k] = [2]int{c.Owners, c.OwnersReady}
+			counts[k] = countsOf(c)
 			if old, ok := s.counts[k]; !ok || old != counts[k] {
 				changed = true
 			}
@@ -413,6 +420,17 @@ func (s *Server) sendCountsLocked(force bool) {
 			s.broadcastLocked("chains", chains)
 		}
 	})
+}
+
+// countsOf is what an owner's change may move in a chain's entry: its
+// counts, and during a roll-out the owners of its waves.
+func countsOf(c view.Chain) string {
+	sig := fmt.Sprintf("%d/%d", c.Owners, c.OwnersReady)
+	if c.Rollout != nil && c.Rollout.Target != "" {
+		b, _ := json.Marshal(c.Rollout.Plan)
+		sig += string(b)
+	}
+	return sig
 }
 
 func (s *Server) kindsLocked() []KindState {
@@ -428,11 +446,14 @@ type Identity struct {
 	User      string `json:"user,omitempty"`
 	Identity  string `json:"identity,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
-	ReadOnly  bool   `json:"readOnly"`
+	// ReadOnly: no "reconcile now"; Rollout: a chain's roll-out may be
+	// paused, resumed and undone from the page.
+	ReadOnly bool `json:"readOnly"`
+	Rollout  bool `json:"rollout"`
 }
 
 func (s *Server) identityLocked() Identity {
-	return Identity{User: s.who, Identity: s.opts.Identity, Namespace: s.opts.Namespace, ReadOnly: s.opts.Reconcile == nil}
+	return Identity{User: s.who, Identity: s.opts.Identity, Namespace: s.opts.Namespace, ReadOnly: s.opts.Reconcile == nil, Rollout: s.opts.Rollout != nil}
 }
 
 // Snapshot is everything a new viewer needs.

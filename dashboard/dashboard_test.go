@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -82,6 +83,62 @@ func TestHandlerReadOnlyAndEmbedded(t *testing.T) {
 		require.Contains(t, rec.Body.String(), want, path)
 		require.NotContains(t, rec.Body.String(), "https://", "%s fetches nothing from the internet", path)
 	}
+}
+
+// POST /api/rollout: refused on the read-only page (no RolloutFunc), from
+// another site or without the header, for a bad verb or kind; else the
+// function the CLI shares gets exactly the request, and its error keeps
+// the API server's code.
+func TestRolloutPost(t *testing.T) {
+	post := func(s *Server, body string, header bool, origin string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8082/api/rollout", strings.NewReader(body))
+		if header {
+			req.Header.Set(CSRFHeader, "1")
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		s.Handler().ServeHTTP(rec, req)
+		return rec
+	}
+	good := `{"verb":"pause","kind":"ClusterSupplyChain","name":"web"}`
+
+	ro := New(nil, Options{Reconcile: func(context.Context, string, string, string) (string, error) { return "", nil }})
+	require.False(t, ro.Snapshot().Identity.Rollout, "the page offers no roll-out buttons")
+	rec := post(ro, good, true, "")
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.Contains(t, rec.Body.String(), "read-only")
+
+	var calls []string
+	fail := error(nil)
+	s := New(nil, Options{Rollout: func(_ context.Context, verb, kind, name string) (string, error) {
+		calls = append(calls, verb+" "+kind+" "+name)
+		return kind + " " + name + ": roll-out paused", fail
+	}})
+	require.True(t, s.Snapshot().Identity.Rollout)
+	require.True(t, s.Snapshot().Identity.ReadOnly, "no reconcile button: its own switch")
+	rec = post(s, good, false, "")
+	require.Equal(t, http.StatusForbidden, rec.Code, "no header")
+	require.Contains(t, rec.Body.String(), "cross-site")
+	rec = post(s, good, true, "https://evil.example.com")
+	require.Equal(t, http.StatusForbidden, rec.Code, "another origin")
+	for _, bad := range []string{`{"verb":"delete","kind":"ClusterSupplyChain","name":"web"}`, `{"verb":"pause","kind":"Workload","name":"web"}`,
+		`{"verb":"pause","kind":"ClusterDelivery"}`, `not json`} {
+		require.Equal(t, http.StatusBadRequest, post(s, bad, true, "").Code, bad)
+	}
+	require.Empty(t, calls, "nothing refused reached the function")
+
+	rec = post(s, good, true, "http://127.0.0.1:8082")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.JSONEq(t, `{"message":"ClusterSupplyChain web: roll-out paused"}`, rec.Body.String())
+	require.Equal(t, []string{"pause ClusterSupplyChain web"}, calls)
+
+	fail = apierrors.NewForbidden(schema.GroupResource{Group: "carto.run", Resource: "clustersupplychains"}, "web", errors.New("no RBAC"))
+	rec = post(s, `{"verb":"undo","kind":"ClusterDelivery","name":"prod"}`, true, "")
+	require.Equal(t, http.StatusForbidden, rec.Code, "the caller's rights: the API server's answer")
+	require.Contains(t, rec.Body.String(), "no RBAC")
+	require.Equal(t, "undo ClusterDelivery prod", calls[1])
 }
 
 func TestLocalHost(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 //go:embed web
 var web embed.FS
 
-// CSRFHeader must be on the "reconcile now" POST. A page from another
+// CSRFHeader must be on every POST (reconcile now, a roll-out's buttons). A page from another
 // origin cannot add a custom header without a CORS preflight, which this
 // server never answers, so only the dashboard's own page can send it.
 const CSRFHeader = "X-Kontinue-Dashboard"
@@ -30,8 +30,8 @@ const heartbeat = 20 * time.Second
 
 // Handler serves the page, its assets, /events (server-sent events),
 // /api/state (the snapshot as JSON), /api/object and /api/events (a
-// stamped object's YAML and events, read when a viewer asks) and POST
-// /api/reconcile.
+// stamped object's YAML and events, read when a viewer asks), POST
+// /api/reconcile and POST /api/rollout.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(web, "web")
@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, s.Snapshot())
 	})
 	mux.HandleFunc("POST /api/reconcile", s.reconcile)
+	mux.HandleFunc("POST /api/rollout", s.rollout)
 	mux.HandleFunc("GET /api/object", s.object)
 	mux.HandleFunc("GET /api/events", s.objectEvents)
 	mux.HandleFunc("GET /api/history", s.ownerHistory)
@@ -129,15 +130,25 @@ type reconcileRequest struct {
 	Name      string `json:"name"`
 }
 
-// reconcile is the page's only write: the reconcile request annotation,
-// set by the same function as `kontinue reconcile`.
-func (s *Server) reconcile(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Reconcile == nil {
+// writable refuses a write the server does not offer (enabled false: the
+// controller's read-only page) or that may come from another site; true
+// when the request may go on.
+func writable(w http.ResponseWriter, r *http.Request, enabled bool) bool {
+	if !enabled {
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": "this dashboard is read-only"})
-		return
+		return false
 	}
 	if r.Header.Get(CSRFHeader) == "" || !sameOrigin(r) {
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": "cross-site request refused: send the " + CSRFHeader + " header from the dashboard's own page"})
+		return false
+	}
+	return true
+}
+
+// reconcile sets the reconcile request annotation, with the same function
+// as `kontinue reconcile`.
+func (s *Server) reconcile(w http.ResponseWriter, r *http.Request) {
+	if !writable(w, r, s.opts.Reconcile != nil) {
 		return
 	}
 	var req reconcileRequest
@@ -153,15 +164,53 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	at, err := s.opts.Reconcile(ctx, req.Kind, req.Namespace, req.Name)
 	if err != nil {
-		code := http.StatusBadGateway
-		var status apierrors.APIStatus
-		if errors.As(err, &status) && status.Status().Code != 0 {
-			code = int(status.Status().Code)
-		}
-		writeJSON(w, code, map[string]string{"error": err.Error()})
+		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"requestedAt": at})
+}
+
+type rolloutRequest struct {
+	Verb string `json:"verb"`
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// rollout pauses, resumes or undoes a chain's roll-out, with the same
+// function as `kontinue rollout pause|resume|undo`.
+func (s *Server) rollout(w http.ResponseWriter, r *http.Request) {
+	if !writable(w, r, s.opts.Rollout != nil) {
+		return
+	}
+	var req rolloutRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want JSON {verb, kind, name}: " + err.Error()})
+		return
+	}
+	if (req.Verb != "pause" && req.Verb != "resume" && req.Verb != "undo") ||
+		(req.Kind != api.KindClusterSupplyChain && req.Kind != api.KindClusterDelivery) || req.Name == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want verb pause, resume or undo, kind ClusterSupplyChain or ClusterDelivery, and a name"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	did, err := s.opts.Rollout(ctx, req.Verb, req.Kind, req.Name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"message": did})
+}
+
+// writeError answers a failed write with the API server's code when it
+// gave one (403 Forbidden for the caller's rights), else 502.
+func writeError(w http.ResponseWriter, err error) {
+	code := http.StatusBadGateway
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code != 0 {
+		code = int(status.Status().Code)
+	}
+	writeJSON(w, code, map[string]string{"error": err.Error()})
 }
 
 // sameOrigin refuses a request whose Origin (browsers send it on a POST)

@@ -629,4 +629,14 @@ metadata: {name: viewer}
 	res.Body.Close()
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
 	require.Empty(t, get(t, workloadGVR, k.ns, "app").GetAnnotations()[annotations.ReconcileRequest])
+
+	// Nor does it steer roll-outs: no buttons offered, the POST refused.
+	require.False(t, s.Identity.Rollout)
+	req, err = http.NewRequest(http.MethodPost, url+"api/rollout", strings.NewReader(`{"verb":"pause","kind":"ClusterSupplyChain","name":"any"}`))
+	require.NoError(t, err)
+	req.Header.Set(dashboard.CSRFHeader, "1")
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
 }

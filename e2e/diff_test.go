@@ -138,3 +138,68 @@ spec: {params: [%s]}
 	cm := get(t, configMapGVR, k.ns, "app-07-config")
 	require.Equal(t, "reg/app-07:v1", nested(cm.Object, "data", "image"))
 }
+
+// TestCLIDiffRunnable: a step of a runnable: true template is previewed as
+// what the controller generates for it (the ClusterRunTemplate and
+// Runnable, prepare.Runnable), compared with the live generated objects;
+// owners group although each one's ClusterRunTemplate has its own hashed
+// name; the output says the runs are not previewed; diff writes nothing.
+func TestCLIDiffRunnable(t *testing.T) {
+	k := newRunKit(t)
+	chain, lint, deploy := uniq(k.ns, "chain"), uniq(k.ns, "lint"), uniq(k.ns, "deploy")
+	all := k.runnableTrueChain(chain, lint, deploy)
+	apply(t, k.ns, all)
+	owners := []string{"app-a", "app-b", "app-c"}
+	for _, n := range owners {
+		k.setCommit(n, chain, "c1")
+	}
+	for _, n := range owners {
+		runs := k.waitRevisions(n+"-linter", "c1")
+		k.finish(runs[0].GetName(), "True", nil)
+	}
+	for _, n := range owners {
+		waitOwner(t, workloadGVR, k.ns, n, "Ready", "True", "Ready")
+	}
+	generated := func() map[string]string {
+		out := map[string]string{}
+		for _, n := range owners {
+			out["crt/"+n] = get(t, immRunTemplateGVR, "", generatedName("Workload", k.ns, n, "lint")).GetResourceVersion()
+			out["rn/"+n] = get(t, immRunnableGVR, k.ns, n+"-linter").GetResourceVersion()
+		}
+		return out
+	}
+	before := generated()
+
+	// The new lint template: another pipeline.
+	lintYAML := strings.SplitN(all, "---", 2)[0]
+	require.Contains(t, lintYAML, "kind: ClusterSourceTemplate")
+	file := filepath.Join(t.TempDir(), "lint.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(strings.Replace(lintYAML, "{name: linter-pipeline}", "{name: linter-pipeline-v2}", 1)), 0o600))
+
+	code, out, errOut := kontinueCLI(t, "diff", "-f", file, "-n", k.ns, "-o", "json")
+	require.Equal(t, 0, code, "every owner previewed: %s %s", out, errOut)
+	var res cli.DiffResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, 3, res.Reached)
+	require.Empty(t, res.Failures)
+	require.Len(t, res.Groups, 1, "the generated names differ per owner, the change does not: %+v", res.Groups)
+	g := res.Groups[0]
+	require.Len(t, g.Owners, 3)
+	require.Equal(t, "step [lint] ClusterRunTemplate: spec.template.spec.pipelineRef.name: linter-pipeline → linter-pipeline-v2", g.Summary,
+		"the Runnable's inputs and the deploy step do not change")
+	require.Len(t, g.Objects, 1)
+	o := g.Objects[0]
+	require.Equal(t, "ClusterRunTemplate", o.Kind)
+	require.Equal(t, generatedName("Workload", k.ns, "app-a", "lint"), o.Name)
+	require.Contains(t, o.Diff, "-        name: linter-pipeline\n+        name: linter-pipeline-v2\n")
+	require.NotContains(t, o.Diff, "kontinue.dev/claim", "only what Kontinue applies")
+	require.Equal(t, cli.RunsNotPreviewed, o.Note)
+
+	code, out, _ = kontinueCLI(t, "diff", "-f", file, "-n", k.ns)
+	require.Equal(t, 0, code)
+	t.Logf("kontinue diff:\n%s", out)
+	require.Contains(t, out, "\n# 3 Workloads: step [lint] ClusterRunTemplate: spec.template.spec.pipelineRef.name: linter-pipeline → linter-pipeline-v2\n")
+	require.Contains(t, out, "\n# step [lint]: its runs are not previewed: ")
+	require.NotContains(t, out, "NotPreviewed")
+	require.Equal(t, before, generated(), "diff wrote nothing")
+}

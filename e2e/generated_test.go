@@ -18,7 +18,7 @@ import (
 )
 
 // generatedName is the name Kontinue gives the ClusterRunTemplate of an
-// owner's step (owner.generatedRunTemplateName, for simple names).
+// owner's step (prepare.RunTemplateName, for simple names).
 func generatedName(kind, ns, owner, step string) string {
 	return ns + "-" + owner + "-" + step + "-" + sha256hex(kind + "/" + ns + "/" + owner + "/" + step)[:10]
 }

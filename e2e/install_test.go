@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"kontinue.dev/kontinue/hack/installyaml/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 )
 
@@ -112,18 +113,7 @@ func TestInstallYAMLServerDryRun(t *testing.T) {
 	cfg.WarningHandler = w
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	ctx := context.Background()
-	kinds := map[string]int{}
-	for _, o := range objs {
-		m := mapping(t, o.GroupVersionKind())
-		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if o.GetNamespace() != "" {
-			r = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-		}
-		_, err := r.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "kontinue-install", Force: true, DryRun: []string{metav1.DryRunAll}})
-		require.NoError(t, err, "dry-run apply %s %s", o.GetKind(), o.GetName())
-		kinds[o.GetKind()]++
-		require.Empty(t, w.take(), "warnings for %s %s", o.GetKind(), o.GetName())
-	}
+	kinds := dryRunApply(t, dyn, w, objs)
 	require.Equal(t, 11, kinds["CustomResourceDefinition"])
 	require.Equal(t, 1, kinds["Deployment"])
 	require.Equal(t, 6, kinds["ClusterRole"]+kinds["Role"], "Kontinue's four and the aggregated view and edit roles")
@@ -145,6 +135,47 @@ spec:
 		metav1.ApplyOptions{FieldManager: "kontinue-install", DryRun: []string{metav1.DryRunAll}})
 	require.NoError(t, err)
 	require.NotEmpty(t, w.take(), "a Deployment that is not restricted draws a Pod Security warning")
+}
+
+// dryRunApply applies objs with a server-side dry run, each without error
+// nor warning, and counts them by kind.
+func dryRunApply(t *testing.T, dyn dynamic.Interface, w *warnings, objs []*unstructured.Unstructured) map[string]int {
+	t.Helper()
+	kinds := map[string]int{}
+	for _, o := range objs {
+		m := mapping(t, o.GroupVersionKind())
+		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if o.GetNamespace() != "" {
+			r = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+		}
+		_, err := r.Apply(context.Background(), o.GetName(), o, metav1.ApplyOptions{FieldManager: "kontinue-install", Force: true, DryRun: []string{metav1.DryRunAll}})
+		require.NoError(t, err, "dry-run apply %s %s", o.GetKind(), o.GetName())
+		kinds[o.GetKind()]++
+		require.Empty(t, w.take(), "warnings for %s %s", o.GetKind(), o.GetName())
+	}
+	return kinds
+}
+
+// TestInstallShardedChartServerDryRun: the chart rendered with shards is
+// valid for the API server too: a Deployment and a budget per shard, which
+// meet Pod Security's restricted level, and the admission policy (its CEL
+// compiles) with its binding.
+func TestInstallShardedChartServerDryRun(t *testing.T) {
+	ensureInstallNamespace(t, installObjects(t))
+	docs, err := render.RenderChart(env.root, map[string]any{"sharding": map[string]any{"shards": []any{"a", "b"}}})
+	require.NoError(t, err)
+	var objs []*unstructured.Unstructured
+	for _, d := range docs {
+		objs = append(objs, obj(d))
+	}
+	w := &warnings{}
+	cfg := rest.CopyConfig(env.cfg)
+	cfg.WarningHandler = w
+	kinds := dryRunApply(t, dynamic.NewForConfigOrDie(cfg), w, objs)
+	require.Equal(t, 3, kinds["Deployment"])
+	require.Equal(t, 3, kinds["PodDisruptionBudget"])
+	require.Equal(t, 1, kinds["ValidatingAdmissionPolicy"])
+	require.Equal(t, 1, kinds["ValidatingAdmissionPolicyBinding"])
 }
 
 // TestInstallRBACImpersonation acts as the Deployment's service account (a

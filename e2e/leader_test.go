@@ -520,3 +520,38 @@ func TestLeaderElectionHandover(t *testing.T) {
 	}
 	require.NotNil(t, c.logged("lost the leader lease; exiting so that the process restarts clean"))
 }
+
+// TestLeaderMetricNamesShard: a shard's replicas report kontinue_leader
+// with their shard, which the shipped alerts and dashboard group by and
+// join every other series to: one series per process (a join needs no
+// more), the standby's 0 from the start. client-go's
+// leader_election_master_status names the shard's Lease.
+func TestLeaderMetricNamesShard(t *testing.T) {
+	ns := newNamespace(t)
+	const lease = "kontinue-e2e-shardmetric"
+	args := []string{"--shard=m",
+		"--leader-elect", "--leader-election-namespace=" + ns, "--leader-election-id=" + lease,
+		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"}
+	a := startKontinueProc(t, "a", args...)
+	b := startKontinueProc(t, "b", args...)
+	ids := map[*kontinueProc]string{a: a.identity(t), b: b.identity(t)}
+	leader := leaderOf(t, 30*time.Second, ns, lease+"-shard-m", ids, a, b)
+	for _, p := range []*kontinueProc{a, b} {
+		want := 0.0
+		if p == leader {
+			want = 1
+		}
+		samples, err := p.scrape()
+		require.NoError(t, err)
+		var got []sample
+		for _, s := range samples {
+			if s.name == "kontinue_leader" {
+				got = append(got, s)
+			}
+		}
+		require.Equal(t, []sample{{name: "kontinue_leader", labels: map[string]string{"shard": "m"}, value: want}}, got, p.name)
+		v, ok := sum(samples, "leader_election_master_status", map[string]string{"name": lease + "-shard-m"})
+		require.True(t, ok, "%s: no leader_election_master_status for the shard's Lease", p.name)
+		require.Equal(t, want, v, p.name)
+	}
+}

@@ -56,6 +56,11 @@ func TestMetricsAndProbes(t *testing.T) {
 		return v
 	}
 	require.Equal(t, 1.0, get("kontinue_leader", nil), "without leader election the process always leads")
+	for _, s := range samples {
+		if s.name == "kontinue_leader" {
+			require.Equal(t, map[string]string{"shard": ""}, s.labels, "the default shard's is empty, which Prometheus stores as no label")
+		}
+	}
 
 	// Reconciles: counted per controller and result, durations positive
 	// and bounded (the histogram's sum over its count is a mean).
@@ -129,6 +134,9 @@ func TestMetricsAndProbes(t *testing.T) {
 	for _, e := range exprs {
 		for _, sel := range monitoring.Selectors(e.Expr) {
 			have := map[string]bool{}
+			if monitoring.ScrapeMetrics[sel.Metric] {
+				have[""] = true // made by Prometheus, with target labels only
+			}
 			for _, s := range samples {
 				if s.name == sel.Metric {
 					for l := range s.labels {

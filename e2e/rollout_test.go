@@ -234,27 +234,39 @@ spec: {params: %s}
 
 func ptr[T any](v T) *T { return &v }
 
-// rollout is the chain's status.rollout.
+// rollout is the ClusterSupplyChain's status.rollout.
 func (k *kit) rollout(chain string) rollout.Status {
 	k.t.Helper()
-	_, st, err := rollout.Read(get(k.t, chainGVR, "", chain).Object)
+	return k.rolloutOf(supplyChainFlavor, chain)
+}
+
+// rolloutOf is the status.rollout of a chain of flavor f.
+func (k *kit) rolloutOf(f ownerFlavor, chain string) rollout.Status {
+	k.t.Helper()
+	_, st, err := rollout.Read(get(k.t, f.chainGVR(), "", chain).Object)
 	require.NoError(k.t, err)
 	require.NotNil(k.t, st)
 	return *st
 }
 
-// watchWaves follows a roll-out to target until it completes: at every
+// watchWaves follows a ClusterSupplyChain's roll-out (watchWavesOf).
+func (k *kit) watchWaves(chain string, policy *rollout.Compiled, target string) []int {
+	k.t.Helper()
+	return k.watchWavesOf(supplyChainFlavor, chain, policy, target)
+}
+
+// watchWavesOf follows a roll-out to target until it completes: at every
 // look no owner renders with target before a wave admits it (owners are
 // read before the chain, whose wave only grows). It returns the waves seen.
-func (k *kit) watchWaves(chain string, policy *rollout.Compiled, target string) []int {
+func (k *kit) watchWavesOf(f ownerFlavor, chain string, policy *rollout.Compiled, target string) []int {
 	k.t.Helper()
 	waves := map[int]bool{}
 	eventually(k.t, 60*time.Second, func() string {
-		owners, err := env.dyn.Resource(workloadGVR).Namespace(k.ns).List(context.Background(), metav1.ListOptions{})
+		owners, err := env.dyn.Resource(f.ownerGVR).Namespace(k.ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return err.Error()
 		}
-		c := get(k.t, chainGVR, "", chain)
+		c := get(k.t, f.chainGVR(), "", chain)
 		_, st, err := rollout.Read(c.Object)
 		require.NoError(k.t, err)
 		if st.Target == target {

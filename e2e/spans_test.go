@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"k8s.io/client-go/rest"
 
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/spans"
@@ -35,6 +36,13 @@ type gotSpan struct {
 	start, end        time.Time
 	status            int32 // 1 ok, 2 error
 	attrs             map[string]string
+	links             []gotLink
+}
+
+// gotLink is a span link: the span (of another trace) and its attributes.
+type gotLink struct {
+	trace, id string
+	attrs     map[string]string
 }
 
 func (r *otlpReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -73,6 +81,12 @@ func (r *otlpReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 					g.parent = s.ParentSpanID().String()
 				}
 				s.Attributes().Range(func(k string, v pcommon.Value) bool { g.attrs[k] = v.Str(); return true })
+				for l := 0; l < s.Links().Len(); l++ {
+					sl := s.Links().At(l)
+					gl := gotLink{trace: sl.TraceID().String(), id: sl.SpanID().String(), attrs: map[string]string{}}
+					sl.Attributes().Range(func(k string, v pcommon.Value) bool { gl.attrs[k] = v.Str(); return true })
+					g.links = append(g.links, gl)
+				}
 				r.spans = append(r.spans, g)
 			}
 		}
@@ -80,6 +94,50 @@ func (r *otlpReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte("{}"))
+}
+
+// tracer runs an OTLP receiver in the test and restarts the in-process
+// Kontinue with spans sent to it (on) or without (off: the suite's); the
+// suite's is back at the end of the test.
+type tracer struct {
+	recv *otlpReceiver
+	x    *spans.Exporter
+	cfg  *rest.Config // Kontinue's (nil: the suite's)
+}
+
+func newTracer(t *testing.T) *tracer {
+	t.Helper()
+	require.False(t, env.external, "the test restarts Kontinue in this process with an OTLP endpoint")
+	recv := &otlpReceiver{}
+	srv := httptest.NewServer(recv)
+	t.Cleanup(srv.Close)
+	x, err := spans.New(context.Background(), srv.URL)
+	require.NoError(t, err)
+	tr := &tracer{recv: recv, x: x}
+	t.Cleanup(func() {
+		env.kontinue.stop()
+		_ = x.Shutdown(context.Background())
+		env.kontinue = startKontinue(env.cfg)
+	})
+	return tr
+}
+
+func (tr *tracer) config() *rest.Config {
+	if tr.cfg != nil {
+		return tr.cfg
+	}
+	return env.cfg
+}
+
+// on restarts Kontinue with traces, off without.
+func (tr *tracer) on() {
+	env.kontinue.stop()
+	env.kontinue = startKontinueWith(tr.config(), func(o *reconciler.Options) { o.Spans = tr.x.StatusWritten })
+}
+
+func (tr *tracer) off() {
+	env.kontinue.stop()
+	env.kontinue = startKontinue(tr.config())
 }
 
 // byRevision are the spans received for namespace ns, by revision label
@@ -106,20 +164,9 @@ func (r *otlpReceiver) byRevision(ns string) map[string]map[string]gotSpan {
 // end, each under the span of the step it read (source → build →
 // deploy), a failure as an error span in its own revision's trace.
 func TestSpans(t *testing.T) {
-	require.False(t, env.external, "the test starts Kontinue in this process with an OTLP endpoint")
-	recv := &otlpReceiver{}
-	srv := httptest.NewServer(recv)
-	defer srv.Close()
-	x, err := spans.New(context.Background(), srv.URL)
-	require.NoError(t, err)
-	env.kontinue.stop()
-	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) { o.Spans = x.StatusWritten })
-	t.Cleanup(func() {
-		// Back to the suite's Kontinue, without spans.
-		env.kontinue.stop()
-		_ = x.Shutdown(context.Background())
-		env.kontinue = startKontinue(env.cfg)
-	})
+	tr := newTracer(t)
+	tr.on()
+	recv := tr.recv
 
 	ns := newNamespace(t)
 	apply(t, ns, provChain(ns))

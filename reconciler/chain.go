@@ -5,6 +5,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/chain"
+	"kontinue.dev/kontinue/reconciler/rollout/book"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -21,7 +22,8 @@ func newChainReconciler(m *Manager) *chainReconciler {
 	r := &chainReconciler{m: m, rec: chain.New(chain.Env{Tracker: m.tracker, Writer: m.w, Exists: m.templates.Exists,
 		StatusConflict: m.statusConflict, Wake: func(f *api.Flavor, namespace, name string) { // a roll-out's wave
 			m.owners[f.OwnerKind].ctrl.EnqueueFanOut(m.owners[f.OwnerKind].key(namespace, name))
-		}})}
+		},
+		Book: func(f *api.Flavor) *book.Book { return m.owners[f.OwnerKind].book }})}
 	r.ctrl = NewController("Chain", ReconcileFunc(r.Reconcile))
 	return r
 }
@@ -41,8 +43,8 @@ func (r *chainReconciler) enqueueAll() {
 func (r *chainReconciler) Reconcile(ctx context.Context, key Key) (Result, error) {
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		if key.Kind == f.ChainKind {
-			wait, poll, err := r.rec.Reconcile(ctx, f, key.Name)
-			return Result{RequeueAfter: max(wait, poll), Wait: wait > 0}, err
+			wait, err := r.rec.Reconcile(ctx, f, key.Name)
+			return Result{RequeueAfter: wait, Wait: wait > 0}, err
 		}
 	}
 	r.enqueueAll()

@@ -216,6 +216,10 @@ func (c *Controller) EnqueueFanOut(key Key) {
 	c.Queue.AddPriority(key, fairq.Low)
 }
 
+// EnqueueAfter adds a key after d, at most once per d: of two pending
+// adds of a key the earlier wins, so a burst of events is one reconcile.
+func (c *Controller) EnqueueAfter(key Key, d time.Duration) { c.Queue.AddAfter(key, d) }
+
 // Forget resets key's backoff: its next failure is retried soon again.
 func (c *Controller) Forget(key Key) { c.Queue.Forget(key) }
 

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -62,6 +63,9 @@ type Options struct {
 	// Spans, when set, is told of each owner's status write: the
 	// OpenTelemetry spans of what ended (reconciler/spans).
 	Spans func(o spans.Owner, prev, next []st.Resource)
+	// Attest, when set, adds signed attestations to owners' histories
+	// (attest.Signer.Extra): it needs the history on.
+	Attest func(o history.Owner, prev, next []st.Resource) map[string]string
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the
@@ -157,6 +161,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Attest != nil && opts.HistoryRevisions < 0 {
+		return nil, errors.New("attestations are kept in the owners' history ConfigMaps: turn the history on")
+	}
 	m := &Manager{
 		engines: map[string]render.Engine{render.FieldHelm: render.HelmWith(opts.Helm)},
 		dyn:     dyn,
@@ -165,6 +172,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		opts:    opts,
 		history: history.ForRevisions(opts.HistoryRevisions),
 		owners:  map[string]*ownerReconciler{},
+	}
+	if m.history != nil {
+		m.history.Extra = opts.Attest
 	}
 	// Events get their own client, with a rate limit of the same size but
 	// its own: they are the most frequent writes, and must not slow down

@@ -32,10 +32,11 @@ func (m *Manager) route(ev tracking.Event) {
 	}
 	switch {
 	case gvr == api.WorkloadGVR || gvr == api.DeliverableGVR:
+		f := flavorOfOwner(gvr)
+		m.noteOwner(f, ev) // roll-outs read their owners' status (rollout.go)
 		if ev.Type == tracking.Updated && !ownerChanged(ev.Old, ev.Obj) {
 			return // our own status write, or nothing we read
 		}
-		f := flavorOfOwner(gvr)
 		k := keyOf(f.OwnerKind, ev.Obj)
 		if ev.Type == tracking.Updated && reconcileRequested(ev.Old, ev.Obj) {
 			// A person asked for a reconcile now (`kontinue reconcile`):
@@ -53,6 +54,12 @@ func (m *Manager) route(ev tracking.Event) {
 		m.owners[f.OwnerKind].ctrl.Enqueue(k) // an edit, a create: before any fan-out
 	case gvr == api.SupplyChainGVR || gvr == api.DeliveryGVR:
 		if ev.Type == tracking.Updated && !specOrLabelsChanged(ev.Old, ev.Obj) {
+			if rolloutMoved(ev.Old, ev.Obj) {
+				// Its roll-out moved (a wave began: its owners are woken
+				// from the status they read) or was steered: the chain
+				// only.
+				m.chains.ctrl.Enqueue(keyOf(flavorOfChain(gvr).ChainKind, ev.Obj))
+			}
 			return
 		}
 		for _, o := range m.owners {

@@ -35,7 +35,7 @@ func newRunnableReconciler(m *Manager) *runnableReconciler {
 	r := &runnableReconciler{m: m,
 		bySel: map[tracking.Key]map[Key]struct{}{}, selOf: map[Key]tracking.Key{}}
 	r.rec = runnable.New(runnable.Env{Tracker: m.tracker, Writer: m.w, Clients: m.clients, AccountExists: m.accountExists,
-		StatusConflict: func() { m.statusConflict(api.KindRunnable) }})
+		StatusConflict: func() { m.statusConflict(api.KindRunnable) }, TraceContext: m.opts.Spans != nil})
 	r.ctrl = NewController(api.KindRunnable, ReconcileFunc(r.Reconcile))
 	r.gen = owner.NewSweep(m.tracker, m.w, m.dyn, func(name string) {
 		r.ctrl.Enqueue(Key{Kind: api.KindClusterRunTemplate, NamespacedName: types.NamespacedName{Name: name}})

@@ -80,6 +80,7 @@ const Permanent = "<permanent>"
 
 type entry struct {
 	informer cache.SharedIndexInformer
+	handler  cache.ResourceEventHandlerRegistration // nil: not registered
 	cancel   context.CancelFunc
 	users    map[string]struct{}
 
@@ -468,12 +469,14 @@ func (t *Tracker) Err(k Key) error {
 	return e.lastErr
 }
 
-// Synced reports whether the informer of k has synced.
+// Synced reports whether the informer of k has synced and its handler has
+// seen every object of the first list: what the handler keeps from the
+// events (the Manager's book of owners for roll-outs) is complete.
 func (t *Tracker) Synced(k Key) bool {
 	t.mu.Lock()
 	e := t.entries[k]
 	t.mu.Unlock()
-	return e != nil && e.informer.HasSynced()
+	return e != nil && e.informer.HasSynced() && (e.handler == nil || e.handler.HasSynced())
 }
 
 // WaitSynced waits until the watches of keys have synced, or ctx is done.
@@ -540,7 +543,7 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 		e.lastErr = err
 		e.errMu.Unlock()
 	})
-	_, _ = inf.AddEventHandler(t.handlerFor(k))
+	e.handler, _ = inf.AddEventHandler(t.handlerFor(k))
 	t.entries[k] = e
 	go inf.RunWithContext(ctx)
 	klog.V(2).InfoS("started watch", "watch", k.String())

@@ -275,3 +275,27 @@ func TestEachJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncedWaitsForTheHandler: a watch is Synced once its handler has
+// seen the whole first list, not merely once the cache holds it: what
+// the handler keeps from events (the Manager's book of owners) is complete
+// when Synced says so.
+func TestSyncedWaitsForTheHandler(t *testing.T) {
+	w := newWorld()
+	w.objs[cms] = []*unstructured.Unstructured{cm("a", "one", "1"), cm("a", "two", "1")}
+	release, seen := make(chan struct{}), make(chan string, 2)
+	tr := NewWith(w.informers, 0, func(e Event) {
+		seen <- e.Obj.GetName()
+		<-release
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tr.Start(ctx)
+	tr.Ensure(cms, "test")
+	<-seen // the handler holds the first object
+	require.Eventually(t, func() bool { _, synced := tr.List(cms, ""); return synced }, 5*time.Second, 5*time.Millisecond)
+	assert.False(t, tr.Synced(cms), "the cache holds the list, the handler has not seen it")
+	close(release)
+	waitSynced(t, tr, cms)
+	assert.Len(t, seen, 1, "the second object was handled before Synced")
+}

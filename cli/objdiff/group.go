@@ -27,6 +27,8 @@ type Object struct {
 	Op      string   `json:"op"`
 	Changes []Change `json:"changes,omitempty"`
 	Diff    string   `json:"diff"` // unified, live → new
+	// Note says what the diff leaves out (a runnable step's runs).
+	Note string `json:"note,omitempty"`
 }
 
 // Failure is a step of an owner that cannot be previewed, and why.
@@ -41,6 +43,10 @@ type Owner struct {
 	Ref
 	Objects  []Object  `json:"objects,omitempty"`
 	Failures []Failure `json:"failures,omitempty"`
+	// Generated are names Kontinue derives from the owner with a hash (a
+	// runnable step's ClusterRunTemplate): set aside as <generated> when
+	// grouping, like the owner's own name.
+	Generated []string `json:"-"`
 }
 
 // Group is owners whose objects change the same way, once their own
@@ -71,7 +77,7 @@ func GroupOwners(owners []Owner) []Group {
 		if !ok {
 			i = len(groups)
 			idx[k] = i
-			groups = append(groups, Group{Summary: summary(o.Objects, neutral(o.Ref)), Objects: o.Objects})
+			groups = append(groups, Group{Summary: summary(o.Objects, neutral(o)), Objects: o.Objects})
 		}
 		groups[i].Owners = append(groups[i].Owners, o.Ref)
 	}
@@ -105,7 +111,7 @@ func summary(objs []Object, r *strings.Replacer) string {
 // by placeholders: owners whose templates put their name in a value
 // (an image, a host) still group.
 func key(o Owner) string {
-	r := neutral(o.Ref)
+	r := neutral(o)
 	var b strings.Builder
 	for _, obj := range o.Objects {
 		b.WriteString(obj.Step + "|" + obj.APIVersion + "|" + obj.Kind + "|" + obj.Op + "|" + r.Replace(obj.Name) + "\n")
@@ -116,10 +122,15 @@ func key(o Owner) string {
 	return b.String()
 }
 
-// neutral replaces an owner's UID, namespace and name, the longest first
-// (a name may hold the namespace or the other way round).
-func neutral(r Ref) *strings.Replacer {
+// neutral replaces an owner's UID, namespace, name and generated names,
+// the longest first (a name may hold the namespace or the other way round,
+// a generated name both).
+func neutral(o Owner) *strings.Replacer {
+	r := o.Ref
 	pairs := [][2]string{{r.UID, "<uid>"}, {r.Namespace, "<namespace>"}, {r.Name, "<name>"}}
+	for _, g := range o.Generated {
+		pairs = append(pairs, [2]string{g, "<generated>"})
+	}
 	sort.SliceStable(pairs, func(i, j int) bool { return len(pairs[i][0]) > len(pairs[j][0]) })
 	var args []string
 	for _, p := range pairs {

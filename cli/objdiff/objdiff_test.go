@@ -166,4 +166,24 @@ func TestGroupOwners(t *testing.T) {
 	require.Equal(t, []Ref{ref(x), ref(y)}, groups[0].Owners)
 	require.Equal(t, "step [s] Service: a new object", groups[0].Summary)
 	require.Equal(t, "step [s] Service: no longer stamped", groups[1].Summary)
+
+	// A generated name (a runnable step's ClusterRunTemplate: the owner's
+	// namespace, name and a hash of them) groups, in the object's name and
+	// where another object names it.
+	gen := func(ns, name, hash string) Owner {
+		crt := ns + "-" + name + "-lint-" + hash
+		o := owner(ns, name, "u-"+name,
+			Object{Step: "lint", Kind: "ClusterRunTemplate", Name: crt, Op: OpAdded,
+				Changes: []Change{{Path: "metadata.annotations.kontinue.dev/generated-for", Op: OpAdded, New: "Workload " + ns + "/" + name + " step lint"}}},
+			Object{Step: "lint", Kind: "Runnable", Namespace: ns, Name: name + "-linter", Op: OpAdded,
+				Changes: []Change{{Path: "spec.runTemplateRef.name", Op: OpAdded, New: crt}}})
+		o.Generated = []string{crt}
+		return o
+	}
+	p, q := gen("dev", "app-p", "0a1b2c3d4e"), gen("dev", "app-q", "9f8e7d6c5b")
+	groups = GroupOwners([]Owner{p, q})
+	require.Len(t, groups, 1, "%+v", groups)
+	require.Equal(t, []Ref{ref(p), ref(q)}, groups[0].Owners)
+	p.Generated, q.Generated = nil, nil
+	require.Len(t, GroupOwners([]Owner{p, q}), 2, "without the generated names set aside the hashes differ")
 }

@@ -55,6 +55,9 @@ type Chain struct {
 	// FromOwner is true when the chain was not readable and the graph was
 	// made from an owner's status (ChainOf): no options, no selector.
 	FromOwner bool `json:"fromOwner,omitempty"`
+	// Rollout is the chain's roll-out in waves, when it has a policy
+	// (spec.rollout); its waves' owners are set by Count.
+	Rollout *Rollout `json:"rollout,omitempty"`
 }
 
 // ChainStep is one step of a chain.
@@ -102,6 +105,7 @@ func BuildChain(u *unstructured.Unstructured) Chain {
 	c.Conditions = conditions(status.Conditions)
 	c.Ready = find(c.Conditions, st.Ready)
 	c.Selector = selectorText(spec.Selector, spec.SelectorMatchExpressions, spec.SelectorMatchFields)
+	c.Rollout = buildRollout(u, spec, c.Conditions)
 	for _, s := range spec.Resources {
 		cs := ChainStep{Name: s.Name, TemplateKind: s.TemplateRef.Kind, TemplateName: s.TemplateRef.Name}
 		for _, o := range s.TemplateRef.Options {
@@ -185,9 +189,14 @@ func setDepths(steps []ChainStep) {
 func ChainKey(kind, name string) string { return kind + "/" + name }
 
 // Count sets each chain's Owners and OwnersReady from the owners whose
-// status names it.
+// status names it, and, during a roll-out, the owners of each wave. A
+// chain's Rollout is copied first: the chains given may share it with a
+// cache.
 func Count(chains []Chain, owners []Owner) {
-	type n struct{ all, ready int }
+	type n struct {
+		all, ready int
+		owners     []Owner
+	}
 	counts := map[string]*n{}
 	for _, o := range owners {
 		if o.Chain == nil {
@@ -201,14 +210,24 @@ func Count(chains []Chain, owners []Owner) {
 		if o.Ready.Status == string(st.True) {
 			counts[k].ready++
 		}
+		counts[k].owners = append(counts[k].owners, o)
 	}
 	for i := range chains {
 		c := counts[ChainKey(chains[i].ChainKind, chains[i].Name)]
 		if c == nil {
-			chains[i].Owners, chains[i].OwnersReady = 0, 0
-			continue
+			c = &n{}
 		}
 		chains[i].Owners, chains[i].OwnersReady = c.all, c.ready
+		if r := chains[i].Rollout; r != nil {
+			cp := *r
+			cp.Plan = append([]RolloutWave(nil), r.Plan...)
+			kind := api.KindWorkload
+			if chains[i].ChainKind == api.KindClusterDelivery {
+				kind = api.KindDeliverable
+			}
+			countWaves(&cp, kind, c.owners)
+			chains[i].Rollout = &cp
+		}
 	}
 }
 

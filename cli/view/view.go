@@ -58,6 +58,11 @@ type Owner struct {
 	// Stale is true when the status describes an older generation than the
 	// spec: the controller has not caught up yet.
 	Stale bool `json:"stale,omitempty"`
+	// ChainRevision is the revision of its chain's definitions it rendered
+	// with (status.chainRevision), under a chain's roll-out policy.
+	ChainRevision string `json:"chainRevision,omitempty"`
+
+	labels map[string]string // which wave admits it (Count); not shown
 }
 
 // List is several owners.
@@ -191,6 +196,8 @@ func Build(owner *unstructured.Unstructured, runnables map[string]*unstructured.
 		_ = json.Unmarshal(b, &status)
 	}
 	v.ObservedGeneration = status.ObservedGeneration
+	v.ChainRevision = status.ChainRevision
+	v.labels = owner.GetLabels()
 	v.LastHandledReconcileAt = status.LastHandledReconcileAt
 	v.Stale = status.ObservedGeneration < v.Generation
 	switch {

@@ -365,7 +365,8 @@ function sideChains(r) {
     const sel = r.view === 'chain' && r.kind === c.chainKind && r.name === c.name;
     items.push(h('a', { href: chainHref(c.chainKind, c.name), class: sel ? 'sel' : null, 'data-chain': c.name },
       h('span', { class: 'dot ' + stateClass(c.ready.status) }), c.name,
-      h('span', { class: 'sub' }, c.chainKind + ' · ' + c.owners + ' owner' + (c.owners === 1 ? '' : 's') + ' · ' + c.ownersReady + ' Ready')));
+      h('span', { class: 'sub' }, c.chainKind + ' · ' + c.owners + ' owner' + (c.owners === 1 ? '' : 's') + ' · ' + c.ownersReady + ' Ready' +
+        (c.rollout && c.rollout.phase !== 'Complete' ? ' · roll-out ' + rolloutPhase(c.rollout) : ''))));
   }
   return items;
 }
@@ -385,12 +386,13 @@ function homePage() {
   const chainRows = state.chains.map((c) => h('tr', {},
     h('td', {}, h('a', { href: chainHref(c.chainKind, c.name) }, c.name)),
     h('td', {}, c.chainKind), h('td', {}, chip(c.ready.status, c.ready.reason || c.ready.status)),
-    h('td', {}, String((c.steps || []).length)), h('td', {}, String(c.owners)), h('td', {}, String(c.ownersReady))));
+    h('td', {}, String((c.steps || []).length)), h('td', {}, String(c.owners)), h('td', {}, String(c.ownersReady)),
+    h('td', {}, c.rollout ? chip(phaseStatus(c.rollout), rolloutPhase(c.rollout)) : '-')));
   homeTable.persistent = true; // its rows are kept by updateRow, never redrawn here
   homeTable.hidden = rows.size === 0;
   return [
     h('h1', {}, 'Chains'),
-    chainRows.length ? h('table', {}, h('tr', {}, ['name', 'kind', 'ready', 'steps', 'owners', 'owners ready'].map((t) => h('th', {}, t))), chainRows)
+    chainRows.length ? h('table', {}, h('tr', {}, ['name', 'kind', 'ready', 'steps', 'owners', 'owners ready', 'roll-out'].map((t) => h('th', {}, t))), chainRows)
       : h('p', { class: 'muted' }, 'No ClusterSupplyChain or ClusterDelivery visible.'),
     h('h1', {}, 'Workloads and Deliverables'),
     rows.size ? null : h('p', { class: 'muted' }, 'No Workload or Deliverable visible.'),
@@ -410,16 +412,153 @@ function chainPage(r) {
       c.selector ? h('span', { class: 'muted' }, 'selects ', h('code', {}, c.selector)) : null),
   ];
   if (c.ready.status !== 'True' && c.ready.message) out.push(h('div', { class: 'message ' + stateClass(c.ready.status) }, c.ready.message));
+  if (c.rollout) out.push(rolloutSection(c));
   out.push(h('div', { class: 'graph' }, graph(c, null)));
   const owners = sortedOwners().filter((o) => o.chain && o.chain.kind === c.chainKind && o.chain.name === c.name && matches(o));
+  const rolling = c.rollout && c.rollout.target;
   if (owners.length) {
     out.push(h('h2', {}, 'Owners on this chain'));
-    out.push(h('table', {}, h('tr', {}, ['namespace', 'name', 'ready', 'steps', 'message'].map((t) => h('th', {}, t))),
+    out.push(h('table', {}, h('tr', {}, ['namespace', 'name', 'ready', 'steps', rolling ? 'revision' : null, 'message'].filter(Boolean).map((t) => h('th', {}, t))),
       owners.map((o) => h('tr', {}, h('td', {}, o.namespace), h('td', {}, h('a', { href: ownerHref(o) }, o.name)),
         h('td', {}, chip(o.ready.status, o.ready.reason || o.ready.status)), h('td', {}, stepsReady(o)),
+        rolling ? h('td', {}, revisionText(c.rollout, o.chainRevision)) : null,
         h('td', {}, cut(o.ready.status === 'True' ? '' : o.ready.message, 140))))));
   }
   return out;
+}
+
+// ---- a chain's roll-out ----------------------------------------------------------
+
+// The phase of a roll-out as shown: the status's, "Pending" before the
+// controller looked, "paused" added when the annotation is on but the
+// status does not say Paused yet (or a halted roll-out is paused too).
+function rolloutPhase(r) {
+  const phase = r.phase || 'Pending';
+  return phase + (r.paused && phase !== 'Paused' ? ' · paused' : '');
+}
+
+function phaseStatus(r) {
+  switch (r.phase) {
+    case 'Complete': return 'True';
+    case 'Halted': case 'Invalid': return 'False';
+    default: return 'Unknown';
+  }
+}
+
+// revisionText names an owner's chain revision against the roll-out's.
+function revisionText(r, rev) {
+  if (!rev) return h('span', { class: 'muted' }, 'none recorded');
+  const which = rev === r.target ? 'target' : rev === r.stable ? 'stable' : rev === r.previous ? 'previous' : '';
+  return h('span', { class: 'rev rev-' + (which || 'other'), 'data-revision': rev }, h('code', {}, rev), which ? ' ' + which : '');
+}
+
+function rolloutSection(c) {
+  const r = c.rollout;
+  const rows = [];
+  const row = (k, ...v) => rows.push(h('dt', {}, k), h('dd', {}, ...v));
+  row('stable', r.stable ? h('code', {}, r.stable) : h('span', { class: 'muted' }, 'none yet'));
+  if (r.target) {
+    row('target', h('code', {}, r.target), ' · wave ' + (r.wave + 1) + ' of ' + r.waves);
+    row('owners', r.updated + ' of ' + r.admitted + ' admitted Ready on the target, of ' + r.owners);
+  }
+  if (r.previous) row('previous', h('code', {}, r.previous), h('span', { class: 'muted' }, ' undo restores it once no roll-out is under way'));
+  if (r.paused) row('paused', 'yes: no further wave begins (kontinue.dev/rollout-paused)');
+  const out = [h('h2', {}, 'Roll-out'),
+    h('div', { class: 'summary' }, chip(phaseStatus(r), rolloutPhase(r)), state.identity.rollout ? rolloutButtons(c) : null),
+    h('dl', { class: 'rollout-facts' }, rows)];
+  if (r.error) out.push(h('div', { class: 'message false' }, 'spec.rollout cannot be used: ' + r.error));
+  else if (r.condition && r.condition.status !== 'True' && r.condition.message) {
+    out.push(h('div', { class: 'message ' + stateClass(r.condition.status), id: 'rollout-message' }, r.condition.type + ': ' + r.condition.message));
+  }
+  if ((r.failing || []).length) {
+    out.push(h('div', { class: 'message false', id: 'rollout-failing' }, 'Failed on revision ' + r.target + ': ',
+      r.failing.flatMap((key, i) => {
+        const [ns, ...name] = key.split('/');
+        const o = { ownerKind: c.chainKind === 'ClusterDelivery' ? 'Deliverable' : 'Workload', namespace: ns, name: name.join('/') };
+        return [i ? ', ' : '', h('a', { href: ownerHref(o), 'data-failing': key }, key)];
+      })));
+  }
+  if ((r.plan || []).length) {
+    out.push(h('table', { class: 'waves' },
+      h('tr', {}, ['wave', 'admits', 'state', 'owners', 'Ready on target', 'failed', ''].map((t) => h('th', {}, t))),
+      r.plan.map((w, i) => {
+        const st = !r.target ? '–' : i < r.wave ? 'done' : i === r.wave ? (r.phase === 'Halted' ? 'halted' : 'rolling') : 'waiting';
+        return h('tr', { 'data-wave': i, 'data-state': st },
+          h('td', {}, String(i + 1)), h('td', {}, w.rule + (w.implied ? ' (implied)' : '')), h('td', {}, st),
+          h('td', {}, r.target ? String(w.owners) : '–'), h('td', {}, r.target ? String(w.updated) : '–'),
+          h('td', { class: w.failing ? 'bad' : null }, r.target ? String(w.failing) : '–'),
+          h('td', {}, (w.members || []).map((m) => h('a', { class: 'wm wm-' + m.state, href: ownerHref(m), 'data-member': m.namespace + '/' + m.name, 'data-state': m.state, title: m.state },
+            m.namespace + '/' + m.name)), w.owners > (w.members || []).length ? h('span', { class: 'muted' }, ' and ' + (w.owners - w.members.length) + ' more') : null));
+      })));
+    out.push(h('p', { class: 'note' }, r.target
+      ? 'Each owner is in the first wave that admits it: failed on the target (red), moving to it (amber), Ready on it (green), waiting for its wave (grey).'
+      : 'No roll-out under way: an edit of the chain or of a template it uses rolls out in these waves.'));
+  }
+  return h('section', { class: 'rollout', id: 'rollout', 'data-phase': r.phase || 'Pending', 'data-paused': r.paused ? 'true' : 'false' }, out);
+}
+
+// rolloutButtons are a chain's pause, resume and undo, kept across
+// updates (their feedback stays); each POSTs api/rollout, which runs the
+// function `kontinue rollout pause|resume|undo` runs, as the dashboard's
+// identity. Undo asks for a second click.
+const rolloutControls = new Map(); // chain key -> { el, buttons, result }
+function rolloutButtons(c) {
+  const key = c.chainKind + '/' + c.name;
+  let ctl = rolloutControls.get(key);
+  if (!ctl) {
+    const result = h('span', { class: 'rollout-result', id: 'rollout-result' });
+    const buttons = {};
+    const send = async (verb, b) => {
+      for (const x of Object.values(buttons)) x.disabled = true;
+      result.textContent = verb + '…';
+      try {
+        const res = await fetch('api/rollout', { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Kontinue-Dashboard': '1' },
+          body: JSON.stringify({ verb, kind: c.chainKind, name: c.name }) });
+        const body = await res.json();
+        result.textContent = res.ok ? body.message : 'Failed: ' + cut(body.error, 160);
+        result.className = 'rollout-result ' + (res.ok ? 'ok' : 'failed');
+      } catch (err) {
+        result.textContent = 'Failed: ' + err;
+        result.className = 'rollout-result failed';
+      }
+      delete b.dataset.armed;
+      updateRolloutButtons(ctl, findChain(c.chainKind, c.name) || c);
+    };
+    for (const [verb, label, title] of [
+      ['pause', 'Pause', 'no further wave begins: sets kontinue.dev/rollout-paused, as `kontinue rollout pause` does'],
+      ['resume', 'Resume', 'go on, and look at a halted wave again: as `kontinue rollout resume` does'],
+      ['undo', 'Undo', 'write a kept revision\'s definitions back to the chain and its templates, as `kontinue rollout undo` does']]) {
+      const b = h('button', { id: 'rollout-' + verb, title, 'data-verb': verb }, label);
+      b.addEventListener('click', () => {
+        if (verb === 'undo' && !b.dataset.armed) {
+          b.dataset.armed = '1';
+          b.textContent = 'Click again to undo to ' + undoTarget(findChain(c.chainKind, c.name) || c);
+          setTimeout(() => { delete b.dataset.armed; updateRolloutButtons(ctl, findChain(c.chainKind, c.name) || c); }, 10000);
+          return;
+        }
+        send(verb, b);
+      });
+      buttons[verb] = b;
+    }
+    ctl = { el: h('span', { class: 'rollout-buttons' }, Object.values(buttons), result), buttons, result };
+    ctl.el.persistent = true;
+    rolloutControls.set(key, ctl);
+  }
+  updateRolloutButtons(ctl, c);
+  return ctl.el;
+}
+
+// undoTarget is the revision undo writes back: the stable one during a
+// roll-out, else the previous one.
+function undoTarget(c) { const r = c.rollout || {}; return r.target ? r.stable : r.previous; }
+
+function updateRolloutButtons(ctl, c) {
+  const r = c.rollout || {};
+  const b = ctl.buttons;
+  b.pause.disabled = !!r.paused;
+  b.resume.disabled = !(r.paused || r.phase === 'Halted');
+  b.undo.disabled = !undoTarget(c);
+  if (!b.undo.dataset.armed) b.undo.textContent = undoTarget(c) ? 'Undo to ' + undoTarget(c) : 'Undo';
 }
 
 function ownerPage(r) {
@@ -430,6 +569,12 @@ function ownerPage(r) {
     chip(o.ready.status, 'Ready: ' + o.ready.status + (o.ready.reason ? ' (' + o.ready.reason + ')' : '')),
     o.chain ? h('span', {}, 'on ', h('a', { href: chainHref(o.chain.kind, o.chain.name) }, o.chain.kind + ' ' + o.chain.name)) : h('span', { class: 'muted' }, 'no chain chosen'),
     h('span', { class: 'muted' }, stepsReady(o) + ' steps Ready'));
+  const oc = o.chain ? findChain(o.chain.kind, o.chain.name) : null;
+  if (oc && oc.rollout && oc.rollout.target) {
+    // A roll-out under way: which revision of the chain's definitions this owner renders with.
+    summary.append(h('span', { id: 'owner-revision' }, 'chain revision ', revisionText(oc.rollout, o.chainRevision),
+      h('span', { class: 'muted' }, ' (roll-out ' + rolloutPhase(oc.rollout) + ')')));
+  }
   if (!state.identity.readOnly) summary.append(reconcileButton(o));
   out.push(summary);
   if (o.stale) out.push(h('div', { class: 'message unknown' }, 'The status describes generation ' + o.observedGeneration + ' of ' + o.generation + ': Kontinue has not caught up yet.'));

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 )
@@ -97,19 +98,60 @@ func TestSelectors(t *testing.T) {
 	exprs, err := Exprs(Dir())
 	require.NoError(t, err)
 	require.NotEmpty(t, exprs)
-	e := exprs[0].Expr
-	sels := Selectors(e)
-	require.Len(t, sels, 1)
-	require.Equal(t, "leader_election_master_status", sels[0].Metric)
-	require.Len(t, sels[0].Matchers, 2)
+	require.Equal(t, "alert KontinueNoLeader", exprs[0].Where)
+	var metrics []string
+	for _, s := range Selectors(exprs[0].Expr) {
+		metrics = append(metrics, s.Metric)
+		require.Equal(t, Job, s.Job())
+	}
+	require.Equal(t, []string{"kontinue_leader", "kontinue_leader", "up", "kontinue_leader"}, metrics)
 	for _, e := range exprs {
 		if e.Where == "panel Reconcile time p99" {
 			s := Selectors(e.Expr)
-			require.Len(t, s, 1)
+			require.Len(t, s, 2)
 			require.Equal(t, "controller_runtime_reconcile_time_seconds_bucket", s[0].Metric)
-			require.Equal(t, []string{"controller", "le"}, s[0].Grouping)
+			require.Equal(t, []string{"controller", "le", "instance", "pod"}, s[0].Grouping, "shard comes from kontinue_leader")
+			require.Equal(t, "kontinue_leader", s[1].Metric)
+			require.Equal(t, []string{"shard", "instance", "pod", "instance", "pod", "shard"}, s[1].Grouping)
+			require.Equal(t, ".*", s[1].Matchers[1].Value, "$shard is replaced by All")
 			return
 		}
 	}
 	t.Fatal("panel Reconcile time p99 not found")
+}
+
+// TestSelectorsGrouping: the labels a selector must have follow the
+// aggregations above it as far as they reach its side of a join.
+func TestSelectorsGrouping(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		want map[string][]string // metric: grouping
+	}{
+		{`sum by (a) (x)`, map[string][]string{"x": {"a"}}},
+		{`sum without (a) (rate(x[5m]))`, map[string][]string{"x": {"a"}}},
+		{`histogram_quantile(0.9, sum by (a, le) (x))`, map[string][]string{"x": {"a", "le"}}},
+		{`max by (a) (x > 0)`, map[string][]string{"x": {"a"}}},
+		// group_left: the many side has what the outer sum asks for, less
+		// what the one side copies in; the one side has that and the match.
+		{`sum by (a, s) (x * on (i) group_left (s) y)`, map[string][]string{"x": {"a", "i"}, "y": {"s", "i"}}},
+		{`sum by (a, s) (y * on (i) group_right (s) x)`, map[string][]string{"x": {"a", "i"}, "y": {"s", "i"}}},
+		{`sum by (a, s) (x * on (i) group_left (s) group by (i, s) (y))`, map[string][]string{"x": {"a", "i"}, "y": {"s", "i", "i", "s"}}},
+		// and/unless: the right side only filters.
+		{`max by (a) (x and on (i) y)`, map[string][]string{"x": {"a", "i"}, "y": {"i"}}},
+		{`max by (a) (x unless y)`, map[string][]string{"x": {"a"}, "y": nil}},
+		{`max by (a) (x) unless on () absent(y)`, map[string][]string{"x": {"a"}, "y": nil}},
+		// or: both sides' series are in the result.
+		{`max by (a) (x or y)`, map[string][]string{"x": {"a"}, "y": {"a"}}},
+		// one-to-one on (...): the result keeps the left's labels.
+		{`sum by (a) (x / on (i) y)`, map[string][]string{"x": {"a", "i"}, "y": {"i"}}},
+		{`sum by (a) (x / y)`, map[string][]string{"x": {"a"}, "y": {"a"}}},
+	} {
+		e, err := parser.NewParser(parser.Options{}).ParseExpr(tc.expr)
+		require.NoError(t, err, tc.expr)
+		got := map[string][]string{}
+		for _, s := range Selectors(e) {
+			got[s.Metric] = s.Grouping
+		}
+		require.Equal(t, tc.want, got, tc.expr)
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/hack/installyaml/render"
@@ -471,4 +472,163 @@ func TestDeploymentHardened(t *testing.T) {
 func nested(m map[string]any, path ...string) any {
 	v, _, _ := unstructured.NestedFieldNoCopy(m, path...)
 	return v
+}
+
+// TestChartShards: sharding.shards renders one Deployment per shard (and the
+// default one unless sharding.defaultShard is off), each running --shard on
+// its own Lease, which the leader-election Role allows; no selector picks Pods
+// of two Deployments (a Pod two budgets select cannot be evicted); the
+// metrics Service reaches every replica; the admission policy is there only
+// with shards.
+func TestChartShards(t *testing.T) {
+	render := func(values map[string]any) []*unstructured.Unstructured {
+		docs, err := RenderChart(repo(t), values)
+		require.NoError(t, err)
+		return parse(t, []byte(strings.Join(docs, "\n---\n")))
+	}
+	args := func(d *unstructured.Unstructured) []string {
+		var out []string
+		for _, a := range nested(d.Object, "spec", "template", "spec", "containers").([]any)[0].(map[string]any)["args"].([]any) {
+			out = append(out, a.(string))
+		}
+		return out
+	}
+	selects := func(o *unstructured.Unstructured, path ...string) labels.Selector {
+		m, _, err := unstructured.NestedStringMap(o.Object, path...)
+		require.NoError(t, err)
+		require.NotEmpty(t, m, "%s %s: selector %v", o.GetKind(), o.GetName(), path)
+		return labels.SelectorFromSet(m)
+	}
+	podLabels := func(d *unstructured.Unstructured) labels.Set {
+		m, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
+		return m
+	}
+	// leases are the Leases the Deployments elect on, as the controller
+	// names them (leader.go: <id>, or <id>-shard-<shard> with --shard).
+	leases := func(deps []*unstructured.Unstructured) []string {
+		var out []string
+		for _, d := range deps {
+			id, shard := "", ""
+			for _, a := range args(d) {
+				if v, ok := strings.CutPrefix(a, "--leader-election-id="); ok {
+					id = v
+				}
+				if v, ok := strings.CutPrefix(a, "--shard="); ok {
+					shard = v
+				}
+			}
+			require.NotEmpty(t, id, d.GetName())
+			if shard != "" {
+				id += "-shard-" + shard
+			}
+			out = append(out, id)
+		}
+		return out
+	}
+	roleLeases := func(objs []*unstructured.Unstructured) []string {
+		for _, r := range rules(t, byKind(objs, "Role")[0]) {
+			if slices.Contains(r.Resources, "leases") && !slices.Equal(r.Verbs, []string{"create"}) {
+				return r.ResourceNames
+			}
+		}
+		return nil
+	}
+
+	objs := render(nil)
+	require.Len(t, byKind(objs, "Deployment"), 1)
+	require.Empty(t, byKind(objs, "ValidatingAdmissionPolicy"), "no policy without shards")
+	require.Equal(t, []string{"kontinue-leader"}, roleLeases(objs))
+
+	objs = render(map[string]any{"sharding": map[string]any{"shards": []any{"a", "on"}},
+		"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}})
+	deps := byKind(objs, "Deployment")
+	require.Len(t, deps, 3)
+	require.Equal(t, []string{"kontinue", "kontinue-shard-a", "kontinue-shard-on"}, []string{deps[0].GetName(), deps[1].GetName(), deps[2].GetName()})
+	require.NotContains(t, strings.Join(args(deps[0]), " "), "--shard")
+	require.Contains(t, args(deps[1]), "--shard=a")
+	require.Contains(t, args(deps[2]), "--shard=on")
+	for _, d := range deps {
+		require.Contains(t, args(d), "--leader-elect", d.GetName())
+		require.Equal(t, "kontinue", nested(d.Object, "spec", "template", "spec", "serviceAccountName"), "RBAC is shared")
+	}
+	require.Equal(t, []string{"kontinue-leader", "kontinue-leader-shard-a", "kontinue-leader-shard-on"}, leases(deps))
+	require.Equal(t, leases(deps), roleLeases(objs), "the Role allows each Deployment's Lease, and no other")
+	require.Equal(t, "on", podLabels(deps[2])["kontinue.dev/controller-shard"], "a label value stays a string")
+
+	pdbs := byKind(objs, "PodDisruptionBudget")
+	require.Len(t, pdbs, 3)
+	for i, d := range deps {
+		sel := selects(d, "spec", "selector", "matchLabels")
+		term := nested(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution").([]any)[0]
+		require.Equal(t, sel.String(), selects(&unstructured.Unstructured{Object: term.(map[string]any)}, "podAffinityTerm", "labelSelector", "matchLabels").String(),
+			"%s: replicas of a shard spread over nodes", d.GetName())
+		for j, other := range deps {
+			require.Equal(t, i == j, sel.Matches(podLabels(other)), "the selector of %s and the Pods of %s", d.GetName(), other.GetName())
+			require.Equal(t, i == j, selects(pdbs[i], "spec", "selector", "matchLabels").Matches(podLabels(other)),
+				"budget %s and the Pods of %s", pdbs[i].GetName(), other.GetName())
+		}
+	}
+	svc := byKind(objs, "Service")
+	require.Len(t, svc, 1)
+	for _, d := range deps {
+		require.True(t, selects(svc[0], "spec", "selector").Matches(podLabels(d)), "kontinue-metrics reaches the replicas of %s", d.GetName())
+	}
+	require.True(t, selects(byKind(objs, "ServiceMonitor")[0], "spec", "selector", "matchLabels").Matches(labels.Set(svc[0].GetLabels())))
+
+	vap := byKind(objs, "ValidatingAdmissionPolicy")
+	require.Len(t, vap, 1)
+	binding := byKind(objs, "ValidatingAdmissionPolicyBinding")
+	require.Len(t, binding, 1)
+	require.Equal(t, vap[0].GetName(), nested(binding[0].Object, "spec", "policyName"))
+	require.Equal(t, []any{"Deny"}, nested(binding[0].Object, "spec", "validationActions"))
+	require.Contains(t, fmt.Sprint(nested(vap[0].Object, "spec", "variables")), "['a', 'on']")
+	require.Len(t, nested(vap[0].Object, "spec", "validations"), 2, "empty, or a shard not in the list")
+
+	// Without the default shard: no Deployment kontinue, no budget nor
+	// Lease for it, and the policy refuses owners without the label too.
+	objs = render(map[string]any{"sharding": map[string]any{"shards": []any{"a"}, "defaultShard": false}})
+	deps = byKind(objs, "Deployment")
+	require.Len(t, deps, 1)
+	require.Equal(t, "kontinue-shard-a", deps[0].GetName())
+	require.Len(t, byKind(objs, "PodDisruptionBudget"), 1)
+	require.Equal(t, []string{"kontinue-leader-shard-a"}, roleLeases(objs))
+	validations := nested(byKind(objs, "ValidatingAdmissionPolicy")[0].Object, "spec", "validations").([]any)
+	require.Len(t, validations, 3)
+	require.Contains(t, validations[2].(map[string]any)["message"], "without the label")
+
+	// The dashboard is the default shard's (its informers read every owner;
+	// a shard's replicas keep to their shard).
+	objs = render(map[string]any{"sharding": map[string]any{"shards": []any{"a"}}, "dashboard": map[string]any{"enabled": true}})
+	deps = byKind(objs, "Deployment")
+	require.Contains(t, args(deps[0]), "--dashboard-bind-address=:8082")
+	require.NotContains(t, strings.Join(args(deps[1]), " "), "--dashboard")
+	for _, s := range byKind(objs, "Service") {
+		if s.GetName() == "kontinue-dashboard" {
+			require.True(t, selects(s, "spec", "selector").Matches(podLabels(deps[0])))
+			require.False(t, selects(s, "spec", "selector").Matches(podLabels(deps[1])))
+		}
+	}
+
+	objs = render(map[string]any{"sharding": map[string]any{"shards": []any{"a"}, "admissionPolicy": false}})
+	require.Empty(t, byKind(objs, "ValidatingAdmissionPolicy"))
+	require.Empty(t, byKind(objs, "ValidatingAdmissionPolicyBinding"))
+
+	for msg, values := range map[string]map[string]any{
+		"sharding.defaultShard: false needs sharding.shards": {"sharding": map[string]any{"defaultShard": false}},
+		"dashboard.enabled needs sharding.defaultShard":      {"sharding": map[string]any{"shards": []any{"a"}, "defaultShard": false}, "dashboard": map[string]any{"enabled": true}},
+		"schema": {"sharding": map[string]any{"shards": []any{"A_b"}}},
+	} {
+		_, err := RenderChart(repo(t), values)
+		require.ErrorContains(t, err, msg)
+	}
+	for _, bad := range []map[string]any{
+		{"sharding": map[string]any{"shards": []any{"a", "a"}}},
+		{"sharding": map[string]any{"shards": []any{""}}},
+		{"sharding": map[string]any{"shards": "a"}},
+		{"sharding": map[string]any{"shards": []any{strings.Repeat("a", 64)}}},
+		{"shards": []any{"a"}},
+	} {
+		_, err := RenderChart(repo(t), bad)
+		require.ErrorContains(t, err, "schema", "%v", bad)
+	}
 }

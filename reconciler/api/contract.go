@@ -47,6 +47,14 @@ const (
 	// (its input set), so that an unchanged reconcile can skip the API
 	// call, also after a restart.
 	AnnotationDigest = "kontinue.dev/applied-digest"
+
+	// AnnotationTraceParent holds, when traces are exported, the W3C
+	// traceparent of the step's span in the trace of the revision whose
+	// input set the object was stamped for (reconciler/spans), so that
+	// whoever acts on the object can continue that trace. It is outside
+	// the digest and never compared: it changes only when the object is
+	// written anyway.
+	AnnotationTraceParent = "kontinue.dev/traceparent"
 )
 
 // Flavor is what differs between the two owner kinds: a Workload walks a

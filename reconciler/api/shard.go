@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -55,4 +56,27 @@ func ValidShard(shard string) error {
 		return fmt.Errorf("shard %q: %s", shard, errs[0])
 	}
 	return nil
+}
+
+// ShardLease is the Lease a shard's replicas elect their leader on: id (the
+// --leader-election-id) for the default shard, which keeps the Lease it
+// always had, and <id>-shard-<shard> for a shard.
+func ShardLease(id, shard string) string {
+	if shard == "" {
+		return id
+	}
+	return id + "-shard-" + shard
+}
+
+// LeaseShard is the shard whose Lease is named name (ShardLease(id, shard)),
+// and false for a name that is no shard's Lease.
+func LeaseShard(id, name string) (string, bool) {
+	if name == id {
+		return "", true
+	}
+	shard, ok := strings.CutPrefix(name, id+"-shard-")
+	if !ok || shard == "" || ValidShard(shard) != nil {
+		return "", false
+	}
+	return shard, true
 }

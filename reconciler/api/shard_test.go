@@ -54,3 +54,17 @@ func TestValidShard(t *testing.T) {
 		assert.Error(t, ValidShard(bad), bad)
 	}
 }
+
+func TestShardLease(t *testing.T) {
+	assert.Equal(t, "kontinue-leader", ShardLease("kontinue-leader", ""))
+	assert.Equal(t, "kontinue-leader-shard-a", ShardLease("kontinue-leader", "a"))
+	for _, shard := range []string{"", "a", "blue-2", "shard"} {
+		got, ok := LeaseShard("kontinue-leader", ShardLease("kontinue-leader", shard))
+		assert.True(t, ok, shard)
+		assert.Equal(t, shard, got)
+	}
+	for _, name := range []string{"other", "kontinue-leader-shard-", "kontinue-leader-shard-Bad_Name", "kontinue-leader-2", "x-kontinue-leader-shard-a"} {
+		_, ok := LeaseShard("kontinue-leader", name)
+		assert.False(t, ok, name)
+	}
+}

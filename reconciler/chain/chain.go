@@ -18,6 +18,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/rollout"
+	"kontinue.dev/kontinue/reconciler/rollout/book"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -26,14 +27,16 @@ import (
 
 // Env is what a chain's reconcile needs of the Manager: the cache, the
 // writer, whether a template exists, a hook told of a status write
-// refused as a conflict (metrics: the chain's kind), and one that wakes
-// an owner of f whose turn in a roll-out came.
+// refused as a conflict (metrics: the chain's kind), one that wakes an
+// owner of f whose turn in a roll-out came, and the book of f's owners
+// (what a roll-out decides on, kept from their watch events).
 type Env struct {
 	Tracker        *tracking.Tracker
 	Writer         *stamp.Writer
 	Exists         func(kind, name string) bool
 	StatusConflict func(kind string)
 	Wake           func(f *api.Flavor, namespace, name string)
+	Book           func(f *api.Flavor) *book.Book
 }
 
 // Reconciler keeps the status of the chains of both flavors.
@@ -49,16 +52,16 @@ func New(env Env) *Reconciler { return &Reconciler{env: env, woken: map[string]s
 
 // Reconcile computes the conditions of the chain name of f's chain kind
 // (and its roll-out's status) and writes them when they changed. wait > 0:
-// its cache has not synced, look again after it; poll > 0: a roll-out is
-// under way, look at its owners again after it.
-func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) (wait, poll time.Duration, _ error) {
+// its cache has not synced, look again after it.
+func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) (wait time.Duration, _ error) {
 	gvr := f.ChainGVR
 	obj, synced := r.env.Tracker.Get(tracking.Key{GVR: gvr}, "", name)
 	if !synced {
-		return time.Second, 0, nil
+		return time.Second, nil
 	}
 	if obj == nil {
-		return 0, 0, nil
+		r.env.Book(f).Unwatch(name)
+		return 0, nil
 	}
 	var spec api.ChainSpec
 	var conds []metav1.Condition
@@ -93,10 +96,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 	if apierrors.IsConflict(err) && r.env.StatusConflict != nil {
 		r.env.StatusConflict(f.ChainKind)
 	}
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) || errors.Is(err, stamp.ErrStaleCopy) {
-		// Gone, or the cache is behind (or ahead): the watch event that
-		// follows re-queues the chain if it still exists.
-		return 0, ro.requeue, nil
+	if apierrors.IsNotFound(err) {
+		return 0, nil // gone
 	}
-	return 0, ro.requeue, err
+	if apierrors.IsConflict(err) || errors.Is(err, stamp.ErrStaleCopy) {
+		// The cache is behind (or ahead): look again once it caught up. A
+		// status-only change of the chain is no event the chain is
+		// enqueued for (unless it moves a roll-out), so the decision must
+		// not wait for one.
+		return time.Second, nil
+	}
+	return 0, err
 }

@@ -1,16 +1,18 @@
 package chain
 
 // The edge of a chain's roll-out (reconciler/rollout decides): the live
-// revision of the chain and its templates, what its owners rendered with,
-// the status the chain reconciler writes, and waking the owners whose
-// turn it is. A template edit under a roll-out policy wakes no owner by
-// itself (Gate): the waves do.
+// revision of the chain and its templates, what its owners rendered with
+// (the book, reconciler/rollout/book), the status the chain reconciler
+// writes, and waking the owners whose turn it is. A template edit under a
+// roll-out policy wakes no owner by itself (Gate): the waves do. Nothing
+// polls: while a roll-out is under way the book wakes the chain when one
+// of its owners changes, and the chain's own status write wakes it
+// (the Manager's routing), to wake the next wave's owners.
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,52 +25,55 @@ import (
 	"kontinue.dev/kontinue/tracking"
 )
 
-// rolloutPoll is how often a roll-out in progress looks at its owners:
-// their status writes do not wake the chain.
-const rolloutPoll = time.Second
-
 // maxRolloutBytes bounds a chain's status.rollout (an object may take
 // 1.5 MiB in all).
 const maxRolloutBytes = 512 << 10
 
 // rolloutStep is what a chain's roll-out adds to its status.
 type rolloutStep struct {
-	cond    *metav1.Condition
-	status  *rollout.Status
-	requeue time.Duration
+	cond   *metav1.Condition
+	status *rollout.Status
 }
 
 // rollout decides the roll-out of chain obj (of flavor f) and wakes the
 // owners due under the status the cache shows.
 func (r *Reconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured) rolloutStep {
+	name, book := obj.GetName(), r.env.Book(f)
 	policy, prev, err := rollout.Read(obj.Object)
 	if err != nil {
+		book.Unwatch(name)
 		c := rollout.Invalid(err)
 		return rolloutStep{cond: &c}
 	}
 	if policy == nil {
+		book.Unwatch(name)
 		return rolloutStep{}
 	}
 	live, missing := r.liveRevision(obj)
 	ann := obj.GetAnnotations()
-	out := rollout.Next(rollout.Input{Policy: policy, Prev: *prev, Live: live, Owners: r.rolloutOwners(f, obj.GetName()),
+	// Watched from the read on: an owner that changes after it wakes the
+	// chain again.
+	out := rollout.Next(rollout.Input{Policy: policy, Prev: *prev, Live: live, Owners: book.Watch(name),
 		Paused: ann[rollout.AnnotationPaused] == "true", Resume: ann[rollout.AnnotationResume]})
 	if b, _ := json.Marshal(out.Status); len(b) > maxRolloutBytes {
 		// The chain's status holds every kept revision's definitions: past
 		// this bound it could no longer be written (or would crowd the
 		// object). The owners render with the live definitions.
+		book.Unwatch(name)
 		c := rollout.Invalid(fmt.Errorf("the definitions of the revisions to keep take %d bytes, more than the %d a chain's status may hold for them", len(b), maxRolloutBytes))
 		return rolloutStep{cond: &c}
 	}
-	r.wake(f, obj.GetName(), obj.GetGeneration(), prev, out.Due)
+	if out.Status.Target == "" && len(out.Due) == 0 {
+		// Nothing waits on the owners: their changes are no news to the
+		// chain (the tally of a complete roll-out is refreshed when the
+		// chain is looked at for another reason).
+		book.Unwatch(name)
+	}
+	r.wake(f, name, obj.GetGeneration(), prev, out.Due)
 	if missing != "" && (out.Status.Target != "" || out.Status.Stable == "") {
 		out.Condition.Message += fmt.Sprintf("; the live definitions cannot be taken: %s not found", missing)
 	}
-	step := rolloutStep{cond: &out.Condition, status: &out.Status}
-	if out.Status.Target != "" || len(out.Due) > 0 {
-		step.requeue = rolloutPoll
-	}
-	return step
+	return rolloutStep{cond: &out.Condition, status: &out.Status}
 }
 
 // liveRevision is the revision of the chain and its templates as the cache
@@ -106,32 +111,6 @@ func (r *Reconciler) liveRevision(obj *unstructured.Unstructured) (*rollout.Revi
 	}
 	rev := rollout.Snapshot(spec, ts)
 	return &rev, ""
-}
-
-// rolloutOwners are the owners whose status names the chain.
-func (r *Reconciler) rolloutOwners(f *api.Flavor, chain string) []rollout.Owner {
-	objs, _ := r.env.Tracker.List(tracking.Key{GVR: f.OwnerGVR}, "")
-	ref := "supplyChainRef"
-	if f == api.DeliverableFlavor {
-		ref = "deliveryRef"
-	}
-	var out []rollout.Owner
-	for _, o := range objs {
-		if name, _, _ := unstructured.NestedString(o.Object, "status", ref, "name"); name != chain {
-			continue
-		}
-		rev, _, _ := unstructured.NestedString(o.Object, "status", "chainRevision")
-		gen, _, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
-		ro := rollout.Owner{Namespace: o.GetNamespace(), Name: o.GetName(), Labels: o.GetLabels(), Revision: rev, Current: gen == o.GetGeneration()}
-		conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
-				ro.Ready, _ = m["status"].(string)
-			}
-		}
-		out = append(out, ro)
-	}
-	return out
 }
 
 // wake enqueues the owners due under prev (the status the cache shows,

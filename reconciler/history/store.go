@@ -57,6 +57,10 @@ func Name(kind, name string) string {
 type Owner struct {
 	APIVersion, Kind, Namespace, Name string
 	UID                               string
+	// Object is the owner as the reconcile read it and Status the status
+	// it wrote: what Recorder.Extra reads (nil: not known).
+	Object *unstructured.Unstructured
+	Status *st.OwnerStatus
 }
 
 // Decode reads a history ConfigMap's History.
@@ -91,6 +95,13 @@ type Recorder struct {
 	Now func() time.Time
 	// OnWrite is told of each history write and each failure (metrics).
 	OnWrite func(err error)
+	// Extra, when set, says which other data keys the ConfigMap should
+	// hold after the status write from prev to next (the signed
+	// attestations of steps whose current input set just succeeded,
+	// reconciler/attestor). It is decided from the statuses alone, as
+	// Events is: nothing when nothing changed. They are written with the
+	// history, in the same write when both have something.
+	Extra func(o Owner, prev, next []st.Resource) map[string]string
 
 	mu sync.Mutex
 	// pending keeps, per owner, the status a write that failed for a
@@ -104,7 +115,7 @@ type Recorder struct {
 	refused map[string]string
 
 	// store and logf are the edges (tests replace them).
-	store func(ctx context.Context, client dynamic.Interface, o Owner, events []Event) error
+	store func(ctx context.Context, client dynamic.Interface, o Owner, events []Event, extra map[string]string) error
 	logf  func(msg string, kv ...any)
 }
 
@@ -142,13 +153,17 @@ func (r *Recorder) Record(ctx context.Context, client dynamic.Interface, o Owner
 	}
 	r.mu.Unlock()
 	events := Events(prev, next, r.Now())
-	if len(events) == 0 {
+	var extra map[string]string
+	if r.Extra != nil {
+		extra = r.Extra(o, prev, next)
+	}
+	if len(events) == 0 && len(extra) == 0 {
 		r.mu.Lock()
 		delete(r.pending, key)
 		r.mu.Unlock()
 		return
 	}
-	err := r.store(ctx, client, o, events)
+	err := r.store(ctx, client, o, events, extra)
 	if r.OnWrite != nil {
 		r.OnWrite(err)
 	}
@@ -204,7 +219,7 @@ func (r *Recorder) kept() (pending, refused int) {
 	return len(r.pending), len(r.refused)
 }
 
-func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner, events []Event) error {
+func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner, events []Event, extra map[string]string) error {
 	res := client.Resource(configMaps).Namespace(o.Namespace)
 	name := Name(o.Kind, o.Name)
 	cm, err := res.Get(ctx, name, metav1.GetOptions{})
@@ -220,6 +235,14 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 		}
 	}
 	h, changed := Apply(h, events, r.Limit)
+	for k, v := range extra {
+		if cm == nil {
+			break
+		}
+		if s, _, _ := unstructured.NestedString(cm.Object, "data", k); s != v {
+			changed = true
+		}
+	}
 	if !changed && cm != nil {
 		return nil
 	}
@@ -235,6 +258,9 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 				"ownerReferences": []any{map[string]any{"apiVersion": o.APIVersion, "kind": o.Kind, "name": o.Name, "uid": o.UID}},
 			},
 			"data": map[string]any{DataKey: string(b)}}}
+		for k, v := range extra {
+			cm.Object["data"].(map[string]any)[k] = v
+		}
 		_, err = res.Create(ctx, cm, metav1.CreateOptions{FieldManager: "kontinue"})
 		return err
 	}
@@ -243,6 +269,11 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 	}
 	if err := unstructured.SetNestedField(cm.Object, string(b), "data", DataKey); err != nil {
 		return err
+	}
+	for k, v := range extra {
+		if err := unstructured.SetNestedField(cm.Object, v, "data", k); err != nil {
+			return err
+		}
 	}
 	// The resourceVersion read: a concurrent writer makes this a conflict,
 	// retried from the pending status.

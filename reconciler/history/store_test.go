@@ -23,11 +23,16 @@ type recorder struct {
 	*Recorder
 	fail          error
 	writes, lines int
+	extra         []map[string]string // of each write
 }
 
 func newRecorder() *recorder {
 	x := &recorder{Recorder: NewRecorder(10)}
-	x.store = func(context.Context, dynamic.Interface, Owner, []Event) error { x.writes++; return x.fail }
+	x.store = func(_ context.Context, _ dynamic.Interface, _ Owner, _ []Event, extra map[string]string) error {
+		x.writes++
+		x.extra = append(x.extra, extra)
+		return x.fail
+	}
 	x.logf = func(string, ...any) { x.lines++ }
 	return x
 }
@@ -129,4 +134,41 @@ func TestRecordRecreated(t *testing.T) {
 	assert.Equal(t, 0, p, "forgotten once the owner is gone")
 	var none *Recorder
 	none.Forget(o.Kind, o.Namespace, o.Name) // no history kept: nothing to forget
+}
+
+// TestRecordExtra: Extra's keys are written with the history, in the same
+// write when both have something, alone when only Extra has; nothing when
+// neither has (a restart), and a failed write retries both.
+func TestRecordExtra(t *testing.T) {
+	ctx := context.Background()
+	o := Owner{Kind: "Workload", Namespace: "dev", Name: "app", UID: "u1"}
+	prev, next := moved()
+	x := newRecorder()
+	// A key per step whose build output changed: what the attestor does.
+	x.Extra = func(_ Owner, p, n []st.Resource) map[string]string {
+		out := map[string]string{}
+		for i := range n {
+			if b := find(p, n[i].Name); b == nil || outHash(b.Outputs) != outHash(n[i].Outputs) {
+				out["extra."+n[i].Name] = outHash(n[i].Outputs)
+			}
+		}
+		return out
+	}
+	x.Record(ctx, nil, o, nil, prev)
+	assert.Equal(t, 1, x.writes, "first revision: no history event, Extra alone writes")
+	assert.Len(t, x.extra[0], 2)
+	x.Record(ctx, nil, o, prev, next)
+	assert.Equal(t, 2, x.writes, "history and Extra in one write")
+	assert.Contains(t, x.extra[1], "extra.build")
+	x.Record(ctx, nil, o, next, next)
+	assert.Equal(t, 2, x.writes, "nothing changed: nothing written")
+
+	x.fail = apierrors.NewConflict(cmGR, "h", errors.New("changed"))
+	_, later := moved()
+	later[1].Outputs = []st.Output{{Name: "image", Digest: "sha256:other"}}
+	x.Record(ctx, nil, o, next, later)
+	x.fail = nil
+	x.Record(ctx, nil, o, later, later)
+	assert.Equal(t, 4, x.writes)
+	assert.Equal(t, x.extra[2], x.extra[3], "retried from the same status")
 }

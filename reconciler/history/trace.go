@@ -20,6 +20,31 @@ func RevisionOf(in []st.Resource, step string, set *st.InputSet) Revision {
 	return Revision{Roots: (&History{}).walk(in).roots(step, set, 0)}
 }
 
+// Proven reports whether every root of r is what a first step published
+// (step@hash): not a first step's set that published nothing (step#...),
+// nor an input traced no further than its own values (step?hash).
+func (r *Revision) Proven() bool {
+	if len(r.Roots) == 0 {
+		return false
+	}
+	for _, x := range r.Roots {
+		n := len(x.Key)
+		if n < hashLen+1 || x.Key[n-hashLen-1] != '@' || !isLowerHex(x.Key[n-hashLen:]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // maxDepth bounds the walk back (steps read only earlier steps: no cycle,
 // but a status is input).
 const maxDepth = 64
@@ -129,8 +154,11 @@ func digest(v string) string {
 // hashOf is a short hash of output digests, in Cartographer's output order.
 func hashOf(digests ...string) string {
 	h := sha256.Sum256([]byte(strings.Join(digests, ",")))
-	return hex.EncodeToString(h[:6])
+	return hex.EncodeToString(h[:hashLen/2])
 }
+
+// hashLen is the length of hashOf's hex.
+const hashLen = 12
 
 // outHash is hashOf a step's outputs ("" when it has none).
 func outHash(outs []st.Output) string {

@@ -80,17 +80,24 @@ var (
 
 var wqLabels = []string{"name", "controller"}
 
-var leading = prometheus.NewGauge(prometheus.GaugeOpts{
+// leading is kontinue_leader{shard}: one series per process, naming the
+// shard it serves ("" for the default shard, which Prometheus stores as no
+// label: an unsharded install keeps the series it always had). Alerts and
+// dashboards group by shard, and join the other series (which have no
+// shard) to it on the target's instance and pod.
+var leading = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "kontinue_leader",
-	Help: "1 while this process runs the controllers (it holds the leader lease, or leader election is off), else 0.",
-})
+	Help: "1 while this process runs the controllers of its shard (it holds the shard's leader lease, or leader election is off), else 0. 'shard' is the --shard it serves, empty for the default shard.",
+}, []string{"shard"})
 
-// SetLeading sets kontinue_leader.
-func SetLeading(v bool) {
+// SetLeading sets kontinue_leader{shard}. A process serves one shard: call
+// it with false at start, so that a standby reports 0 before it ever leads.
+func SetLeading(shard string, v bool) {
+	g := leading.WithLabelValues(shard)
 	if v {
-		leading.Set(1)
+		g.Set(1)
 	} else {
-		leading.Set(0)
+		g.Set(0)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -252,7 +253,7 @@ func (op *cleanup) removeStaleRunTemplates() error {
 		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
 	}
 	want := func(step string) string {
-		return generatedRunTemplateName(op.env.Flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step)
+		return prepare.RunTemplateName(op.env.Flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step)
 	}
 	var firstErr error
 	var kept []st.GeneratedRunTemplate

@@ -13,6 +13,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/spans"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
 )
@@ -39,6 +40,9 @@ type stepIO interface {
 func (s *steps) execute(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
 	strat := step.StrategyOf(sc.spec)
 	o := s.observed(sc, objs, in)
+	if s.traced {
+		sc.traceParent, _ = spans.ForSet(string(s.owner.GetUID()), s.done, sc.step.Name, &o.Inputs)
+	}
 	if c := strat.Check(o); c != nil {
 		return s.stepDone(sc, nil, *c, nil)
 	}

@@ -15,11 +15,7 @@ package owner
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"sort"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,7 +23,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/tracking"
@@ -185,104 +180,4 @@ func RecordsOf(owner *unstructured.Unstructured) []st.GeneratedRunTemplate {
 		out = append(out, st.GeneratedRunTemplate{Step: step, Name: name, UID: types.UID(uid), Claim: claim})
 	}
 	return out
-}
-
-// What is generated for a `runnable: true` step (runnablestep.go): the
-// ClusterRunTemplate's name, and its template with every tag turned into a
-// read of the Runnable's inputs.
-
-// AnnotationGeneratedFor names, on a generated ClusterRunTemplate, the owner
-// and step it serves (for people: decisions use the owner's record).
-const AnnotationGeneratedFor = "kontinue.dev/generated-for"
-
-// generatedRunTemplateName is unique per owner kind, namespace, owner and
-// step: readable parts, then a hash of all of them (so that "a-b"/"c" and
-// "a"/"b-c" cannot collide), within the 253 characters of a name.
-func generatedRunTemplateName(ownerKind, ns, owner, step string) string {
-	sum := sha256.Sum256([]byte(ownerKind + "/" + ns + "/" + owner + "/" + step))
-	h := hex.EncodeToString(sum[:])[:10]
-	var b strings.Builder
-	for _, c := range strings.ToLower(ns + "-" + owner + "-" + step) {
-		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' {
-			b.WriteRune(c)
-		} else {
-			b.WriteByte('-')
-		}
-	}
-	base := b.String()
-	if limit := 253 - len(h) - 1; len(base) > limit {
-		base = base[:limit]
-	}
-	base = strings.Trim(base, "-.")
-	if base == "" {
-		return "run-" + h
-	}
-	return base + "-" + h
-}
-
-// runtimeJSON is v as a JSON object of unstructured values.
-func runtimeJSON(v any) (map[string]any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	return m, json.Unmarshal(b, &m)
-}
-
-// quoteKey makes an input name usable inside a path's ['…'].
-var quoteKey = strings.NewReplacer(`\`, `\\`, `'`, `\'`)
-
-// translateTemplate returns a deep copy of tmpl in which every tag $(e)$ of
-// a string leaf reads $(runnable.spec.inputs['e'])$, and the tag
-// expressions found (trimmed, sorted, unique). metadata.name becomes
-// metadata.generateName (name + "-"): each input set is a new object.
-func translateTemplate(tmpl map[string]any) (map[string]any, []string) {
-	seen := map[string]bool{}
-	var walk func(v any) any
-	walk = func(v any) any {
-		switch t := v.(type) {
-		case string:
-			return translateLeaf(t, seen)
-		case map[string]any:
-			out := make(map[string]any, len(t))
-			for k, e := range t {
-				out[k] = walk(e)
-			}
-			return out
-		case []any:
-			out := make([]any, len(t))
-			for i, e := range t {
-				out[i] = walk(e)
-			}
-			return out
-		}
-		return v
-	}
-	out := walk(tmpl).(map[string]any)
-	if md, ok := out["metadata"].(map[string]any); ok {
-		if name, ok := md["name"].(string); ok && name != "" {
-			if _, has := md["generateName"]; !has {
-				md["generateName"] = name + "-"
-			}
-			delete(md, "name")
-		}
-	}
-	exprs := make([]string, 0, len(seen))
-	for e := range seen {
-		exprs = append(exprs, e)
-	}
-	sort.Strings(exprs)
-	return out, exprs
-}
-
-// translateLeaf rewrites the tags of one string. Tags run from "$(" to the
-// first ")$", as in the engine; the template already rendered, so the
-// syntax is known to be good.
-func translateLeaf(s string, seen map[string]bool) string {
-	return render.RewriteTags(s, func(expr string) string {
-		expr = strings.TrimSpace(expr)
-		seen[expr] = true
-		return "runnable.spec.inputs['" + quoteKey.Replace(expr) + "']"
-	})
 }

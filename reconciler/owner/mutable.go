@@ -68,7 +68,8 @@ func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail
 		t, fail := x.resolveObject(sc, want)
 		if fail == nil {
 			var live *unstructured.Unstructured
-			if live, _, fail = x.put(sc.step.Name, t, want, false); fail == nil {
+			// The last good set's copy: not the span of the set at hand.
+			if live, _, fail = x.put(sc.step.Name, "", t, want, false); fail == nil {
 				return step.Got{Live: []*unstructured.Unstructured{live}, Refs: []st.StampedRef{t.ref}}, nil
 			}
 		}
@@ -80,7 +81,7 @@ func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail
 		t := w.targets[desired]
 		// A gated step does not take what its primary reports in the
 		// reconcile that wrote it (step.Observe): it needs the next event.
-		live, wrote, fail := x.put(sc.step.Name, t, desired, i == p.Primary && step.Gated(sc.spec))
+		live, wrote, fail := x.put(sc.step.Name, sc.traceParent, t, desired, i == p.Primary && step.Gated(sc.spec))
 		if fail != nil {
 			return got, fail
 		}

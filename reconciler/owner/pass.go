@@ -217,7 +217,7 @@ func (op *pass) chooseChain() (selector.ChainChoice, *specs.Chain) {
 // conditions.
 func (op *pass) walk(chainReady metav1.Condition) (time.Duration, error) {
 	s := &steps{ctx: op.ctx, owner: op.owner, user: op.user, chainName: op.chainName, now: op.now, prev: op.prev.Resources,
-		keep: op.keep, events: op.env.Events, prepare: op.prepareEnv(), io: op.writerOf}
+		keep: op.keep, events: op.env.Events, prepare: op.prepareEnv(), io: op.writerOf, traced: op.env.TraceContext}
 	resources, requeue, transient := s.walk(op.defs.spec.Resources)
 	op.status.Resources = resources
 	op.keep.resources(resources)
@@ -272,22 +272,11 @@ func (op *pass) io() *ownerIO {
 // the owner's, else the chain's (the revision it renders with, or the live
 // chain before one is chosen), else "default" in the owner's namespace.
 func (op *pass) serviceAccount() api.ServiceAccountRef {
-	ns := op.owner.GetNamespace()
-	if op.spec.ServiceAccountName != "" {
-		return api.ServiceAccountRef{Namespace: ns, Name: op.spec.ServiceAccountName}
-	}
 	cs := op.defs.spec
 	if cs == nil && op.chain != nil {
 		cs = &op.chain.Spec
 	}
-	if cs != nil && cs.ServiceAccountRef != nil && cs.ServiceAccountRef.Name != "" {
-		ref := *cs.ServiceAccountRef
-		if ref.Namespace == "" {
-			ref.Namespace = ns
-		}
-		return ref
-	}
-	return api.ServiceAccountRef{Namespace: ns, Name: "default"}
+	return prepare.ServiceAccount(op.owner.GetNamespace(), op.spec, cs)
 }
 
 func (op *pass) stampClient() (dynamic.Interface, error) {

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/spans"
 )
@@ -19,8 +20,12 @@ func recorded(ctx context.Context, obj *unstructured.Unstructured, op *pass) {
 	}
 	prev, next := op.prev.Resources, op.status.Resources
 	if op.env.Spans != nil {
-		op.env.Spans(spans.Owner{Kind: op.env.Flavor.OwnerKind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
-			UID: string(obj.GetUID()), Chain: op.chainName}, prev, next)
+		o := spans.Owner{Kind: op.env.Flavor.OwnerKind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			UID: string(obj.GetUID()), Chain: op.chainName}
+		if o.Kind == api.KindDeliverable {
+			o.Feed = feedOf(op.env.Tracker, obj)
+		}
+		op.env.Spans(o, prev, next)
 	}
 	if op.env.History == nil {
 		return
@@ -31,5 +36,5 @@ func recorded(ctx context.Context, obj *unstructured.Unstructured, op *pass) {
 		return // the steps' writes, through the same account, report why
 	}
 	op.env.History.Record(ctx, client, history.Owner{APIVersion: obj.GetAPIVersion(), Kind: op.env.Flavor.OwnerKind,
-		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID())}, prev, next)
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()), Object: obj, Status: &op.status}, prev, next)
 }

@@ -1,7 +1,6 @@
 package owner
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,7 +13,6 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/prepare"
-	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -60,94 +58,19 @@ func newRunnableWriter(op *pass, sc *stepCtx) stepIO {
 // the Runnable.
 func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	op := w.op
-	crt, rn, refused := generateRunnable(op.ctx, op.env.Flavor, op.owner, op.serviceAccount(), w.sc, o.Objects[0])
+	sc := w.sc
+	prepared := prepare.Prepared{Kind: sc.kind, Template: sc.tmplName, Spec: sc.spec, Inputs: sc.in, Params: sc.params, Labels: sc.labels, Objects: o.Objects[:1]}
+	crt, rn, refused := prepare.Runnable(op.ctx, op.env.Flavor, op.owner, op.serviceAccount(), sc.step, prepared)
 	if refused != nil {
-		return step.Seen{}, &stepFail{cond: *refused}
+		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.False, refused.Reason, refused.Message)}
 	}
 	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
-	o.Desired, o.Digest = rn, ""
+	// o.Digest stays the rendered object's: the input set the Runnable's
+	// inputs carry, which its runs report on (the step's provenance).
+	o.Desired = rn
 	w.io.watch(tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector})
 	w.io.keep.ref(w.ref(rn))
 	return step.Seen{}, nil
-}
-
-// generateRunnable is what a runnable: true step stamps instead of the
-// object its template rendered: the ClusterRunTemplate (the template with
-// every tag a read of the Runnable's inputs, the template's outputs and
-// success rule) and the Runnable (the tags' values now, as sa, controlled
-// by the owner). Pure; refused says why it cannot be generated.
-func generateRunnable(ctx context.Context, f *api.Flavor, ownerObj *unstructured.Unstructured, sa api.ServiceAccountRef, sc *stepCtx, rendered *unstructured.Unstructured) (crt, rn *unstructured.Unstructured, refused *metav1.Condition) {
-	refuse := func(s metav1.ConditionStatus, reason, format string, args ...any) (*unstructured.Unstructured, *unstructured.Unstructured, *metav1.Condition) {
-		c := st.Cond(st.ResourceSubmitted, s, reason, fmt.Sprintf(format, args...))
-		return nil, nil, &c
-	}
-	ns, owner := ownerObj.GetNamespace(), ownerObj.GetName()
-	translated, exprs := translateTemplate(sc.spec.Template)
-
-	// The inputs are the tags' values now, rendered in the step's context.
-	inputsTmpl := map[string]any{}
-	for _, e := range exprs {
-		inputsTmpl[e] = "$(" + e + ")$"
-	}
-	tc := render.NewContext(f.OwnerKind, ownerObj.Object, sc.params, sc.in, sc.labels)
-	values, err := render.Simple().Render(ctx, &api.TemplateSpec{Template: map[string]any{"apiVersion": "v1", "kind": "Inputs", "inputs": inputsTmpl}}, tc)
-	if err != nil {
-		return refuse(st.False, step.ReasonStampFailure, "unable to compute the Runnable inputs of step [%s] from template [%s/%s]: %v", sc.step.Name, sc.kind, sc.tmplName, err)
-	}
-	inputs, _ := values[0].Object["inputs"].(map[string]any)
-
-	if sa.Namespace != ns {
-		return refuse(st.False, step.ReasonServiceAccountError, "step [%s] sets runnable: true, but its service account [%s/%s] is not in the %s's namespace; a Runnable can only use an account of its own namespace", sc.step.Name, sa.Namespace, sa.Name, f.OwnerKind)
-	}
-	labels := sc.labels
-	crtName := generatedRunTemplateName(f.OwnerKind, ns, owner, sc.step.Name)
-	crt = &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindClusterRunTemplate,
-		"metadata": map[string]any{"name": crtName},
-		"spec":     map[string]any{"template": translated},
-	}}
-	if outs := step.RunnableOutputs(sc.kind, sc.spec); outs != nil {
-		m := map[string]any{}
-		for k, v := range outs {
-			m[k] = v
-		}
-		_ = unstructured.SetNestedField(crt.Object, m, "spec", "outputs")
-	}
-	// The template's rule judges every run (the CRD requires one).
-	if crit := sc.spec; step.HasRunCriterion(crit) {
-		rule, err := runtimeJSON(api.RunTemplateSpec{HealthRule: crit.HealthRule, ObservedCompletion: crit.ObservedCompletion, ObservedMatches: crit.ObservedMatches})
-		if err != nil {
-			return refuse(st.False, step.ReasonStampFailure, "unable to copy the success rule of template [%s/%s] for step [%s]: %v", sc.kind, sc.tmplName, sc.step.Name, err)
-		}
-		for _, k := range []string{"healthRule", "observedCompletion", "observedMatches"} {
-			if v, ok := rule[k]; ok {
-				_ = unstructured.SetNestedField(crt.Object, v, "spec", k)
-			}
-		}
-	}
-	crt.SetLabels(labels)
-	crt.SetAnnotations(map[string]string{AnnotationGeneratedFor: fmt.Sprintf("%s %s/%s step %s", f.OwnerKind, ns, owner, sc.step.Name)})
-
-	name := rendered.GetName()
-	if name == "" {
-		name = owner + "-" + sc.step.Name
-	}
-	spec := map[string]any{
-		"runTemplateRef":     map[string]any{"kind": api.KindClusterRunTemplate, "name": crtName},
-		"inputs":             inputs,
-		"serviceAccountName": sa.Name,
-	}
-	if rp := sc.spec.RetentionPolicy; rp != nil {
-		spec["retentionPolicy"] = map[string]any{"maxFailedRuns": rp.MaxFailedRuns, "maxSuccessfulRuns": rp.MaxSuccessfulRuns}
-	}
-	rn = &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": api.Group + "/" + api.Version, "kind": api.KindRunnable,
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     spec,
-	}}
-	rn.SetLabels(labels)
-	rn.SetOwnerReferences([]metav1.OwnerReference{prepare.ControllerReference(f, ownerObj)})
-	return crt, rn, nil
 }
 
 // write applies the generated objects in the Plan's order.
@@ -163,7 +86,8 @@ func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFai
 		} else {
 			t := target{gvr: api.RunnableGVR, what: fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", u.GetKind(), u.GetName(), w.sc.step.Name, w.sc.kind, w.sc.tmplName)}
 			var stop *stepFail
-			if live, _, stop = w.io.put(w.sc.step.Name, t, u, false); stop != nil {
+			// The Runnable carries it; its runs get it from there.
+			if live, _, stop = w.io.put(w.sc.step.Name, w.sc.traceParent, t, u, false); stop != nil {
 				return got, stop
 			}
 		}

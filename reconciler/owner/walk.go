@@ -45,6 +45,11 @@ type steps struct {
 	events    Events
 	prepare   prepare.Env
 	io        func(step.Lifecycle, *stepCtx) stepIO
+	// traced: objects carry the trace context of their input set
+	// (api.AnnotationTraceParent), traced through done, the statuses of
+	// the steps walked so far.
+	traced bool
+	done   []st.Resource
 }
 
 // walk realizes the steps in order: their statuses, the soonest requeue
@@ -55,6 +60,7 @@ func (s *steps) walk(defs []api.Step) ([]st.Resource, time.Duration, error) {
 	var requeue time.Duration
 	var transient error
 	for _, def := range defs {
+		s.done = resources
 		sr := s.realizeStep(def, outs)
 		resources = append(resources, sr.status)
 		if sr.outputs != nil {
@@ -108,6 +114,9 @@ type stepCtx struct {
 	in       render.Inputs
 	params   map[string]any
 	labels   map[string]string // on every object of the step
+	// traceParent is the trace context of the input set the step renders
+	// now ("": none), put on what it writes.
+	traceParent string
 }
 
 // realizeStep prepares one step and executes what it rendered.

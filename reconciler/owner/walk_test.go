@@ -20,6 +20,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/selector"
+	"kontinue.dev/kontinue/reconciler/spans"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
 )
@@ -33,6 +34,9 @@ type world struct {
 	writeFail map[string]*stepFail      // the step's write fails so
 	runs      map[string][]fakeRun      // the runs an immutable step finds, newest first
 	pending   bool                      // a run was just created that the cache does not show yet
+	traced    bool                      // objects carry their trace context
+
+	traces map[string]string // the trace context each step wrote with
 
 	applied []*unstructured.Unstructured // every object written (applied or created), in order
 	removed []string                     // the runs removed
@@ -55,6 +59,7 @@ type fakeIO struct {
 	w         *world
 	step      string
 	lifecycle step.Lifecycle
+	sc        *stepCtx
 }
 
 // load does what the immutable writer's does to Observed (the run and its
@@ -88,6 +93,10 @@ func (x fakeIO) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
 	if f := x.w.writeFail[x.step]; f != nil {
 		return step.Got{}, f
 	}
+	if x.w.traces == nil {
+		x.w.traces = map[string]string{}
+	}
+	x.w.traces[x.step] = x.sc.traceParent
 	if p.Create != nil {
 		created := p.Create.DeepCopy()
 		created.SetName(x.step + "-new")
@@ -207,8 +216,8 @@ func walkWith(t *testing.T, w *world, prev []st.Resource, defs []api.Step, tmpls
 				return nil, prepare.ErrNotFound
 			}},
 		io: func(l step.Lifecycle, sc *stepCtx) stepIO {
-			return fakeIO{w: w, step: sc.step.Name, lifecycle: l}
-		}}
+			return fakeIO{w: w, step: sc.step.Name, lifecycle: l, sc: sc}
+		}, traced: w.traced}
 	res, requeue, err := s.walk(chain.Resources)
 	return walked{res: res, requeue: requeue, err: err, events: ev, keep: s.keep}
 }
@@ -482,4 +491,34 @@ func TestStepsWalkImmutablePending(t *testing.T) {
 	require.NoError(t, got.err)
 	assert.Empty(t, w.applied, "no second run")
 	assert.Equal(t, runs.PendingWait, got.requeue)
+}
+
+// TestWalkTraceContext: with traces on, a step writes with the trace
+// context of its input set, which is the span the step gets once that set
+// ends (spans.Of on the status the walk made); a first step writes with
+// none (its revision is what it publishes); with traces off, none at all.
+func TestWalkTraceContext(t *testing.T) {
+	w := world{status: map[string]map[string]any{"source": sourceReady, "image": imageReady}, traced: true}
+	got := walk(t, &w, nil)
+	require.NoError(t, got.err)
+	assert.Equal(t, "", w.traces["source"])
+	require.NotEmpty(t, w.traces["image"])
+
+	ended := spans.Of(spans.Owner{UID: "uid-1"}, nil, got.res, time.Unix(1000, 0))
+	var image *spans.Span
+	for i := range ended {
+		if ended[i].Name == "image" {
+			image = &ended[i]
+		}
+	}
+	require.NotNil(t, image, "the image step's set succeeded: %v", ended)
+	assert.Equal(t, spans.Format(image.TraceID, image.SpanID), w.traces["image"])
+
+	again := world{status: w.status, traced: true}
+	walk(t, &again, got.res)
+	assert.Equal(t, w.traces, again.traces, "the same inputs: the same trace context")
+
+	off := world{status: w.status}
+	walk(t, &off, nil)
+	assert.Equal(t, map[string]string{"source": "", "image": ""}, off.traces)
 }

@@ -36,7 +36,14 @@ func TestNamespaceSlots(t *testing.T) {
 // whatever the engine: another namespace renders meanwhile, and the
 // namespace's next render waits a while, then fails as retryable.
 func TestRenderSlotsPerNamespace(t *testing.T) {
-	setLimits(t, 3*time.Second, 0, 0)
+	// a's renders must hold their slots until every check below is done:
+	// their deadline is far past what the checks take on a loaded machine
+	// (with 3 s, CI saw them end before the last check, whose render then
+	// got a slot), and a render waits for a slot a short while.
+	setLimits(t, 15*time.Second, 0, 0)
+	oldWait := queueWait
+	queueWait = 300 * time.Millisecond
+	t.Cleanup(func() { queueWait = oldWait })
 	freshGoTemplateCache(t)
 	freshYttCache(t)
 	defer waitFlights(t)
@@ -83,6 +90,6 @@ func TestRenderSlotsPerNamespace(t *testing.T) {
 	for range nsShare {
 		err := <-errs
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "goTemplate rendering did not finish within 3s")
+		assert.Contains(t, err.Error(), "goTemplate rendering did not finish within 15s")
 	}
 }

@@ -46,3 +46,53 @@ func remarshal(in, out any) error {
 	}
 	return json.Unmarshal(b, out)
 }
+
+// Status references of the two owner kinds: the chain an owner's status
+// names.
+const (
+	RefSupplyChain = "supplyChainRef"
+	RefDelivery    = "deliveryRef"
+)
+
+// ReadOwner reads what deciding needs of an owner (obj: the owner as a
+// map) and the chain its status names under ref (RefSupplyChain or
+// RefDelivery; "": none). Map lookups only: it runs on every watch event
+// of an owner. Labels is a copy.
+func ReadOwner(obj map[string]any, ref string) (chain string, o Owner) {
+	md, _ := obj["metadata"].(map[string]any)
+	o.Namespace, _ = md["namespace"].(string)
+	o.Name, _ = md["name"].(string)
+	if l, ok := md["labels"].(map[string]any); ok && len(l) > 0 {
+		o.Labels = make(map[string]string, len(l))
+		for k, v := range l {
+			o.Labels[k], _ = v.(string)
+		}
+	}
+	status, _ := obj["status"].(map[string]any)
+	if r, ok := status[ref].(map[string]any); ok {
+		chain, _ = r["name"].(string)
+	}
+	o.Revision, _ = status["chainRevision"].(string)
+	o.Current = asInt64(status["observedGeneration"]) == asInt64(md["generation"])
+	conds, _ := status["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			o.Ready, _ = m["status"].(string)
+		}
+	}
+	return chain, o
+}
+
+// asInt64 reads a JSON number as decoded into a map (int64 from the API
+// machinery, float64 from encoding/json); 0 when absent.
+func asInt64(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	case int:
+		return int64(n)
+	}
+	return 0
+}

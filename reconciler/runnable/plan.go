@@ -25,6 +25,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/health"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runs"
+	"kontinue.dev/kontinue/reconciler/spans"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
 )
@@ -109,6 +110,19 @@ func stampRun(ctx context.Context, obj *unstructured.Unstructured, rt api.RunTem
 		Name: obj.GetName(), UID: obj.GetUID(), Controller: ptr.To(true),
 	}})
 	return run, digest, nil
+}
+
+// runTraceParent is the trace context a run of obj carries: obj's own
+// (api.AnnotationTraceParent), which a generated Runnable's owner put
+// there for the input set the Runnable carries. Anyone may write a
+// Runnable's annotations: a value W3C Trace Context refuses is not passed
+// on, and a valid one is passed on as version 00.
+func runTraceParent(obj *unstructured.Unstructured) string {
+	tp, err := spans.Parse(obj.GetAnnotations()[api.AnnotationTraceParent])
+	if err != nil {
+		return ""
+	}
+	return tp.String()
 }
 
 // runTemplateEngine is the template spec a run template renders with:

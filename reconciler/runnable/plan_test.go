@@ -427,3 +427,26 @@ func TestRunTemplateEngine(t *testing.T) {
 		})
 	}
 }
+
+// TestRunTraceParent: a run carries its Runnable's trace context, which
+// anyone may have written: only a valid one is passed on, as version 00.
+func TestRunTraceParent(t *testing.T) {
+	const trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for _, tt := range []struct {
+		name, annotation, want string
+	}{
+		{"Kontinue's", "00-" + trace + "-" + span + "-01", "00-" + trace + "-" + span + "-01"},
+		{"a later version, passed on as 00", "01-" + trace + "-" + span + "-01-more", "00-" + trace + "-" + span + "-01"},
+		{"none", "", ""},
+		{"not a traceparent", "hello", ""},
+		{"all-zero trace", "00-00000000000000000000000000000000-" + span + "-01", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := testRunnable()
+			if tt.annotation != "" {
+				r.SetAnnotations(map[string]string{api.AnnotationTraceParent: tt.annotation})
+			}
+			assert.Equal(t, tt.want, runTraceParent(r))
+		})
+	}
+}

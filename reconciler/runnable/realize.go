@@ -207,7 +207,11 @@ func (rp *pass) create(run *unstructured.Unstructured, gvr schema.GroupVersionRe
 	if err != nil {
 		return nil, rp.failed(failure.Client(err), runReasons)
 	}
-	created, err := rp.w.CreateRun(rp.ctx, stamp.For{Client: cl, Owner: rp.obj}, gvr, run, digest, rp.user)
+	f := stamp.For{Client: cl, Owner: rp.obj}
+	if rp.r.env.TraceContext {
+		f.TraceParent = runTraceParent(rp.obj)
+	}
+	created, err := rp.w.CreateRun(rp.ctx, f, gvr, run, digest, rp.user)
 	if err != nil {
 		return nil, rp.failed(failure.Write(rp.subject("create", what, ""), run.GetName(), err), runReasons)
 	}

@@ -76,6 +76,10 @@ type Env struct {
 	Clients        *stamp.Clients
 	AccountExists  func(namespace, name string) bool
 	StatusConflict func()
+	// TraceContext passes a Runnable's trace context
+	// (api.AnnotationTraceParent, as its owner's step put it there) on to
+	// the runs it creates.
+	TraceContext bool
 }
 
 // Reconciler stamps a new object from a ClusterRunTemplate for each new

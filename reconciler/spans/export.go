@@ -171,7 +171,13 @@ type (
 		Start        string     `json:"startTimeUnixNano"`
 		End          string     `json:"endTimeUnixNano"`
 		Attributes   []otlpAttr `json:"attributes"`
+		Links        []otlpLink `json:"links,omitempty"`
 		Status       otlpStatus `json:"status"`
+	}
+	otlpLink struct {
+		TraceID    string     `json:"traceId"`
+		SpanID     string     `json:"spanId"`
+		Attributes []otlpAttr `json:"attributes,omitempty"`
 	}
 	otlpAttr struct {
 		Key   string    `json:"key"`
@@ -203,6 +209,11 @@ func Encode(items []item) ([]byte, error) {
 			Attributes: []otlpAttr{attr("kontinue.owner.kind", o.Kind), attr("kontinue.owner.namespace", o.Namespace),
 				attr("kontinue.owner.name", o.Name), attr("kontinue.chain", o.Chain), attr("kontinue.step", s.Name),
 				attr("kontinue.revision", s.Revision), attr("kontinue.input_digest", s.Digest), attr("kontinue.outcome", s.Outcome)}}
+		for _, l := range s.Links {
+			sp.Links = append(sp.Links, otlpLink{TraceID: hex.EncodeToString(l.TraceID[:]), SpanID: hex.EncodeToString(l.SpanID[:]),
+				Attributes: []otlpAttr{attr("kontinue.owner.kind", l.Owner.Kind), attr("kontinue.owner.namespace", l.Owner.Namespace),
+					attr("kontinue.owner.name", l.Owner.Name), attr("kontinue.step", l.Step)}})
+		}
 		if s.Parent != ([8]byte{}) {
 			sp.ParentSpanID = hex.EncodeToString(s.Parent[:])
 		}

@@ -20,6 +20,10 @@ import (
 type Owner struct {
 	Kind, Namespace, Name, UID string
 	Chain                      string
+	// Feed, when set, reads what links a Deliverable's revisions to the
+	// Workload that stamped it (link.go); called at most once, and only
+	// when a first step's set ended.
+	Feed func() *Feed
 }
 
 // Span is one step's part in one revision.
@@ -37,12 +41,17 @@ type Span struct {
 	Message  string
 	Revision string // the revision's label
 	Digest   string // the step's input set
+	// Links: a Deliverable's first step's span, to the span of the
+	// Workload's step whose revision made what it published (LinkOf).
+	Links []Link
 }
 
 // Of are the spans of what ended between prev and next (the steps'
 // statuses before and after a status write of o).
 func Of(o Owner, prev, next []st.Resource, now time.Time) []Span {
 	var out []Span
+	var feed *Feed
+	fed := false
 	for _, e := range history.Ended(prev, next, now) {
 		rev := history.RevisionOf(e.In, e.Step, &e.Set)
 		tid := TraceID(o.UID, rev.Key())
@@ -51,8 +60,17 @@ func Of(o Owner, prev, next []st.Resource, now time.Time) []Span {
 		if e.Outcome != "" {
 			s.Outcome = e.Outcome
 		}
-		if r := find(e.In, e.Step); r != nil && len(r.Inputs) > 0 {
+		r := find(e.In, e.Step)
+		if r != nil && len(r.Inputs) > 0 {
 			s.Parent = SpanID(tid, r.Inputs[0].Name)
+		}
+		if r != nil && len(r.Inputs) == 0 && o.Feed != nil {
+			if !fed {
+				feed, fed = o.Feed(), true
+			}
+			if l, why := LinkOf(feed, r, &e.Set); why == "" {
+				s.Links = []Link{l}
+			}
 		}
 		if e.EndedAt != nil {
 			s.End = e.EndedAt.Time

@@ -69,6 +69,15 @@ func ObjectFromLive(live *unstructured.Unstructured) map[string]any {
 		for _, k := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers"} {
 			delete(md, k)
 		}
+		// The trace context is the write's, not the object's: kept out
+		// of the status (which would change with traces turned on), and
+		// a shadow carries none.
+		if ann, ok := md["annotations"].(map[string]any); ok {
+			delete(ann, api.AnnotationTraceParent)
+			if len(ann) == 0 {
+				delete(md, "annotations")
+			}
+		}
 	}
 	return o
 }

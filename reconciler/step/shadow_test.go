@@ -123,6 +123,9 @@ func TestObjectFromLive(t *testing.T) {
 	live.SetUID("u")
 	live.SetResourceVersion("7")
 	live.SetGeneration(3)
+	ann := live.GetAnnotations()
+	ann[api.AnnotationTraceParent] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	live.SetAnnotations(ann)
 	o := ObjectFromLive(live)
 	assert.NotContains(t, o, "status")
 	md := o["metadata"].(map[string]any)
@@ -130,7 +133,9 @@ func TestObjectFromLive(t *testing.T) {
 		assert.NotContains(t, md, k)
 	}
 	assert.Equal(t, "app", md["name"])
+	assert.Equal(t, map[string]any{AnnotationDigest: "d0"}, md["annotations"], "the trace context is the write's: kept out of the status")
 	assert.Equal(t, "7", live.GetResourceVersion(), "the live object is not changed")
+	assert.Contains(t, live.GetAnnotations(), api.AnnotationTraceParent)
 }
 
 // A healthRule template that opts in (shadow: true) is gated like

@@ -29,7 +29,7 @@ const (
 
 // templateOrder puts the chart's templates in install order: what others
 // need first.
-var templateOrder = []string{"serviceaccount.yaml", "rbac.yaml", "aggregate.yaml", "deployment.yaml", "pdb.yaml", "service.yaml", "servicemonitor.yaml", "dashboard.yaml"}
+var templateOrder = []string{"serviceaccount.yaml", "rbac.yaml", "aggregate.yaml", "deployment.yaml", "pdb.yaml", "service.yaml", "servicemonitor.yaml", "dashboard.yaml", "shardpolicy.yaml"}
 
 // RenderChart renders deploy/chart with values (nil: the defaults) and
 // returns its documents in install order, empty ones dropped.

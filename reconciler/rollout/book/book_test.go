@@ -1,0 +1,130 @@
+package book
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kontinue.dev/kontinue/reconciler/rollout"
+)
+
+func owner(name, rev, ready string, labels map[string]string) rollout.Owner {
+	return rollout.Owner{Namespace: "ns", Name: name, Labels: labels, Revision: rev, Ready: ready, Current: true}
+}
+
+// TestBook: a chain is woken by a change of what its roll-out decides on
+// of one of its owners (revision, Ready, generation, labels, which chain
+// the owner names, its deletion), only while it is watched, and not by an
+// event that changes none of them.
+func TestBook(t *testing.T) {
+	canary := map[string]string{"canary": "true"}
+	type step struct {
+		name   string
+		do     func(b *Book) []string
+		wake   []string
+		owners map[string][]string // chain → its owners after the step
+	}
+	set := func(chain string, o rollout.Owner) func(b *Book) []string {
+		return func(b *Book) []string { return b.Set(chain, o) }
+	}
+	steps := []step{
+		{name: "owners of an unwatched chain: no news", do: set("web", owner("a", "A", "True", canary)),
+			owners: map[string][]string{"web": {"ns/a"}}},
+		{name: "another", do: set("web", owner("b", "A", "True", nil)),
+			owners: map[string][]string{"web": {"ns/a", "ns/b"}}},
+		{name: "a change while unwatched: recorded, no news", do: set("web", owner("b", "B", "Unknown", nil)),
+			owners: map[string][]string{"web": {"ns/a", "ns/b"}}},
+		{name: "watch", do: func(b *Book) []string { b.Watch("web"); return nil },
+			owners: map[string][]string{"web": {"ns/a", "ns/b"}}},
+		{name: "the same facts (a status write about steps): no news", do: set("web", owner("b", "B", "Unknown", nil))},
+		{name: "the same labels in another map: no news", do: set("web", owner("a", "A", "True", map[string]string{"canary": "true"}))},
+		{name: "Ready on the target", do: set("web", owner("b", "B", "True", nil)), wake: []string{"web"}},
+		{name: "an older generation's status", do: set("web", rollout.Owner{Namespace: "ns", Name: "b", Revision: "B", Ready: "True"}), wake: []string{"web"}},
+		{name: "relabelled", do: set("web", owner("a", "A", "True", nil)), wake: []string{"web"}},
+		{name: "a new owner", do: set("web", owner("c", "", "", nil)), wake: []string{"web"},
+			owners: map[string][]string{"web": {"ns/a", "ns/b", "ns/c"}}},
+		{name: "an owner that names no chain yet: none to wake", do: set("", owner("d", "", "", nil)),
+			owners: map[string][]string{"web": {"ns/a", "ns/b", "ns/c"}}},
+		{name: "moved to an unwatched chain: the chain it left", do: set("api", owner("c", "", "", nil)), wake: []string{"web"},
+			owners: map[string][]string{"web": {"ns/a", "ns/b"}, "api": {"ns/c"}}},
+		{name: "a change of the other chain's owner: no news", do: set("api", owner("c", "A", "True", nil))},
+		{name: "deleted", do: func(b *Book) []string { return b.Delete("ns", "a") }, wake: []string{"web"},
+			owners: map[string][]string{"web": {"ns/b"}, "api": {"ns/c"}}},
+		{name: "deleted twice, or never known: no news", do: func(b *Book) []string { return append(b.Delete("ns", "a"), b.Delete("ns", "zz")...) }},
+		{name: "names no chain any more", do: set("", owner("b", "", "", nil)), wake: []string{"web"},
+			owners: map[string][]string{"web": nil, "api": {"ns/c"}}},
+		{name: "unwatched: no news", do: func(b *Book) []string { b.Unwatch("web"); return b.Set("web", owner("b", "B", "True", nil)) },
+			owners: map[string][]string{"web": {"ns/b"}}},
+	}
+	b := New()
+	for _, s := range steps {
+		require.Equal(t, s.wake, s.do(b), s.name)
+		for chain, want := range s.owners {
+			watched := b.Watched(chain)
+			var got []string
+			for _, o := range b.Watch(chain) {
+				got = append(got, o.Key())
+			}
+			if !watched {
+				b.Unwatch(chain)
+			}
+			sort.Strings(got)
+			require.Equal(t, want, got, "%s: owners of %s", s.name, chain)
+		}
+	}
+}
+
+// TestBookFacts: Watch gives back the facts Set recorded, the latest.
+func TestBookFacts(t *testing.T) {
+	b := New()
+	b.Set("web", owner("a", "A", "True", map[string]string{"x": "1"}))
+	b.Set("web", owner("a", "B", "False", map[string]string{"x": "2"}))
+	require.Equal(t, []rollout.Owner{owner("a", "B", "False", map[string]string{"x": "2"})}, b.Watch("web"))
+}
+
+// fleet is a book of n owners of chain web, three labels each (as decoded
+// from an event: their own strings), and the chain's policy.
+func fleet(b *testing.B, n int) (*Book, *rollout.Compiled) {
+	bk := New()
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("app-%05d", i)
+		bk.Set("web", rollout.Owner{Namespace: fmt.Sprintf("team-%02d", i%50), Name: name, Revision: "aaaaaaaaaaaa", Ready: "True", Current: true,
+			Labels: map[string]string{"app.example.com/chain": "web", "app.kubernetes.io/name": name, "canary": fmt.Sprint(i%100 == 0)}})
+	}
+	pct := 50
+	c, err := rollout.Compile(&rollout.Policy{Waves: []rollout.Wave{
+		{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"canary": "true"}}}, {Percent: &pct}}})
+	require.NoError(b, err)
+	return bk, c
+}
+
+// BenchmarkDecide: one look of a chain's roll-out at 5,000 owners, from
+// the book (no owner decoded): Watch and rollout.Next, wave 1 of 3.
+func BenchmarkDecide(b *testing.B) {
+	bk, c := fleet(b, 5000)
+	prev := rollout.Status{Stable: "aaaaaaaaaaaa", Target: "bbbbbbbbbbbb", Wave: 1, Phase: rollout.PhaseProgressing,
+		Revisions: []rollout.Revision{{Name: "aaaaaaaaaaaa"}, {Name: "bbbbbbbbbbbb"}}}
+	live := &rollout.Revision{Name: "bbbbbbbbbbbb"}
+	b.ReportAllocs()
+	for b.Loop() {
+		rollout.Next(rollout.Input{Policy: c, Prev: prev, Live: live, Owners: bk.Watch("web")})
+	}
+}
+
+// BenchmarkBookMemory: what the book holds per owner.
+func BenchmarkBookMemory(b *testing.B) {
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		bk, _ := fleet(b, 10000)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/10000, "bytes/owner")
+		runtime.KeepAlive(bk)
+	}
+}

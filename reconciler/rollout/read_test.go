@@ -1,0 +1,47 @@
+package rollout
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestReadOwner: what a roll-out decides on of an owner, read from the
+// owner as the cache decodes it (int64 numbers) or as encoding/json does
+// (float64), and from bad input without a panic.
+func TestReadOwner(t *testing.T) {
+	const ready = `{"metadata": {"namespace": "ns", "name": "app", "generation": 3, "labels": {"canary": "true"}},
+		"status": {"observedGeneration": 3, "chainRevision": "B", "supplyChainRef": {"name": "web"},
+		"conditions": [{"type": "Other", "status": "False"}, {"type": "Ready", "status": "True"}]}}`
+	for _, tc := range []struct {
+		name, doc, ref, chain string
+		want                  Owner
+	}{
+		{name: "ready on B", doc: ready, ref: RefSupplyChain, chain: "web",
+			want: Owner{Namespace: "ns", Name: "app", Labels: map[string]string{"canary": "true"}, Revision: "B", Ready: "True", Current: true}},
+		{name: "the other kind's ref: no chain", doc: ready, ref: RefDelivery,
+			want: Owner{Namespace: "ns", Name: "app", Labels: map[string]string{"canary": "true"}, Revision: "B", Ready: "True", Current: true}},
+		{name: "an older generation's status", ref: RefDelivery, chain: "prod",
+			doc:  `{"metadata": {"namespace": "ns", "name": "d", "generation": 4}, "status": {"observedGeneration": 3, "deliveryRef": {"name": "prod"}, "conditions": [{"type": "Ready", "status": "False"}]}}`,
+			want: Owner{Namespace: "ns", Name: "d", Ready: "False"}},
+		{name: "no status yet", ref: RefSupplyChain, doc: `{"metadata": {"namespace": "ns", "name": "new", "generation": 1}}`,
+			want: Owner{Namespace: "ns", Name: "new"}},
+		{name: "garbage where the status goes", ref: RefSupplyChain,
+			doc:  `{"metadata": {"namespace": "ns", "name": "x", "labels": {"a": 1}}, "status": {"supplyChainRef": "web", "chainRevision": 7, "conditions": "Ready"}}`,
+			want: Owner{Namespace: "ns", Name: "x", Labels: map[string]string{"a": ""}, Current: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var std map[string]any
+			require.NoError(t, json.Unmarshal([]byte(tc.doc), &std))
+			u := &unstructured.Unstructured{}
+			require.NoError(t, u.UnmarshalJSON(append([]byte(`{"apiVersion": "carto.run/v1alpha1", "kind": "Workload", `), tc.doc[1:]...)))
+			for _, obj := range []map[string]any{std, u.Object} {
+				chain, o := ReadOwner(obj, tc.ref)
+				require.Equal(t, tc.chain, chain)
+				require.Equal(t, tc.want, o)
+			}
+		})
+	}
+}
