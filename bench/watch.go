@@ -126,7 +126,9 @@ func (w *watcher) workloadSeen(o any) {
 func (w *watcher) expectReady(n int) <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.want, w.allReady = n, make(chan struct{})
+	// No wave is waited for meanwhile: the new workloads' last steps
+	// carry the last wave's value, and its channel is closed.
+	w.wave, w.want, w.allReady = "", n, make(chan struct{})
 	if len(w.readyAt) >= n {
 		close(w.allReady)
 	}
