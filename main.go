@@ -99,6 +99,7 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	m.OnChainDelivered = metrics.ChainDelivered
 	for _, c := range m.Controllers() {
 		c.Observer = metrics.Observer{}
+		c.OnEcho = metrics.OwnWriteWake
 		metrics.SetWorkers(c.Name, o.workers)
 	}
 	lead := newLeadership(o.shard)

@@ -23,3 +23,11 @@ func TestTenantChainYAML(t *testing.T) {
 	require.Contains(t, fmt.Sprint(objs[3].Object["spec"]), "noisy-app")
 	require.Equal(t, "noisy", tenantWorkload("noisy", 3).GetLabels()[chainLabel])
 }
+
+func TestParseWaves(t *testing.T) {
+	got, err := parseWaves("template, restart,create")
+	require.NoError(t, err)
+	require.Equal(t, []string{waveTemplate, waveRestart, waveCreate}, got)
+	_, err = parseWaves("template,tsunami")
+	require.ErrorContains(t, err, `unknown wave "tsunami"`)
+}

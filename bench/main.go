@@ -56,6 +56,7 @@ type options struct {
 	shards          bool
 	fairChanges     int
 	fairControllers string
+	fairWaves       string
 	cartoBin        string
 	engine          string
 }
@@ -82,10 +83,11 @@ func main() {
 	flag.StringVar(&o.extraArgs, "kontinue-args", "", "more Kontinue flags, space-separated")
 	flag.StringVar(&o.extraEnv, "kontinue-env", "", "environment for Kontinue, space-separated NAME=value (e.g. GOMEMLIMIT=120MiB)")
 	flag.BoolVar(&o.compare, "compare", false, "head-to-head instead: Cartographer v0.8.11 and Kontinue at their defaults, each on a fresh control plane (cold start and created-while-running), and the floor of unthrottled writers (bench/README.md)")
-	flag.BoolVar(&o.fairness, "fairness", false, "the fairness scenario instead (issue 33): tenant noisy's N workloads (-n, 5,000 unless given) re-render after a template edit while tenant quiet changes its one workload -fairness-changes times; each controller on a fresh control plane (bench/README.md)")
+	flag.BoolVar(&o.fairness, "fairness", false, "the fairness scenario instead (issue 33): tenant noisy's N workloads (-n, 5,000 unless given) make waves (-fairness-waves) while tenant quiet and a person of noisy change one workload each -fairness-changes times; each controller on a fresh control plane (bench/README.md)")
 	flag.BoolVar(&o.shards, "shards", false, "the sharding scenario instead (issue 33): N workloads (-n, 2,000 unless given) in two namespaces, cold start, on one replica and then on two shards (--shard, one replica each); each on a fresh control plane (bench/README.md)")
-	flag.IntVar(&o.fairChanges, "fairness-changes", 20, "quiet's changes in -fairness, one after the other")
+	flag.IntVar(&o.fairChanges, "fairness-changes", 20, "changes of quiet's workload (and of one of noisy's) per wave in -fairness, one after the other")
 	flag.StringVar(&o.fairControllers, "fairness-controllers", fairFIFO+","+fairFair+","+fairCarto, "the controllers -fairness runs, in order: "+fairFIFO+" (Kontinue --fair-queue=false), "+fairFair+" (Kontinue's default), "+fairCarto+" (v0.8.11)")
+	flag.StringVar(&o.fairWaves, "fairness-waves", strings.Join(allWaves, ","), "noisy's waves in -fairness, in order, on the same control plane: "+strings.Join(allWaves, ", ")+" (bench/README.md)")
 	flag.StringVar(&o.engine, "engine", engineSimple, "the engine of the chain's templates: "+engineSimple+" ($(…)$ tags) or "+engineGoTemplate)
 	flag.Parse()
 	if o.fairness || o.shards {

@@ -120,6 +120,21 @@ func (w *watcher) workloadSeen(o any) {
 	}
 }
 
+// expectReady waits for n workloads Ready in all (noisy's create wave):
+// the channel closes when they are, and later waves wait for n last
+// steps.
+func (w *watcher) expectReady(n int) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// No wave is waited for meanwhile: the new workloads' last steps
+	// carry the last wave's value, and its channel is closed.
+	w.wave, w.want, w.allReady = "", n, make(chan struct{})
+	if len(w.readyAt) >= n {
+		close(w.allReady)
+	}
+	return w.allReady
+}
+
 func (w *watcher) configMapSeen(o any) {
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok {

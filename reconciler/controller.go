@@ -119,8 +119,18 @@ type Controller struct {
 	// OnReconcile, when set, is told of every key taken from the queue.
 	OnReconcile func(Key)
 
+	// Echo, when set, reports whether a version of a stamped object is
+	// one Kontinue wrote coming back (stamp.Echoes.Back): a key woken only
+	// by such versions is not reconciled (wake.go).
+	Echo func(uid types.UID, rv string) bool
+	// OnEcho, when set, is told of each key not reconciled for that.
+	OnEcho func(controller string)
+
 	waitsMu sync.Mutex
 	waits   map[Key]int // consecutive waits (Result.Wait) by key
+
+	wakeMu sync.Mutex
+	wakes  map[Key]*wake // why each queued key was added (wake.go)
 }
 
 // requeueDelay is when a key whose reconcile ended with res comes back
@@ -176,13 +186,35 @@ type fifo struct {
 func (f fifo) AddPriority(k Key, _ fairq.Priority) { f.Add(k) }
 
 // Enqueue adds a key for an event on the key's own object (a person's
-// edit, a create, a stamped object of the owner changing).
-func (c *Controller) Enqueue(key Key) { c.Queue.Add(key) }
+// edit, a create, a delete, a reconcile asked for).
+func (c *Controller) Enqueue(key Key) {
+	c.woke(key)
+	c.Queue.Add(key)
+}
+
+// EnqueueProgress adds a key for a change of something its earlier work
+// watches (a run, a selected object): after people's own edits, before
+// fan-out.
+func (c *Controller) EnqueueProgress(key Key) {
+	c.woke(key)
+	c.Queue.AddPriority(key, fairq.Normal)
+}
+
+// EnqueueStamped is EnqueueProgress for version rv of an object the key
+// stamped: if every such version since the key was last taken is one
+// Kontinue wrote, the key is not reconciled (wake.go).
+func (c *Controller) EnqueueStamped(key Key, uid types.UID, rv string) {
+	c.wokeBy(key, uid, rv)
+	c.Queue.AddPriority(key, fairq.Normal)
+}
 
 // EnqueueFanOut adds a key one change elsewhere enqueues with many others
 // (a template or chain edit, the initial list, a permission granted): it
 // waits behind every key added with Enqueue.
-func (c *Controller) EnqueueFanOut(key Key) { c.Queue.AddPriority(key, fairq.Low) }
+func (c *Controller) EnqueueFanOut(key Key) {
+	c.woke(key)
+	c.Queue.AddPriority(key, fairq.Low)
+}
 
 // EnqueueAfter adds a key after d, at most once per d: of two pending
 // adds of a key the earlier wins, so a burst of events is one reconcile.
@@ -216,6 +248,12 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.Queue.Done(key)
+	if c.onlyEchoes(key) {
+		if c.OnEcho != nil {
+			c.OnEcho(c.Name)
+		}
+		return true
+	}
 	c.Gate.Wait(ctx)
 	if c.OnReconcile != nil {
 		c.OnReconcile(key)
@@ -244,14 +282,17 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		// answers, then the key comes back at once.
 		outcome = "error"
 		c.Queue.Forget(key)
+		c.woke(key) // come back whatever else wakes it first
 		c.Queue.AddAfter(key, gatedRetry)
 	case err != nil:
 		outcome = "error"
+		c.woke(key)
 		c.Queue.AddRateLimited(key)
 		klog.ErrorS(err, "reconcile failed, retrying with backoff", "controller", c.Name, "key", key.String())
 	case res.RequeueAfter > 0:
 		outcome = "requeue"
 		c.Queue.Forget(key)
+		c.woke(key)
 		c.Queue.AddAfter(key, delay)
 	default:
 		c.Queue.Forget(key)

@@ -236,6 +236,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		c.Gate = g
 		c.OnReconcile = opts.OnReconcile
 	}
+	for _, o := range m.owners {
+		o.ctrl.Echo = m.w.Echoes.Back
+	}
 	return m, nil
 }
 

@@ -129,12 +129,22 @@ func (m *Manager) accountChanged(namespace, name string) {
 // owner. The owner the object had before an update is told too: a hand
 // edit must reach the owner that stamped the object, to be undone.
 func (m *Manager) routeStamped(ev tracking.Event) {
-	for _, obj := range []*unstructured.Unstructured{ev.Obj, ev.Old} {
-		if obj == nil {
-			continue
+	if ev.Type == tracking.Deleted {
+		m.w.Echoes.Gone(ev.Obj.GetUID())
+	}
+	cur, hasCur := m.stampedBy(ev.Obj)
+	if hasCur {
+		if ev.Type == tracking.Deleted {
+			m.owners[cur.Kind].ctrl.EnqueueProgress(cur)
+		} else {
+			// Perhaps a version its owner wrote: judged when a worker
+			// takes the key (wake.go).
+			m.owners[cur.Kind].ctrl.EnqueueStamped(cur, ev.Obj.GetUID(), ev.Obj.GetResourceVersion())
 		}
-		if k, ok := m.stampedBy(obj); ok {
-			m.owners[k.Kind].ctrl.Enqueue(k)
+	}
+	if ev.Old != nil {
+		if prev, ok := m.stampedBy(ev.Old); ok && (!hasCur || prev != cur) {
+			m.owners[prev.Kind].ctrl.EnqueueProgress(prev) // it left that owner
 		}
 	}
 }

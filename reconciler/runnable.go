@@ -72,7 +72,7 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 		r.gen.OwnerDeleted(owner.OwnerRef{Kind: flavorOfOwner(k.GVR).OwnerKind, Namespace: ev.Obj.GetNamespace(), Name: ev.Obj.GetName()}, ev.Obj.GetUID(), owner.RecordsOf(ev.Obj))
 	case k.Selector == api.StampedSelector:
 		if name := ev.Obj.GetLabels()[api.LabelRunnableName]; name != "" {
-			r.ctrl.Enqueue(Key{Kind: api.KindRunnable, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: name}})
+			r.ctrl.EnqueueProgress(Key{Kind: api.KindRunnable, NamespacedName: types.NamespacedName{Namespace: ev.Obj.GetNamespace(), Name: name}})
 		}
 	}
 	r.selMu.Lock()
@@ -84,7 +84,7 @@ func (r *runnableReconciler) route(ev tracking.Event) {
 	}
 	r.selMu.Unlock()
 	for _, key := range keys {
-		r.ctrl.Enqueue(key)
+		r.ctrl.EnqueueProgress(key)
 	}
 }
 

@@ -2,12 +2,14 @@
 // grouped by tenant (for Kontinue, the namespace) and handed to workers
 // round-robin across the tenants that have keys waiting, so one tenant's
 // wave of thousands of keys never holds another tenant's one key behind it.
-// Within that, a key added at High priority (an event on the object itself:
-// a person's edit, a create) is handed out before any key added at Low
-// priority (a fan-out: a template or chain edit that enqueues every owner
-// on it, the initial list at start, a failure's retry), except that after
-// 8 High keys in a row while Low keys wait one Low key goes, so that a
-// steady stream of events never starves the fan-out.
+// Within that, keys are served by priority: High (an event on the object
+// itself: a person's edit, a create), then Normal (the consequences of
+// earlier work: an object it stamped changed, a timed look again), then
+// Low (a fan-out: a template or chain edit that enqueues every owner on
+// it, the initial list at start, a failure's retry). So a person's edit
+// goes before the churn of a wave of re-renders even in the wave's own
+// namespace. After 8 keys in a row from the levels above one that waits,
+// one of its keys goes, so that no level is starved.
 //
 // It keeps client-go workqueue's contract (TypedRateLimitingInterface), so
 // a controller's loop does not change: a key is never handed to two workers
@@ -23,18 +25,20 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// Priority of an add. High is served before Low.
+// Priority of an add. High is served before Normal, Normal before Low.
 type Priority int
 
 // Priorities, highest first.
 const (
 	High Priority = iota
+	Normal
 	Low
 	numPriorities
 )
 
-// Interface is the workqueue contract plus adds at a priority. Add and
-// AddAfter add at High; AddRateLimited (a failure's retry) at Low.
+// Interface is the workqueue contract plus adds at a priority. Add adds
+// at High, AddAfter (a timed look again) at Normal, AddRateLimited (a
+// failure's retry) at Low.
 type Interface[T comparable] interface {
 	workqueue.TypedRateLimitingInterface[T]
 	// AddPriority adds item at p.
@@ -82,21 +86,22 @@ type waiter struct {
 	timer *time.Timer
 }
 
-// Queue is a fair, two-priority, rate-limiting work queue.
+// Queue is a fair, three-priority, rate-limiting work queue.
 type Queue[T comparable] struct {
 	tenant  func(T) string
 	limiter workqueue.TypedRateLimiter[T]
 	m       metrics
 
-	mu         sync.Mutex
-	cond       *sync.Cond
-	levels     [numPriorities]level[T]
-	queued     map[T]queued
-	counts     [numPriorities]int // keys waiting by priority
-	highRun    int                // High keys served in a row while Low ones waited
-	processing map[T]time.Time    // handed out, not Done: since when
-	again      map[T]Priority     // added while processing: queued at Done
-	waiting    map[T]*waiter      // AddAfter not yet due
+	mu     sync.Mutex
+	cond   *sync.Cond
+	levels [numPriorities]level[T]
+	queued map[T]queued
+	counts [numPriorities]int // keys waiting by priority
+	// passed[p]: keys served from levels above p in a row while p waited.
+	passed     [numPriorities]int
+	processing map[T]time.Time // handed out, not Done: since when
+	again      map[T]Priority  // added while processing: queued at Done
+	waiting    map[T]*waiter   // AddAfter not yet due
 	seq        uint64
 	shutdown   bool
 	stopTick   chan struct{}
@@ -179,28 +184,38 @@ func (q *Queue[T]) push(item T, p Priority, added time.Time) {
 	q.cond.Signal()
 }
 
-// highBeforeLow is how many High keys in a row are served while Low keys
-// wait before one Low key goes: a steady stream of events (owners whose
-// stamped objects keep changing) must not starve a template edit forever.
-const highBeforeLow = 8
+// aboveBeforeBelow is how many keys in a row are served from the levels
+// above one whose keys wait before one of them goes: a steady stream of
+// events (owners whose stamped objects keep changing) must not starve a
+// template edit forever.
+const aboveBeforeBelow = 8
 
-// pop takes the next live key: the highest priority that has one (but a
-// Low one after highBeforeLow High ones in a row), the tenant whose turn
-// it is there.
+// pop takes the next live key: the highest priority that has one (but the
+// lowest level passed over aboveBeforeBelow times in a row first), the
+// tenant whose turn it is there.
 func (q *Queue[T]) pop() (T, bool) {
-	order := [numPriorities]Priority{High, Low}
-	if q.counts[Low] > 0 && q.highRun >= highBeforeLow {
-		order = [numPriorities]Priority{Low, High}
+	order := make([]Priority, 0, numPriorities+1)
+	for p := numPriorities - 1; p > High; p-- {
+		if q.counts[p] > 0 && q.passed[p] >= aboveBeforeBelow {
+			order = append(order, p)
+			break
+		}
+	}
+	for p := High; p < numPriorities; p++ {
+		order = append(order, p)
 	}
 	for _, p := range order {
 		item, ok := q.popLevel(p)
 		if !ok {
 			continue
 		}
-		if p == High && q.counts[Low] > 0 {
-			q.highRun++
-		} else {
-			q.highRun = 0
+		q.passed[p] = 0
+		for below := p + 1; below < numPriorities; below++ {
+			if q.counts[below] > 0 {
+				q.passed[below]++
+			} else {
+				q.passed[below] = 0
+			}
 		}
 		return item, true
 	}
@@ -285,9 +300,10 @@ func (q *Queue[T]) Len() int {
 	return len(q.queued)
 }
 
-// AddAfter adds item at High priority after d; of two pending AddAfters of
-// one key the earlier wins.
-func (q *Queue[T]) AddAfter(item T, d time.Duration) { q.addAfter(item, d, High) }
+// AddAfter adds item at Normal priority after d: a key that asked to be
+// looked at again is its own work going on, not news. Of two pending
+// AddAfters of one key the earlier wins.
+func (q *Queue[T]) AddAfter(item T, d time.Duration) { q.addAfter(item, d, Normal) }
 
 // AddRateLimited adds item after its backoff, at Low priority: a retry is
 // not news.

@@ -18,8 +18,8 @@ func newQ() *Queue[string] {
 	return New[string]("", tenantOf, workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, time.Second))
 }
 
-// op is one step of a table test: "+key" adds at High, "-key" at Low,
-// "get" takes the next key, "done key" ends it.
+// op is one step of a table test: "+key" adds at High, "~key" at Normal,
+// "-key" at Low, "get" takes the next key, "done key" ends it.
 func run(t *testing.T, q *Queue[string], ops []string) []string {
 	t.Helper()
 	var got []string
@@ -34,6 +34,8 @@ func run(t *testing.T, q *Queue[string], ops []string) []string {
 			q.Done(strings.TrimPrefix(op, "done "))
 		case op[0] == '+':
 			q.Add(op[1:])
+		case op[0] == '~':
+			q.AddPriority(op[1:], Normal)
 		case op[0] == '-':
 			q.AddPriority(op[1:], Low)
 		default:
@@ -83,6 +85,24 @@ func TestOrder(t *testing.T) {
 		{"added while processed at low and high: queued at high after Done",
 			[]string{"+a/1", "get", "-a/1", "+a/1", "-b/1", "done a/1", "get", "get"},
 			[]string{"a/1", "a/1", "b/1"}},
+		{"high, then normal, then low, in the wave's own namespace too",
+			[]string{"-a/1", "~a/2", "-a/3", "+a/4", "~b/1", "get", "get", "get", "get", "get"},
+			[]string{"a/4", "a/2", "b/1", "a/1", "a/3"}},
+		{"normal keys wait behind high ones, and are not starved by them",
+			[]string{"~b/1", "+a/1", "+a/2", "+a/3", "+a/4", "+a/5", "+a/6", "+a/7", "+a/8", "+a/9",
+				"get", "get", "get", "get", "get", "get", "get", "get", "get", "get"},
+			[]string{"a/1", "a/2", "a/3", "a/4", "a/5", "a/6", "a/7", "a/8", "b/1", "a/9"}},
+		{"normal keys count as passing over low ones",
+			[]string{"-b/1", "~a/1", "~a/2", "~a/3", "~a/4", "+a/5", "+a/6", "+a/7", "+a/8", "~a/9",
+				"get", "get", "get", "get", "get", "get", "get", "get", "get", "get"},
+			[]string{"a/5", "a/6", "a/7", "a/8", "a/1", "a/2", "a/3", "a/4", "b/1", "a/9"}},
+		{"the lowest level passed over goes first, then the next",
+			[]string{"-c/1", "~b/1", "+a/1", "+a/2", "+a/3", "+a/4", "+a/5", "+a/6", "+a/7", "+a/8", "+a/9", "+a/10",
+				"get", "get", "get", "get", "get", "get", "get", "get", "get", "get", "get", "get"},
+			[]string{"a/1", "a/2", "a/3", "a/4", "a/5", "a/6", "a/7", "a/8", "c/1", "b/1", "a/9", "a/10"}},
+		{"a normal key added at high moves up; added at low stays normal",
+			[]string{"~a/1", "~a/2", "+a/2", "-a/1", "get", "get"},
+			[]string{"a/2", "a/1"}},
 		{"a tenant's next key waits for its turn again",
 			[]string{"+a/1", "+b/1", "get", "+a/2", "get", "+b/2", "get", "get"},
 			[]string{"a/1", "b/1", "a/2", "b/2"}},
@@ -101,6 +121,16 @@ func TestLen(t *testing.T) {
 	assert.Equal(t, 1, q.Len(), "a key that moved up counts once")
 	run(t, q, []string{"+a/1"})
 	assert.Equal(t, 1, q.Len(), "a key added while processed is not waiting yet")
+}
+
+// A timed look again comes back at Normal: after a person's edit, before
+// a fan-out.
+func TestAddAfterIsNormal(t *testing.T) {
+	q := newQ()
+	q.AddPriority("c/1", Low)
+	q.AddAfter("a/1", 0)
+	q.Add("b/1")
+	assert.Equal(t, []string{"b/1", "a/1", "c/1"}, run(t, q, []string{"get", "get", "get"}))
 }
 
 func TestAddAfter(t *testing.T) {

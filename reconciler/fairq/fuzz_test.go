@@ -18,11 +18,12 @@ type model struct {
 	since      map[string]int // push order of a waiting key
 	processing map[string]bool
 	again      map[string]Priority
-	// highRun: High keys served in a row while Low keys waited.
-	highRun int
+	// passed[p]: keys served from levels above p in a row while p had
+	// keys waiting.
+	passed [numPriorities]int
 	// passed[p][b][a]: keys of tenant a served at p since tenant b began
 	// waiting at p or was last served there. Round-robin: at most 1.
-	passed [numPriorities]map[string]map[string]int
+	turns [numPriorities]map[string]map[string]int
 }
 
 func (m *model) waitingIn(t string, p Priority) int {
@@ -37,7 +38,7 @@ func (m *model) waitingIn(t string, p Priority) int {
 
 func (m *model) push(k string, p Priority) {
 	if m.waitingIn(tenantOf(k), p) == 0 {
-		m.passed[p][tenantOf(k)] = map[string]int{}
+		m.turns[p][tenantOf(k)] = map[string]int{}
 	}
 	m.seq++
 	m.waiting[k], m.since[k] = p, m.seq
@@ -57,9 +58,11 @@ func (m *model) add(k string, p Priority) {
 	m.push(k, p)
 }
 
-// FuzzQueue drives the queue with adds at both priorities, gets and dones
-// of a few keys in a few tenants, and checks after every step: a key is
-// never handed out while processed, Low is never served while High waits,
+// FuzzQueue drives the queue with adds at the three priorities, gets and
+// dones of a few keys in a few tenants, and checks after every step: a key
+// is never handed out while processed, a level is served while a higher
+// one waits only when it was passed over aboveBeforeBelow times in a row
+// (and then it must be: the lowest such level goes),
 // a tenant's keys come in the order they were queued, no tenant is served
 // twice at a priority while another waits there, Len counts what waits,
 // and at the end everything queued is handed out (no key lost).
@@ -70,8 +73,8 @@ func FuzzQueue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		q := New[string]("", tenantOf, workqueue.NewTypedItemExponentialFailureRateLimiter[string](0, 0))
 		m := &model{waiting: map[string]Priority{}, since: map[string]int{}, processing: map[string]bool{}, again: map[string]Priority{}}
-		for p := range m.passed {
-			m.passed[p] = map[string]map[string]int{}
+		for p := range m.turns {
+			m.turns[p] = map[string]map[string]int{}
 		}
 		get := func() {
 			k, shut := q.Get()
@@ -79,18 +82,31 @@ func FuzzQueue(f *testing.F) {
 			require.False(t, m.processing[k], "%s handed out twice at once", k)
 			p, ok := m.waiting[k]
 			require.True(t, ok, "%s handed out but not waiting", k)
-			lowWaits, highWaits := false, false
+			var waits [numPriorities]bool
 			for _, wp := range m.waiting {
-				lowWaits, highWaits = lowWaits || wp == Low, highWaits || wp == High
+				waits[wp] = true
 			}
-			if p == Low && highWaits {
-				require.GreaterOrEqual(t, m.highRun, highBeforeLow, "%s served at Low while High keys wait, after %d High in a row", k, m.highRun)
+			due := Priority(-1) // the lowest level passed over too often
+			for l := numPriorities - 1; l > High; l-- {
+				if waits[l] && m.passed[l] >= aboveBeforeBelow {
+					due = l
+					break
+				}
 			}
-			if p == High && lowWaits {
-				require.Less(t, m.highRun, highBeforeLow, "%s served at High: a Low key was due", k)
-				m.highRun++
+			if due >= 0 {
+				require.Equal(t, due, p, "%s served at %d: a key at %d was due after %d passed over", k, p, due, m.passed[due])
 			} else {
-				m.highRun = 0
+				for above := High; above < p; above++ {
+					require.False(t, waits[above], "%s served at %d while keys wait at %d", k, p, above)
+				}
+			}
+			m.passed[p] = 0
+			for below := p + 1; below < numPriorities; below++ {
+				if waits[below] {
+					m.passed[below]++
+				} else {
+					m.passed[below] = 0
+				}
 			}
 			for w, wp := range m.waiting {
 				if wp == p && tenantOf(w) == tenantOf(k) {
@@ -98,14 +114,14 @@ func FuzzQueue(f *testing.F) {
 				}
 			}
 			a := tenantOf(k)
-			for b, byA := range m.passed[p] {
+			for b, byA := range m.turns[p] {
 				if b == a || m.waitingIn(b, p) == 0 {
 					continue
 				}
 				byA[a]++
 				require.LessOrEqual(t, byA[a], 1, "tenant %s served twice at %d while %s waited", a, p, b)
 			}
-			m.passed[p][a] = map[string]int{}
+			m.turns[p][a] = map[string]int{}
 			delete(m.waiting, k)
 			m.processing[k] = true
 		}
@@ -132,12 +148,9 @@ func FuzzQueue(f *testing.F) {
 					slices.Sort(keys)
 					done(keys[int(b&0x0f)%len(keys)])
 				}
-			default: // add: 3 tenants × 4 names, High or Low
+			default: // add: 3 tenants × 4 names, High, Normal or Low
 				k := fmt.Sprintf("%s/%d", []string{"a", "b", ""}[int(b>>4)%3], b&0x03)
-				p := High
-				if b&0x04 != 0 {
-					p = Low
-				}
+				p := Priority(int(b>>2&0x03) % int(numPriorities))
 				q.AddPriority(k, p)
 				m.add(k, p)
 			}

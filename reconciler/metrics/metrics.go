@@ -45,10 +45,13 @@ var (
 	conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kontinue_status_conflicts_total", Help: "Status writes the API server refused as conflicts (decided on a stale cached copy), by kind.",
 	}, []string{"kind"})
+	echoes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kontinue_own_write_wakes_total", Help: "Keys woken only by the watch events of versions Kontinue itself wrote, and so not reconciled, by controller.",
+	}, []string{"controller"})
 )
 
 func init() {
-	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped, clients, conflicts, foreign,
+	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped, clients, conflicts, foreign, echoes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue()
 	registerStandard()
@@ -86,6 +89,10 @@ func Applied(applied bool) {
 
 // Foreign counts an object of another shard a sharded watch delivered.
 func Foreign() { foreign.Inc() }
+
+// OwnWriteWake counts a key of controller not reconciled: only versions
+// Kontinue wrote had woken it.
+func OwnWriteWake(controller string) { echoes.WithLabelValues(controller).Inc() }
 
 // StatusConflict counts a status write of kind refused as a conflict.
 func StatusConflict(kind string) { conflicts.WithLabelValues(kind).Inc() }

@@ -69,7 +69,7 @@ func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail
 		if fail == nil {
 			var live *unstructured.Unstructured
 			// The last good set's copy: not the span of the set at hand.
-			if live, _, fail = x.put(sc.step.Name, "", t, want); fail == nil {
+			if live, _, fail = x.put(sc.step.Name, "", t, want, false); fail == nil {
 				return step.Got{Live: []*unstructured.Unstructured{live}, Refs: []st.StampedRef{t.ref}}, nil
 			}
 		}
@@ -79,7 +79,9 @@ func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail
 	var got step.Got
 	for i, desired := range p.Apply {
 		t := w.targets[desired]
-		live, wrote, fail := x.put(sc.step.Name, sc.traceParent, t, desired)
+		// A gated step does not take what its primary reports in the
+		// reconcile that wrote it (step.Observe): it needs the next event.
+		live, wrote, fail := x.put(sc.step.Name, sc.traceParent, t, desired, i == p.Primary && step.Gated(sc.spec))
 		if fail != nil {
 			return got, fail
 		}

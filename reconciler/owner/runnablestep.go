@@ -87,7 +87,7 @@ func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFai
 			t := target{gvr: api.RunnableGVR, what: fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", u.GetKind(), u.GetName(), w.sc.step.Name, w.sc.kind, w.sc.tmplName)}
 			var stop *stepFail
 			// The Runnable carries it; its runs get it from there.
-			if live, _, stop = w.io.put(w.sc.step.Name, w.sc.traceParent, t, u); stop != nil {
+			if live, _, stop = w.io.put(w.sc.step.Name, w.sc.traceParent, t, u, false); stop != nil {
 				return got, stop
 			}
 		}

@@ -105,13 +105,14 @@ func (x *ownerIO) resolveObject(sc *stepCtx, desired *unstructured.Unstructured)
 
 // put writes one object (stamp.Session.Put) for the step, with the trace
 // context of its input set (trace; "": none), and reports whether it was
-// written.
-func (x *ownerIO) put(stepName, trace string, t target, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, *stepFail) {
+// written. looksAgain: the step looks at the object again at its next
+// event, the write's own included (stamp.For).
+func (x *ownerIO) put(stepName, trace string, t target, desired *unstructured.Unstructured, looksAgain bool) (*unstructured.Unstructured, bool, *stepFail) {
 	cl, err := x.client()
 	if err != nil {
 		return nil, false, failed(failure.Client(err))
 	}
-	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, TraceParent: trace}
+	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, TraceParent: trace, LooksAgain: looksAgain}
 	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
 		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))

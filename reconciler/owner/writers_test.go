@@ -279,7 +279,7 @@ func TestOwnerIOWithoutClient(t *testing.T) {
 
 	tg, fail := x.resolve(desired("ConfigMap", "a"), "apply", "ConfigMap [a]")
 	require.Nil(t, fail)
-	_, _, fail = x.put("app", "", tg, desired("ConfigMap", "a"))
+	_, _, fail = x.put("app", "", tg, desired("ConfigMap", "a"), false)
 	require.NotNil(t, fail)
 	assert.Equal(t, "False ServiceAccountError", string(fail.cond.Status)+" "+fail.cond.Reason)
 	assert.Equal(t, noClient.Error(), fail.cond.Message)

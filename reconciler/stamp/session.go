@@ -197,6 +197,10 @@ type For struct {
 	Owner  *unstructured.Unstructured
 	Claim  Owner
 	Step   string
+	// LooksAgain: the caller does not take what the written object
+	// reports now, and looks again at its next event, which may be the
+	// write's own (a gated step): that event is news (Echoes).
+	LooksAgain bool
 	// TraceParent, when set, is the W3C trace context of the step's input
 	// set (api.AnnotationTraceParent): put on the object written, never
 	// compared (traced), so it changes only with the object.
@@ -225,6 +229,10 @@ func (s *Session) Put(ctx context.Context, f For, t Target, watch Watch, desired
 		cached = nil // the create decides
 	}
 	live, wrote, err := s.put(ctx, f, t, desired, cached)
+	if err == nil && live != nil && live != cached && !f.LooksAgain {
+		// The caller decides on live: its event is no news (echoes.go).
+		s.Echoes.Wrote(live.GetUID(), live.GetResourceVersion())
+	}
 	if wrote {
 		s.Events.applied(f, live)
 	}

@@ -48,11 +48,14 @@ type Writer struct {
 	// Shard is the shard this writer's replica serves (api.ShardLabel):
 	// runs found in another are relabelled into it (shard.go).
 	Shard string
+	// Echoes are the versions Put wrote whose events have not come back
+	// (echoes.go).
+	Echoes *Echoes
 }
 
 // NewWriter returns a Writer. noted may be nil.
 func NewWriter(dyn dynamic.Interface, mapper *tracking.Mapper, tracker *tracking.Tracker, events *Events, noted func(applied bool)) *Writer {
-	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted, recent: runs.NewRecent(recentRunTTL)}
+	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted, recent: runs.NewRecent(recentRunTTL), Echoes: NewEchoes()}
 }
 
 func (w *Writer) note(applied bool) {

@@ -1,0 +1,75 @@
+package stamp
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Echoes are the versions of stamped objects that Kontinue itself wrote
+// and whose watch events have not come back yet. The reconcile that wrote
+// a version decided on the object the API server returned, so that
+// version's event tells its owner nothing new: routing drops it instead
+// of reconciling the owner once more (after a template edit, that second
+// reconcile was half of a wave's work, and it ran ahead of people's own
+// edits). Any other version of the object (its controller's status, a
+// hand edit) is news as before.
+//
+// One version per object is kept, the last written; it goes when its
+// event comes, when the object is deleted, or when the object is written
+// again. A version whose event never comes (a relist that skipped it) is
+// replaced by the object's next write or forgotten with the object: at
+// most one entry per stamped object.
+type Echoes struct {
+	mu sync.Mutex
+	rv map[types.UID]string
+}
+
+// NewEchoes returns an empty set.
+func NewEchoes() *Echoes { return &Echoes{rv: map[types.UID]string{}} }
+
+// Wrote records that Kontinue wrote version rv of the object uid.
+func (e *Echoes) Wrote(uid types.UID, rv string) {
+	if e == nil || uid == "" || rv == "" {
+		return
+	}
+	e.mu.Lock()
+	e.rv[uid] = rv
+	e.mu.Unlock()
+}
+
+// Back reports whether version rv of uid is the last one Kontinue wrote,
+// coming back as a watch event, and forgets it: each write's event is
+// dropped once.
+func (e *Echoes) Back(uid types.UID, rv string) bool {
+	if e == nil || uid == "" {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if want, ok := e.rv[uid]; ok && want == rv {
+		delete(e.rv, uid)
+		return true
+	}
+	return false
+}
+
+// Gone forgets the object uid (deleted).
+func (e *Echoes) Gone(uid types.UID) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	delete(e.rv, uid)
+	e.mu.Unlock()
+}
+
+// Len is the number of versions waiting for their event (metrics, tests).
+func (e *Echoes) Len() int {
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.rv)
+}

@@ -1,0 +1,116 @@
+package reconciler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"k8s.io/apimachinery/pkg/types"
+
+	"kontinue.dev/kontinue/reconciler/stamp"
+)
+
+// A key is skipped only when every reason it was added for is a version of
+// a stamped object that Kontinue wrote, judged when a worker takes it.
+func TestOnlyEchoes(t *testing.T) {
+	k := Key{Kind: "Workload", NamespacedName: types.NamespacedName{Namespace: "ns", Name: "app"}}
+	for _, tt := range []struct {
+		name  string
+		wrote map[types.UID]string // versions Kontinue wrote (stamp.Echoes)
+		adds  func(c *Controller, e *stamp.Echoes)
+		want  bool
+	}{
+		{"no reason recorded (a timed look again): reconciled", map[types.UID]string{"a": "2"}, func(c *Controller, _ *stamp.Echoes) {}, false},
+		{"its own write coming back: skipped", map[types.UID]string{"a": "2"},
+			func(c *Controller, _ *stamp.Echoes) { c.wokeBy(k, "a", "2") }, true},
+		{"the event came before the write's answer: judged at the take, skipped", nil,
+			func(c *Controller, e *stamp.Echoes) { c.wokeBy(k, "a", "2"); e.Wrote("a", "2") }, true},
+		{"another version of the object (its controller's status): reconciled", map[types.UID]string{"a": "2"},
+			func(c *Controller, _ *stamp.Echoes) { c.wokeBy(k, "a", "3") }, false},
+		{"one of two objects is news: reconciled", map[types.UID]string{"a": "2", "b": "5"},
+			func(c *Controller, _ *stamp.Echoes) { c.wokeBy(k, "a", "2"); c.wokeBy(k, "b", "6") }, false},
+		{"both objects its own writes: skipped", map[types.UID]string{"a": "2", "b": "5"},
+			func(c *Controller, _ *stamp.Echoes) { c.wokeBy(k, "a", "2"); c.wokeBy(k, "b", "5") }, true},
+		{"an edit of the owner as well: reconciled", map[types.UID]string{"a": "2"},
+			func(c *Controller, _ *stamp.Echoes) { c.wokeBy(k, "a", "2"); c.Enqueue(k) }, false},
+		{"an edit before the echo: reconciled", map[types.UID]string{"a": "2"},
+			func(c *Controller, _ *stamp.Echoes) { c.Enqueue(k); c.wokeBy(k, "a", "2") }, false},
+		{"a fan-out as well: reconciled", map[types.UID]string{"a": "2"},
+			func(c *Controller, _ *stamp.Echoes) { c.EnqueueFanOut(k); c.wokeBy(k, "a", "2") }, false},
+		{"a progress event as well (a run): reconciled", map[types.UID]string{"a": "2"},
+			func(c *Controller, _ *stamp.Echoes) { c.wokeBy(k, "a", "2"); c.EnqueueProgress(k) }, false},
+		{"more versions than kept: reconciled", map[types.UID]string{"a": "9"},
+			func(c *Controller, _ *stamp.Echoes) {
+				for range maxVersions + 1 {
+					c.wokeBy(k, "a", "9")
+				}
+			}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := stamp.NewEchoes()
+			for uid, rv := range tt.wrote {
+				e.Wrote(uid, rv)
+			}
+			c := NewController("Workload", nil)
+			defer c.Queue.ShutDown()
+			c.Echo = e.Back
+			tt.adds(c, e)
+			assert.Equal(t, tt.want, c.onlyEchoes(k))
+			assert.False(t, c.onlyEchoes(k), "the reasons are taken: a second take has none")
+		})
+	}
+}
+
+// Through the loop: a key woken by its own write's event is not
+// reconciled; a key that asked to be looked at again is, even when its
+// own write's event wakes it first.
+func TestLoopSkipsOwnWrites(t *testing.T) {
+	k := Key{Kind: "Workload", NamespacedName: types.NamespacedName{Namespace: "ns", Name: "app"}}
+	calls := make(chan Result, 10)
+	next := make(chan Result, 10)
+	c := NewController("Workload", ReconcileFunc(func(context.Context, Key) (Result, error) {
+		var r Result
+		select {
+		case r = <-next:
+		default:
+		}
+		calls <- r
+		return r, nil
+	}))
+	e := stamp.NewEchoes()
+	c.Echo = e.Back
+	skipped := make(chan string, 10)
+	c.OnEcho = func(name string) { skipped <- name }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, context.Background(), 1); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// A create: reconciled; it wrote version 2 of object a.
+	next <- Result{}
+	c.Enqueue(k)
+	<-calls
+	e.Wrote("a", "2")
+	c.EnqueueStamped(k, "a", "2")
+	assert.Equal(t, "Workload", <-skipped, "its own write's event is skipped")
+
+	// A reconcile that asks to look again in 50 ms, and its write's event
+	// comes first: the look again still happens.
+	next <- Result{RequeueAfter: 50 * time.Millisecond}
+	c.Enqueue(k)
+	<-calls
+	e.Wrote("a", "3")
+	next <- Result{}
+	c.EnqueueStamped(k, "a", "3")
+	select {
+	case <-calls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the key that asked to be looked at again was not")
+	}
+	select {
+	case s := <-skipped:
+		t.Fatalf("skipped %s although it asked to be looked at again", s)
+	default:
+	}
+}
