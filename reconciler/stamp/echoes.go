@@ -2,6 +2,7 @@ package stamp
 
 import (
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -17,16 +18,32 @@ import (
 //
 // One version per object is kept, the last written; it goes when its
 // event comes, when the object is deleted, or when the object is written
-// again. A version whose event never comes (a relist that skipped it) is
-// replaced by the object's next write or forgotten with the object: at
-// most one entry per stamped object.
+// again. A version whose event never comes (a relist that skipped it, a
+// watch stopped just after the write) is replaced by the object's next
+// write, forgotten with the object, or dropped once it is older than
+// echoMaxAge: then its event, should it still come, is taken for news (one
+// reconcile more, nothing lost).
 type Echoes struct {
-	mu sync.Mutex
-	rv map[types.UID]string
+	mu    sync.Mutex
+	rv    map[types.UID]echo
+	swept time.Time
+	now   func() time.Time
 }
 
+type echo struct {
+	rv string
+	at time.Time
+}
+
+// echoMaxAge is how long a version waits for its event; echoSweepAt is the
+// size past which old ones are looked for (at most once per echoMaxAge).
+const (
+	echoMaxAge  = 5 * time.Minute
+	echoSweepAt = 4096
+)
+
 // NewEchoes returns an empty set.
-func NewEchoes() *Echoes { return &Echoes{rv: map[types.UID]string{}} }
+func NewEchoes() *Echoes { return &Echoes{rv: map[types.UID]echo{}, now: time.Now} }
 
 // Wrote records that Kontinue wrote version rv of the object uid.
 func (e *Echoes) Wrote(uid types.UID, rv string) {
@@ -34,8 +51,17 @@ func (e *Echoes) Wrote(uid types.UID, rv string) {
 		return
 	}
 	e.mu.Lock()
-	e.rv[uid] = rv
-	e.mu.Unlock()
+	defer e.mu.Unlock()
+	now := e.now()
+	e.rv[uid] = echo{rv: rv, at: now}
+	if len(e.rv) > echoSweepAt && now.Sub(e.swept) > echoMaxAge {
+		e.swept = now
+		for u, x := range e.rv {
+			if now.Sub(x.at) > echoMaxAge {
+				delete(e.rv, u)
+			}
+		}
+	}
 }
 
 // Back reports whether version rv of uid is the last one Kontinue wrote,
@@ -47,7 +73,7 @@ func (e *Echoes) Back(uid types.UID, rv string) bool {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if want, ok := e.rv[uid]; ok && want == rv {
+	if want, ok := e.rv[uid]; ok && want.rv == rv {
 		delete(e.rv, uid)
 		return true
 	}
