@@ -389,10 +389,11 @@ func (t *Tracker) List(k Key, namespace string) (objs []*unstructured.Unstructur
 
 // EachJSON calls fn with the JSON of each cached object of k (all
 // namespaces when namespace is ""), one at a time, and reports whether the
-// cache has synced. A packed object's JSON is its cached copy: fn must not
-// change or keep doc. For scans of every owner (a chain's selector): List
-// would decode them all at once, a second copy of the cache at its decoded
-// size (10,000 Workloads: ~150 MiB), and the scan marshal them back.
+// cache has synced. doc is valid until fn returns (the next object is
+// decompressed into the same buffer): fn must not keep it. For scans of
+// every owner (a chain's selector): List would decode them all at once, a
+// second copy of the cache at its decoded size (10,000 Workloads: ~150
+// MiB), and the scan marshal them back.
 func (t *Tracker) EachJSON(k Key, namespace string, fn func(doc []byte)) (synced bool) {
 	t.mu.Lock()
 	e := t.entries[k]
@@ -406,11 +407,15 @@ func (t *Tracker) EachJSON(k Key, namespace string, fn func(doc []byte)) (synced
 	} else {
 		items, _ = e.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
 	}
+	buf := getScratch()
+	b := *buf
 	for _, it := range items {
-		if doc, ok := jsonOf(it); ok {
+		if doc, ok := jsonOf(it, b); ok {
 			fn(doc)
+			b = doc[:0] // ours: reused for the next
 		}
 	}
+	putScratch(buf, b)
 	return true
 }
 
