@@ -2,6 +2,8 @@ package tracking
 
 import (
 	"context"
+	"fmt"
+	goruntime "runtime"
 	"sync"
 	"testing"
 	"time"
@@ -298,4 +300,41 @@ func TestSyncedWaitsForTheHandler(t *testing.T) {
 	close(release)
 	waitSynced(t, tr, cms)
 	assert.Len(t, seen, 1, "the second object was handled before Synced")
+}
+
+// BenchmarkWatchUsers reports the heap the tracker keeps per user (an
+// owner) holding two watches, over 10,000 users: what it needs to release
+// an owner's watches. A fresh tracker each time (maps keep their room),
+// the earlier ones kept (none is freed while measuring).
+func BenchmarkWatchUsers(b *testing.B) {
+	const n = 10000
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fmt.Sprintf("Workload/ns-%d/app-%d", i%100, i)
+	}
+	var per float64
+	var keep []*Tracker
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for b.Loop() {
+		w := newWorld()
+		tr := NewWith(w.informers, 0, func(Event) {})
+		tr.Start(ctx)
+		tr.Ensure(cms, Permanent)
+		tr.Ensure(secrets, Permanent)
+		var before, after goruntime.MemStats
+		goruntime.GC()
+		goruntime.ReadMemStats(&before)
+		for _, u := range users {
+			h := tr.Begin(u)
+			h.Watch(cms)
+			h.Watch(secrets)
+			h.Done()
+		}
+		goruntime.GC()
+		goruntime.ReadMemStats(&after)
+		per = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+		keep = append(keep, tr)
+	}
+	b.ReportMetric(per, "B/user")
 }
