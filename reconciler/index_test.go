@@ -109,6 +109,7 @@ func BenchmarkIndexOwners(b *testing.B) {
 		per = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
 		keep = append(keep, x)
 	}
+	runtime.KeepAlive(keep)
 	b.ReportMetric(per, "B/owner")
 }
 

@@ -336,5 +336,6 @@ func BenchmarkWatchUsers(b *testing.B) {
 		per = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
 		keep = append(keep, tr)
 	}
+	goruntime.KeepAlive(keep)
 	b.ReportMetric(per, "B/user")
 }
