@@ -144,8 +144,8 @@ type Tracker struct {
 	informer InformerFunc
 	resync   time.Duration
 	handler  Handler
-	// pack says which watches cache their objects as JSON (packed.go);
-	// slim, which keep only their objects' names and UIDs (slim).
+	// pack says which watches cache their objects as compressed JSON
+	// (packed.go); slim, which keep only their objects' names and UIDs.
 	pack func(Key) bool
 	slim func(Key) bool
 	// serverSelector, when set, is the label selector the API server
@@ -182,10 +182,10 @@ func NewWith(newInformer InformerFunc, resync time.Duration, h Handler) *Tracker
 	}
 }
 
-// PackWhen makes the watches f picks cache their objects as JSON, decoded
-// on every read (packed.go): for the many objects (owners, stamped objects),
-// not for those read in bulk on every reconcile (chains, templates). Call
-// before Start.
+// PackWhen makes the watches f picks cache their objects as compressed
+// JSON, decoded on every read (packed.go): for the many objects (owners,
+// stamped objects), not for those read in bulk on every reconcile (chains,
+// templates). Call before Start.
 func (t *Tracker) PackWhen(f func(Key) bool) { t.pack = f }
 
 // SlimWhen makes the watches f picks cache only their objects' name,
