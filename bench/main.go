@@ -549,6 +549,7 @@ func (b *bench) changeLatency(ctx context.Context, before metrics) error {
 	o, res := b.o, b.res
 	logf("%d spec changes at %g/s", o.changes, o.changeRate)
 	a0, _ := b.apiserver.scrape(ctx)
+	cpu := b.cpuMeter()
 	waitProfile := b.prof.cpu(ctx, "cpu-changes", time.Duration(float64(o.changes)/o.changeRate*float64(time.Second)))
 	lat, first, lost, err := runChanges(ctx, b.dyn, b.watcher, o)
 	if err != nil {
@@ -562,6 +563,7 @@ func (b *bench) changeLatency(ctx context.Context, before metrics) error {
 	if err != nil {
 		return err
 	}
+	res.ChangeLatency.CPUSeconds = cpu.read()
 	if a1, _ := b.apiserver.scrape(ctx); a0 != nil && a1 != nil {
 		res.ChangeLatency.APIServerWrites = apiserverWrites(a0, a1)
 	}

@@ -100,6 +100,9 @@ type results struct {
 		// APIServerWrites: all clients' writes during the changes
 		// (includes the bench's own workload patches).
 		APIServerWrites map[string]int `json:"apiserverWrites,omitempty"`
+		// CPUSeconds: each process's CPU from the first change until
+		// Kontinue is quiet after the last.
+		CPUSeconds map[string]float64 `json:"cpuSeconds,omitempty"`
 	} `json:"changeLatency"`
 	// WaveLatency: changes made while a template edit re-renders every
 	// workload (-wave-changes).
@@ -317,6 +320,9 @@ func (r *results) table() string {
 			row("  of which until the first step's object", fmt.Sprintf("p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms", f.P50, f.P95, f.P99, f.Max))
 		}
 		row("  Kontinue writes per change", fmt.Sprintf("%.2f  (calls: %s)", r.ChangeLatency.WritesPerChange, formatCounts(r.ChangeLatency.Calls)))
+		if c := r.ChangeLatency.CPUSeconds; len(c) > 0 {
+			row("  CPU seconds, changes until quiet", cpu(c))
+		}
 		if d := r.ChangeLatency.Diag; d != nil {
 			row("  where the time went", d.String())
 		}

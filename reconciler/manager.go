@@ -194,7 +194,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	// Watches as an account are made under the tracker's lock: their users
 	// (a Runnable's selector) check the account first (accountExists).
 	m.tracker = tracking.New(dyn, m.clients.Unchecked, opts.Resync, m.route)
-	// The many objects are cached as JSON; chains and templates, read in
+	// The many objects are cached as compressed JSON; chains and templates, read in
 	// bulk by every reconcile, stay decoded.
 	m.tracker.PackWhen(func(k tracking.Key) bool {
 		return k.Selector == api.StampedSelector || (k.Selector == "" && (k.GVR == api.WorkloadGVR || k.GVR == api.DeliverableGVR))

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -143,8 +144,8 @@ type Tracker struct {
 	informer InformerFunc
 	resync   time.Duration
 	handler  Handler
-	// pack says which watches cache their objects as JSON (packed.go);
-	// slim, which keep only their objects' names and UIDs (slim).
+	// pack says which watches cache their objects as compressed JSON
+	// (packed.go); slim, which keep only their objects' names and UIDs.
 	pack func(Key) bool
 	slim func(Key) bool
 	// serverSelector, when set, is the label selector the API server
@@ -154,7 +155,7 @@ type Tracker struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	entries map[Key]*entry
-	byUser  map[string]map[Key]struct{}
+	byUser  map[string]keySet
 
 	// outage, when set, is where lists and watches wait while the API
 	// server is away; waiting counts those that wait or retry.
@@ -177,14 +178,14 @@ func NewWith(newInformer InformerFunc, resync time.Duration, h Handler) *Tracker
 		resync:   resync,
 		handler:  h,
 		entries:  map[Key]*entry{},
-		byUser:   map[string]map[Key]struct{}{},
+		byUser:   map[string]keySet{},
 	}
 }
 
-// PackWhen makes the watches f picks cache their objects as JSON, decoded
-// on every read (packed.go): for the many objects (owners, stamped objects),
-// not for those read in bulk on every reconcile (chains, templates). Call
-// before Start.
+// PackWhen makes the watches f picks cache their objects as compressed
+// JSON, decoded on every read (packed.go): for the many objects (owners,
+// stamped objects), not for those read in bulk on every reconcile (chains,
+// templates). Call before Start.
 func (t *Tracker) PackWhen(f func(Key) bool) { t.pack = f }
 
 // SlimWhen makes the watches f picks cache only their objects' name,
@@ -252,10 +253,7 @@ func (t *Tracker) Ensure(k Key, user string) bool {
 	defer t.mu.Unlock()
 	e := t.ensureLocked(k)
 	e.users[user] = struct{}{}
-	if t.byUser[user] == nil {
-		t.byUser[user] = map[Key]struct{}{}
-	}
-	t.byUser[user][k] = struct{}{}
+	t.byUser[user] = t.byUser[user].with(k)
 	return e.informer.HasSynced()
 }
 
@@ -264,14 +262,14 @@ func (t *Tracker) Ensure(k Key, user string) bool {
 func (t *Tracker) Commit(user string, keys []Key) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	want := make(map[Key]struct{}, len(keys))
+	want := make(keySet, 0, len(keys))
 	for _, k := range keys {
-		want[k] = struct{}{}
+		want = want.with(k)
 		t.ensureLocked(k).users[user] = struct{}{}
 	}
-	for k := range t.byUser[user] {
-		if _, ok := want[k]; !ok {
-			t.releaseLocked(k, user)
+	for _, h := range t.byUser[user] {
+		if !want.has(h.Value()) {
+			t.releaseLocked(h.Value(), user)
 		}
 	}
 	if len(want) == 0 {
@@ -289,12 +287,7 @@ func (t *Tracker) Release(k Key, user string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.releaseLocked(k, user)
-	if u := t.byUser[user]; u != nil {
-		delete(u, k)
-		if len(u) == 0 {
-			delete(t.byUser, user)
-		}
-	}
+	t.dropLocked(user, k)
 }
 
 // StopResource stops every informer of a group/resource, whatever its users
@@ -312,7 +305,7 @@ func (t *Tracker) StopResource(gr schema.GroupResource) []string {
 			if u != Permanent {
 				users = append(users, u)
 			}
-			delete(t.byUser[u], k)
+			t.dropLocked(u, k)
 		}
 		e.cancel()
 		delete(t.entries, k)
@@ -389,10 +382,11 @@ func (t *Tracker) List(k Key, namespace string) (objs []*unstructured.Unstructur
 
 // EachJSON calls fn with the JSON of each cached object of k (all
 // namespaces when namespace is ""), one at a time, and reports whether the
-// cache has synced. A packed object's JSON is its cached copy: fn must not
-// change or keep doc. For scans of every owner (a chain's selector): List
-// would decode them all at once, a second copy of the cache at its decoded
-// size (10,000 Workloads: ~150 MiB), and the scan marshal them back.
+// cache has synced. doc is valid until fn returns (the next object is
+// decompressed into the same buffer): fn must not keep it. For scans of
+// every owner (a chain's selector): List would decode them all at once, a
+// second copy of the cache at its decoded size (10,000 Workloads: ~150
+// MiB), and the scan marshal them back.
 func (t *Tracker) EachJSON(k Key, namespace string, fn func(doc []byte)) (synced bool) {
 	t.mu.Lock()
 	e := t.entries[k]
@@ -406,11 +400,15 @@ func (t *Tracker) EachJSON(k Key, namespace string, fn func(doc []byte)) (synced
 	} else {
 		items, _ = e.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
 	}
+	buf := getScratch()
+	b := *buf
 	for _, it := range items {
-		if doc, ok := jsonOf(it); ok {
+		if doc, ok := jsonOf(it, b); ok {
 			fn(doc)
+			b = doc[:0] // ours: reused for the next
 		}
 	}
+	putScratch(buf, b)
 	return true
 }
 
@@ -548,6 +546,35 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 	go inf.RunWithContext(ctx)
 	klog.V(2).InfoS("started watch", "watch", k.String())
 	return e
+}
+
+// keySet is the watches one user holds: a short list (a reconcile uses a
+// few) of handles to one shared copy of each Key, 8 bytes each where a
+// map per user cost ~900 bytes (10,000 owners: 9 MiB of the steady heap).
+type keySet []unique.Handle[Key]
+
+func (s keySet) has(k Key) bool { return slices.Contains(s, unique.Make(k)) }
+
+// with returns s with k, appended if it is not there.
+func (s keySet) with(k Key) keySet {
+	if h := unique.Make(k); !slices.Contains(s, h) {
+		return append(s, h)
+	}
+	return s
+}
+
+// dropLocked removes k from the watches of user.
+func (t *Tracker) dropLocked(user string, k Key) {
+	s, ok := t.byUser[user]
+	if !ok {
+		return
+	}
+	h := unique.Make(k)
+	if s = slices.DeleteFunc(s, func(x unique.Handle[Key]) bool { return x == h }); len(s) == 0 {
+		delete(t.byUser, user)
+		return
+	}
+	t.byUser[user] = s
 }
 
 func (t *Tracker) releaseLocked(k Key, user string) {
