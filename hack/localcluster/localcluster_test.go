@@ -407,6 +407,21 @@ func TestAttachStopsOnlyRecordedProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = c.Process.Kill(); _ = c.Wait() }()
+		// Start returns once the child began its exec, which may not have
+		// set up its arguments yet: /proc/<pid>/cmdline can still be empty
+		// (CI saw "ours" not running). Wait for the command line first.
+		arg := c.Args[len(c.Args)-1]
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			args, _ := cmdline(c.Process.Pid)
+			if len(args) > 0 && args[len(args)-1] == arg {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d: command line %q after 10s", c.Process.Pid, args)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 	pids := fmt.Sprintf("etcd\t%d\t%s\nkube-apiserver\t%d\t%s\n", ours.Process.Pid, sh, foreign.Process.Pid, sh)
 	if err := os.WriteFile(filepath.Join(dir, pidsFile), []byte(pids), 0o600); err != nil {
