@@ -4,21 +4,21 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Echoes are the versions of stamped objects that Kontinue itself wrote
-// and whose watch events have not come back yet. The reconcile that wrote
-// a version decided on the object the API server returned, so that
-// version's event tells its owner nothing new: routing drops it instead
-// of reconciling the owner once more (after a template edit, that second
-// reconcile was half of a wave's work, and it ran ahead of people's own
-// edits). Any other version of the object (its controller's status, a
-// hand edit) is news as before.
+// Echoes are, per stamped object, the version its owner's latest
+// reconcile decided on (the one it wrote, or the cached copy it found up
+// to date), whose watch event has not come back yet. That version's event
+// tells the owner nothing new: the key it wakes is not reconciled once
+// more (after a template edit, that second reconcile was half of a wave's
+// work, and it ran ahead of people's own edits). Any other version of the
+// object (its controller's status, a hand edit, an earlier write the
+// latest reconcile did not see) is news as before.
 //
-// One version per object is kept, the last written; it goes when its
-// event comes, when the object is deleted, or when the object is written
-// again. A version whose event never comes (a relist that skipped it, a
+// One version per object is kept; it goes when its event comes, when the
+// object is deleted, or when a reconcile decides again. A version whose event never comes (a relist that skipped it, a
 // watch stopped just after the write) is replaced by the object's next
 // write, forgotten with the object, or dropped once it is older than
 // echoMaxAge: then its event, should it still come, is taken for news (one
@@ -61,6 +61,28 @@ func (e *Echoes) Wrote(uid types.UID, rv string) {
 				delete(e.rv, u)
 			}
 		}
+	}
+}
+
+// Decided records what a Put's caller decides on: live, the version it
+// wrote, or the cached copy it found up to date (then live is cached). That
+// version's event is no news to it; any other is, an earlier write's echo
+// included: a reconcile that decided on an older cached copy (the stamped
+// watch lagging behind the owner's) must be woken by the newer version,
+// or the object would keep what an earlier reconcile wrote. A caller that
+// looks again (LooksAgain), or a failed put, leaves no version: every
+// event of the object is news.
+func (e *Echoes) Decided(cached, live *unstructured.Unstructured, err error, looksAgain bool) {
+	if e == nil {
+		return
+	}
+	switch {
+	case err == nil && live != nil && !looksAgain:
+		e.Wrote(live.GetUID(), live.GetResourceVersion())
+	case live != nil:
+		e.Gone(live.GetUID())
+	case cached != nil:
+		e.Gone(cached.GetUID())
 	}
 }
 

@@ -229,10 +229,7 @@ func (s *Session) Put(ctx context.Context, f For, t Target, watch Watch, desired
 		cached = nil // the create decides
 	}
 	live, wrote, err := s.put(ctx, f, t, desired, cached)
-	if err == nil && live != nil && live != cached && !f.LooksAgain {
-		// The caller decides on live: its event is no news (echoes.go).
-		s.Echoes.Wrote(live.GetUID(), live.GetResourceVersion())
-	}
+	s.Echoes.Decided(cached, live, err, f.LooksAgain)
 	if wrote {
 		s.Events.applied(f, live)
 	}
