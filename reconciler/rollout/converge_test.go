@@ -46,18 +46,18 @@ func TestMoves(t *testing.T) {
 func TestDueOfShard(t *testing.T) {
 	c := canaryPolicy(t)
 	in := Input{Policy: c, Live: &Revision{Name: "B"}, Prev: Status{Stable: "A", Target: "B", Wave: 3, Phase: PhaseProgressing, Revisions: []Revision{{Name: "A"}, {Name: "B"}}}}
-	for _, s := range []string{"", "a", "b", ""} {
+	for _, s := range []string{"-", "a", "b", "-", ""} {
 		l := map[string]string{}
-		if s != "" {
-			l["kontinue.dev/shard"] = s
+		if s != "-" {
+			l["kontinue.dev/shard"] = s // "": a label no replica serves
 		}
-		in.Owners = append(in.Owners, Owner{Namespace: "ns", Name: fmt.Sprintf("o%d-%s", len(in.Owners), s), Labels: l, Revision: "A"})
+		in.Owners = append(in.Owners, Owner{Namespace: "ns", Name: fmt.Sprintf("o%d%s", len(in.Owners), s), Labels: l, Revision: "A"})
 	}
-	for shard, want := range map[string][]string{"": {"ns/o0-", "ns/o3-"}, "a": {"ns/o1-a"}, "b": {"ns/o2-b"}, "c": nil} {
+	for shard, want := range map[string][]string{"": {"ns/o0-", "ns/o3-"}, "a": {"ns/o1a"}, "b": {"ns/o2b"}, "c": nil} {
 		in.Shard = shard
 		out := Next(in)
 		require.Equal(t, want, out.Due, "shard %q", shard)
-		require.Equal(t, 4, out.Status.Owners, "the tally counts every shard's owners")
+		require.Equal(t, 5, out.Status.Owners, "the tally counts every shard's owners")
 	}
 }
 

@@ -296,8 +296,8 @@ func advance(in Input, s *Status, resumed bool) {
 func due(in Input) []string {
 	var out []string
 	for _, o := range in.Owners {
-		if o.Labels[api.ShardLabel] != in.Shard {
-			continue // another replica's to wake
+		if !served(o.Labels, in.Shard) {
+			continue // another replica's to wake, or no replica's
 		}
 		want := Choose(in.Policy, &in.Prev, o)
 		if want != "" && want != o.Revision && (o.Revision != "" || want != in.Prev.Stable) {
@@ -306,6 +306,16 @@ func due(in Input) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// served reports whether the replicas of shard serve an owner with labels
+// (api.ShardSelector): the default shard's, those without the label.
+func served(labels map[string]string, shard string) bool {
+	v, ok := labels[api.ShardLabel]
+	if shard == "" {
+		return !ok
+	}
+	return v == shard
 }
 
 // keep are the revisions an owner may still render with (Stable, Target,
