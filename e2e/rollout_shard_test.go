@@ -28,7 +28,8 @@ import (
 //  2. a fix rolls out wave by wave across the three shards, no owner
 //     early, until every owner renders with it;
 //  3. each replica woke only its own shard's owners: the suite's Kontinue
-//     never reconciled an owner of a or b.
+//     never reconciled an owner of a or b;
+//  4. the policy removed, a replica stops watching the other shards.
 func TestRolloutShards(t *testing.T) {
 	if env.external {
 		t.Skip("counts the in-process Kontinue's reconciles")
@@ -158,4 +159,20 @@ spec: {}
 		}
 	}
 	noForeign(t, a, b)
+
+	// 4. Without a policy the chain needs no other shard's facts: shard
+	// a's replica stops its watch of the other shards' owners.
+	informers := func() float64 {
+		v, msg := a.metric("kontinue_active_informers", nil)
+		require.Empty(t, msg)
+		return v
+	}
+	with := informers()
+	k.apply(k.chainYAML(chain, "", k.step("cfg", "ClusterTemplate", tmpl, "")))
+	eventually(t, 30*time.Second, func() string {
+		if got := informers(); got != with-1 {
+			return fmt.Sprintf("shard a runs %v informers, want %v", got, with-1)
+		}
+		return ""
+	})
 }
