@@ -591,6 +591,9 @@ func (b *bench) waveLatency(ctx context.Context) error {
 		return err
 	}
 	waveDone := b.watcher.startWave("1")
+	// A CPU profile of about the wave (-pprof): what each re-render costs.
+	waitProfile := b.prof.cpu(ctx, "cpu-wave", min(max(time.Duration(o.n)*8*time.Millisecond, 5*time.Second), 5*time.Minute))
+	defer waitProfile()
 	editAt := time.Now()
 	if _, err := b.dyn.Resource(gvrByKind["ClusterTemplate"]).Patch(ctx, "bench-app", types.MergePatchType,
 		[]byte(`{"spec":{"template":{"data":{"wave":"1"}}}}`), metav1.PatchOptions{FieldManager: "bench"}); err != nil {

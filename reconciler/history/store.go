@@ -152,7 +152,7 @@ func (r *Recorder) Record(ctx context.Context, client dynamic.Interface, o Owner
 		prev = p.prev
 	}
 	r.mu.Unlock()
-	events := Events(prev, next, r.Now())
+	events := withoutRestamps(Events(prev, next, r.Now()), next)
 	var extra map[string]string
 	if r.Extra != nil {
 		extra = r.Extra(o, prev, next)
