@@ -130,7 +130,11 @@ spec: {}
 			continue
 		}
 		w := get(t, workloadGVR, k.ns, n)
-		require.Equal(t, r1, nested(w.Object, "status", "chainRevision"), "%s (shard %q) is in a later wave: untouched", n, shardOf[n])
+		// An owner first walked before any replica adopted the policy
+		// recorded no revision (it renders with the stable one): either
+		// way, not the target.
+		rev, _ := nested(w.Object, "status", "chainRevision").(string)
+		require.Contains(t, []string{"", r1}, rev, "%s (shard %q) is in a later wave: untouched", n, shardOf[n])
 		require.Equal(t, "True", ownerCondition(w, "Ready")["status"], n)
 		require.Equal(t, "1", nested(get(t, configMapGVR, k.ns, n+"-cfg").Object, "data", "v"), n)
 	}

@@ -91,10 +91,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 	if ro.err != nil {
 		return 0, ro.err
 	}
-	if ro.wait {
+	if ro.wait > 0 {
 		// The book does not hold every owner yet, or this replica's cache
 		// of the templates is behind the API server: decide nothing yet.
-		return time.Second, nil
+		return ro.wait, nil
 	}
 	if ro.cond != nil {
 		conds = append(conds, *ro.cond)

@@ -10,6 +10,8 @@ package chain
 // (the Manager's routing), to wake the next wave's owners.
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,13 +35,23 @@ import (
 const maxRolloutBytes = 512 << 10
 
 // rolloutStep is what a chain's roll-out adds to its status; wait: decide
-// nothing yet, look again shortly; err: the confirmation failed.
+// nothing yet, look again after it; err: the confirmation failed.
 type rolloutStep struct {
 	cond   *metav1.Condition
 	status *rollout.Status
-	wait   bool
+	wait   time.Duration
 	err    error
 }
+
+// How long a chain's roll-out waits before it looks again: for the first
+// list of the other shards' owners (an empty one, unsharded, takes a few
+// milliseconds: owners walked meanwhile record no revision), and for this
+// replica's cache of templates to catch up with the API server (the
+// template's event is on its way).
+const (
+	waitOthersListed = 100 * time.Millisecond
+	waitTemplates    = time.Second
+)
 
 // rollout decides the roll-out of chain obj (of flavor f) and wakes the
 // owners of this replica's shard due under the status the cache shows.
@@ -56,7 +68,7 @@ func (r *Reconciler) rollout(ctx context.Context, f *api.Flavor, obj *unstructur
 		return rolloutStep{cond: &c}
 	}
 	if !r.env.Everyone(f, name, true) {
-		return rolloutStep{wait: true} // the other shards' owners are being listed
+		return rolloutStep{wait: waitOthersListed} // the other shards' owners are being listed
 	}
 	live, missing := r.liveRevision(obj, r.cached)
 	if rollout.Moves(*prev, live) {
@@ -75,7 +87,7 @@ func (r *Reconciler) rollout(ctx context.Context, f *api.Flavor, obj *unstructur
 		}
 		if fresh == nil || fresh.Name != live.Name {
 			klog.V(1).InfoS("roll-out waits for the cache of templates", "chain", f.ChainKind+"/"+name, "cached", live.Name)
-			return rolloutStep{wait: true}
+			return rolloutStep{wait: waitTemplates}
 		}
 	}
 	ann := obj.GetAnnotations()
