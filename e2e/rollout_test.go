@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,10 +258,35 @@ func (k *kit) watchWaves(chain string, policy *rollout.Compiled, target string) 
 
 // watchWavesOf follows a roll-out to target until it completes: at every
 // look no owner renders with target before a wave admits it (owners are
-// read before the chain, whose wave only grows). It returns the waves seen.
+// read before the chain, whose wave only grows). It returns the waves the
+// chain's status went through for target, from a watch of the chain (every
+// status write is an event: a wave that lasts less than a look is seen
+// too).
 func (k *kit) watchWavesOf(f ownerFlavor, chain string, policy *rollout.Compiled, target string) []int {
 	k.t.Helper()
+	var mu sync.Mutex
 	waves := map[int]bool{}
+	saw := func(c *unstructured.Unstructured) {
+		if _, st, err := rollout.Read(c.Object); err == nil && st.Target == target {
+			mu.Lock()
+			waves[st.Wave] = true
+			mu.Unlock()
+		}
+	}
+	first := get(k.t, f.chainGVR(), "", chain)
+	saw(first)
+	w, err := env.dyn.Resource(f.chainGVR()).Watch(context.Background(), metav1.ListOptions{
+		FieldSelector: "metadata.name=" + chain, ResourceVersion: first.GetResourceVersion()})
+	require.NoError(k.t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if c, ok := ev.Object.(*unstructured.Unstructured); ok {
+				saw(c)
+			}
+		}
+	}()
 	eventually(k.t, 60*time.Second, func() string {
 		owners, err := env.dyn.Resource(f.ownerGVR).Namespace(k.ns).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
@@ -270,7 +296,6 @@ func (k *kit) watchWavesOf(f ownerFlavor, chain string, policy *rollout.Compiled
 		_, st, err := rollout.Read(c.Object)
 		require.NoError(k.t, err)
 		if st.Target == target {
-			waves[st.Wave] = true
 			for _, o := range owners.Items {
 				rev, _, _ := unstructured.NestedString(o.Object, "status", "chainRevision")
 				ro := rollout.Owner{Namespace: o.GetNamespace(), Name: o.GetName(), Labels: o.GetLabels()}
@@ -284,6 +309,8 @@ func (k *kit) watchWavesOf(f ownerFlavor, chain string, policy *rollout.Compiled
 		}
 		return ""
 	})
+	w.Stop()
+	<-done
 	var out []int
 	for w := range waves {
 		out = append(out, w)

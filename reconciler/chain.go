@@ -3,6 +3,10 @@ package reconciler
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/chain"
 	"kontinue.dev/kontinue/reconciler/rollout/book"
@@ -23,7 +27,11 @@ func newChainReconciler(m *Manager) *chainReconciler {
 		StatusConflict: m.statusConflict, Wake: func(f *api.Flavor, namespace, name string) { // a roll-out's wave
 			m.owners[f.OwnerKind].ctrl.EnqueueFanOut(m.owners[f.OwnerKind].key(namespace, name))
 		},
-		Book: func(f *api.Flavor) *book.Book { return m.owners[f.OwnerKind].book }})}
+		Book:     func(f *api.Flavor) *book.Book { return m.owners[f.OwnerKind].book },
+		Everyone: m.everyone, Shard: m.opts.Shard,
+		Template: func(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
+			return m.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+		}})}
 	r.ctrl = NewController("Chain", ReconcileFunc(r.Reconcile))
 	return r
 }

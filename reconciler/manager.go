@@ -201,6 +201,8 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	})
 	// Each shard's replica caches only its owners and what they stamped.
 	m.tracker.FilterWith(func(k tracking.Key) string { return shard.Selector(opts.Shard, k) })
+	// ...and the other shards' owners, for roll-outs, trimmed (rollout.go).
+	m.tracker.TrimWith(m.trimOthers)
 	// Of service accounts Kontinue only needs to know which exist.
 	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR })
 	m.clients.Exists = m.accountExists

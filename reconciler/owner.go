@@ -27,12 +27,13 @@ type ownerReconciler struct {
 	ctrl   *Controller
 	idx    *index
 	book   *book.Book
+	others others // rollout.go: the chains that need every shard's owners
 	chains *specs.Chains
 	rec    *owner.Reconciler
 }
 
 func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler {
-	r := &ownerReconciler{m: m, flavor: f, idx: idx, book: book.New(), chains: specs.NewChains()}
+	r := &ownerReconciler{m: m, flavor: f, idx: idx, book: book.New(), others: others{chains: map[string]bool{}}, chains: specs.NewChains()}
 	r.rec = owner.New(owner.Env{Flavor: f, Tracker: m.tracker, Writer: m.w, Events: m.w.Events, Dynamic: m.dyn, Clients: m.clients,
 		AccountExists: m.accountExists, Templates: m.templates, Chains: r.chains, Engines: m.engines,
 		RenderTimeout: m.opts.RenderTimeout, Kstatus: m.opts.KstatusConditions,

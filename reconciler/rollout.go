@@ -6,6 +6,7 @@ package reconciler
 
 import (
 	"reflect"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +15,8 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/rollout"
+	"kontinue.dev/kontinue/reconciler/rollout/book"
+	"kontinue.dev/kontinue/reconciler/shard"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -23,20 +26,93 @@ import (
 // chain), and not at all while they do not move.
 const rolloutSettle = time.Second
 
-// noteOwner records an owner's event in its kind's book, and wakes the
-// chain whose roll-out waits on the owner when something it decides on
-// changed. Map lookups on the decoded event: route may call it.
-func (m *Manager) noteOwner(f *api.Flavor, ev tracking.Event) {
+// noteOwner records an owner's event, told by the watch src, in its
+// kind's book, and wakes the chain whose roll-out waits on the owner when
+// something it decides on changed. Map lookups on the decoded event:
+// route may call it.
+func (m *Manager) noteOwner(f *api.Flavor, src book.Source, ev tracking.Event) {
 	b := m.owners[f.OwnerKind].book
 	var wake []string
 	if ev.Type == tracking.Deleted {
-		wake = b.Delete(ev.Obj.GetNamespace(), ev.Obj.GetName())
+		wake = b.Delete(src, ev.Obj.GetNamespace(), ev.Obj.GetName())
 	} else {
-		wake = b.Set(rollout.ReadOwner(ev.Obj.Object, statusRef(f)))
+		chain, o := rollout.ReadOwner(ev.Obj.Object, statusRef(f))
+		wake = b.Set(src, ev.Obj.GetResourceVersion(), chain, o)
 	}
-	for _, name := range wake {
+	m.wakeChains(f, wake)
+}
+
+func (m *Manager) wakeChains(f *api.Flavor, names []string) {
+	for _, name := range names {
 		m.chains.ctrl.EnqueueAfter(Key{Kind: f.ChainKind, NamespacedName: types.NamespacedName{Name: name}}, rolloutSettle)
 	}
+}
+
+// Every replica decides every chain's roll-out (chains are watched by all
+// shards), so each must decide on every owner of the chain, not only on
+// its own shard's: else a shard whose owners of a wave are all Ready would
+// move the wave on while another shard's canary fails. The owners of the
+// other shards are watched, trimmed to what a roll-out reads
+// (rollout.Trim), while some chain of the kind has a roll-out policy
+// (everyone): their events only feed the book (book.Others).
+
+// othersUser is the tracker user of the others' watches.
+const othersUser = "<roll-outs>"
+
+// others is, per owner kind, the chains that need every owner's facts.
+type others struct {
+	mu     sync.Mutex
+	chains map[string]bool
+}
+
+// othersKey is the watch of the owners of f that this replica does not
+// serve (shard.Others).
+func (m *Manager) othersKey(f *api.Flavor) tracking.Key {
+	return tracking.Key{GVR: f.OwnerGVR, Selector: shard.Others(m.opts.Shard)}
+}
+
+// othersFlavor is the flavor whose others' watch k is, if it is one.
+func (m *Manager) othersFlavor(k tracking.Key) (*api.Flavor, bool) {
+	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
+		if k == m.othersKey(f) {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+// trimOthers keeps, of the objects of the others' watches, what a roll-out
+// reads (tracking.TrimWith).
+func (m *Manager) trimOthers(k tracking.Key) func(map[string]any) map[string]any {
+	if _, ok := m.othersFlavor(k); ok {
+		return rollout.Trim
+	}
+	return nil
+}
+
+// everyone says whether chain (of f) needs the facts of every owner of f
+// (it has a roll-out policy), and reports whether the book holds them all
+// (always, when it does not need them). The first chain that needs them
+// starts the others' watch; the last that no longer does stops it, and
+// the book forgets what it told.
+func (m *Manager) everyone(f *api.Flavor, chain string, need bool) bool {
+	o := m.owners[f.OwnerKind]
+	k := m.othersKey(f)
+	o.others.mu.Lock()
+	defer o.others.mu.Unlock()
+	if need {
+		o.others.chains[chain] = true
+		m.tracker.Ensure(k, othersUser)
+		return m.tracker.Synced(k)
+	}
+	if o.others.chains[chain] {
+		delete(o.others.chains, chain)
+		if len(o.others.chains) == 0 {
+			m.tracker.Release(k, othersUser) // its handler is done when it returns
+			m.wakeChains(f, o.book.Forget(book.Others))
+		}
+	}
+	return true
 }
 
 // statusRef is where an owner's status names its chain.

@@ -11,6 +11,7 @@ import (
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
+	"kontinue.dev/kontinue/reconciler/rollout/book"
 	"kontinue.dev/kontinue/reconciler/shard"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
@@ -24,6 +25,10 @@ import (
 // handed to a worker as a key of its own (a chain or template key).
 func (m *Manager) route(ev tracking.Event) {
 	gvr := ev.Key.GVR
+	if f, ok := m.othersFlavor(ev.Key); ok {
+		m.noteOwner(f, book.Others, ev) // other shards' owners: for roll-outs only (rollout.go)
+		return
+	}
 	shard.Foreign(m.opts.Shard, ev, m.OnForeign)
 	m.runnables.route(ev) // Runnables, run templates, runs, selected objects
 	if ev.Key.Selector == api.StampedSelector {
@@ -33,7 +38,7 @@ func (m *Manager) route(ev tracking.Event) {
 	switch {
 	case gvr == api.WorkloadGVR || gvr == api.DeliverableGVR:
 		f := flavorOfOwner(gvr)
-		m.noteOwner(f, ev) // roll-outs read their owners' status (rollout.go)
+		m.noteOwner(f, book.Own, ev) // roll-outs read their owners' status (rollout.go)
 		if ev.Type == tracking.Updated && !ownerChanged(ev.Old, ev.Obj) {
 			return // our own status write, or nothing we read
 		}

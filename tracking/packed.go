@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 )
 
 // packed is how the cache holds an object of a packed watch (the many
@@ -95,6 +96,20 @@ func pack(obj any) (any, error) {
 		r.APIVersion, r.Kind = intern(r.APIVersion), intern(r.Kind)
 	}
 	return p, nil
+}
+
+// trimmed is the transform of trimmed watches (TrimWith): what trim keeps
+// of the object, packed.
+func trimmed(trim func(map[string]any) map[string]any) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, err := toTransform(obj)
+		if u == nil {
+			return obj, err
+		}
+		kept := trim(u.Object)
+		kept["apiVersion"], kept["kind"] = u.Object["apiVersion"], u.Object["kind"] // an object decodes with them only
+		return pack(&unstructured.Unstructured{Object: kept})
+	}
 }
 
 // unpack returns a cached item as an object: decoded when packed.

@@ -85,6 +85,13 @@ type entry struct {
 	cancel   context.CancelFunc
 	users    map[string]struct{}
 
+	// fence: the handler delivers under its read lock, and not once
+	// stopped; stopping takes the write lock, so that when the call that
+	// stopped a watch returns, its handler is done with it (what the
+	// handler kept of its events can then be dropped for good).
+	fence   sync.RWMutex
+	stopped bool
+
 	errMu   sync.Mutex
 	lastErr error // the last list or watch error
 }
@@ -148,6 +155,9 @@ type Tracker struct {
 	// (packed.go); slim, which keep only their objects' names and UIDs.
 	pack func(Key) bool
 	slim func(Key) bool
+	// trim, when it returns a function for a watch, is what of each
+	// object its cache keeps (TrimWith).
+	trim func(Key) func(map[string]any) map[string]any
 	// serverSelector, when set, is the label selector the API server
 	// filters a watch by (FilterWith).
 	serverSelector func(Key) string
@@ -192,6 +202,14 @@ func (t *Tracker) PackWhen(f func(Key) bool) { t.pack = f }
 // namespace, UID and resourceVersion (slim): for a kind of which Kontinue
 // only needs to know what exists (ServiceAccounts). Call before Start.
 func (t *Tracker) SlimWhen(f func(Key) bool) { t.slim = f }
+
+// TrimWith makes the watches for which f returns a function cache only
+// what that function keeps of each object (a new map it builds from the
+// object's, which it must not change; apiVersion and kind are added),
+// packed (PackWhen): for a watch
+// that a handler reads a few fields of (the other shards' owners, for
+// roll-outs). Call before Start.
+func (t *Tracker) TrimWith(f func(Key) func(map[string]any) map[string]any) { t.trim = f }
 
 // FilterWith makes the API server filter each watch by f(key) instead of
 // key.Selector: a shard's replica narrows the watches of owners and of
@@ -260,6 +278,11 @@ func (t *Tracker) Ensure(k Key, user string) bool {
 // Commit sets the complete set of watches user needs: keys it used before
 // but not now are released. Call it at the end of every reconcile.
 func (t *Tracker) Commit(user string, keys []Key) {
+	fence(t.commit(user, keys))
+}
+
+// commit is Commit under the lock; it returns the watches it stopped.
+func (t *Tracker) commit(user string, keys []Key) []*entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	want := make(keySet, 0, len(keys))
@@ -267,27 +290,43 @@ func (t *Tracker) Commit(user string, keys []Key) {
 		want = want.with(k)
 		t.ensureLocked(k).users[user] = struct{}{}
 	}
+	var stopped []*entry
 	for _, h := range t.byUser[user] {
 		if !want.has(h.Value()) {
-			t.releaseLocked(h.Value(), user)
+			stopped = t.releaseLocked(h.Value(), user, stopped)
 		}
 	}
 	if len(want) == 0 {
 		delete(t.byUser, user)
-		return
+	} else {
+		t.byUser[user] = want
 	}
-	t.byUser[user] = want
+	return stopped
 }
 
 // ReleaseAll drops every watch of user (the owner is gone).
 func (t *Tracker) ReleaseAll(user string) { t.Commit(user, nil) }
 
-// Release drops one watch of user.
+// Release drops one watch of user. When the watch stops, its handler has
+// returned from its last event when Release returns (and Commit,
+// StopResource): none of them may be called by the handler for the watch
+// it stops.
 func (t *Tracker) Release(k Key, user string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.releaseLocked(k, user)
+	stopped := t.releaseLocked(k, user, nil)
 	t.dropLocked(user, k)
+	t.mu.Unlock()
+	fence(stopped)
+}
+
+// fence waits for the handlers of stopped watches to return from the
+// event they deliver, and stops them delivering more.
+func fence(stopped []*entry) {
+	for _, e := range stopped {
+		e.fence.Lock()
+		e.stopped = true
+		e.fence.Unlock()
+	}
 }
 
 // StopResource stops every informer of a group/resource, whatever its users
@@ -295,8 +334,10 @@ func (t *Tracker) Release(k Key, user string) {
 // returns the users that depended on it so that they can be re-reconciled.
 func (t *Tracker) StopResource(gr schema.GroupResource) []string {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	var users []string
+	var stopped []*entry
+	defer func() { fence(stopped) }() // after the unlock below
+	defer t.mu.Unlock()
 	for k, e := range t.entries {
 		if k.GVR.GroupResource() != gr {
 			continue
@@ -308,6 +349,7 @@ func (t *Tracker) StopResource(gr schema.GroupResource) []string {
 			t.dropLocked(u, k)
 		}
 		e.cancel()
+		stopped = append(stopped, e)
 		delete(t.entries, k)
 		klog.V(2).InfoS("stopped watch: resource removed", "watch", k.String())
 	}
@@ -523,7 +565,13 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 		panic("tracking: Ensure before Start") // programming error, not input
 	}
 	inf := t.informer(k, t.resync)
+	var trim func(map[string]any) map[string]any
+	if t.trim != nil {
+		trim = t.trim(k)
+	}
 	switch {
+	case trim != nil:
+		_ = inf.SetTransform(trimmed(trim))
 	case t.slim != nil && t.slim(k):
 		_ = inf.SetTransform(slim)
 	case t.pack != nil && t.pack(k):
@@ -541,7 +589,7 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 		e.lastErr = err
 		e.errMu.Unlock()
 	})
-	e.handler, _ = inf.AddEventHandler(t.handlerFor(k))
+	e.handler, _ = inf.AddEventHandler(t.handlerFor(k, e))
 	t.entries[k] = e
 	go inf.RunWithContext(ctx)
 	klog.V(2).InfoS("started watch", "watch", k.String())
@@ -577,24 +625,35 @@ func (t *Tracker) dropLocked(user string, k Key) {
 	t.byUser[user] = s
 }
 
-func (t *Tracker) releaseLocked(k Key, user string) {
+// releaseLocked drops user from k's users, and returns stopped with k's
+// entry added when that stopped the watch (to fence once unlocked).
+func (t *Tracker) releaseLocked(k Key, user string, stopped []*entry) []*entry {
 	e, ok := t.entries[k]
 	if !ok {
-		return
+		return stopped
 	}
 	delete(e.users, user)
 	if len(e.users) == 0 {
 		e.cancel()
 		delete(t.entries, k)
 		klog.V(2).InfoS("stopped watch: no users left", "watch", k.String())
+		return append(stopped, e)
 	}
+	return stopped
 }
 
-func (t *Tracker) handlerFor(k Key) cache.ResourceEventHandler {
+func (t *Tracker) handlerFor(k Key, e *entry) cache.ResourceEventHandler {
+	deliver := func(ev Event) {
+		e.fence.RLock()
+		defer e.fence.RUnlock()
+		if !e.stopped {
+			t.handler(ev)
+		}
+	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if u, ok := unpack(obj); ok {
-				t.handler(Event{Key: k, Type: Added, Obj: u})
+				deliver(Event{Key: k, Type: Added, Obj: u})
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -606,7 +665,7 @@ func (t *Tracker) handlerFor(k Key) cache.ResourceEventHandler {
 			o, ok1 := unpack(oldObj)
 			n, ok2 := unpack(newObj)
 			if ok1 && ok2 {
-				t.handler(Event{Key: k, Type: Updated, Obj: n, Old: o})
+				deliver(Event{Key: k, Type: Updated, Obj: n, Old: o})
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -614,7 +673,7 @@ func (t *Tracker) handlerFor(k Key) cache.ResourceEventHandler {
 				obj = d.Obj
 			}
 			if u, ok := unpack(obj); ok {
-				t.handler(Event{Key: k, Type: Deleted, Obj: u})
+				deliver(Event{Key: k, Type: Deleted, Obj: u})
 			}
 		},
 	}

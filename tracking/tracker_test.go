@@ -339,3 +339,64 @@ func BenchmarkWatchUsers(b *testing.B) {
 	goruntime.KeepAlive(keep)
 	b.ReportMetric(per, "B/user")
 }
+
+// TestReleaseFencesTheHandler: when Release stops a watch, it returns only
+// once the handler is done with the event it was handling, and the
+// handler is given no event of that watch afterwards (what it kept of
+// them can be dropped for good then).
+func TestReleaseFencesTheHandler(t *testing.T) {
+	w := newWorld()
+	w.objs[cms] = []*unstructured.Unstructured{cm("a", "one", "1"), cm("a", "two", "1")}
+	in, release := make(chan string, 2), make(chan struct{})
+	tr := NewWith(w.informers, 0, func(e Event) {
+		in <- e.Obj.GetName()
+		<-release
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tr.Start(ctx)
+	tr.Ensure(cms, "test")
+	require.Equal(t, "one", <-in) // the handler holds the first object
+	released := make(chan struct{})
+	go func() {
+		tr.Release(cms, "test")
+		close(released)
+	}()
+	select {
+	case <-released:
+		t.Fatal("Release returned while the handler was handling an event of the watch")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-released
+	assert.Empty(t, in, "no event after the watch stopped")
+	assert.Empty(t, tr.Active())
+}
+
+// TestTrimWith: a trimmed watch caches, and gives its handler, only what
+// its function keeps of each object.
+func TestTrimWith(t *testing.T) {
+	w := newWorld()
+	o := cm("a", "one", "1")
+	o.Object["data"] = map[string]any{"keep": "x", "drop": "y"}
+	w.objs[cms] = []*unstructured.Unstructured{o}
+	tr, events := startTracker(t, w)
+	tr.TrimWith(func(k Key) func(map[string]any) map[string]any {
+		if k != cms {
+			return nil
+		}
+		return func(obj map[string]any) map[string]any {
+			data, _ := obj["data"].(map[string]any)
+			return map[string]any{"metadata": obj["metadata"], "data": map[string]any{"keep": data["keep"]}}
+		}
+	})
+	tr.Ensure(cms, "test")
+	waitSynced(t, tr, cms)
+	ev := <-events
+	assert.Equal(t, map[string]any{"keep": "x"}, ev.Obj.Object["data"])
+	got, _ := tr.Get(cms, "a", "one")
+	require.NotNil(t, got)
+	assert.Equal(t, map[string]any{"keep": "x"}, got.Object["data"])
+	assert.Equal(t, "1", got.GetResourceVersion())
+	assert.Nil(t, got.Object["metadata"].(map[string]any)["managedFields"])
+}

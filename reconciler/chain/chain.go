@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/rollout"
@@ -30,6 +32,13 @@ import (
 // refused as a conflict (metrics: the chain's kind), one that wakes an
 // owner of f whose turn in a roll-out came, and the book of f's owners
 // (what a roll-out decides on, kept from their watch events).
+//
+// Every replica of every shard decides every chain's roll-out
+// (rollout.go): Everyone tells the Manager whether a chain needs the
+// facts of every shard's owners (it has a policy) and says whether the
+// book holds them all yet; Shard is the shard whose owners this replica
+// wakes; Template reads a template from the API server, to confirm a
+// revision before it moves a roll-out.
 type Env struct {
 	Tracker        *tracking.Tracker
 	Writer         *stamp.Writer
@@ -37,6 +46,9 @@ type Env struct {
 	StatusConflict func(kind string)
 	Wake           func(f *api.Flavor, namespace, name string)
 	Book           func(f *api.Flavor) *book.Book
+	Everyone       func(f *api.Flavor, chain string, need bool) bool
+	Shard          string
+	Template       func(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error)
 }
 
 // Reconciler keeps the status of the chains of both flavors.
@@ -61,6 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 	}
 	if obj == nil {
 		r.env.Book(f).Unwatch(name)
+		r.env.Everyone(f, name, false)
 		return 0, nil
 	}
 	var spec api.ChainSpec
@@ -74,7 +87,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 		c, missing = specs.TemplatesReady(spec, r.env.Exists)
 		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
 	}
-	ro := r.rollout(f, obj) // rollout.go
+	ro := r.rollout(ctx, f, obj) // rollout.go
+	if ro.err != nil {
+		return 0, ro.err
+	}
+	if ro.wait > 0 {
+		// The book does not hold every owner yet, or this replica's cache
+		// of the templates is behind the API server: decide nothing yet.
+		return ro.wait, nil
+	}
 	if ro.cond != nil {
 		conds = append(conds, *ro.cond)
 	}

@@ -10,12 +10,17 @@ package chain
 // (the Manager's routing), to wake the next wave's owners.
 
 import (
+	"time"
+
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -29,37 +34,73 @@ import (
 // 1.5 MiB in all).
 const maxRolloutBytes = 512 << 10
 
-// rolloutStep is what a chain's roll-out adds to its status.
+// rolloutStep is what a chain's roll-out adds to its status; wait: decide
+// nothing yet, look again after it; err: the confirmation failed.
 type rolloutStep struct {
 	cond   *metav1.Condition
 	status *rollout.Status
+	wait   time.Duration
+	err    error
 }
 
+// How long a chain's roll-out waits before it looks again: for the first
+// list of the other shards' owners (an empty one, unsharded, takes a few
+// milliseconds: owners walked meanwhile record no revision), and for this
+// replica's cache of templates to catch up with the API server (the
+// template's event is on its way).
+const (
+	waitOthersListed = 100 * time.Millisecond
+	waitTemplates    = time.Second
+)
+
 // rollout decides the roll-out of chain obj (of flavor f) and wakes the
-// owners due under the status the cache shows.
-func (r *Reconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured) rolloutStep {
+// owners of this replica's shard due under the status the cache shows.
+func (r *Reconciler) rollout(ctx context.Context, f *api.Flavor, obj *unstructured.Unstructured) rolloutStep {
 	name, book := obj.GetName(), r.env.Book(f)
 	policy, prev, err := rollout.Read(obj.Object)
-	if err != nil {
+	if err != nil || policy == nil {
 		book.Unwatch(name)
+		r.env.Everyone(f, name, false)
+		if err == nil {
+			return rolloutStep{}
+		}
 		c := rollout.Invalid(err)
 		return rolloutStep{cond: &c}
 	}
-	if policy == nil {
-		book.Unwatch(name)
-		return rolloutStep{}
+	if !r.env.Everyone(f, name, true) {
+		return rolloutStep{wait: waitOthersListed} // the other shards' owners are being listed
 	}
-	live, missing := r.liveRevision(obj)
+	live, missing := r.liveRevision(obj, r.cached)
+	if rollout.Moves(*prev, live) {
+		// Another replica may have moved the roll-out on definitions this
+		// replica's cache has not seen yet: it must not take them back.
+		var failed error
+		fresh, _ := r.liveRevision(obj, func(gvr schema.GroupVersionResource, n string) (*unstructured.Unstructured, error) {
+			t, err := r.env.Template(ctx, gvr, n)
+			if err != nil && !apierrors.IsNotFound(err) && failed == nil {
+				failed = fmt.Errorf("cannot confirm the live revision: %w", err)
+			}
+			return t, err
+		})
+		if failed != nil {
+			return rolloutStep{err: failed}
+		}
+		if fresh == nil || fresh.Name != live.Name {
+			klog.V(1).InfoS("roll-out waits for the cache of templates", "chain", f.ChainKind+"/"+name, "cached", live.Name)
+			return rolloutStep{wait: waitTemplates}
+		}
+	}
 	ann := obj.GetAnnotations()
 	// Watched from the read on: an owner that changes after it wakes the
 	// chain again.
 	out := rollout.Next(rollout.Input{Policy: policy, Prev: *prev, Live: live, Owners: book.Watch(name),
-		Paused: ann[rollout.AnnotationPaused] == "true", Resume: ann[rollout.AnnotationResume]})
+		Paused: ann[rollout.AnnotationPaused] == "true", Resume: ann[rollout.AnnotationResume], Shard: r.env.Shard})
 	if b, _ := json.Marshal(out.Status); len(b) > maxRolloutBytes {
 		// The chain's status holds every kept revision's definitions: past
 		// this bound it could no longer be written (or would crowd the
 		// object). The owners render with the live definitions.
 		book.Unwatch(name)
+		r.env.Everyone(f, name, false)
 		c := rollout.Invalid(fmt.Errorf("the definitions of the revisions to keep take %d bytes, more than the %d a chain's status may hold for them", len(b), maxRolloutBytes))
 		return rolloutStep{cond: &c}
 	}
@@ -76,17 +117,24 @@ func (r *Reconciler) rollout(f *api.Flavor, obj *unstructured.Unstructured) roll
 	return rolloutStep{cond: &out.Condition, status: &out.Status}
 }
 
-// liveRevision is the revision of the chain and its templates as the cache
-// has them; nil and the first template missing when one is.
-func (r *Reconciler) liveRevision(obj *unstructured.Unstructured) (*rollout.Revision, string) {
+// cached reads a template from the cache (nil: not there).
+func (r *Reconciler) cached(gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
+	t, _ := r.env.Tracker.Get(tracking.Key{GVR: gvr}, "", name)
+	return t, nil
+}
+
+// liveRevision is the revision of the chain and its templates as get
+// reads them (the cache, or the API server); nil and the first template
+// missing (or unreadable) when one is.
+func (r *Reconciler) liveRevision(obj *unstructured.Unstructured, get func(gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error)) (*rollout.Revision, string) {
 	spec, _ := obj.Object["spec"].(map[string]any)
 	var cs api.ChainSpec
 	if err := api.Decode(spec, &cs); err != nil {
 		return nil, ""
 	}
-	gvrs := map[string]tracking.Key{}
+	gvrs := map[string]schema.GroupVersionResource{}
 	for _, gvr := range specs.TemplateGVRs() {
-		gvrs[specs.TemplateKind(gvr)] = tracking.Key{GVR: gvr}
+		gvrs[specs.TemplateKind(gvr)] = gvr
 	}
 	var ts []rollout.Template
 	seen := map[string]bool{}
@@ -97,10 +145,10 @@ func (r *Reconciler) liveRevision(obj *unstructured.Unstructured) (*rollout.Revi
 				continue
 			}
 			seen[id] = true
-			key, ok := gvrs[s.TemplateRef.Kind]
+			gvr, ok := gvrs[s.TemplateRef.Kind]
 			var t *unstructured.Unstructured
 			if ok {
-				t, _ = r.env.Tracker.Get(key, "", n)
+				t, _ = get(gvr, n)
 			}
 			if t == nil {
 				return nil, id

@@ -96,3 +96,43 @@ func asInt64(v any) int64 {
 	}
 	return 0
 }
+
+// Trim keeps of an owner (obj: as a map) only what ReadOwner reads, for
+// either kind, and what a cache needs to tell versions apart: name,
+// namespace, UID, resourceVersion, generation, labels; the status's chain
+// references, chainRevision, observedGeneration and its Ready condition.
+// The replicas of a shard watch the other shards' owners for roll-outs
+// only (reconciler/rollout.go): their cache holds this, not the owner.
+func Trim(obj map[string]any) map[string]any {
+	md, _ := obj["metadata"].(map[string]any)
+	keep := map[string]any{}
+	for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "generation", "labels"} {
+		if v, ok := md[k]; ok {
+			keep[k] = v
+		}
+	}
+	out := map[string]any{"metadata": keep}
+	status, _ := obj["status"].(map[string]any)
+	if status == nil {
+		return out
+	}
+	st := map[string]any{}
+	for _, k := range []string{RefSupplyChain, RefDelivery} {
+		if r, ok := status[k].(map[string]any); ok {
+			st[k] = map[string]any{"name": r["name"]}
+		}
+	}
+	for _, k := range []string{"chainRevision", "observedGeneration"} {
+		if v, ok := status[k]; ok {
+			st[k] = v
+		}
+	}
+	conds, _ := status["conditions"].([]any)
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			st["conditions"] = []any{map[string]any{"type": "Ready", "status": m["status"]}}
+		}
+	}
+	out["status"] = st
+	return out
+}

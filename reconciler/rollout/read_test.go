@@ -10,7 +10,8 @@ import (
 
 // TestReadOwner: what a roll-out decides on of an owner, read from the
 // owner as the cache decodes it (int64 numbers) or as encoding/json does
-// (float64), and from bad input without a panic.
+// (float64), and from bad input without a panic; the same from the owner
+// trimmed (Trim: the other shards' owners are cached so).
 func TestReadOwner(t *testing.T) {
 	const ready = `{"metadata": {"namespace": "ns", "name": "app", "generation": 3, "labels": {"canary": "true"}},
 		"status": {"observedGeneration": 3, "chainRevision": "B", "supplyChainRef": {"name": "web"},
@@ -37,11 +38,47 @@ func TestReadOwner(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(tc.doc), &std))
 			u := &unstructured.Unstructured{}
 			require.NoError(t, u.UnmarshalJSON(append([]byte(`{"apiVersion": "carto.run/v1alpha1", "kind": "Workload", `), tc.doc[1:]...)))
-			for _, obj := range []map[string]any{std, u.Object} {
+			for _, obj := range []map[string]any{std, u.Object, Trim(std), Trim(u.Object)} {
 				chain, o := ReadOwner(obj, tc.ref)
 				require.Equal(t, tc.chain, chain)
 				require.Equal(t, tc.want, o)
 			}
 		})
 	}
+}
+
+// TestTrimKeepsLittle: a trimmed owner keeps what ReadOwner reads and what
+// a cache tells versions by, nothing of its spec or the rest of its status.
+func TestTrimKeepsLittle(t *testing.T) {
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal([]byte(`{"apiVersion": "carto.run/v1alpha1", "kind": "Workload",
+		"metadata": {"namespace": "ns", "name": "app", "uid": "u1", "resourceVersion": "42", "generation": 3,
+			"labels": {"a": "b"}, "annotations": {"big": "x"}, "managedFields": [{}]},
+		"spec": {"source": {"git": {"url": "u"}}},
+		"status": {"observedGeneration": 3, "chainRevision": "B", "supplyChainRef": {"name": "web", "kind": "ClusterSupplyChain"},
+			"resources": [{"name": "step"}], "conditions": [{"type": "SupplyChainReady", "status": "True"}, {"type": "Ready", "status": "True", "reason": "Ready", "message": "m"}]}}`), &obj))
+	got, err := json.Marshal(Trim(obj))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"metadata": {"namespace": "ns", "name": "app", "uid": "u1", "resourceVersion": "42", "generation": 3, "labels": {"a": "b"}},
+		"status": {"observedGeneration": 3, "chainRevision": "B", "supplyChainRef": {"name": "web"}, "conditions": [{"type": "Ready", "status": "True"}]}}`, string(got))
+}
+
+// FuzzTrim: whatever an owner holds, its trimmed copy reads the same, for
+// either kind, and nothing panics.
+func FuzzTrim(f *testing.F) {
+	f.Add(`{"metadata": {"namespace": "ns", "name": "a", "generation": 2, "labels": {"x": "y"}}, "status": {"observedGeneration": 2, "deliveryRef": {"name": "d"}, "chainRevision": "R", "conditions": [{"type": "Ready", "status": "False"}, {"type": "Ready", "status": "True"}]}}`)
+	f.Add(`{"metadata": 1, "status": {"supplyChainRef": [], "conditions": [1, {"type": "Ready"}]}}`)
+	f.Add(`{"status": null}`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		var obj map[string]any
+		if json.Unmarshal([]byte(doc), &obj) != nil {
+			return
+		}
+		for _, ref := range []string{RefSupplyChain, RefDelivery} {
+			c1, o1 := ReadOwner(obj, ref)
+			c2, o2 := ReadOwner(Trim(obj), ref)
+			require.Equal(t, c1, c2)
+			require.Equal(t, o1, o2)
+		}
+	})
 }

@@ -22,6 +22,8 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kontinue.dev/kontinue/reconciler/api"
 )
 
 // Phases of a roll-out.
@@ -145,6 +147,10 @@ type Input struct {
 	// kontinue.dev/rollout-resume token.
 	Paused bool
 	Resume string
+	// Shard is the shard the deciding replica serves: Owners are every
+	// shard's (the decision is the same whoever takes it), Due only this
+	// one's (each replica wakes its own).
+	Shard string
 }
 
 // Output is the next status and what the chain reconciler does with it.
@@ -153,9 +159,9 @@ type Output struct {
 	// Condition is the chain's RolledOut condition (type, status, reason,
 	// message).
 	Condition metav1.Condition
-	// Due are the owners that should render with another revision than
-	// the one they recorded, under Prev (what the cache shows owners):
-	// waking them moves them.
+	// Due are the owners of Input.Shard that should render with another
+	// revision than the one they recorded, under Prev (what the cache
+	// shows owners): waking them moves them.
 	Due []string
 }
 
@@ -164,6 +170,27 @@ const MaxFailingNames = 10
 
 // ConditionRolledOut is the chain's condition type for its roll-out.
 const ConditionRolledOut = "RolledOut"
+
+// Moves reports whether the live definitions (live; nil: unknown) move the
+// roll-out prev describes: a first revision adopted, a new target, or the
+// stable one live again (an undo). Every replica of every shard decides a
+// chain's roll-out, each from its own cache of the templates: a replica
+// whose cache is behind the others' would take an older revision for a
+// new one and move the roll-out back. So such a move is made only once the
+// API server confirms the live revision (reconciler/chain/rollout.go); the
+// rest of a decision never moves backward from prev (a wave only grows,
+// a halt stays until resumed).
+func Moves(prev Status, live *Revision) bool {
+	switch {
+	case live == nil:
+		return false
+	case prev.Stable == "":
+		return true
+	case prev.Stable == live.Name:
+		return prev.Target != ""
+	}
+	return prev.Target != live.Name
+}
 
 // Next decides a chain's roll-out from the input.
 func Next(in Input) Output {
@@ -262,13 +289,16 @@ func advance(in Input, s *Status, resumed bool) {
 	}
 }
 
-// due are the owners that render (by the status they read, in.Prev) with
-// another revision than the one they recorded. An owner that recorded none
-// renders like Stable already (the live definitions when the policy was
-// adopted): it is not woken for that.
+// due are the owners of in.Shard that render (by the status they read,
+// in.Prev) with another revision than the one they recorded. An owner that
+// recorded none renders like Stable already (the live definitions when the
+// policy was adopted): it is not woken for that.
 func due(in Input) []string {
 	var out []string
 	for _, o := range in.Owners {
+		if !served(o.Labels, in.Shard) {
+			continue // another replica's to wake, or no replica's
+		}
 		want := Choose(in.Policy, &in.Prev, o)
 		if want != "" && want != o.Revision && (o.Revision != "" || want != in.Prev.Stable) {
 			out = append(out, o.Key())
@@ -276,6 +306,16 @@ func due(in Input) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// served reports whether the replicas of shard serve an owner with labels
+// (api.ShardSelector): the default shard's, those without the label.
+func served(labels map[string]string, shard string) bool {
+	v, ok := labels[api.ShardLabel]
+	if shard == "" {
+		return !ok
+	}
+	return v == shard
 }
 
 // keep are the revisions an owner may still render with (Stable, Target,

@@ -36,6 +36,19 @@ func Narrowed(k tracking.Key) bool {
 	return k.Selector == "" && k.Namespace == "" && (k.GVR == api.WorkloadGVR || k.GVR == api.DeliverableGVR || k.GVR == api.RunnableGVR)
 }
 
+// Others is the label selector of the owners that are not in shard: those
+// a replica of shard does not serve (their label names another shard, or
+// is empty; for the default shard: any label). Together with its own
+// watch they are every owner, without one twice: a replica watches them,
+// trimmed, only while a chain's roll-out needs every owner's facts
+// (reconciler/rollout.go).
+func Others(shard string) string {
+	if shard == "" {
+		return api.ShardLabel
+	}
+	return api.ShardLabel + "!=" + shard
+}
+
 // Foreign reports an object of another shard delivered by a narrowed
 // watch. It never happens while the API server filters: it is logged and
 // counted (seen, when set) so that a test or an operator can see a

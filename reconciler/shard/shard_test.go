@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -42,3 +44,28 @@ func TestShardSelector(t *testing.T) {
 		})
 	}
 }
+
+// TestOthers: a shard's watch and its others' watch hold every owner, none
+// in both, and Others is not narrowed again to the shard.
+func TestOthers(t *testing.T) {
+	owners := []map[string]string{{}, {"x": "y"}, {api.ShardLabel: "a"}, {api.ShardLabel: "b"}, {api.ShardLabel: ""}, {api.ShardLabel: "a", "x": "y"}}
+	for _, shard := range []string{"", "a", "b"} {
+		own, err := labels.Parse(api.ShardSelector(shard))
+		require.NoError(t, err)
+		others, err := labels.Parse(Others(shard))
+		require.NoError(t, err)
+		for _, l := range owners {
+			assert.NotEqual(t, own.Matches(labels.Set(l)), others.Matches(labels.Set(l)), "shard %q, owner %v: in exactly one", shard, l)
+			served := has(l) && l[api.ShardLabel] == shard
+			if shard == "" {
+				served = !has(l)
+			}
+			assert.Equal(t, served, own.Matches(labels.Set(l)), "shard %q, owner %v: served", shard, l)
+		}
+		k := tracking.Key{GVR: api.WorkloadGVR, Selector: Others(shard)}
+		assert.False(t, Narrowed(k))
+		assert.Equal(t, Others(shard), Selector(shard, k))
+	}
+}
+
+func has(l map[string]string) bool { _, ok := l[api.ShardLabel]; return ok }

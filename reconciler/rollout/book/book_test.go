@@ -29,7 +29,7 @@ func TestBook(t *testing.T) {
 		owners map[string][]string // chain → its owners after the step
 	}
 	set := func(chain string, o rollout.Owner) func(b *Book) []string {
-		return func(b *Book) []string { return b.Set(chain, o) }
+		return func(b *Book) []string { return b.Set(Own, "", chain, o) }
 	}
 	steps := []step{
 		{name: "owners of an unwatched chain: no news", do: set("web", owner("a", "A", "True", canary)),
@@ -52,12 +52,12 @@ func TestBook(t *testing.T) {
 		{name: "moved to an unwatched chain: the chain it left", do: set("api", owner("c", "", "", nil)), wake: []string{"web"},
 			owners: map[string][]string{"web": {"ns/a", "ns/b"}, "api": {"ns/c"}}},
 		{name: "a change of the other chain's owner: no news", do: set("api", owner("c", "A", "True", nil))},
-		{name: "deleted", do: func(b *Book) []string { return b.Delete("ns", "a") }, wake: []string{"web"},
+		{name: "deleted", do: func(b *Book) []string { return b.Delete(Own, "ns", "a") }, wake: []string{"web"},
 			owners: map[string][]string{"web": {"ns/b"}, "api": {"ns/c"}}},
-		{name: "deleted twice, or never known: no news", do: func(b *Book) []string { return append(b.Delete("ns", "a"), b.Delete("ns", "zz")...) }},
+		{name: "deleted twice, or never known: no news", do: func(b *Book) []string { return append(b.Delete(Own, "ns", "a"), b.Delete(Own, "ns", "zz")...) }},
 		{name: "names no chain any more", do: set("", owner("b", "", "", nil)), wake: []string{"web"},
 			owners: map[string][]string{"web": nil, "api": {"ns/c"}}},
-		{name: "unwatched: no news", do: func(b *Book) []string { b.Unwatch("web"); return b.Set("web", owner("b", "B", "True", nil)) },
+		{name: "unwatched: no news", do: func(b *Book) []string { b.Unwatch("web"); return b.Set(Own, "", "web", owner("b", "B", "True", nil)) },
 			owners: map[string][]string{"web": {"ns/b"}}},
 	}
 	b := New()
@@ -81,9 +81,79 @@ func TestBook(t *testing.T) {
 // TestBookFacts: Watch gives back the facts Set recorded, the latest.
 func TestBookFacts(t *testing.T) {
 	b := New()
-	b.Set("web", owner("a", "A", "True", map[string]string{"x": "1"}))
-	b.Set("web", owner("a", "B", "False", map[string]string{"x": "2"}))
+	b.Set(Own, "", "web", owner("a", "A", "True", map[string]string{"x": "1"}))
+	b.Set(Own, "", "web", owner("a", "B", "False", map[string]string{"x": "2"}))
 	require.Equal(t, []rollout.Owner{owner("a", "B", "False", map[string]string{"x": "2"})}, b.Watch("web"))
+}
+
+// TestBookSources: an owner moved between shards leaves one watch (a
+// delete) and enters the other (an add, a later resourceVersion); a
+// replica sees the two watches' events in any order, and the owner's
+// events from before the move may come after its add. Whatever the
+// order, the book ends with the owner's newest facts, and the other
+// watch stopping forgets only what it told last.
+func TestBookSources(t *testing.T) {
+	type ev struct {
+		src     Source
+		version string // "": a delete
+		rev     string
+	}
+	do := func(b *Book, e ev) {
+		if e.version == "" {
+			b.Delete(e.src, "ns", "mover")
+			return
+		}
+		b.Set(e.src, e.version, "web", owner("mover", e.rev, "True", nil))
+	}
+	// Out of shard a into b, seen by a's replica: its own watch has the
+	// last version before the move, then the delete; the others' watch
+	// adds the moved owner. Each watch's events come in order.
+	own := []ev{{Own, "5", "A"}, {Own, "", ""}}
+	oth := []ev{{Others, "6", "B"}, {Others, "7", "C"}}
+	// Every interleaving of the two streams.
+	var orders func(a, b []ev) [][]ev
+	orders = func(a, b []ev) [][]ev {
+		if len(a) == 0 || len(b) == 0 {
+			return [][]ev{append(append([]ev{}, a...), b...)}
+		}
+		var out [][]ev
+		for _, o := range orders(a[1:], b) {
+			out = append(out, append([]ev{a[0]}, o...))
+		}
+		for _, o := range orders(a, b[1:]) {
+			out = append(out, append([]ev{b[0]}, o...))
+		}
+		return out
+	}
+	for _, into := range []bool{false, true} { // out of the shard, or into it
+		first, second := own, oth
+		if into {
+			// Into shard a: the others' watch held it, its own adds it.
+			first = []ev{{Others, "5", "A"}, {Others, "", ""}}
+			second = []ev{{Own, "6", "B"}, {Own, "7", "C"}}
+		}
+		all := orders(first, second)
+		require.Len(t, all, 6)
+		for _, order := range all {
+			b := New()
+			b.Set(first[0].src, "4", "web", owner("mover", "Z", "True", nil))
+			for _, e := range order {
+				do(b, e)
+			}
+			got := b.Watch("web")
+			require.Equal(t, []rollout.Owner{owner("mover", "C", "True", nil)}, got, "into %v, order %v", into, order)
+			b.Forget(first[0].src) // the watch it left stops: the owner stays
+			require.Len(t, b.Watch("web"), 1, "into %v, order %v", into, order)
+			require.Equal(t, []string{"web"}, b.Forget(second[0].src), "the watch that told of it last stops: forgotten, the watched chain woken")
+			require.Empty(t, b.Watch("web"))
+		}
+	}
+	// Versions that are not numbers are taken in the order they come.
+	b := New()
+	b.Set(Own, "x", "web", owner("a", "A", "True", nil))
+	b.Set(Others, "y", "web", owner("a", "B", "True", nil))
+	b.Set(Own, "", "web", owner("a", "C", "True", nil))
+	require.Equal(t, []rollout.Owner{owner("a", "C", "True", nil)}, b.Watch("web"))
 }
 
 // fleet is a book of n owners of chain web, three labels each (as decoded
@@ -92,7 +162,7 @@ func fleet(b *testing.B, n int) (*Book, *rollout.Compiled) {
 	bk := New()
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("app-%05d", i)
-		bk.Set("web", rollout.Owner{Namespace: fmt.Sprintf("team-%02d", i%50), Name: name, Revision: "aaaaaaaaaaaa", Ready: "True", Current: true,
+		bk.Set(Own, fmt.Sprint(i+1), "web", rollout.Owner{Namespace: fmt.Sprintf("team-%02d", i%50), Name: name, Revision: "aaaaaaaaaaaa", Ready: "True", Current: true,
 			Labels: map[string]string{"app.example.com/chain": "web", "app.kubernetes.io/name": name, "canary": fmt.Sprint(i%100 == 0)}})
 	}
 	pct := 50
