@@ -8,6 +8,7 @@ package owner
 
 import (
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,6 +58,12 @@ func (op *cleanup) removeOrphans() error {
 	return firstErr
 }
 
+// sweepRetry is when an owner looks again for objects never recorded in
+// status, after a reconcile found the cache of their kind not synced yet
+// (a watch started with this reconcile, at a start): the sync takes about
+// as long as a list of that kind.
+const sweepRetry = time.Second
+
 // removeUnrecorded deletes the owner's objects that were applied but never
 // recorded in status, once no step wants them (keepSet.unrecorded decides).
 // They are found in the caches of the kinds the steps stamp; Runnables and
@@ -76,7 +83,11 @@ func (op *cleanup) removeUnrecorded() error {
 		}
 		objs, synced := op.env.Tracker.ListControlledBy(tracking.Key{GVR: gvr, Selector: api.StampedSelector}, op.owner.GetUID())
 		if !synced {
-			continue // looked at again on a later reconcile
+			// Its watch was just started (or restarted): nothing may wake
+			// this owner again, since an object never recorded in status
+			// is nothing its steps watch. Look again shortly.
+			op.sweepLater = true
+			continue
 		}
 		for _, o := range op.keep.unrecorded(op.prev, op.owner.GetUID(), sel, gvr, objs) {
 			ref := st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)}

@@ -52,6 +52,7 @@ type pass struct {
 	w             *stamp.Session   // every write; what blocks the owner (blocked.CauseOf, in the Manager)
 	keep          *keepSet         // what removal must leave alone (keep.go)
 	noAccount     bool             // the service account does not exist: write nothing
+	sweepLater    bool             // a cache removeUnrecorded reads had not synced: look again (sweepRetry)
 	// chainsCached are the flavor's chains in the cache, and writerOf the
 	// stepIO of a step's lifecycle (stepIO): the reads and writes of the
 	// load and steps stages (tests: a fake port).

@@ -188,6 +188,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	}
 	recorded(ctx, obj, op)
 	op.watch.Done()
+	if op.sweepLater && (requeue == 0 || requeue > sweepRetry) {
+		requeue = sweepRetry
+	}
 	out := Outcome{Requeue: requeue, Session: op.w, Used: op.used()}
 	if runErr != nil {
 		return out, runErr
