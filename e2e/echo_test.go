@@ -129,6 +129,22 @@ spec:
 	k.waitChain(name, "Ready", "True", "Ready")
 	k.waitChain(name+"-gated", "Ready", "True", "Ready")
 
+	// Another Workload on the chain first, so that the watch of stamped
+	// ConfigMaps is running and synced: an owner whose reconcile starts
+	// that watch looks again once it has synced, for objects applied but
+	// never recorded (owner/cleanup.go), a reconcile that is not an echo's.
+	k.apply(fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: Workload
+metadata:
+  name: warm
+  labels: {app.example.com/chain: %s}
+spec:
+  source:
+    git: {url: "https://git.example.com/warm.git", ref: {branch: main}}
+`, name))
+	k.waitOwner("warm", "Ready", "True", "")
+
 	k.apply(fmt.Sprintf(`
 apiVersion: carto.run/v1alpha1
 kind: Workload

@@ -81,12 +81,15 @@ func (op *cleanup) removeUnrecorded() error {
 		if gvr == api.RunnableGVR || gvr == api.RunTemplateGVR {
 			continue
 		}
-		objs, synced := op.env.Tracker.ListControlledBy(tracking.Key{GVR: gvr, Selector: api.StampedSelector}, op.owner.GetUID())
+		key := tracking.Key{GVR: gvr, Selector: api.StampedSelector}
+		objs, synced := op.env.Tracker.ListControlledBy(key, op.owner.GetUID())
 		if !synced {
 			// Its watch was just started (or restarted): nothing may wake
 			// this owner again, since an object never recorded in status
-			// is nothing its steps watch. Look again shortly.
-			op.sweepLater = true
+			// is nothing its steps watch. Look again shortly, unless the
+			// watch fails (RBAC, discovery): those wake the owner when
+			// they change, and a timer would only spin.
+			op.sweepLater = op.sweepLater || op.env.Tracker.Err(key) == nil
 			continue
 		}
 		for _, o := range op.keep.unrecorded(op.prev, op.owner.GetUID(), sel, gvr, objs) {
