@@ -600,6 +600,17 @@ func (b *bench) waveLatency(ctx context.Context) error {
 		return fmt.Errorf("editing the last template: %w", err)
 	}
 	logf("last template edited: %d changes at %g/s during the wave", o.waveChanges, o.changeRate)
+	// Where the workers wait, 3 and 10 seconds into the wave (-pprof).
+	go func() {
+		for _, at := range []time.Duration{3 * time.Second, 10 * time.Second} {
+			select {
+			case <-time.After(time.Until(editAt.Add(at))):
+				b.prof.fetch(ctx, fmt.Sprintf("goroutines-wave-%s", at), "goroutine?debug=1", time.Minute)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	wo := o
 	// Branches of their own: a workload changed to change-k before would
 	// not change again.
@@ -625,6 +636,7 @@ func (b *bench) waveLatency(ctx context.Context) error {
 	w.Changes, w.RatePerSecond, w.Lost = o.waveChanges, o.changeRate, lost
 	w.Ms, w.FirstStepMs = summarize(lat, 1000), summarize(first, 1000)
 	w.Diag = diagnose(before, after)
+	w.Calls = apiCalls(before, after)
 	logf("wave of %d re-renders in %.1fs; changes during it p50 %.0f ms, p99 %.0f ms", o.n, w.WaveSeconds, w.Ms.P50, w.Ms.P99)
 	return nil
 }

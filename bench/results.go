@@ -118,6 +118,8 @@ type results struct {
 		// was over (else the later changes measure an idle controller).
 		ChangesDoneDuringWave bool       `json:"changesDoneDuringWave"`
 		Diag                  *phaseDiag `json:"diagnostics,omitempty"`
+		// Calls: Kontinue's API calls from the edit until quiet.
+		Calls map[string]int `json:"calls,omitempty"`
 	} `json:"waveLatency,omitzero"`
 	Memory struct {
 		BaselineRSSMiB  float64 `json:"baselineRSSMiB"`
@@ -342,6 +344,9 @@ func (r *results) table() string {
 			row("  of which until the first step's object", fmt.Sprintf("p50 %.0f ms, p95 %.0f ms, p99 %.0f ms, max %.0f ms", f.P50, f.P95, f.P99, f.Max))
 		}
 		row("  the wave (template edit → all re-rendered)", fmt.Sprintf("%.1f s; all changes landed during it: %v", wl.WaveSeconds, wl.ChangesDoneDuringWave))
+		if wl.Calls != nil {
+			row("  Kontinue's calls, edit until quiet", formatCounts(wl.Calls))
+		}
 		if d := wl.Diag; d != nil {
 			row("  where the time went", d.String())
 		}
