@@ -133,28 +133,22 @@ spec:
 	// ConfigMaps is running and synced: an owner whose reconcile starts
 	// that watch looks again once it has synced, for objects applied but
 	// never recorded (owner/cleanup.go), a reconcile that is not an echo's.
-	k.apply(fmt.Sprintf(`
+	workload := func(app string) string {
+		return fmt.Sprintf(`
 apiVersion: carto.run/v1alpha1
 kind: Workload
 metadata:
-  name: warm
-  labels: {app.example.com/chain: %s}
+  name: %[2]s
+  labels: {app.example.com/chain: %[1]s}
 spec:
   source:
-    git: {url: "https://git.example.com/warm.git", ref: {branch: main}}
-`, name))
+    git: {url: "https://git.example.com/%[2]s.git", ref: {branch: main}}
+`, name, app)
+	}
+	k.apply(workload("warm"))
 	k.waitOwner("warm", "Ready", "True", "")
 
-	k.apply(fmt.Sprintf(`
-apiVersion: carto.run/v1alpha1
-kind: Workload
-metadata:
-  name: app
-  labels: {app.example.com/chain: %s}
-spec:
-  source:
-    git: {url: "https://git.example.com/app.git", ref: {branch: main}}
-`, name))
+	k.apply(workload("app"))
 	wl := reconciler.Key{Kind: api.KindWorkload, NamespacedName: types.NamespacedName{Namespace: k.ns, Name: "app"}}
 	k.waitOwner("app", "Ready", "True", "")
 	k.waitObj(configMapGVR, "app-cfg", k.dataIs("config", "image=registry.example.com/app:main"))

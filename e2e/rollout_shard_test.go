@@ -37,14 +37,7 @@ func TestRolloutShards(t *testing.T) {
 	k := newKit(t)
 	a, b := startKontinueProc(t, "a", "--shard=a"), startKontinueProc(t, "b", "--shard=b")
 	chain, tmpl := k.name("chain"), k.name("cfg")
-	template := func(data string) string {
-		return k.templateYAML("ClusterTemplate", tmpl, `
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-cfg}
-    data: `+data)
-	}
+	template := func(data string) string { return k.cmTemplate(tmpl, "cfg", data) }
 	const canaryLabel = "rollout.example.com/canary"
 	k.apply(template(`{v: "1"}`))
 	k.apply(k.chainYAML(chain, `

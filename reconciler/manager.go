@@ -77,6 +77,10 @@ type Manager struct {
 	clients *stamp.Clients
 	w       *stamp.Writer // every write of a stamped object, and events
 	opts    Options
+	// othersSelector is the selector of the owners this replica does not
+	// serve (shard.Others): built once, route compares every event's key
+	// with it.
+	othersSelector string
 
 	owners    map[string]*ownerReconciler // by owner kind
 	chains    *chainReconciler
@@ -171,7 +175,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		clients: stamp.NewClients(cfg, opts.MaxClients),
 		opts:    opts,
 		history: history.ForRevisions(opts.HistoryRevisions),
-		owners:  map[string]*ownerReconciler{},
+
+		othersSelector: shard.Others(opts.Shard),
+		owners:         map[string]*ownerReconciler{},
 	}
 	if m.history != nil {
 		m.history.Extra = opts.Attest

@@ -16,7 +16,6 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/rollout"
 	"kontinue.dev/kontinue/reconciler/rollout/book"
-	"kontinue.dev/kontinue/reconciler/shard"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -68,13 +67,17 @@ type others struct {
 // othersKey is the watch of the owners of f that this replica does not
 // serve (shard.Others).
 func (m *Manager) othersKey(f *api.Flavor) tracking.Key {
-	return tracking.Key{GVR: f.OwnerGVR, Selector: shard.Others(m.opts.Shard)}
+	return tracking.Key{GVR: f.OwnerGVR, Selector: m.othersSelector}
 }
 
-// othersFlavor is the flavor whose others' watch k is, if it is one.
+// othersFlavor is the flavor whose others' watch k is, if it is one. Route
+// asks it of every event: a string comparison, no allocation.
 func (m *Manager) othersFlavor(k tracking.Key) (*api.Flavor, bool) {
+	if k.Selector != m.othersSelector || k.Namespace != "" || k.As != "" {
+		return nil, false
+	}
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
-		if k == m.othersKey(f) {
+		if k.GVR == f.OwnerGVR {
 			return f, true
 		}
 	}

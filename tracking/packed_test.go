@@ -3,7 +3,6 @@ package tracking
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -112,25 +111,7 @@ func BenchmarkServiceAccountCache(b *testing.B) {
 		transform func(any) (any, error)
 	}{{"slim", slim}, {"compact", compact}} {
 		b.Run(mode.name, func(b *testing.B) {
-			var per float64
-			for b.Loop() {
-				kept := make([]any, n)
-				for i := range kept {
-					item, err := mode.transform(serviceAccount(b, i))
-					if err != nil {
-						b.Fatal(err)
-					}
-					kept[i] = item // the informer keeps only the transformed item
-				}
-				var with, without runtime.MemStats
-				runtime.GC()
-				runtime.ReadMemStats(&with)
-				runtime.KeepAlive(kept)
-				runtime.GC()
-				runtime.ReadMemStats(&without)
-				per = float64(int64(with.HeapAlloc)-int64(without.HeapAlloc)) / n
-			}
-			b.ReportMetric(per, "B/account")
+			b.ReportMetric(heapPerItem(b, n, func(i int) (any, error) { return mode.transform(serviceAccount(b, i)) }), "B/account")
 		})
 	}
 }

@@ -1,13 +1,10 @@
 package tracking
 
 import (
-	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler/rollout"
 	"kontinue.dev/kontinue/reconciler/rollout/book"
@@ -24,32 +21,8 @@ import (
 func BenchmarkTrimmedOwnerCache(b *testing.B) {
 	const n = 10000
 	transform := trimmed(rollout.Trim)
-	objs := make([]*unstructured.Unstructured, n)
-	for i := range objs {
-		u := sample(b, "workload.json")
-		u.SetName(u.GetName() + "-" + string(rune('a'+i%26)) + strings.Repeat("x", i%7))
-		u.SetUID(types.UID(string(u.GetUID())[:30] + types6(i)))
-		objs[i] = u
-	}
-	var per float64
-	for b.Loop() {
-		kept := make([]any, n)
-		for i := range kept {
-			item, err := transform(objs[i].DeepCopy())
-			if err != nil {
-				b.Fatal(err)
-			}
-			kept[i] = item
-		}
-		var with, without runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&with)
-		runtime.KeepAlive(kept)
-		runtime.GC()
-		runtime.ReadMemStats(&without)
-		per = float64(int64(with.HeapAlloc)-int64(without.HeapAlloc)) / n
-	}
-	b.ReportMetric(per, "B/owner")
+	objs := distinctSamples(b, "workload.json", n)
+	b.ReportMetric(heapPerItem(b, n, func(i int) (any, error) { return transform(objs[i].DeepCopy()) }), "B/owner")
 }
 
 // BenchmarkTrimmedOwnerEvent is the work one update of an owner of

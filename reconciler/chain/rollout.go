@@ -10,12 +10,11 @@ package chain
 // (the Manager's routing), to wake the next wave's owners.
 
 import (
-	"time"
-
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
