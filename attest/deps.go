@@ -14,12 +14,12 @@ import (
 // What a subject's or a dependency's digest is of, in its annotations: a
 // digest people cannot tell apart by its algorithm alone.
 const (
-	DigestOfImage   = "image"   // the image's manifest: what the reference pins (@sha256:)
-	DigestOfValue   = "value"   // the output's value as YAML: the status' outputs[].digest
-	DigestOfApplied = "applied" // the object Kontinue applied: its kontinue.dev/applied-digest
-	DigestOfCommit  = "commit"  // the git commit the revision names
-	DigestOfSource  = "source"  // an artifact digest the revision names (sha256:)
-	DigestOfConfig  = "config"  // the config's value as YAML: the earlier step's outputs[config].digest
+	DigestOfImage    = "image"     // the image's manifest: what the reference pins (@sha256:)
+	DigestOfValue    = "value"     // the output's value as YAML: the status' outputs[].digest
+	DigestOfInputSet = "input-set" // the object Kontinue applied: the input set it was written for
+	DigestOfCommit   = "commit"    // the git commit the revision names
+	DigestOfSource   = "source"    // an artifact digest the revision names (sha256:)
+	DigestOfConfig   = "config"    // the config's value as YAML: the earlier step's outputs[config].digest
 )
 
 var (
@@ -66,8 +66,8 @@ func Subjects(r *st.Resource) []*intoto.ResourceDescriptor {
 	if ref := r.StampedRef; ref != nil && r.Provenance != nil && r.Provenance.Current != nil && r.Provenance.Current.Digest != "" {
 		out = append(out, &intoto.ResourceDescriptor{
 			Name:   ref.Kind + "/" + ref.Namespace + "/" + ref.Name,
-			Digest: map[string]string{DigestApplied: r.Provenance.Current.Digest},
-			Annotations: annotations(map[string]string{"digestOf": DigestOfApplied, "apiVersion": ref.APIVersion,
+			Digest: map[string]string{DigestInputSet: r.Provenance.Current.Digest},
+			Annotations: annotations(map[string]string{"digestOf": DigestOfInputSet, "apiVersion": ref.APIVersion,
 				"step": r.Name}),
 		})
 	}
@@ -150,7 +150,7 @@ func Dependencies(set *st.InputSet, up *Upstream) ([]*intoto.ResourceDescriptor,
 			a["uid"] = up.UID
 		}
 		if up.Digest != "" {
-			d.Digest, a["digestOf"] = map[string]string{DigestApplied: up.Digest}, DigestOfApplied
+			d.Digest, a["digestOf"] = map[string]string{DigestInputSet: up.Digest}, DigestOfInputSet
 		}
 		d.Annotations = annotations(a)
 		out = append(out, d)

@@ -81,7 +81,11 @@ func UpstreamOf(owner *unstructured.Unstructured) *Upstream {
 	up := &Upstream{Kind: ref.Kind, Namespace: owner.GetNamespace(), Name: ref.Name, UID: string(ref.UID)}
 	if l := owner.GetLabels(); l[api.LabelWorkloadName] == ref.Name {
 		up.Step = l[api.LabelResourceName]
-		up.Digest = owner.GetAnnotations()[api.AnnotationDigest]
+		// The Workload step's set, as its subject names it (DigestInputSet).
+		ann := owner.GetAnnotations()
+		if up.Digest = ann[api.AnnotationInputSet]; up.Digest == "" {
+			up.Digest = ann[api.AnnotationDigest]
+		}
 	}
 	return up
 }

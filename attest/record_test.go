@@ -84,6 +84,8 @@ func TestUpstreamOf(t *testing.T) {
 	}{
 		{name: "stamped by a workload step", obj: deliverable(labels, ann, ctrl),
 			want: &Upstream{Kind: "Workload", Namespace: "dev", Name: "app", UID: "w1", Step: "deliverable", Digest: "dd1"}},
+		{name: "its set named: re-rendered since the set was taken", obj: deliverable(labels, map[string]string{"kontinue.dev/applied-digest": "dd2", "kontinue.dev/input-set": "dd1"}, ctrl),
+			want: &Upstream{Kind: "Workload", Namespace: "dev", Name: "app", UID: "w1", Step: "deliverable", Digest: "dd1"}},
 		{name: "labels of another workload: the step is not known", obj: deliverable(map[string]string{"carto.run/workload-name": "other", "carto.run/resource-name": "x"}, ann, ctrl),
 			want: &Upstream{Kind: "Workload", Namespace: "dev", Name: "app", UID: "w1"}},
 		{name: "no controller", obj: deliverable(labels, ann, nil)},

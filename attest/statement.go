@@ -34,11 +34,14 @@ const (
 	// BuilderID is Kontinue's controller: it applied the step's object,
 	// watched it and recorded the provenance the statement is made of.
 	BuilderID = "https://kontinue.dev/controller"
-	// DigestApplied is the digest algorithm of a stamped object: the value
-	// of its kontinue.dev/applied-digest annotation (a truncated SHA-256
-	// of the object Kontinue rendered), not a hash a tool can recompute
-	// from the live object.
-	DigestApplied = "kontinue.dev/applied-digest"
+	// DigestInputSet is the digest algorithm of a stamped object: the
+	// input set it was written for, as its kontinue.dev/input-set
+	// annotation names it (the applied digest of the set's first render, a
+	// truncated SHA-256 of the object Kontinue rendered; an object written
+	// before objects named their set has it as its
+	// kontinue.dev/applied-digest), not a hash a tool can recompute from
+	// the live object.
+	DigestInputSet = "kontinue.dev/input-set"
 )
 
 // Owner is the Workload or Deliverable whose step is attested.
@@ -53,8 +56,9 @@ type Owner struct {
 type Upstream struct {
 	Kind, Namespace, Name, UID string
 	Step                       string
-	// Digest is the Deliverable's kontinue.dev/applied-digest: the subject
-	// digest of the Workload step's own attestation.
+	// Digest is the input set the Deliverable was written for (its
+	// kontinue.dev/input-set, else its kontinue.dev/applied-digest): the
+	// subject digest of the Workload step's own attestation.
 	Digest string
 }
 

@@ -91,7 +91,7 @@ func TestBuild(t *testing.T) {
 			"subject.0.annotations.digestOf": "image",
 			"subject.0.annotations.value":    img,
 			"subject.1.name":                 "Image/dev/app",
-			"subject.1.digest.kontinue\\.dev/applied-digest":                        "b1",
+			"subject.1.digest.kontinue\\.dev/input-set":                             "b1",
 			"predicate.buildDefinition.buildType":                                   BuildType,
 			"predicate.buildDefinition.externalParameters.owner.kind":               "Workload",
 			"predicate.buildDefinition.externalParameters.owner.namespace":          "dev",
@@ -130,7 +130,7 @@ func TestBuild(t *testing.T) {
 		{name: "a deploy step: no outputs, the object it applied; image and config inputs by digest", step: "deploy", want: map[string]string{
 			"subject.#":      "1",
 			"subject.0.name": "ConfigMap/dev/app-deploy",
-			"subject.0.digest.kontinue\\.dev/applied-digest":                     "e3b0c44298fc1c149afbf4c8996fb924",
+			"subject.0.digest.kontinue\\.dev/input-set":                          "e3b0c44298fc1c149afbf4c8996fb924",
 			"subject.0.annotations.apiVersion":                                   "v1",
 			"predicate.buildDefinition.resolvedDependencies.#":                   "2",
 			"predicate.buildDefinition.resolvedDependencies.0.uri":               img,
@@ -185,7 +185,7 @@ func TestBuild(t *testing.T) {
 			"predicate.buildDefinition.externalParameters.owner.generation": "<none>",
 			"predicate.runDetails.metadata.startedOn":                       "<none>",
 			"predicate.runDetails.metadata.invocationId":                    "u1/build/b0",
-			"subject.1.digest.kontinue\\.dev/applied-digest":                "b0",
+			"subject.1.digest.kontinue\\.dev/input-set":                     "b0",
 		}},
 		{name: "no uid, no chain, no template, no version", step: "build", owner: Owner{Kind: "Workload", Namespace: "dev", Name: "app"},
 			status: func(s *st.OwnerStatus) { s.SupplyChainRef = nil; s.Resources[1].TemplateRef = nil }, want: map[string]string{
@@ -252,8 +252,8 @@ func TestBuildDeliverable(t *testing.T) {
 	assert.Equal(t, commit, got.Get(deps+".0.digest.gitCommit").String(), "Flux's older main/<sha> names a commit")
 	assert.Equal(t, "Workload/dev/app/deliverable", got.Get(deps+".1.name").String())
 	assert.Equal(t, "stampedBy", got.Get(deps+".1.annotations.input").String())
-	assert.Equal(t, upstream.Get(`subject.0.digest.kontinue\.dev/applied-digest`).String(),
-		got.Get(deps+`.1.digest.kontinue\.dev/applied-digest`).String(), "the link: the Workload step's subject is the Deliverable's dependency")
+	assert.Equal(t, upstream.Get(`subject.0.digest.kontinue\.dev/input-set`).String(),
+		got.Get(deps+`.1.digest.kontinue\.dev/input-set`).String(), "the link: the Workload step's subject is the Deliverable's dependency")
 	assert.Equal(t, "ClusterDelivery", got.Get("predicate.buildDefinition.externalParameters.chain.kind").String())
 	assert.Equal(t, "Deliverable", got.Get("predicate.buildDefinition.externalParameters.owner.kind").String())
 

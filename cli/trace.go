@@ -180,7 +180,7 @@ func stampingWorkload(ctx context.Context, dyn dynamic.Interface, d *unstructure
 	ann := d.GetAnnotations()
 	up.Workload = o
 	up.Feed = &spans.Feed{Namespace: w.GetNamespace(), Name: w.GetName(), UID: string(w.GetUID()), Steps: o.Status.Resources,
-		Deliverable: d.GetName(), Applied: ann[api.AnnotationDigest], TraceParent: ann[api.AnnotationTraceParent]}
+		Deliverable: d.GetName(), Applied: ann[api.AnnotationDigest], Set: ann[api.AnnotationInputSet], TraceParent: ann[api.AnnotationTraceParent]}
 	if up.Feed.StampedBy() == "" {
 		notes = append(notes, fmt.Sprintf("Workload %s/%s controls Deliverable %s/%s but no step of its status names it: traced within its delivery only", w.GetNamespace(), w.GetName(), d.GetNamespace(), d.GetName()))
 	}

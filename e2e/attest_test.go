@@ -101,13 +101,13 @@ func verified(t *testing.T, ns, step, pub string, check func(j gjson.Result) str
 	return j
 }
 
-func appliedDigest(t *testing.T, gvr string, ns, name string) string {
+func inputSetOf(t *testing.T, gvr string, ns, name string) string {
 	t.Helper()
 	g := configMapGVR
 	if gvr == "test" {
 		g = testGVR
 	}
-	return get(t, g, ns, name).GetAnnotations()["kontinue.dev/applied-digest"]
+	return get(t, g, ns, name).GetAnnotations()["kontinue.dev/input-set"]
 }
 
 // TestAttest: with a signing key, the controller signs each step's
@@ -159,7 +159,7 @@ func TestAttest(t *testing.T) {
 			return ""
 		})
 		assert.Equal(t, "ConfigMap/"+ns+"/app-deploy", d.Get("subject.0.name").String())
-		assert.Equal(t, appliedDigest(t, "cm", ns, "app-deploy"), d.Get(`subject.0.digest.kontinue\.dev/applied-digest`).String(),
+		assert.Equal(t, inputSetOf(t, "cm", ns, "app-deploy"), d.Get(`subject.0.digest.kontinue\.dev/input-set`).String(),
 			"the subject is the object as stamped: its applied digest")
 		assert.Equal(t, imgHex, d.Get("predicate.buildDefinition.resolvedDependencies.0.digest.sha256").String())
 		assert.Equal(t, "build", d.Get("predicate.buildDefinition.resolvedDependencies.0.annotations.step").String())
@@ -177,7 +177,7 @@ func TestAttest(t *testing.T) {
 		assert.Equal(t, images[i], b.Get("subject.0.annotations.value").String())
 		assert.Equal(t, nested(get(t, testGVR, ns, "app-build").Object, "status", "latestImage"), images[i])
 		assert.Equal(t, "Test/"+ns+"/app-build", b.Get("subject.1.name").String())
-		assert.Equal(t, appliedDigest(t, "test", ns, "app-build"), b.Get(`subject.1.digest.kontinue\.dev/applied-digest`).String())
+		assert.Equal(t, inputSetOf(t, "test", ns, "app-build"), b.Get(`subject.1.digest.kontinue\.dev/input-set`).String())
 		dep := b.Get("predicate.buildDefinition.resolvedDependencies.0")
 		assert.Equal(t, "https://git.example/app.git", dep.Get("uri").String())
 		assert.Equal(t, commits[i], dep.Get("digest.gitCommit").String(), "the commit the source published")
@@ -196,7 +196,7 @@ func TestAttest(t *testing.T) {
 			assert.Equal(t, name, s.Get(fmt.Sprintf("subject.%d.name", k)).String())
 			assert.Equal(t, strings.TrimPrefix(digest, "sha256:"), s.Get(fmt.Sprintf("subject.%d.digest.sha256", k)).String())
 		}
-		assert.Equal(t, appliedDigest(t, "cm", ns, "app-src"), s.Get(`subject.2.digest.kontinue\.dev/applied-digest`).String())
+		assert.Equal(t, inputSetOf(t, "cm", ns, "app-src"), s.Get(`subject.2.digest.kontinue\.dev/input-set`).String())
 		assert.Empty(t, s.Get("predicate.buildDefinition.resolvedDependencies").Array(), "a first step's input is the owner's spec")
 
 		// The envelope as stored verifies with the public key alone.

@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"kontinue.dev/kontinue/cli/view"
 	"kontinue.dev/kontinue/reconciler/api"
+	st "kontinue.dev/kontinue/reconciler/status"
 )
 
 // traceOf is `kontinue trace kind name -o json`, and the hop of owner's
@@ -93,4 +97,79 @@ func TestTraceDeliverableRevisions(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "made by "+workload+" [deliverable]: not proven (condition 4, value): the Deliverable's revision is no value the Workload's step took")
 	assert.Contains(t, out, "out revision: main@sha1:4e1f")
+}
+
+// TestRestampKeepsProvenance: a template edit that keeps every step's
+// input values re-renders the objects but not the input sets. The objects
+// are written anew and name the set they were taken for
+// (kontinue.dev/input-set); the Workload's status, provenance included,
+// is not written at all; kontinue trace still proves the hop to the
+// Deliverable. A gated step's re-render is the same set too, once the
+// object reports on it.
+func TestRestampKeepsProvenance(t *testing.T) {
+	ns := newNamespace(t)
+	apply(t, ns, deliverableRBAC)
+	chains := contextChains(ns)
+	apply(t, ns, chains)
+	revision(t, ns, "c1")
+
+	w0 := get(t, workloadGVR, ns, "app")
+	before := map[string]st.Provenance{}
+	for _, step := range []string{"build", "deploy", "deliverable"} {
+		before[step] = provenanceOf(t, w0, step)
+		require.NotNil(t, before[step].Current, step)
+	}
+	deployed := get(t, configMapGVR, ns, "app-deploy").GetAnnotations()
+	delivered := get(t, deliverableGVR, ns, "app").GetAnnotations()
+
+	// The platform edits the deploy and Deliverable templates: the same
+	// inputs render other objects.
+	edited := strings.Replace(chains, "data: {image: $(image)$}", "data: {image: $(image)$, edited: \"1\"}", 1)
+	edited = strings.Replace(edited, "labels: {tc-delivery: "+uniq(ns, "tcdel")+"}", "labels: {tc-delivery: "+uniq(ns, "tcdel")+", edited: \"1\"}", 1)
+	require.NotEqual(t, chains, edited)
+	apply(t, ns, edited)
+	cm := waitFor(t, configMapGVR, ns, "app-deploy", fieldIs("1", "data", "edited"))
+	d := waitFor(t, deliverableGVR, ns, "app", fieldIs("1", "metadata", "labels", "edited"))
+	for name, got := range map[string][2]map[string]string{"ConfigMap app-deploy": {deployed, cm.GetAnnotations()}, "Deliverable app": {delivered, d.GetAnnotations()}} {
+		was, now := got[0], got[1]
+		assert.NotEqual(t, was[api.AnnotationDigest], now[api.AnnotationDigest], "%s: re-rendered, re-applied", name)
+		assert.Equal(t, was[api.AnnotationInputSet], now[api.AnnotationInputSet], "%s: the same input set", name)
+	}
+	assert.Equal(t, before["deploy"].Current.Digest, cm.GetAnnotations()[api.AnnotationInputSet])
+	assert.Equal(t, before["deliverable"].Current.Digest, d.GetAnnotations()[api.AnnotationInputSet])
+
+	// The reconcile that applied them writes the status right after, when
+	// it writes one: a second is ample to see it.
+	time.Sleep(time.Second)
+	w1 := get(t, workloadGVR, ns, "app")
+	assert.Equal(t, w0.GetResourceVersion(), w1.GetResourceVersion(), "the Workload is not written: its status is what it was")
+	for step, p := range before {
+		assert.Equal(t, p, provenanceOf(t, w1, step), step)
+	}
+
+	_, root := traceOf(t, ns, "deliverable", "app", "Deliverable/"+ns+"/app", "gitops")
+	require.NotNil(t, root.From)
+	assert.True(t, root.From.Proven, "%+v", root.From)
+	require.NotNil(t, root.From.Set)
+	assert.Equal(t, before["deliverable"].Current.Digest, root.From.Set.Digest)
+
+	// The gated build step: its object is re-rendered, processes, and
+	// succeeds on the same inputs; its set stays the one that made c1.
+	built := get(t, testGVR, ns, "app-build").GetAnnotations()[api.AnnotationDigest]
+	apply(t, ns, strings.Replace(edited, "commit: $(source.revision)$", "commit: $(source.revision)$\n      edited: \"1\"", 1))
+	waitFor(t, testGVR, ns, "app-build", fieldIs("1", "spec", "edited"))
+	b := get(t, testGVR, ns, "app-build").GetAnnotations()
+	assert.NotEqual(t, built, b[api.AnnotationDigest])
+	assert.Equal(t, before["build"].Current.Digest, b[api.AnnotationInputSet])
+	build(t, ns, "True", "img-c1")
+	eventually(t, 30*time.Second, func() string {
+		w := get(t, workloadGVR, ns, "app")
+		if got := stepStatus(w, "build")["inputDigest"]; got != b[api.AnnotationDigest] {
+			return fmt.Sprintf("the build step's outputs come from render %v, want the new render %s", got, b[api.AnnotationDigest])
+		}
+		p := provenanceOf(t, w, "build")
+		assert.Equal(t, before["build"].Current, p.Current, "the same set, its times kept")
+		assert.Nil(t, p.Latest)
+		return ""
+	})
 }

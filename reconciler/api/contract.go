@@ -55,6 +55,15 @@ const (
 	// the digest and never compared: it changes only when the object is
 	// written anyway.
 	AnnotationTraceParent = "kontinue.dev/traceparent"
+
+	// AnnotationInputSet names the provenance input set the object was
+	// written for (status.resources[].provenance's digest). It is the
+	// applied digest of the set's first render: a re-render with the
+	// same input values and owner generation (a template or chain edit)
+	// is the same set, so what was stamped from it still names it when
+	// its applied digest has moved on. Like the traceparent, it is outside
+	// the digest and never compared.
+	AnnotationInputSet = "kontinue.dev/input-set"
 )
 
 // Flavor is what differs between the two owner kinds: a Workload walks a

@@ -35,6 +35,6 @@ func feedOf(tracker *tracking.Tracker, d *unstructured.Unstructured) func() *spa
 		}
 		ann := d.GetAnnotations()
 		return &spans.Feed{Namespace: w.GetNamespace(), Name: w.GetName(), UID: string(w.GetUID()), Steps: status.Resources, Traced: true,
-			Deliverable: d.GetName(), Applied: ann[api.AnnotationDigest], TraceParent: ann[api.AnnotationTraceParent]}
+			Deliverable: d.GetName(), Applied: ann[api.AnnotationDigest], Set: ann[api.AnnotationInputSet], TraceParent: ann[api.AnnotationTraceParent]}
 	}
 }

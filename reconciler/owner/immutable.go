@@ -51,8 +51,8 @@ func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 }
 
 // write creates the Plan's run.
-func (w *immutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
-	created, fail := w.io.createRun(w.runs, w.sc.step.Name, w.sc.traceParent, p.Create, w.gvr, w.what)
+func (w *immutableWriter) write(o step.Observed, p step.Plan) (step.Got, *stepFail) {
+	created, fail := w.io.createRun(w.runs, w.sc.step.Name, ridersOf(w.sc, o), p.Create, w.gvr, w.what)
 	if fail != nil {
 		return step.Got{}, fail
 	}

@@ -61,7 +61,7 @@ func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 
 // write applies the Plan's objects in order; a failure ends the step,
 // except the shadow's, which the step only reports.
-func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
+func (w *mutableWriter) write(o step.Observed, p step.Plan) (step.Got, *stepFail) {
 	x, sc := w.io, w.sc
 	if p.Shadow {
 		want := p.Apply[0]
@@ -69,7 +69,7 @@ func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail
 		if fail == nil {
 			var live *unstructured.Unstructured
 			// The last good set's copy: not the span of the set at hand.
-			if live, _, fail = x.put(sc.step.Name, "", t, want, false); fail == nil {
+			if live, _, fail = x.put(sc.step.Name, riders{}, t, want, false); fail == nil {
 				return step.Got{Live: []*unstructured.Unstructured{live}, Refs: []st.StampedRef{t.ref}}, nil
 			}
 		}
@@ -81,7 +81,7 @@ func (w *mutableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail
 		t := w.targets[desired]
 		// A gated step does not take what its primary reports in the
 		// reconcile that wrote it (step.Observe): it needs the next event.
-		live, wrote, fail := x.put(sc.step.Name, sc.traceParent, t, desired, i == p.Primary && step.Gated(sc.spec))
+		live, wrote, fail := x.put(sc.step.Name, ridersOf(sc, o), t, desired, i == p.Primary && step.Gated(sc.spec))
 		if fail != nil {
 			return got, fail
 		}

@@ -74,7 +74,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 }
 
 // write applies the generated objects in the Plan's order.
-func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
+func (w *runnableWriter) write(o step.Observed, p step.Plan) (step.Got, *stepFail) {
 	var got step.Got
 	for _, u := range p.Apply {
 		var live *unstructured.Unstructured
@@ -87,7 +87,7 @@ func (w *runnableWriter) write(_ step.Observed, p step.Plan) (step.Got, *stepFai
 			t := target{gvr: api.RunnableGVR, what: fmt.Sprintf("%s [%s] for step [%s] (template [%s/%s] sets runnable: true)", u.GetKind(), u.GetName(), w.sc.step.Name, w.sc.kind, w.sc.tmplName)}
 			var stop *stepFail
 			// The Runnable carries it; its runs get it from there.
-			if live, _, stop = w.io.put(w.sc.step.Name, w.sc.traceParent, t, u, false); stop != nil {
+			if live, _, stop = w.io.put(w.sc.step.Name, ridersOf(w.sc, o), t, u, false); stop != nil {
 				return got, stop
 			}
 		}

@@ -103,16 +103,22 @@ func (x *ownerIO) resolveObject(sc *stepCtx, desired *unstructured.Unstructured)
 	return t, fail
 }
 
-// put writes one object (stamp.Session.Put) for the step, with the trace
-// context of its input set (trace; "": none), and reports whether it was
-// written. looksAgain: the step looks at the object again at its next
-// event, the write's own included (stamp.For).
-func (x *ownerIO) put(stepName, trace string, t target, desired *unstructured.Unstructured, looksAgain bool) (*unstructured.Unstructured, bool, *stepFail) {
+// riders are what an object of a step is written with besides itself: the
+// trace context and the provenance id of its input set ("": none).
+type riders struct{ trace, set string }
+
+// ridersOf are the riders of what step sc writes for o.
+func ridersOf(sc *stepCtx, o step.Observed) riders { return riders{sc.traceParent, step.SetID(o)} }
+
+// put writes one object (stamp.Session.Put) for the step, with riders r,
+// and reports whether it was written. looksAgain: the step looks at the
+// object again at its next event, the write's own included (stamp.For).
+func (x *ownerIO) put(stepName string, r riders, t target, desired *unstructured.Unstructured, looksAgain bool) (*unstructured.Unstructured, bool, *stepFail) {
 	cl, err := x.client()
 	if err != nil {
 		return nil, false, failed(failure.Client(err))
 	}
-	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, TraceParent: trace, LooksAgain: looksAgain}
+	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, TraceParent: r.trace, InputSet: r.set, LooksAgain: looksAgain}
 	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
 		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
@@ -149,13 +155,13 @@ func (x *ownerIO) stepRuns(stepName string, key tracking.Key, digest string) sta
 }
 
 // createRun creates a run of the step as the stamping service account
-// (stamp's run protocol), with the trace context of its input set.
-func (x *ownerIO) createRun(q stamp.RunQuery, stepName, trace string, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, what string) (*unstructured.Unstructured, *stepFail) {
+// (stamp's run protocol), with riders r.
+func (x *ownerIO) createRun(q stamp.RunQuery, stepName string, r riders, desired *unstructured.Unstructured, gvr schema.GroupVersionResource, what string) (*unstructured.Unstructured, *stepFail) {
 	cl, err := x.client()
 	if err != nil {
 		return nil, failed(failure.Client(err))
 	}
-	created, err := x.w.CreateRun(x.ctx, stamp.For{Client: cl, Owner: x.owner, Step: stepName, TraceParent: trace}, gvr, desired, q.Current, q.Memo)
+	created, err := x.w.CreateRun(x.ctx, stamp.For{Client: cl, Owner: x.owner, Step: stepName, TraceParent: r.trace, InputSet: r.set}, gvr, desired, q.Current, q.Memo)
 	if err != nil {
 		return nil, failed(failure.Write(x.subject("create", what), desired.GetName(), err))
 	}

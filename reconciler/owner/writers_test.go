@@ -279,13 +279,13 @@ func TestOwnerIOWithoutClient(t *testing.T) {
 
 	tg, fail := x.resolve(desired("ConfigMap", "a"), "apply", "ConfigMap [a]")
 	require.Nil(t, fail)
-	_, _, fail = x.put("app", "", tg, desired("ConfigMap", "a"), false)
+	_, _, fail = x.put("app", riders{}, tg, desired("ConfigMap", "a"), false)
 	require.NotNil(t, fail)
 	assert.Equal(t, "False ServiceAccountError", string(fail.cond.Status)+" "+fail.cond.Reason)
 	assert.Equal(t, noClient.Error(), fail.cond.Message)
 	assert.Empty(t, s.puts)
 
-	_, fail = x.createRun(x.stepRuns("build", tg.key, "d"), "build", "", desired("Job", "b"), tg.gvr, "Job")
+	_, fail = x.createRun(x.stepRuns("build", tg.key, "d"), "build", riders{}, desired("Job", "b"), tg.gvr, "Job")
 	require.NotNil(t, fail)
 	assert.Equal(t, step.ReasonServiceAccountError, fail.cond.Reason)
 	assert.Empty(t, s.created)

@@ -32,10 +32,11 @@ type Feed struct {
 	// Steps are the Workload's steps' statuses.
 	Steps []st.Resource
 	// Deliverable is the Deliverable's name (in the Workload's
-	// namespace); Applied and TraceParent are its annotations
-	// kontinue.dev/applied-digest and kontinue.dev/traceparent.
-	Deliverable          string
-	Applied, TraceParent string
+	// namespace); Applied, Set and TraceParent are its annotations
+	// kontinue.dev/applied-digest, kontinue.dev/input-set and
+	// kontinue.dev/traceparent.
+	Deliverable               string
+	Applied, Set, TraceParent string
 	// Traced says the caller knows traces are on, so that Kontinue puts
 	// a traceparent on what it stamps: an absent one fails condition 3
 	// (the controller's span links). Else (kontinue trace, which cannot
@@ -151,7 +152,7 @@ func LinkOf(f *Feed, root *st.Resource, set *st.InputSet) Proof {
 	p.Step = w.Name
 	p.Held = append(p.Held, CondOwner)
 	for _, s := range w.Provenance.Sets() {
-		if f.Applied != "" && s.Digest == f.Applied {
+		if f.carries(s.Digest) {
 			p.Set = s
 			break
 		}
@@ -187,6 +188,14 @@ func LinkOf(f *Feed, root *st.Resource, set *st.InputSet) Proof {
 		}
 	}
 	return p.fail(CondValue, "the Deliverable's revision is no value the Workload's step took")
+}
+
+// carries reports whether the Deliverable was written for the Workload
+// step's set id: it names the set, or it is that set's first render (an
+// object written before objects named their set, or one whose set was
+// taken again, re-rendered the same, since).
+func (f *Feed) carries(id string) bool {
+	return id != "" && (id == f.Set || id == f.Applied)
 }
 
 // StampedBy is the Workload's step whose status names the Deliverable as

@@ -91,6 +91,14 @@ func TestLinkOf(t *testing.T) {
 	require.True(t, p.Proven(), p.Why)
 	assert.Equal(t, []Condition{CondOwner, CondApplied, CondTraceParent, CondValue}, p.Held, "a traceparent present is weighed")
 
+	// Re-rendered since the set was taken (a template edit): the
+	// Deliverable's applied digest moved on, the set it names did not.
+	restamped := good()
+	restamped.Applied, restamped.Set = "d-rerendered", "d-registry.example/app@sha256:1"
+	p = LinkOf(restamped, &delivered, delivered.Provenance.Current)
+	require.True(t, p.Proven(), p.Why)
+	assert.Equal(t, "d-registry.example/app@sha256:1", p.Set.Digest)
+
 	for _, tt := range []struct {
 		name   string
 		feed   func() *Feed
@@ -98,6 +106,11 @@ func TestLinkOf(t *testing.T) {
 		failed Condition
 		why    string
 	}{
+		{"the Deliverable names a set the Workload does not record", func() *Feed {
+			f := good()
+			f.Applied, f.Set = "d-rerendered", "d-older"
+			return f
+		}, delivered, CondApplied, "records no input set"},
 		{"no Workload", func() *Feed { return nil }, delivered, CondOwner, "no Workload controls"},
 		{"no step names the Deliverable", func() *Feed {
 			f := good()

@@ -124,7 +124,7 @@ func (w *Session) LoadRuns(ctx context.Context, q RunQuery) ([]runs.Run, bool, e
 // shows it.
 func (w *Session) CreateRun(ctx context.Context, f For, gvr schema.GroupVersionResource, run *unstructured.Unstructured, digest, memo string) (_ *unstructured.Unstructured, err error) {
 	defer func() { _ = w.Note(err) }()
-	created, err := createRun(ctx, f.Client, gvr, traced(run, f.TraceParent), digest)
+	created, err := createRun(ctx, f.Client, gvr, ridden(run, f), digest)
 	w.note(true)
 	if err != nil {
 		return nil, err

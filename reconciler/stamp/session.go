@@ -202,9 +202,11 @@ type For struct {
 	// write's own (a gated step): that event is news (Echoes).
 	LooksAgain bool
 	// TraceParent, when set, is the W3C trace context of the step's input
-	// set (api.AnnotationTraceParent): put on the object written, never
-	// compared (traced), so it changes only with the object.
+	// set (api.AnnotationTraceParent), and InputSet the set's provenance id
+	// (api.AnnotationInputSet): riders, put on the object written and never
+	// compared (riders.go), so they change only with the object.
 	TraceParent string
+	InputSet    string
 }
 
 // Put writes desired, an object of t's kind, as f.Client unless the live
@@ -223,7 +225,7 @@ type For struct {
 // Then it is server-side applied. An error is the API server's, or a
 // failure.Error: failure.Write says what it comes to.
 func (s *Session) Put(ctx context.Context, f For, t Target, watch Watch, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
-	desired = traced(desired, f.TraceParent)
+	desired = ridden(desired, f)
 	cached, err := s.Live(ctx, t.Watch(), watch, desired.GetNamespace(), desired.GetName())
 	if err != nil {
 		cached = nil // the create decides

@@ -56,7 +56,7 @@ func ObserveRuns(o Observed, list []runs.Run) Runs {
 	}
 	newest := judged[0].Obj
 	res.Newest = newest
-	res.noteApplied(judged[0].Digest, read[0].h.Outcome)
+	res.noteApplied(judged[0].Digest, saidSet(newest), read[0].h.Outcome)
 	hi := runs.NewestSucceeded(judged)
 	h := read[0].h
 	res.Healthy = healthyOf(h.Status, h.Reason, describe(newest)+": "+h.Message)
@@ -88,7 +88,7 @@ func ObserveRuns(o Observed, list []runs.Run) Runs {
 		}
 		return res
 	}
-	res.InputDigest = judged[hi].Digest
+	res.InputDigest, res.runSaid = judged[hi].Digest, saidSet(judged[hi].Obj)
 	res.out = good.out
 	return res
 }

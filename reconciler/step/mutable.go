@@ -153,13 +153,14 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 		record = fmt.Sprintf("the shadow for the failure of %s on input set %s is stamped and recorded", describe(live), liveDigest)
 		ob.shadowHold = true
 	}
-	if record == "" && h.Outcome == health.Failed && o.PrevProvenance != nil && liveDigest != ob.State.GoodDigest &&
-		!endedIn(o.PrevProvenance, liveDigest, st.OutcomeFailed) {
+	if liveSet := setOf(o, liveDigest, saidSet(live)); record == "" && h.Outcome == health.Failed && o.PrevProvenance != nil &&
+		liveDigest != ob.State.GoodDigest && !isCurrent(o.PrevProvenance, liveSet) && !endedIn(o.PrevProvenance, liveSet, st.OutcomeFailed) {
 		// The failure goes into the step's provenance (and the lead time
 		// metrics) before the newer set replaces it on the object. Only a
 		// step that records provenance already (not the first reconcile
 		// after an upgrade), and only a set that can be recorded as failed
-		// (not the last good one, failing on external state), or the hold
+		// (not the last good one, failing on external state or in a
+		// re-render, which NextProvenance leaves succeeded), or the hold
 		// would never end.
 		record = fmt.Sprintf("the failure of %s on input set %s is recorded", describe(live), liveDigest)
 	}
@@ -177,7 +178,7 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 				o.Step, o.Digest, describe(live), liveDigest, h.Message))
 	}
 	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
-	ob.noteApplied(liveDigest, h.Outcome)
+	ob.noteApplied(liveDigest, saidSet(live), h.Outcome)
 	ob.planShadow(o, live, h, h.Outcome == health.Succeeded && record != "" && ob.State.GoodDigest == liveDigest)
 	return ob
 }
@@ -202,7 +203,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 	h := health.Evaluate(o.Spec, o.Kind, doc, outErr)
 	if !Gated(o.Spec) {
 		ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
-		ob.noteApplied(live.GetAnnotations()[AnnotationDigest], h.Outcome)
+		ob.noteApplied(live.GetAnnotations()[AnnotationDigest], saidSet(live), h.Outcome)
 		if outErr != nil {
 			ob.Submitted = outputsCondition(o, what, outErr)
 			return ob
@@ -220,7 +221,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 	}
 	h, ob.State, ob.Recheck = Deadline(o.Spec, ob.State, live.GetAnnotations()[AnnotationDigest], what, h, o.Now)
 	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
-	ob.noteApplied(live.GetAnnotations()[AnnotationDigest], h.Outcome)
+	ob.noteApplied(live.GetAnnotations()[AnnotationDigest], saidSet(live), h.Outcome)
 	// Outputs only from success on the inputs Kontinue applied; until then
 	// (and after a failure) downstream keeps the last good ones.
 	succeeded := h.Outcome == health.Succeeded && outErr == nil && live.GetAnnotations()[AnnotationDigest] == o.Digest

@@ -1,7 +1,10 @@
 package step
 
 import (
+	"reflect"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/health"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -13,14 +16,79 @@ import (
 // keeps them from then on, and each reconcile moves them between Current,
 // Latest and Held as the step's decision says.
 
-// applied notes, on an Observation, the input set on the step's object (the
-// live primary, or the newest run) and what the object has come to with it.
-func (ob *Observation) noteApplied(digest string, outcome health.Outcome) {
-	ob.applied, ob.appliedOutcome = digest, outcome
+// A set's id (its Digest in the status) is the applied digest of its first
+// render. A re-render with the same input values and owner generation is the
+// same set: only the template or chain changed (an edit, a roll-out's wave),
+// which is the platform's, not a new revision of the owner's. So a
+// template-wide re-render leaves every step's provenance, and the owner's
+// status, as they were; the objects it writes name their set
+// (AnnotationInputSet), since their applied digest has moved on.
+
+// noteApplied notes, on an Observation, the input set on the step's object
+// (the live primary, or the newest run): digest is its applied digest, said
+// the set it names (AnnotationInputSet; "": none), outcome what the object
+// has come to with it.
+func (ob *Observation) noteApplied(digest, said string, outcome health.Outcome) {
+	ob.applied, ob.appliedSaid, ob.appliedOutcome = digest, said, outcome
 }
 
-// goodDigest is the input set the step's published outputs came from ("":
-// none succeeded that the step knows of).
+// saidSet is the input set an object names (AnnotationInputSet).
+func saidSet(u *unstructured.Unstructured) string {
+	return u.GetAnnotations()[AnnotationInputSet]
+}
+
+// SetID is the provenance id of the set o renders now: the render itself
+// when the step's provenance knows it by its digest; else a set it has of
+// the same input values and owner generation (a restamp), Current first;
+// else o.Digest, a new set. Values longer than st.ValueLimit compare as
+// recorded, cut.
+func SetID(o Observed) string {
+	sets := o.PrevProvenance.Sets()
+	for _, s := range sets {
+		if s.Digest == o.Digest {
+			return o.Digest
+		}
+	}
+	for _, s := range sets {
+		if sameSet(s, &o.Inputs) {
+			return s.Digest
+		}
+	}
+	return o.Digest
+}
+
+// sameSet reports whether a and b took the same input values for the same
+// owner generation. A set recorded before Kontinue kept values (no
+// generation) is the same as none.
+func sameSet(a, b *st.InputSet) bool {
+	return a.OwnerGeneration != 0 && a.OwnerGeneration == b.OwnerGeneration &&
+		reflect.DeepEqual(a.Sources, b.Sources) && reflect.DeepEqual(a.Images, b.Images) &&
+		reflect.DeepEqual(a.Configs, b.Configs) && reflect.DeepEqual(a.Deployment, b.Deployment)
+}
+
+// setOf is the provenance id of the set of an object rendered as digest
+// that names said: SetID for the render of now; else the set it names;
+// else its digest (written before objects named their set, when ids were
+// digests).
+func setOf(o Observed, digest, said string) string {
+	switch {
+	case digest == "":
+		return ""
+	case digest == o.Digest:
+		return SetID(o)
+	case said != "":
+		return said
+	}
+	return digest
+}
+
+// isCurrent reports whether set id is p's Current.
+func isCurrent(p *st.Provenance, id string) bool {
+	return p != nil && p.Current != nil && p.Current.Digest == id
+}
+
+// goodDigest is the applied digest the step's published outputs came from
+// ("": none succeeded that the step knows of).
 func (ob Observation) goodDigest(o Observed) string {
 	switch {
 	case ob.Gated:
@@ -33,23 +101,43 @@ func (ob Observation) goodDigest(o Observed) string {
 	return ""
 }
 
+// goodSet is the provenance id of goodDigest's set.
+func (ob Observation) goodSet(o Observed) string {
+	good := ob.goodDigest(o)
+	switch {
+	case good == "":
+		return ""
+	case good == ob.applied:
+		return setOf(o, good, ob.appliedSaid)
+	case good == ob.runDigest:
+		return setOf(o, good, ob.runSaid)
+	case good == o.State.GoodDigest && o.PrevProvenance != nil && o.PrevProvenance.Current != nil:
+		// An older render whose outputs still stand (a gated step's, while
+		// its object works on a newer set): Current already records it.
+		return o.PrevProvenance.Current.Digest
+	}
+	return setOf(o, good, "")
+}
+
 // NextProvenance is the step's provenance after this decision, from the
-// previous one (nil: none yet). A set the step no longer knows the values
-// of (it was taken before provenance was recorded) keeps its digest only.
-func NextProvenance(prev *st.Provenance, o Observed, ob Observation) *st.Provenance {
-	now := metav1.NewTime(o.Now)
-	known := func(digest string) st.InputSet {
+// previous one (o.PrevProvenance; nil: none yet). A set the step no longer knows the values
+// of (it was taken before provenance was recorded) keeps its id only.
+// Current, Latest and Held are distinct sets.
+func NextProvenance(o Observed, ob Observation) *st.Provenance {
+	prev, now := o.PrevProvenance, metav1.NewTime(o.Now)
+	rendered := SetID(o)
+	known := func(id string) st.InputSet {
 		for _, s := range prev.Sets() {
-			if s.Digest == digest {
+			if s.Digest == id {
 				return *s
 			}
 		}
-		if digest == o.Digest {
+		if id == rendered {
 			in := o.Inputs
-			in.Digest, in.TakenAt, in.EndedAt, in.Outcome = digest, &now, nil, ""
+			in.Digest, in.TakenAt, in.EndedAt, in.Outcome = id, &now, nil, ""
 			return in
 		}
-		return st.InputSet{Digest: digest}
+		return st.InputSet{Digest: id}
 	}
 	end := func(s st.InputSet, outcome string) *st.InputSet {
 		if s.Outcome != outcome || s.EndedAt == nil {
@@ -59,32 +147,37 @@ func NextProvenance(prev *st.Provenance, o Observed, ob Observation) *st.Provena
 	}
 	next := &st.Provenance{}
 	good := ob.goodDigest(o)
-	switch {
-	case good != "":
-		next.Current = end(known(good), st.OutcomeSucceeded)
+	switch id := ob.goodSet(o); {
+	case id != "":
+		next.Current = end(known(id), st.OutcomeSucceeded)
 	case prev != nil && prev.Current != nil:
 		c := *prev.Current // outputs still the last success's (or none)
 		next.Current = &c
 	}
 	// A set that succeeded stays so: its object turning unhealthy later
-	// (an ungated step's Healthy flapping, a gated one's external state)
-	// is the step's condition, not a new end of the set.
-	if a := ob.applied; a != "" && a != good && (next.Current == nil || a != next.Current.Digest) {
-		s := known(a)
-		switch ob.appliedOutcome {
-		case health.Failed:
-			next.Latest = end(s, st.OutcomeFailed)
-		default:
-			// Succeeded but not published (outputs unreadable yet) is
-			// still processing for whoever waits for its outputs.
-			s.Outcome, s.EndedAt = st.OutcomeProcessing, nil
-			next.Latest = &s
+	// (an ungated step's Healthy flapping, a gated one's external state),
+	// or a re-render of it failing, is the step's condition, not a new end
+	// of the set.
+	if a := ob.applied; a != "" && a != good {
+		if id := setOf(o, a, ob.appliedSaid); !isCurrent(next, id) {
+			s := known(id)
+			switch ob.appliedOutcome {
+			case health.Failed:
+				next.Latest = end(s, st.OutcomeFailed)
+			default:
+				// Succeeded but not published (outputs unreadable yet) is
+				// still processing for whoever waits for its outputs.
+				s.Outcome, s.EndedAt = st.OutcomeProcessing, nil
+				next.Latest = &s
+			}
 		}
 	}
 	if ob.Held && ob.HeldDigest != "" && ob.HeldDigest != ob.applied && ob.HeldDigest != good {
-		s := known(ob.HeldDigest)
-		s.Outcome, s.EndedAt = st.OutcomeHeld, nil
-		next.Held = &s
+		if id := setOf(o, ob.HeldDigest, ""); !isCurrent(next, id) && (next.Latest == nil || next.Latest.Digest != id) {
+			s := known(id)
+			s.Outcome, s.EndedAt = st.OutcomeHeld, nil
+			next.Held = &s
+		}
 	}
 	if next.Current == nil && next.Latest == nil && next.Held == nil {
 		return nil
@@ -95,7 +188,7 @@ func NextProvenance(prev *st.Provenance, o Observed, ob Observation) *st.Provena
 // RecordProvenance writes the step's provenance after decision ob into res,
 // from the step's previous status.
 func RecordProvenance(o Observed, ob Observation, res *st.Resource) {
-	res.Provenance = NextProvenance(o.PrevProvenance, o, ob)
+	res.Provenance = NextProvenance(o, ob)
 }
 
 // endedIn reports whether p records input set digest as ended with outcome.

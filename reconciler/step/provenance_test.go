@@ -99,14 +99,84 @@ func TestNextProvenance(t *testing.T) {
 		ob:   Observation{out: Outputs{"image": "x"}, applied: "d1", appliedOutcome: health.Failed},
 		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
 	}, {
+		name: "a template edit re-renders the set that succeeded: the very same set, unchanged",
+		spec: plain, o: Observed{Digest: "d1b", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{out: Outputs{"image": "x"}, applied: "d1b", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+	}, {
+		name: "a restamped object that names its set, under a newer render: still that set",
+		spec: plain, o: Observed{Digest: "d1c", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{out: Outputs{"image": "x"}, applied: "d1b", appliedSaid: "d1", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+	}, {
+		name: "new values are a new set",
+		spec: plain, o: Observed{Digest: "d2", Inputs: values("r2"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{out: Outputs{"image": "x"}, applied: "d2", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: set("d2", "r2", st.OutcomeSucceeded, at(t1), at(t1))},
+	}, {
+		name: "the same values for a newer owner generation are a new set",
+		spec: plain, o: Observed{Digest: "d1b", Inputs: func() st.InputSet { v := values("r1"); v.OwnerGeneration = 3; return v }(), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{out: Outputs{"image": "x"}, applied: "d1b", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: func() *st.InputSet {
+			s := set("d1b", "r1", st.OutcomeSucceeded, at(t1), at(t1))
+			s.OwnerGeneration = 3
+			return s
+		}()},
+	}, {
+		name: "a set recorded without values (no generation) is never restamped",
+		spec: plain, o: Observed{Digest: "d1b", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: &st.InputSet{Digest: "d1", Outcome: st.OutcomeSucceeded, EndedAt: at(t0)}},
+		ob:   Observation{out: Outputs{"image": "x"}, applied: "d1b", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: set("d1b", "r1", st.OutcomeSucceeded, at(t1), at(t1))},
+	}, {
+		name: "a gated re-render of the set that succeeded, processing: no latest set",
+		spec: gated, o: Observed{Digest: "d1b", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1"}, applied: "d1b", appliedOutcome: health.Processing},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+	}, {
+		name: "a gated re-render that fails: the set stays succeeded (the step's condition says it)",
+		spec: gated, o: Observed{Digest: "d1b", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1"}, applied: "d1b", appliedOutcome: health.Failed},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+	}, {
+		name: "the re-render succeeds: the gated step's good render moves, its set does not",
+		spec: gated, o: Observed{Digest: "d1b", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1b"}, applied: "d1b", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+	}, {
+		name: "a held re-render of a set already recorded is no held set",
+		spec: gated, o: Observed{Digest: "d2b", Inputs: values("r2"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Latest: set("d2", "r2", st.OutcomeProcessing, at(t0), nil)},
+		ob:   Observation{Gated: true, State: State{GoodDigest: "d1"}, Held: true, HeldDigest: "d2b", applied: "d2", appliedOutcome: health.Processing},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0)), Latest: set("d2", "r2", st.OutcomeProcessing, at(t0), nil)},
+	}, {
+		name: "an immutable step's new run of the set whose run succeeded: the same set",
+		spec: &api.TemplateSpec{Lifecycle: api.LifecycleTekton}, o: Observed{Digest: "d1b", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{runDigest: "d1", out: Outputs{"image": "x"}, applied: "d1b", appliedSaid: "d1", appliedOutcome: health.Processing},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+	}, {
+		name: "…and once it succeeds, its outputs are that set's still",
+		spec: &api.TemplateSpec{Lifecycle: api.LifecycleTekton}, o: Observed{Digest: "d1b", Inputs: values("r1"), Now: t1},
+		prev: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+		ob:   Observation{runDigest: "d1b", runSaid: "d1", out: Outputs{"image": "y"}, applied: "d1b", appliedSaid: "d1", appliedOutcome: health.Succeeded},
+		want: &st.Provenance{Current: set("d1", "r1", st.OutcomeSucceeded, at(t0), at(t0))},
+	}, {
 		name: "nothing applied, nothing known: no provenance",
 		spec: plain, o: Observed{Digest: "d1", Inputs: values("r1"), Now: t0},
 		want: nil,
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.o.Spec = c.spec
-			got := NextProvenance(c.prev, c.o, c.ob)
+			c.o.Spec, c.o.PrevProvenance = c.spec, c.prev
+			got := NextProvenance(c.o, c.ob)
 			assert.Equal(t, c.want, got)
 		})
 	}
@@ -122,7 +192,7 @@ func TestProvenanceThroughGatedDecisions(t *testing.T) {
 	o.PrevProvenance = &st.Provenance{Latest: &st.InputSet{Digest: "d1", Outcome: st.OutcomeProcessing, Sources: []st.SourceValue{{Name: "s", Resource: "src", Revision: "r1"}}}}
 	ob := Admit(o, object("app", "d1", processing()))
 	require.True(t, ob.Held)
-	p := NextProvenance(o.PrevProvenance, o, ob)
+	p := NextProvenance(o, ob)
 	require.NotNil(t, p.Latest)
 	require.NotNil(t, p.Held)
 	assert.Nil(t, p.Current)
@@ -133,7 +203,7 @@ func TestProvenanceThroughGatedDecisions(t *testing.T) {
 	// d1 succeeds: Admit records it (holding d2 one more reconcile).
 	o.PrevProvenance, o.Now = p, t0.Add(time.Minute)
 	ob = Admit(o, object("app", "d1", succeededOn("img-1")))
-	p = NextProvenance(o.PrevProvenance, o, ob)
+	p = NextProvenance(o, ob)
 	require.NotNil(t, p.Current)
 	assert.Equal(t, "r1", p.Current.Sources[0].Revision)
 	assert.Equal(t, st.OutcomeSucceeded, p.Current.Outcome)
@@ -154,7 +224,7 @@ func TestAdmitRecordsAFailureBeforeTheNextSet(t *testing.T) {
 	live := object("app", "d1", failedOn())
 	ob := Admit(o, live)
 	require.True(t, ob.Held, "the failure of d1 is recorded first")
-	p := NextProvenance(o.PrevProvenance, o, ob)
+	p := NextProvenance(o, ob)
 	require.NotNil(t, p.Latest)
 	assert.Equal(t, "d1", p.Latest.Digest)
 	assert.Equal(t, st.OutcomeFailed, p.Latest.Outcome)
@@ -164,4 +234,54 @@ func TestAdmitRecordsAFailureBeforeTheNextSet(t *testing.T) {
 	assert.False(t, Admit(o, live).Held, "once recorded, the newer set goes in")
 	o.PrevProvenance = nil
 	assert.False(t, Admit(o, live).Held, "a step without provenance yet does not wait for it")
+}
+
+// A failed re-render of the set whose outputs stand (a template edit gone
+// wrong) is the step's condition: it does not hold a newer set for a
+// failure provenance never records.
+func TestAdmitLetsANewSetPastAFailedRestamp(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	v := func(rev string) st.InputSet {
+		return st.InputSet{OwnerGeneration: 4, Sources: []st.SourceValue{{Name: "s", Resource: "src", Revision: rev}}}
+	}
+	o := observed(gatedSpec(), "d2", State{GoodDigest: "d1", Good: Outputs{"image": "img-1"}})
+	o.Now, o.Inputs = t0, v("r2")
+	cur := v("r1")
+	cur.Digest, cur.Outcome = "d1", st.OutcomeSucceeded
+	o.PrevProvenance = &st.Provenance{Current: &cur}
+	live := object("app", "d1b", failedOn())
+	live.SetAnnotations(map[string]string{AnnotationDigest: "d1b", AnnotationInputSet: "d1"})
+	ob := Admit(o, live)
+	assert.False(t, ob.Held, "nothing to record: the newer set goes in")
+	p := NextProvenance(o, ob)
+	assert.Equal(t, &st.Provenance{Current: &cur}, p)
+
+	// The same object naming no set (written before objects named theirs)
+	// is a set of its own: its failure is recorded first, as before.
+	live.SetAnnotations(map[string]string{AnnotationDigest: "d1b"})
+	require.True(t, Admit(o, live).Held)
+}
+
+func TestSetID(t *testing.T) {
+	v := func(gen int64, rev string) st.InputSet {
+		return st.InputSet{OwnerGeneration: gen, Images: []st.ImageValue{{Name: "i", Resource: "build", Image: rev}}}
+	}
+	with := func(d string, s st.InputSet) *st.InputSet { s.Digest = d; return &s }
+	for _, c := range []struct {
+		name string
+		prev *st.Provenance
+		in   st.InputSet
+		want string
+	}{
+		{"no provenance: the render", nil, v(1, "a"), "r"},
+		{"a set of that render", &st.Provenance{Current: with("x", v(1, "a")), Latest: with("r", v(1, "b"))}, v(1, "a"), "r"},
+		{"a restamp of current", &st.Provenance{Current: with("x", v(1, "a"))}, v(1, "a"), "x"},
+		{"a restamp of a failed latest", &st.Provenance{Current: with("x", v(1, "a")), Latest: with("y", v(1, "b"))}, v(1, "b"), "y"},
+		{"other values", &st.Provenance{Current: with("x", v(1, "a"))}, v(1, "b"), "r"},
+		{"another generation", &st.Provenance{Current: with("x", v(1, "a"))}, v(2, "a"), "r"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, SetID(Observed{Digest: "r", Inputs: c.in, PrevProvenance: c.prev}))
+		})
+	}
 }

@@ -47,7 +47,7 @@ func ObserveRunnable(o Observed, rn *unstructured.Unstructured) Observation {
 	ob := Observation{State: o.State}
 	ob.Healthy = runnableHealth(rn, what)
 	// The Runnable reports on the newest input set it was given.
-	ob.noteApplied(o.Digest, outcomeOfStatus(ob.Healthy.Status))
+	ob.noteApplied(o.Digest, "", outcomeOfStatus(ob.Healthy.Status))
 	ob.Submitted = st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
 	want := RunnableOutputs(o.Kind, o.Spec)
 	if want == nil {

@@ -66,6 +66,9 @@ var Reasons = failure.Reasons{Unknown: ReasonUnknownError, Refused: ReasonReject
 // input set.
 const AnnotationDigest = api.AnnotationDigest
 
+// AnnotationInputSet names an object's provenance input set (provenance.go).
+const AnnotationInputSet = api.AnnotationInputSet
+
 // Outputs of a step: "url"/"revision", "image", "config", or none.
 type Outputs map[string]any
 
@@ -153,14 +156,16 @@ type Observation struct {
 	Recheck   time.Duration
 	out       Outputs
 	runDigest string // an immutable step's: the input set of the run whose outputs are published
+	runSaid   string // the set that run names (AnnotationInputSet)
 	retry     string // an immutable step's: the retry token handled
 	// shadowHold: Held only until the shadow is stamped (Admit); a shadow
 	// that cannot be stamped lets the newer set in.
 	shadowHold bool
-	// applied is the input set on the object (or its newest run) and
-	// appliedOutcome what the object came to with it (provenance.go).
-	applied        string
-	appliedOutcome health.Outcome
+	// applied is the applied digest of the object (or its newest run),
+	// appliedSaid the input set it names and appliedOutcome what it came
+	// to with it (provenance.go).
+	applied, appliedSaid string
+	appliedOutcome       health.Outcome
 }
 
 func healthyOf(status, reason, msg string) *metav1.Condition {
