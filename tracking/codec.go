@@ -76,7 +76,7 @@ var dictSamples = []string{
 	   "stampedRef":{"apiVersion":"v1","kind":"ConfigMap","name":"app","namespace":"default","resource":"configmaps"},
 	   "templateRef":{"apiVersion":"carto.run/v1alpha1","kind":"ClusterTemplate","name":"config"}}],
 	  "supplyChainRef":{"kind":"ClusterSupplyChain","name":"supply-chain"}}}`,
-	`{"apiVersion":"v1","data":{"image":"ghcr.io/team/app:main"},"kind":"ConfigMap","metadata":{"annotations":{"kontinue.dev/applied-digest":"0"},"creationTimestamp":"2025-01-01T00:00:00Z",
+	`{"apiVersion":"v1","data":{"image":"ghcr.io/team/app:main"},"kind":"ConfigMap","metadata":{"annotations":{"kontinue.dev/applied-digest":"0","kontinue.dev/input-set":"0"},"creationTimestamp":"2025-01-01T00:00:00Z",
 	 "labels":{"carto.run/cluster-template-name":"config","carto.run/resource-name":"config","carto.run/supply-chain-name":"supply-chain","carto.run/template-kind":"ClusterTemplate",
 	  "carto.run/template-lifecycle":"mutable","carto.run/workload-name":"app","carto.run/workload-namespace":"default","kontinue.dev/stamped":"true"},
 	 "managedFields":[{"manager":"kontinue","operation":"Update"}],"name":"app","namespace":"default",
