@@ -51,9 +51,13 @@ func Due(prev, next []st.Resource) []string {
 }
 
 // attested is what a step's statement says that can change: the input
-// set, its outcome, what it published and the object it applied.
+// set, its outcome, what it published, the object it applied and the
+// template it was rendered from (a re-render keeps the set).
 func attested(r *st.Resource) string {
 	var b strings.Builder
+	if t := r.TemplateRef; t != nil {
+		b.WriteString(t.Kind + "/" + t.Name + "|")
+	}
 	if r.Provenance != nil && r.Provenance.Current != nil {
 		b.WriteString(r.Provenance.Current.Digest + "|" + r.Provenance.Current.Outcome)
 	}

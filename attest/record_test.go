@@ -34,6 +34,9 @@ func TestDue(t *testing.T) {
 			rs[1].Provenance.Current.Digest = "b2"
 			rs[1].Outputs = []st.Output{output("image", "registry.example.com/app@sha256:"+strings.Repeat("1", 64))}
 		}), want: []string{"build"}},
+		{name: "the same set rendered from another template (a chain edit)", prev: workload().Resources, next: moved(func(rs []st.Resource) {
+			rs[2].TemplateRef = &st.TemplateRef{Kind: "ClusterTemplate", Name: "deploy-v2"}
+		}), want: []string{"deploy"}},
 		{name: "a source's new commit from the same set", prev: workload().Resources, next: moved(func(rs []st.Resource) {
 			rs[0].Outputs[1] = output("revision", "main@sha1:"+strings.Repeat("1", 40))
 		}), want: []string{"source"}},

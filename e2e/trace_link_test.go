@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/cli/view"
 	"kontinue.dev/kontinue/reconciler/api"
@@ -113,7 +114,17 @@ func TestRestampKeepsProvenance(t *testing.T) {
 	apply(t, ns, chains)
 	revision(t, ns, "c1")
 
-	w0 := get(t, workloadGVR, ns, "app")
+	// The Workload's status settles first (its last steps catch up after
+	// the Deliverable is Ready).
+	var w0 *unstructured.Unstructured
+	eventually(t, 30*time.Second, func() string {
+		w0 = get(t, workloadGVR, ns, "app")
+		time.Sleep(time.Second)
+		if rv := get(t, workloadGVR, ns, "app").GetResourceVersion(); rv != w0.GetResourceVersion() {
+			return "the Workload is still being written: " + rv
+		}
+		return ""
+	})
 	before := map[string]st.Provenance{}
 	for _, step := range []string{"build", "deploy", "deliverable"} {
 		before[step] = provenanceOf(t, w0, step)
@@ -172,4 +183,30 @@ func TestRestampKeepsProvenance(t *testing.T) {
 		assert.Nil(t, p.Latest)
 		return ""
 	})
+
+	// An owner edit no step renders (a param nothing reads): a newer
+	// generation, but every object is as it was, and so is every set, the
+	// restamped ones too (the object on the cluster names theirs).
+	deployRV, deliverableRV := get(t, configMapGVR, ns, "app-deploy").GetResourceVersion(), get(t, deliverableGVR, ns, "app").GetResourceVersion()
+	buildRV := get(t, testGVR, ns, "app-build").GetResourceVersion()
+	w3 := get(t, workloadGVR, ns, "app")
+	sets := map[string]*st.InputSet{}
+	for _, step := range []string{"source", "build", "deploy", "deliverable"} {
+		sets[step] = provenanceOf(t, w3, step).Current
+	}
+	apply(t, ns, strings.Replace(provWorkload(ns, "c1"), "params: [{name: commit, value: c1}]", "params: [{name: commit, value: c1}, {name: unused, value: x}]", 1))
+	waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "")
+	eventually(t, 30*time.Second, func() string {
+		w := get(t, workloadGVR, ns, "app")
+		if og, _, _ := unstructured.NestedInt64(w.Object, "status", "observedGeneration"); og != w.GetGeneration() || og == w3.GetGeneration() {
+			return fmt.Sprintf("observedGeneration %d of %d", og, w.GetGeneration())
+		}
+		for step, c := range sets {
+			assert.Equal(t, c, provenanceOf(t, w, step).Current, "%s: the same set after an edit it does not render", step)
+		}
+		return ""
+	})
+	assert.Equal(t, deployRV, get(t, configMapGVR, ns, "app-deploy").GetResourceVersion(), "not written again")
+	assert.Equal(t, deliverableRV, get(t, deliverableGVR, ns, "app").GetResourceVersion(), "not written again")
+	assert.Equal(t, buildRV, get(t, testGVR, ns, "app-build").GetResourceVersion(), "not written again")
 }

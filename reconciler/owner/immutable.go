@@ -47,6 +47,14 @@ func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		return step.Seen{}, &stepFail{err: err, cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError,
 			fmt.Sprintf("unable to list the runs of step [%s]: %v", sc.step.Name, err))}
 	}
+	if step.NeedsLiveSet(*o) {
+		for _, r := range list {
+			if r.Digest == o.Digest {
+				o.LiveSet = r.Obj.GetAnnotations()[step.AnnotationInputSet]
+				break
+			}
+		}
+	}
 	return step.Seen{Runs: list, Pending: pending}, nil
 }
 

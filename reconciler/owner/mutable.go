@@ -40,7 +40,7 @@ func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		w.targets[desired] = t
 	}
 	var seen step.Seen
-	if step.NeedsLive(w.sc.spec) {
+	if step.NeedsLive(w.sc.spec) || step.NeedsLiveSet(*o) {
 		live, err := w.io.live(w.targets[o.Desired].key, o.Desired.GetNamespace(), o.Desired.GetName())
 		if err != nil {
 			// Without the live primary the step cannot tell whether it
@@ -53,7 +53,10 @@ func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		// object of that name someone else made (with our labels, in the
 		// cache) is refused at the write instead (stamp.Claim).
 		if w.io.controls(live) {
-			seen.Live = live
+			o.LiveSet = step.LiveSetOf(*o, live)
+			if step.NeedsLive(w.sc.spec) {
+				seen.Live = live
+			}
 		}
 	}
 	return seen, nil

@@ -68,7 +68,14 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	// o.Digest stays the rendered object's: the input set the Runnable's
 	// inputs carry, which its runs report on (the step's provenance).
 	o.Desired = rn
-	w.io.watch(tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector})
+	key := tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector}
+	w.io.watch(key)
+	if step.NeedsLiveSet(*o) {
+		// The Runnable of this render names its set (step.SetID).
+		if live, err := w.io.live(key, rn.GetNamespace(), rn.GetName()); err == nil && w.io.controls(live) && live.GetAnnotations()[api.AnnotationDigest] == rn.GetAnnotations()[api.AnnotationDigest] {
+			o.LiveSet = live.GetAnnotations()[api.AnnotationInputSet]
+		}
+	}
 	w.io.keep.ref(w.ref(rn))
 	return step.Seen{}, nil
 }

@@ -1,12 +1,14 @@
 package stamp
 
-// Riders: annotations put on an object at its write and left out of every
-// comparison, the trace context (api.AnnotationTraceParent) and the
-// provenance input set (api.AnnotationInputSet). An object whose only
-// difference is a rider is up to date. So turning traces on or off, or a
-// restamp that keeps its input set, writes nothing by itself; a rider
-// comes, changes or goes with the next write of the object, which a new
-// input set makes anyway. Written by Kontinue's apply, a rider is removed
+// Riders: annotations put on an object at its write that never make it
+// out of date by themselves. The trace context (api.AnnotationTraceParent)
+// is never compared: turning traces on or off writes nothing, and the
+// annotation comes, changes or goes with the next write of the object,
+// which a new input set makes anyway. The provenance input set
+// (api.AnnotationInputSet) is compared once the live object names one, so
+// that a stale or edited name is written back; an object written before
+// objects named their set gets it with its next write, so an upgrade
+// writes nothing by itself. A rider written by Kontinue's apply is removed
 // by the first apply without it (traces off).
 
 import (
@@ -14,9 +16,6 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 )
-
-// riderKeys are the rider annotations.
-var riderKeys = [...]string{api.AnnotationTraceParent, api.AnnotationInputSet}
 
 // riders are the annotations f puts on what it writes.
 func (f For) riders() map[string]string {
@@ -47,27 +46,30 @@ func ridden(desired *unstructured.Unstructured, f For) *unstructured.Unstructure
 	return out
 }
 
-// unridden is desired without riders, for comparisons (desired itself
-// when it has none).
-func unridden(desired *unstructured.Unstructured) *unstructured.Unstructured {
+// unridden is desired without what live need not hold to be up to date:
+// the traceparent, and the input set while live names none (desired itself
+// when there is nothing to leave out).
+func unridden(desired, live *unstructured.Unstructured) *unstructured.Unstructured {
 	md, _ := desired.Object["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
-	has := false
-	for _, k := range riderKeys {
-		_, ok := ann[k]
-		has = has || ok
+	var out []string
+	if _, ok := ann[api.AnnotationTraceParent]; ok {
+		out = append(out, api.AnnotationTraceParent)
 	}
-	if !has {
+	if _, ok := ann[api.AnnotationInputSet]; ok && (live == nil || live.GetAnnotations()[api.AnnotationInputSet] == "") {
+		out = append(out, api.AnnotationInputSet)
+	}
+	if len(out) == 0 {
 		return desired
 	}
-	out, copied := withAnnotations(desired)
-	for _, k := range riderKeys {
-		delete(copied, k)
+	copied, left := withAnnotations(desired)
+	for _, k := range out {
+		delete(left, k)
 	}
-	if len(copied) == 0 {
-		delete(out.Object["metadata"].(map[string]any), "annotations")
+	if len(left) == 0 {
+		delete(copied.Object["metadata"].(map[string]any), "annotations")
 	}
-	return out
+	return copied
 }
 
 // withAnnotations copies desired down to its annotations (shared below:

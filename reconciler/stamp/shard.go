@@ -59,7 +59,7 @@ func adoptRuns(ctx context.Context, shard string, q RunQuery, gvr schema.GroupVe
 // shard: an object of the default shard leaves the label out, which a live
 // object in another shard still "contains".
 func upToDate(desired, live *unstructured.Unstructured) bool {
-	return apply.UpToDate(unridden(desired), live) && api.ShardOf(desired.GetLabels()) == api.ShardOf(live.GetLabels())
+	return apply.UpToDate(unridden(desired, live), live) && api.ShardOf(desired.GetLabels()) == api.ShardOf(live.GetLabels())
 }
 
 // movedOnly says whether writing desired over live changes nothing but its
@@ -70,7 +70,7 @@ func movedOnly(desired, live *unstructured.Unstructured) bool {
 	if live == nil || api.ShardOf(desired.GetLabels()) == api.ShardOf(live.GetLabels()) {
 		return false
 	}
-	d := unridden(desired).DeepCopy()
+	d := unridden(desired, live).DeepCopy()
 	l := d.GetLabels()
 	delete(l, api.ShardLabel)
 	d.SetLabels(l)

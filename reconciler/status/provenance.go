@@ -32,8 +32,10 @@ const (
 	OutcomeFailed     = "Failed"
 )
 
-// InputSet is one input set of a step: its digest (the step's inputDigest
-// when it is Current), the values it was rendered from, and its times.
+// InputSet is one input set of a step: its id (the applied digest of its
+// first render: a re-render of the same values for the same owner
+// generation is the same set), the values it was rendered from, and its
+// times.
 type InputSet struct {
 	Digest string `json:"digest"`
 	// OwnerGeneration is the owner's generation when the step took the

@@ -37,11 +37,17 @@ func saidSet(u *unstructured.Unstructured) string {
 	return u.GetAnnotations()[AnnotationInputSet]
 }
 
-// SetID is the provenance id of the set o renders now: the render itself
-// when the step's provenance knows it by its digest; else a set it has of
-// the same input values and owner generation (a restamp), Current first;
-// else o.Digest, a new set. Values longer than st.ValueLimit compare as
-// recorded, cut.
+// SetID is the provenance id of the set o renders now, the first of:
+//  1. the render itself, when the step's provenance knows a set by it;
+//  2. the set the live object of this very render names (o.LiveSet), when
+//     the step records it with these values: the owner's generation moved
+//     on without changing what this step renders;
+//  3. a set of the same values and owner generation that has not failed
+//     (a restamp; a failed set stays failed and the fix is a new set),
+//     Current first;
+//  4. o.Digest, a new set.
+//
+// Values longer than st.ValueLimit compare as recorded, cut.
 func SetID(o Observed) string {
 	sets := o.PrevProvenance.Sets()
 	for _, s := range sets {
@@ -50,36 +56,66 @@ func SetID(o Observed) string {
 		}
 	}
 	for _, s := range sets {
-		if sameSet(s, &o.Inputs) {
+		if o.LiveSet != "" && s.Digest == o.LiveSet && sameValues(s, &o.Inputs) {
+			return s.Digest
+		}
+	}
+	for _, s := range sets {
+		if s.Outcome != st.OutcomeFailed && s.OwnerGeneration != 0 && s.OwnerGeneration == o.Inputs.OwnerGeneration && sameValues(s, &o.Inputs) {
 			return s.Digest
 		}
 	}
 	return o.Digest
 }
 
-// sameSet reports whether a and b took the same input values for the same
-// owner generation. A set recorded before Kontinue kept values (no
-// generation) is the same as none.
-func sameSet(a, b *st.InputSet) bool {
-	return a.OwnerGeneration != 0 && a.OwnerGeneration == b.OwnerGeneration &&
-		reflect.DeepEqual(a.Sources, b.Sources) && reflect.DeepEqual(a.Images, b.Images) &&
+// NeedsLiveSet reports whether SetID needs o.LiveSet: the step records
+// sets, none by o's render (it restamped one).
+func NeedsLiveSet(o Observed) bool {
+	sets := o.PrevProvenance.Sets()
+	for _, s := range sets {
+		if s.Digest == o.Digest {
+			return false
+		}
+	}
+	return len(sets) > 0
+}
+
+// LiveSetOf is Observed.LiveSet from the live object (nil: none): the set
+// it names when it is o's render.
+func LiveSetOf(o Observed, live *unstructured.Unstructured) string {
+	if live == nil || live.GetAnnotations()[AnnotationDigest] != o.Digest {
+		return ""
+	}
+	return saidSet(live)
+}
+
+// sameValues reports whether a and b took the same input values. A set
+// recorded before Kontinue kept values (no generation) took none known.
+func sameValues(a, b *st.InputSet) bool {
+	return a.OwnerGeneration != 0 && reflect.DeepEqual(a.Sources, b.Sources) && reflect.DeepEqual(a.Images, b.Images) &&
 		reflect.DeepEqual(a.Configs, b.Configs) && reflect.DeepEqual(a.Deployment, b.Deployment)
 }
 
 // setOf is the provenance id of the set of an object rendered as digest
-// that names said: SetID for the render of now; else the set it names;
-// else its digest (written before objects named their set, when ids were
-// digests).
+// that names said: SetID for the render of now; else the set it names, if
+// it is one an object can be on (Current or Latest: a name edited to
+// another set is not taken); else its digest (written before objects
+// named their set, when ids were digests).
 func setOf(o Observed, digest, said string) string {
 	switch {
 	case digest == "":
 		return ""
 	case digest == o.Digest:
 		return SetID(o)
-	case said != "":
+	case said != "" && (isCurrent(o.PrevProvenance, said) || isLatest(o.PrevProvenance, said)):
 		return said
 	}
 	return digest
+}
+
+// isLatest reports whether set id is p's Latest.
+func isLatest(p *st.Provenance, id string) bool {
+	return p != nil && p.Latest != nil && p.Latest.Digest == id
 }
 
 // isCurrent reports whether set id is p's Current.

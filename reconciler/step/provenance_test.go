@@ -267,21 +267,54 @@ func TestSetID(t *testing.T) {
 		return st.InputSet{OwnerGeneration: gen, Images: []st.ImageValue{{Name: "i", Resource: "build", Image: rev}}}
 	}
 	with := func(d string, s st.InputSet) *st.InputSet { s.Digest = d; return &s }
+	failed := func(s *st.InputSet) *st.InputSet { s.Outcome = st.OutcomeFailed; return s }
 	for _, c := range []struct {
 		name string
 		prev *st.Provenance
 		in   st.InputSet
+		live string // the set the live object of this render names
 		want string
 	}{
-		{"no provenance: the render", nil, v(1, "a"), "r"},
-		{"a set of that render", &st.Provenance{Current: with("x", v(1, "a")), Latest: with("r", v(1, "b"))}, v(1, "a"), "r"},
-		{"a restamp of current", &st.Provenance{Current: with("x", v(1, "a"))}, v(1, "a"), "x"},
-		{"a restamp of a failed latest", &st.Provenance{Current: with("x", v(1, "a")), Latest: with("y", v(1, "b"))}, v(1, "b"), "y"},
-		{"other values", &st.Provenance{Current: with("x", v(1, "a"))}, v(1, "b"), "r"},
-		{"another generation", &st.Provenance{Current: with("x", v(1, "a"))}, v(2, "a"), "r"},
+		{"no provenance: the render", nil, v(1, "a"), "", "r"},
+		{"a set of that render", &st.Provenance{Current: with("x", v(1, "a")), Latest: with("r", v(1, "b"))}, v(1, "a"), "", "r"},
+		{"a restamp of current", &st.Provenance{Current: with("x", v(1, "a"))}, v(1, "a"), "", "x"},
+		{"a restamp of an unfinished latest", &st.Provenance{Current: with("x", v(1, "a")), Latest: with("y", v(1, "b"))}, v(1, "b"), "", "y"},
+		{"a failed set is not taken again: the fix is a new set", &st.Provenance{Current: with("x", v(1, "a")), Latest: failed(with("y", v(1, "b")))}, v(1, "b"), "", "r"},
+		{"other values", &st.Provenance{Current: with("x", v(1, "a"))}, v(1, "b"), "", "r"},
+		{"another generation", &st.Provenance{Current: with("x", v(1, "a"))}, v(2, "a"), "", "r"},
+		{"another generation, this render already on the cluster for current", &st.Provenance{Current: with("x", v(1, "a"))}, v(2, "a"), "x", "x"},
+		{"the live render names a set of other values", &st.Provenance{Current: with("x", v(1, "a"))}, v(2, "b"), "x", "r"},
+		{"the live render names a set the step does not record", &st.Provenance{Current: with("x", v(1, "a"))}, v(2, "a"), "z", "r"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			assert.Equal(t, c.want, SetID(Observed{Digest: "r", Inputs: c.in, PrevProvenance: c.prev}))
+			assert.Equal(t, c.want, SetID(Observed{Digest: "r", Inputs: c.in, PrevProvenance: c.prev, LiveSet: c.live}))
 		})
 	}
+}
+
+// A live object whose set name was edited to a set no object can be on
+// (the held one) is taken by its render: the success is the set that was
+// applied, with its values.
+func TestAnEditedSetNameIsNotTaken(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	v := func(rev string) st.InputSet {
+		return st.InputSet{OwnerGeneration: 4, Sources: []st.SourceValue{{Name: "s", Resource: "src", Revision: rev}}}
+	}
+	named := func(d, rev, outcome string) *st.InputSet {
+		s := v(rev)
+		s.Digest, s.Outcome = d, outcome
+		return &s
+	}
+	o := observed(gatedSpec(), "d3", State{GoodDigest: "d1", Good: Outputs{"image": "img-1"}})
+	o.Now, o.Inputs = t0, v("r3")
+	o.PrevProvenance = &st.Provenance{Current: named("d1", "r1", st.OutcomeSucceeded), Latest: named("d2", "r2", st.OutcomeProcessing),
+		Held: named("d3", "r3", st.OutcomeHeld)}
+	live := object("app", "d2", succeededOn("img-2"))
+	live.SetAnnotations(map[string]string{AnnotationDigest: "d2", AnnotationInputSet: "d3"})
+	ob := Admit(o, live)
+	require.True(t, ob.Held, "d2's success is recorded first")
+	p := NextProvenance(o, ob)
+	require.NotNil(t, p.Current)
+	assert.Equal(t, "d2", p.Current.Digest)
+	assert.Equal(t, "r2", p.Current.Sources[0].Revision)
 }

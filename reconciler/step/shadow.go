@@ -69,11 +69,12 @@ func ObjectFromLive(live *unstructured.Unstructured) map[string]any {
 		for _, k := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers"} {
 			delete(md, k)
 		}
-		// The trace context is the write's, not the object's: kept out
-		// of the status (which would change with traces turned on), and
-		// a shadow carries none.
+		// The trace context and the input set are the write's, not the
+		// object's: kept out of the status (which would change with
+		// traces turned on), and a shadow carries neither.
 		if ann, ok := md["annotations"].(map[string]any); ok {
 			delete(ann, api.AnnotationTraceParent)
+			delete(ann, api.AnnotationInputSet)
 			if len(ann) == 0 {
 				delete(md, "annotations")
 			}

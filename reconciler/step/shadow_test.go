@@ -125,6 +125,7 @@ func TestObjectFromLive(t *testing.T) {
 	live.SetGeneration(3)
 	ann := live.GetAnnotations()
 	ann[api.AnnotationTraceParent] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ann[api.AnnotationInputSet] = "d0"
 	live.SetAnnotations(ann)
 	o := ObjectFromLive(live)
 	assert.NotContains(t, o, "status")
@@ -133,7 +134,7 @@ func TestObjectFromLive(t *testing.T) {
 		assert.NotContains(t, md, k)
 	}
 	assert.Equal(t, "app", md["name"])
-	assert.Equal(t, map[string]any{AnnotationDigest: "d0"}, md["annotations"], "the trace context is the write's: kept out of the status")
+	assert.Equal(t, map[string]any{AnnotationDigest: "d0"}, md["annotations"], "the trace context and the input set are the write's: kept out of the status")
 	assert.Equal(t, "7", live.GetResourceVersion(), "the live object is not changed")
 	assert.Contains(t, live.GetAnnotations(), api.AnnotationTraceParent)
 }

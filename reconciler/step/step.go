@@ -133,6 +133,9 @@ type Observed struct {
 	// status: what NextProvenance starts from.
 	Inputs         st.InputSet
 	PrevProvenance *st.Provenance
+	// LiveSet is the input set the live object of this render names
+	// (LiveSetOf; "": none, or not read: NeedsLiveSet).
+	LiveSet string
 }
 
 // Observation is a step's decision in one reconcile.
