@@ -202,8 +202,18 @@ func (c *Controller) EnqueueProgress(key Key) {
 
 // EnqueueStamped is EnqueueProgress for version rv of an object the key
 // stamped: if every such version since the key was last taken is one
-// Kontinue wrote, the key is not reconciled (wake.go).
+// Kontinue wrote, the key is not reconciled (wake.go). A version already
+// known for Kontinue's own (the write's answer came first, as it mostly
+// does) adds nothing: the key does not wait in the queue only to be found
+// an echo, a wait longer than an echo is kept when the queue is long
+// (50,000 owners: a third of them were then reconciled again for nothing).
 func (c *Controller) EnqueueStamped(key Key, uid types.UID, rv string) {
+	if c.Echo != nil && c.Echo(uid, rv) {
+		if c.OnEcho != nil {
+			c.OnEcho(c.Name)
+		}
+		return
+	}
 	c.wokeBy(key, uid, rv)
 	c.Queue.AddPriority(key, fairq.Normal)
 }
