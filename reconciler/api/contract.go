@@ -56,13 +56,15 @@ const (
 	// written anyway.
 	AnnotationTraceParent = "kontinue.dev/traceparent"
 
-	// AnnotationInputSet names the provenance input set the object was
-	// written for (status.resources[].provenance's digest). It is the
+	// AnnotationInputSet names the provenance input set a step's object
+	// (its primary, its run, its Runnable) was written for
+	// (status.resources[].provenance's digest). It is the
 	// applied digest of the set's first render: a re-render with the
 	// same input values and owner generation (a template or chain edit)
 	// is the same set, so what was stamped from it still names it when
 	// its applied digest has moved on. Like the traceparent, it is outside
-	// the digest and never compared.
+	// the digest; it is compared only once the live object names a set
+	// (reconciler/stamp/riders.go).
 	AnnotationInputSet = "kontinue.dev/input-set"
 )
 

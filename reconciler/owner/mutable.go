@@ -84,7 +84,14 @@ func (w *mutableWriter) write(o step.Observed, p step.Plan) (step.Got, *stepFail
 		t := w.targets[desired]
 		// A gated step does not take what its primary reports in the
 		// reconcile that wrote it (step.Observe): it needs the next event.
-		live, wrote, fail := x.put(sc.step.Name, ridersOf(sc, o), t, desired, i == p.Primary && step.Gated(sc.spec))
+		// Only the primary names the input set: provenance reads the
+		// primary, and a set's name on the step's other objects would
+		// write each of them again for every new set, changed or not.
+		r := riders{trace: sc.traceParent}
+		if i == p.Primary {
+			r = ridersOf(sc, o)
+		}
+		live, wrote, fail := x.put(sc.step.Name, r, t, desired, i == p.Primary && step.Gated(sc.spec))
 		if fail != nil {
 			return got, fail
 		}
