@@ -177,10 +177,8 @@ func stampingWorkload(ctx context.Context, dyn dynamic.Interface, d *unstructure
 		up.Why = fmt.Sprintf("the Workload's status is unreadable: %v", err)
 		return up, append(notes, fmt.Sprintf("Workload %s/%s: unreadable status: %v", w.GetNamespace(), w.GetName(), err))
 	}
-	ann := d.GetAnnotations()
 	up.Workload = o
-	up.Feed = &spans.Feed{Namespace: w.GetNamespace(), Name: w.GetName(), UID: string(w.GetUID()), Steps: o.Status.Resources,
-		Deliverable: d.GetName(), Applied: ann[api.AnnotationDigest], Set: ann[api.AnnotationInputSet], TraceParent: ann[api.AnnotationTraceParent]}
+	up.Feed = spans.FeedOf(w, d, o.Status.Resources)
 	if up.Feed.StampedBy() == "" {
 		notes = append(notes, fmt.Sprintf("Workload %s/%s controls Deliverable %s/%s but no step of its status names it: traced within its delivery only", w.GetNamespace(), w.GetName(), d.GetNamespace(), d.GetName()))
 	}

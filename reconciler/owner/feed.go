@@ -33,8 +33,8 @@ func feedOf(tracker *tracking.Tracker, d *unstructured.Unstructured) func() *spa
 		if b, err := json.Marshal(w.Object["status"]); err != nil || json.Unmarshal(b, &status) != nil {
 			return nil
 		}
-		ann := d.GetAnnotations()
-		return &spans.Feed{Namespace: w.GetNamespace(), Name: w.GetName(), UID: string(w.GetUID()), Steps: status.Resources, Traced: true,
-			Deliverable: d.GetName(), Applied: ann[api.AnnotationDigest], Set: ann[api.AnnotationInputSet], TraceParent: ann[api.AnnotationTraceParent]}
+		f := spans.FeedOf(w, d, status.Resources)
+		f.Traced = true
+		return f
 	}
 }

@@ -18,6 +18,8 @@ package spans
 // commit the Workload's config writer pushes later).
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/history"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -188,6 +190,15 @@ func LinkOf(f *Feed, root *st.Resource, set *st.InputSet) Proof {
 		}
 	}
 	return p.fail(CondValue, "the Deliverable's revision is no value the Workload's step took")
+}
+
+// FeedOf is the Feed of Deliverable d stamped by Workload w, whose steps'
+// statuses are steps: what the Deliverable's own annotations say of the
+// set it was written for.
+func FeedOf(w, d metav1.Object, steps []st.Resource) *Feed {
+	ann := d.GetAnnotations()
+	return &Feed{Namespace: w.GetNamespace(), Name: w.GetName(), UID: string(w.GetUID()), Steps: steps,
+		Deliverable: d.GetName(), Applied: ann[api.AnnotationDigest], Set: ann[api.AnnotationInputSet], TraceParent: ann[api.AnnotationTraceParent]}
 }
 
 // carries reports whether the Deliverable was written for the Workload

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -280,4 +281,14 @@ func TestOfLinks(t *testing.T) {
 	require.NoError(t, err)
 	l := byName["gitops"].Links[0]
 	assert.Contains(t, string(b), `"links":[{"traceId":"`+hexOf(l.TraceID[:])+`","spanId":"`+hexOf(l.SpanID[:])+`","attributes":[{"key":"kontinue.owner.kind","value":{"stringValue":"Workload"}}`)
+}
+
+// FeedOf takes what the Deliverable says of its set from its annotations.
+func TestFeedOf(t *testing.T) {
+	w := &metav1.ObjectMeta{Namespace: "dev", Name: "app", UID: "w-uid"}
+	d := &metav1.ObjectMeta{Namespace: "dev", Name: "app", Annotations: map[string]string{
+		api.AnnotationDigest: "d2", api.AnnotationInputSet: "d1", api.AnnotationTraceParent: "tp"}}
+	steps := workloadOf("c1", "img")
+	assert.Equal(t, &Feed{Namespace: "dev", Name: "app", UID: "w-uid", Steps: steps, Deliverable: "app", Applied: "d2", Set: "d1", TraceParent: "tp"},
+		FeedOf(w, d, steps))
 }

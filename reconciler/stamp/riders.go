@@ -17,31 +17,19 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 )
 
-// riders are the annotations f puts on what it writes.
-func (f For) riders() map[string]string {
-	var out map[string]string
-	for k, v := range map[string]string{api.AnnotationTraceParent: f.TraceParent, api.AnnotationInputSet: f.InputSet} {
-		if v != "" {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // ridden is desired with f's riders (desired itself when f has none), a
 // copy: desired is the caller's, and its decisions (a shadow's last good
 // object, kept in the status) must not carry them.
 func ridden(desired *unstructured.Unstructured, f For) *unstructured.Unstructured {
-	r := f.riders()
-	if len(r) == 0 {
+	if f.TraceParent == "" && f.InputSet == "" {
 		return desired
 	}
 	out, ann := withAnnotations(desired)
-	for k, v := range r {
-		ann[k] = v
+	if f.TraceParent != "" {
+		ann[api.AnnotationTraceParent] = f.TraceParent
+	}
+	if f.InputSet != "" {
+		ann[api.AnnotationInputSet] = f.InputSet
 	}
 	return out
 }

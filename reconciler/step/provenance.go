@@ -39,45 +39,49 @@ func saidSet(u *unstructured.Unstructured) string {
 
 // SetID is the provenance id of the set o renders now, the first of:
 //  1. the render itself, when the step's provenance knows a set by it;
-//  2. the set the live object of this very render names (o.LiveSet), when
-//     the step records it with these values: the owner's generation moved
-//     on without changing what this step renders;
-//  3. a set of the same values and owner generation that has not failed
+//  2. a set of the same values and owner generation that has not failed
 //     (a restamp; a failed set stays failed and the fix is a new set),
 //     Current first;
+//  3. the set the live object of this very render names (o.LiveSet), when
+//     the step records it with these values: the owner's generation moved
+//     on without changing what this step renders;
 //  4. o.Digest, a new set.
 //
 // Values longer than st.ValueLimit compare as recorded, cut.
 func SetID(o Observed) string {
+	id, _ := setID(o)
+	return id
+}
+
+// setID is SetID, and whether it is a new set (rule 4).
+func setID(o Observed) (string, bool) {
 	sets := o.PrevProvenance.Sets()
 	for _, s := range sets {
 		if s.Digest == o.Digest {
-			return o.Digest
-		}
-	}
-	for _, s := range sets {
-		if o.LiveSet != "" && s.Digest == o.LiveSet && sameValues(s, &o.Inputs) {
-			return s.Digest
+			return o.Digest, false
 		}
 	}
 	for _, s := range sets {
 		if s.Outcome != st.OutcomeFailed && s.OwnerGeneration != 0 && s.OwnerGeneration == o.Inputs.OwnerGeneration && sameValues(s, &o.Inputs) {
-			return s.Digest
+			return s.Digest, false
 		}
 	}
-	return o.Digest
+	for _, s := range sets {
+		if o.LiveSet != "" && s.Digest == o.LiveSet && sameValues(s, &o.Inputs) {
+			return s.Digest, false
+		}
+	}
+	return o.Digest, true
 }
 
-// NeedsLiveSet reports whether SetID needs o.LiveSet: the step records
-// sets, none by o's render (it restamped one).
+// NeedsLiveSet reports whether SetID needs o.LiveSet (rule 3): the step
+// records sets, and neither its render nor its values and generation name
+// one. Only then is the live object read for it, so that a restamped step
+// reads nothing more per reconcile.
 func NeedsLiveSet(o Observed) bool {
-	sets := o.PrevProvenance.Sets()
-	for _, s := range sets {
-		if s.Digest == o.Digest {
-			return false
-		}
-	}
-	return len(sets) > 0
+	o.LiveSet = ""
+	_, fresh := setID(o)
+	return fresh && len(o.PrevProvenance.Sets()) > 0
 }
 
 // LiveSetOf is Observed.LiveSet from the live object (nil: none): the set

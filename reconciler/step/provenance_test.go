@@ -318,3 +318,19 @@ func TestAnEditedSetNameIsNotTaken(t *testing.T) {
 	assert.Equal(t, "d2", p.Current.Digest)
 	assert.Equal(t, "r2", p.Current.Sources[0].Revision)
 }
+
+// The live object is read for its set only when neither the render nor
+// the values and generation name a recorded set: a restamped step reads
+// nothing more per reconcile.
+func TestNeedsLiveSet(t *testing.T) {
+	v := func(gen int64) st.InputSet {
+		return st.InputSet{OwnerGeneration: gen, Images: []st.ImageValue{{Name: "i", Resource: "build", Image: "a"}}}
+	}
+	cur := v(1)
+	cur.Digest = "x"
+	p := &st.Provenance{Current: &cur}
+	assert.False(t, NeedsLiveSet(Observed{Digest: "r", Inputs: v(1)}), "no provenance: a new set")
+	assert.False(t, NeedsLiveSet(Observed{Digest: "x", Inputs: v(2), PrevProvenance: p}), "the render is known")
+	assert.False(t, NeedsLiveSet(Observed{Digest: "r", Inputs: v(1), PrevProvenance: p}), "a restamp of current")
+	assert.True(t, NeedsLiveSet(Observed{Digest: "r", Inputs: v(2), PrevProvenance: p}), "a newer generation on a restamped render")
+}
