@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -280,6 +282,33 @@ func permanentWatches() []tracking.Key {
 	return keys
 }
 
+// primeStorage asks the API server for one object of each custom kind
+// Kontinue watches from the start, all at once, before the watches start.
+// The API server makes a custom resource's storage on the first request for
+// it, and until that storage's watch cache has filled it refuses watches
+// with 429 and "Retry-After: 1", which client-go obeys: on a fresh or
+// restarted API server, Kontinue's first start waited a second for the kinds
+// nobody had asked for yet (Deliverables, Runnables in a cluster without
+// them). A plain list is answered from etcd while that cache fills, so it
+// does not wait and starts the filling a few milliseconds before the watch
+// asks. Failures do not matter here: the watches report them.
+func (m *Manager) primeStorage(ctx context.Context, keys []tracking.Key) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		if k.GVR.Group != api.Group {
+			continue // built in: its storage exists with the API server
+		}
+		wg.Add(1)
+		go func(gvr schema.GroupVersionResource) {
+			defer wg.Done()
+			_, _ = m.dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+		}(k.GVR)
+	}
+	wg.Wait()
+}
+
 // Synced reports whether the permanent caches have synced (readiness).
 func (m *Manager) Synced() bool {
 	m.syncedMu.RLock()
@@ -294,6 +323,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.gate.Start(ctx)
 	m.tracker.Start(ctx)
 	keys := permanentWatches()
+	m.primeStorage(ctx, keys)
 	for _, k := range keys {
 		m.tracker.Ensure(k, tracking.Permanent)
 	}

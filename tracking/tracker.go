@@ -520,8 +520,10 @@ func (t *Tracker) Synced(k Key) bool {
 }
 
 // WaitSynced waits until the watches of keys have synced, or ctx is done.
+// It looks every 10 ms: the start waits on it, and a look is a few map
+// reads.
 func (t *Tracker) WaitSynced(ctx context.Context, keys []Key) error {
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		if !slices.ContainsFunc(keys, func(k Key) bool { return !t.Synced(k) }) {
