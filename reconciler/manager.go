@@ -159,7 +159,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	// One client-side budget for Kontinue's own requests and those of every
 	// service account it impersonates (none with a negative QPS).
 	cfg = stamp.SharedRateLimiter(cfg)
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := tracking.NewDynamic(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		// for, stay bounded so that a burst of them never competes.
 		evCfg.QPS, evCfg.Burst = 50, 100
 	}
-	evDyn, err := dynamic.NewForConfig(evCfg)
+	evDyn, err := tracking.NewDynamic(evCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -52,9 +52,14 @@ func (p *packed) object() (*unstructured.Unstructured, error) {
 		putScratch(buf, *buf)
 		return nil, err
 	}
-	// The decoder copies what it keeps: the buffer can be reused.
+	// The decoders copy what they keep: the buffer can be reused.
 	u := &unstructured.Unstructured{}
-	err = u.UnmarshalJSON(doc)
+	m, ok := decodeObject(doc)
+	if kind, _ := m["kind"].(string); ok && kind != "" {
+		u.Object = m
+	} else {
+		err = u.UnmarshalJSON(doc) // its error
+	}
 	putScratch(buf, doc)
 	if err != nil {
 		return nil, fmt.Errorf("cached %s/%s: %w", p.meta.namespace, p.meta.name, err)

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"kontinue.dev/kontinue/tracking"
 )
 
 // Clients hands out dynamic clients that impersonate service accounts, one
@@ -117,7 +119,7 @@ func (c *Clients) Unchecked(namespace, name string) (dynamic.Interface, error) {
 		c.ll.MoveToFront(el)
 		return el.Value.(*saClient).cl, nil
 	}
-	cl, err := dynamic.NewForConfig(c.configFor(namespace, name))
+	cl, err := tracking.NewDynamic(c.configFor(namespace, name))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,111 @@
+package tracking
+
+import (
+	"bytes"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+// NewDynamic returns a dynamic client for cfg, as dynamic.NewForConfig
+// does, except that JSON answers and watch events are decoded in one
+// read (decodeObject, splitEvent). What they cannot read (a Status, an
+// error, a kind apimachinery types itself) goes to apimachinery's
+// decoder as before.
+func NewDynamic(cfg *rest.Config) (*dynamic.DynamicClient, error) {
+	c := dynamic.ConfigFor(cfg)
+	c.NegotiatedSerializer = newFastSerializer(c.NegotiatedSerializer)
+	// As dynamic.NewForConfigAndClient: the paths are the client's own.
+	c.GroupVersion = nil
+	c.APIPath = "/if-you-see-this-search-for-the-break"
+	hc, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := rest.UnversionedRESTClientForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.New(rc), nil
+}
+
+// metaScheme knows what the dynamic client's own scheme types (Status,
+// WatchEvent, the options): those are left to apimachinery.
+var metaScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s
+}()
+
+var watchEventGVK = schema.GroupVersionKind{Version: "v1", Kind: "WatchEvent"}
+
+type fastSerializer struct {
+	runtime.NegotiatedSerializer
+	infos []runtime.SerializerInfo
+}
+
+func newFastSerializer(base runtime.NegotiatedSerializer) fastSerializer {
+	infos := append([]runtime.SerializerInfo(nil), base.SupportedMediaTypes()...)
+	for i := range infos {
+		if infos[i].MediaType != runtime.ContentTypeJSON {
+			continue
+		}
+		infos[i].Serializer = objectDecoder{infos[i].Serializer}
+		if ss := infos[i].StreamSerializer; ss != nil {
+			events := *ss
+			events.Serializer = eventDecoder{ss.Serializer}
+			infos[i].StreamSerializer = &events
+		}
+	}
+	return fastSerializer{NegotiatedSerializer: base, infos: infos}
+}
+
+func (s fastSerializer) SupportedMediaTypes() []runtime.SerializerInfo { return s.infos }
+
+// objectDecoder decodes an object into an Unstructured.
+type objectDecoder struct{ runtime.Serializer }
+
+func (d objectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	u, isU := into.(*unstructured.Unstructured)
+	if (into != nil && !isU) || defaults != nil {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	m, ok := decodeObject(data)
+	if !ok {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	obj := &unstructured.Unstructured{Object: m}
+	gvk := obj.GroupVersionKind()
+	if gvk.Kind == "" || (!isU && (gvk.Version == "" || metaScheme.Recognizes(gvk))) {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	if isU {
+		u.Object = m
+		return u, &gvk, nil
+	}
+	return obj, &gvk, nil
+}
+
+// eventDecoder decodes a watch event's frame, leaving its object to
+// objectDecoder.
+type eventDecoder struct{ runtime.Serializer }
+
+func (d eventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	ev, isEvent := into.(*metav1.WatchEvent)
+	if !isEvent || defaults != nil {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	typ, object, ok := splitEvent(data)
+	if !ok {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	ev.Type = typ
+	// The frame's buffer is reused for the next one.
+	ev.Object = runtime.RawExtension{Raw: bytes.Clone(object)}
+	gvk := watchEventGVK
+	return ev, &gvk, nil
+}

@@ -1,0 +1,127 @@
+package tracking
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+// serializers returns the JSON serializer and stream serializer of the
+// dynamic client (base) and of NewDynamic's (fast).
+func serializers(t testing.TB) (base, fast runtime.SerializerInfo) {
+	ns := dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer
+	for _, i := range ns.SupportedMediaTypes() {
+		if i.MediaType == runtime.ContentTypeJSON {
+			base = i
+		}
+	}
+	for _, i := range newFastSerializer(ns).SupportedMediaTypes() {
+		if i.MediaType == runtime.ContentTypeJSON {
+			fast = i
+		}
+	}
+	require.NotNil(t, base.Serializer)
+	require.NotNil(t, fast.Serializer)
+	return base, fast
+}
+
+var objectCases = []string{
+	`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"1"}}`,
+	`{"apiVersion":"carto.run/v1alpha1","kind":"Workload","metadata":{"name":"w","generation":3},"status":{"conditions":[]}}`,
+	`{"apiVersion":"v1","kind":"Status","status":"Failure","message":"gone","reason":"NotFound","code":404}`,
+	`{"apiVersion":"v1","kind":"ConfigMapList","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"a"}}]}`,
+	`{"kind":"ConfigMap","metadata":{"name":"no version"}}`,
+	`{"apiVersion":"v1","metadata":{"name":"no kind"}}`,
+	`{"apiVersion":"v1","kind":"ConfigMap","data":{"n":1e400}}`,
+	`{"apiVersion":"v1","kind":"ConfigMap",}`,
+	`null`, `[]`, ``,
+}
+
+func TestObjectDecoderAsDynamic(t *testing.T) {
+	base, fast := serializers(t)
+	for _, c := range objectCases {
+		t.Run(c, func(t *testing.T) {
+			for _, into := range []func() runtime.Object{
+				func() runtime.Object { return nil },
+				func() runtime.Object { return &unstructured.Unstructured{} },
+				func() runtime.Object { return &metav1.Status{} },
+			} {
+				want, wantGVK, wantErr := base.Serializer.Decode([]byte(c), nil, into())
+				got, gotGVK, err := fast.Serializer.Decode([]byte(c), nil, into())
+				require.Equal(t, wantErr, err)
+				assert.Equal(t, want, got)
+				assert.Equal(t, wantGVK, gotGVK)
+			}
+		})
+	}
+}
+
+func TestEventDecoderAsDynamic(t *testing.T) {
+	base, fast := serializers(t)
+	for _, c := range []string{
+		`{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}}`,
+		`{"object":{"kind":"ConfigMap","metadata":{"name":"x","a":[1,{"b":"\u00e9\n"}]}} , "type":"MODIFIED"}` + "\n",
+		`{"type":"ERROR","object":{"apiVersion":"v1","kind":"Status","status":"Failure","code":410,"reason":"Expired"}}`,
+		`{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}}`,
+		`{"type":"DELETED","object":null}`,
+		`{"type":"ADDED"}`,
+		`{"type":"ADDED","object":{"a":"\q"}}`,
+		`{"type":"ADDED","object":{"a":1},"extra":true}`,
+		`{"type":"ADDED","object":{"a":1}} x`,
+	} {
+		t.Run(c, func(t *testing.T) {
+			var want, got metav1.WatchEvent
+			_, _, wantErr := base.StreamSerializer.Serializer.Decode([]byte(c), nil, &want)
+			_, _, err := fast.StreamSerializer.Serializer.Decode([]byte(c), nil, &got)
+			require.Equal(t, wantErr == nil, err == nil, "base: %v, fast: %v", wantErr, err)
+			assert.Equal(t, want, got)
+			if len(want.Object.Raw) == 0 {
+				return
+			}
+			// The event's object decodes the same.
+			wantObj, _, wantErr := base.Serializer.Decode(want.Object.Raw, nil, nil)
+			gotObj, _, err := fast.Serializer.Decode(got.Object.Raw, nil, nil)
+			require.Equal(t, wantErr, err)
+			assert.Equal(t, wantObj, gotObj)
+		})
+	}
+}
+
+func BenchmarkObjectDecoder(b *testing.B) {
+	doc, err := os.ReadFile("testdata/workload.json")
+	require.NoError(b, err)
+	base, fast := serializers(b)
+	for name, s := range map[string]runtime.Serializer{"apimachinery": base.Serializer, "fast": fast.Serializer} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(doc)))
+			for b.Loop() {
+				if _, _, err := s.Decode(doc, nil, &unstructured.Unstructured{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func FuzzEventDecoder(f *testing.F) {
+	base, fast := serializers(f)
+	f.Add([]byte(`{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}}`))
+	f.Add([]byte(`{"object":{"kind":"K","a":["\u00e9",1.5,null]},"type":"MODIFIED"}`))
+	f.Add([]byte(`{"type":"ERROR","object":{"apiVersion":"v1","kind":"Status","code":410}}`))
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		var want, got metav1.WatchEvent
+		_, _, wantErr := base.StreamSerializer.Serializer.Decode(frame, nil, &want)
+		_, _, err := fast.StreamSerializer.Serializer.Decode(frame, nil, &got)
+		if (wantErr == nil) != (err == nil) {
+			t.Fatalf("base: %v, fast: %v: %q", wantErr, err, frame)
+		}
+		assert.Equal(t, want, got)
+	})
+}
