@@ -2,6 +2,7 @@ package tracking
 
 import (
 	"bytes"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -40,6 +41,42 @@ var metaScheme = func() *runtime.Scheme {
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
 	return s
 }()
+
+// byName are the kinds metaScheme makes in any group and version (Status,
+// APIVersions, …): apimachinery types those whatever the apiVersion says.
+var byName = func() map[string]bool {
+	names := map[string]bool{}
+	for gvk := range metaScheme.AllKnownTypes() {
+		if _, err := metaScheme.New(schema.GroupVersionKind{Group: "probe.invalid", Version: "v0", Kind: gvk.Kind}); err == nil {
+			names[gvk.Kind] = true
+		}
+	}
+	return names
+}()
+
+// typed reports whether apimachinery would decode gvk into a type of its
+// own rather than an Unstructured.
+func typed(gvk schema.GroupVersionKind) bool {
+	return byName[gvk.Kind] || metaScheme.Recognizes(gvk)
+}
+
+// plainKind reports whether apimachinery reads m's kind and apiVersion as
+// decodeObject did: it reads them first with encoding/json, which matches
+// keys case-insensitively ("Kind", "KIND") and refuses a value that is not
+// a string.
+func plainKind(m map[string]any) bool {
+	for k, v := range m {
+		switch {
+		case k == "kind" || k == "apiVersion":
+			if _, ok := v.(string); !ok && v != nil {
+				return false
+			}
+		case len(k) <= 3*len("apiVersion") && (strings.EqualFold(k, "kind") || strings.EqualFold(k, "apiVersion")):
+			return false // a key that folds to it (K is also the Kelvin sign)
+		}
+	}
+	return true
+}
 
 var watchEventGVK = schema.GroupVersionKind{Version: "v1", Kind: "WatchEvent"}
 
@@ -80,7 +117,7 @@ func (d objectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, in
 	}
 	obj := &unstructured.Unstructured{Object: m}
 	gvk := obj.GroupVersionKind()
-	if gvk.Kind == "" || (!isU && (gvk.Version == "" || metaScheme.Recognizes(gvk))) {
+	if gvk.Kind == "" || !plainKind(m) || (!isU && (gvk.Version == "" || typed(gvk))) {
 		return d.Serializer.Decode(data, defaults, into)
 	}
 	if isU {

@@ -2,6 +2,7 @@ package tracking
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -42,6 +43,18 @@ var objectCases = []string{
 	`{"apiVersion":"v1","kind":"ConfigMap","data":{"n":1e400}}`,
 	`{"apiVersion":"v1","kind":"ConfigMap",}`,
 	`null`, `[]`, ``,
+	// apimachinery reads kind and apiVersion with encoding/json first.
+	`{"apiVersion":5,"kind":"X"}`,
+	`{"apiVersion":["v1"],"kind":"X"}`,
+	`{"apiVersion":null,"kind":"X"}`,
+	`{"apiVersion":"v1","kind":"X","Kind":5}`,
+	`{"apiVersion":"v1","kind":"X","\u212aind":5}`,
+	`{"apiVersion":"v1","kind":"X","APIVERSION":1}`,
+	`{"apiVersion":"v1","kind":"X","KIND":"Status"}`,
+	`{"apiVersion":"v1","kind":"X","Kind":"Y"}`,
+	// Kinds apimachinery types by name, whatever the apiVersion.
+	`{"apiVersion":"g/v","kind":"Status","code":410}`,
+	`{"apiVersion":"g/v","kind":"APIGroup","name":"g"}`,
 }
 
 func TestObjectDecoderAsDynamic(t *testing.T) {
@@ -75,6 +88,11 @@ func TestEventDecoderAsDynamic(t *testing.T) {
 		`{"type":"ADDED","object":{"a":"\q"}}`,
 		`{"type":"ADDED","object":{"a":1},"extra":true}`,
 		`{"type":"ADDED","object":{"a":1}} x`,
+		`{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap"},}`,
+		`{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap"} , }`,
+		`{"type":"ADDED","object":{"kind":"X","a":` + strings.Repeat("[", 9997) + "[]" + strings.Repeat("]", 9997) + `}}`,
+		`{"type":"ADDED","object":{"kind":"X","a":` + strings.Repeat("[", 9998) + "[]" + strings.Repeat("]", 9998) + `}}`,
+		`{"type":"ADDED","object":{"kind":"X","a":` + strings.Repeat("[", 9998) + "1" + strings.Repeat("]", 9998) + `}}`,
 	} {
 		t.Run(c, func(t *testing.T) {
 			var want, got metav1.WatchEvent
@@ -115,6 +133,7 @@ func FuzzEventDecoder(f *testing.F) {
 	f.Add([]byte(`{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}}`))
 	f.Add([]byte(`{"object":{"kind":"K","a":["\u00e9",1.5,null]},"type":"MODIFIED"}`))
 	f.Add([]byte(`{"type":"ERROR","object":{"apiVersion":"v1","kind":"Status","code":410}}`))
+	f.Add([]byte(`{"type":"ADDED","object":{"kind":"K"},}`))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var want, got metav1.WatchEvent
 		_, _, wantErr := base.StreamSerializer.Serializer.Decode(frame, nil, &want)
@@ -123,5 +142,27 @@ func FuzzEventDecoder(f *testing.F) {
 			t.Fatalf("base: %v, fast: %v: %q", wantErr, err, frame)
 		}
 		assert.Equal(t, want, got)
+	})
+}
+
+func FuzzObjectDecoder(f *testing.F) {
+	base, fast := serializers(f)
+	for _, c := range objectCases {
+		f.Add([]byte(c), false)
+	}
+	f.Fuzz(func(t *testing.T, doc []byte, intoU bool) {
+		into := func() runtime.Object {
+			if intoU {
+				return &unstructured.Unstructured{}
+			}
+			return nil
+		}
+		want, wantGVK, wantErr := base.Serializer.Decode(doc, nil, into())
+		got, gotGVK, err := fast.Serializer.Decode(doc, nil, into())
+		if (wantErr == nil) != (err == nil) {
+			t.Fatalf("base: %v, fast: %v: %q", wantErr, err, doc)
+		}
+		assert.Equal(t, want, got)
+		assert.Equal(t, wantGVK, gotGVK)
 	})
 }

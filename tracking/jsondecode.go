@@ -390,7 +390,7 @@ func splitEvent(data []byte) (typ string, object []byte, ok bool) {
 				return "", nil, false
 			}
 		case k == "object" && d.i < len(d.data) && d.data[d.i] == '{':
-			if !d.skip(0) {
+			if !d.skip(1) { // the event is the first level
 				return "", nil, false
 			}
 			object = d.data[start:d.i]
@@ -401,6 +401,9 @@ func splitEvent(data []byte) (typ string, object []byte, ok bool) {
 		if d.i < len(d.data) && d.data[d.i] == ',' {
 			d.i++
 			d.space()
+			if d.i >= len(d.data) || d.data[d.i] != '"' {
+				return "", nil, false // a comma before the end
+			}
 			continue
 		}
 		break
@@ -416,11 +419,14 @@ func splitEvent(data []byte) (typ string, object []byte, ok bool) {
 // skip passes over the value at d.i, checking its grammar as the standard
 // decoder does, building nothing.
 func (d *jsonDecoder) skip(depth int) bool {
-	if d.i >= len(d.data) || depth >= maxDepth {
+	if d.i >= len(d.data) {
 		return false
 	}
 	switch c := d.data[d.i]; {
 	case c == '{' || c == '[':
+		if depth >= maxDepth {
+			return false
+		}
 		end := byte('}')
 		if c == '[' {
 			end = ']'
