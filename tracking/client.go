@@ -2,6 +2,7 @@ package tracking
 
 import (
 	"bytes"
+	"io"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,8 +104,23 @@ func newFastSerializer(base runtime.NegotiatedSerializer) fastSerializer {
 
 func (s fastSerializer) SupportedMediaTypes() []runtime.SerializerInfo { return s.infos }
 
-// objectDecoder decodes an object into an Unstructured.
+// objectDecoder decodes an object into an Unstructured, and encodes an
+// Unstructured request body, with MarshalJSON: the same bytes as
+// apimachinery's (compact JSON and a newline), without reflection.
 type objectDecoder struct{ runtime.Serializer }
+
+func (d objectDecoder) Encode(obj runtime.Object, w io.Writer) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return d.Serializer.Encode(obj, w)
+	}
+	doc, err := MarshalJSON(u.Object)
+	if err != nil {
+		return d.Serializer.Encode(obj, w) // its error
+	}
+	_, err = w.Write(append(doc, '\n'))
+	return err
+}
 
 func (d objectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	u, isU := into.(*unstructured.Unstructured)

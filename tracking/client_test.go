@@ -166,3 +166,30 @@ func FuzzObjectDecoder(f *testing.F) {
 		assert.Equal(t, wantGVK, gotGVK)
 	})
 }
+
+func TestObjectEncoderAsDynamic(t *testing.T) {
+	base, fast := serializers(t)
+	docs := []string{
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"html":"<a>&</a>","sep":"\u2028","f":"1e21"}}`,
+		`{"kind":"K","spec":{"n":[1,2.5,1e-7,-0.0,null,true],"e":{},"a":[]}}`,
+	}
+	for _, f := range []string{"testdata/workload.json", "testdata/configmap.json"} {
+		doc, err := os.ReadFile(f)
+		require.NoError(t, err)
+		docs = append(docs, string(doc))
+	}
+	for _, doc := range docs {
+		u := &unstructured.Unstructured{}
+		require.NoError(t, u.UnmarshalJSON([]byte(doc)))
+		var want, got strings.Builder
+		require.NoError(t, base.Serializer.Encode(u, &want))
+		require.NoError(t, fast.Serializer.Encode(u, &got))
+		assert.Equal(t, want.String(), got.String())
+	}
+	// Not an Unstructured: apimachinery's.
+	var want, got strings.Builder
+	st := &metav1.Status{Message: "<gone>"}
+	require.NoError(t, base.Serializer.Encode(st, &want))
+	require.NoError(t, fast.Serializer.Encode(st, &got))
+	assert.Equal(t, want.String(), got.String())
+}

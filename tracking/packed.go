@@ -1,7 +1,6 @@
 package tracking
 
 import (
-	"encoding/json"
 	"fmt"
 	"sync/atomic"
 
@@ -84,7 +83,7 @@ func pack(obj any) (any, error) {
 		return obj, err
 	}
 	Compact(u)
-	doc, err := json.Marshal(u.Object)
+	doc, err := MarshalJSON(u.Object)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +141,7 @@ func jsonOf(item any, buf []byte) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	doc, err := json.Marshal(u.Object)
+	doc, err := MarshalJSON(u.Object)
 	return doc, err == nil
 }
 
