@@ -7,19 +7,19 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/jsonvalue"
-	"kontinue.dev/kontinue/tracking"
 )
 
 // Digest is a stable digest of an object's content (JSON of its map, whose
-// keys encoding/json sorts; tracking.MarshalJSON writes the same bytes).
+// keys encoding/json sorts).
 func Digest(obj map[string]any) string {
-	b, err := tracking.MarshalJSON(obj)
+	b, err := json.Marshal(obj)
 	if err != nil {
 		return ""
 	}
