@@ -92,7 +92,7 @@ func newFastSerializer(base runtime.NegotiatedSerializer) fastSerializer {
 		if infos[i].MediaType != runtime.ContentTypeJSON {
 			continue
 		}
-		infos[i].Serializer = objectDecoder{infos[i].Serializer}
+		infos[i].Serializer = objectCodec{infos[i].Serializer}
 		if ss := infos[i].StreamSerializer; ss != nil {
 			events := *ss
 			events.Serializer = eventDecoder{ss.Serializer}
@@ -104,12 +104,12 @@ func newFastSerializer(base runtime.NegotiatedSerializer) fastSerializer {
 
 func (s fastSerializer) SupportedMediaTypes() []runtime.SerializerInfo { return s.infos }
 
-// objectDecoder decodes an object into an Unstructured, and encodes an
+// objectCodec decodes an object into an Unstructured, and encodes an
 // Unstructured request body, with MarshalJSON: the same bytes as
 // apimachinery's (compact JSON and a newline), without reflection.
-type objectDecoder struct{ runtime.Serializer }
+type objectCodec struct{ runtime.Serializer }
 
-func (d objectDecoder) Encode(obj runtime.Object, w io.Writer) error {
+func (d objectCodec) Encode(obj runtime.Object, w io.Writer) error {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return d.Serializer.Encode(obj, w)
@@ -122,7 +122,7 @@ func (d objectDecoder) Encode(obj runtime.Object, w io.Writer) error {
 	return err
 }
 
-func (d objectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+func (d objectCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
 	u, isU := into.(*unstructured.Unstructured)
 	if (into != nil && !isU) || defaults != nil {
 		return d.Serializer.Decode(data, defaults, into)
@@ -144,7 +144,7 @@ func (d objectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, in
 }
 
 // eventDecoder decodes a watch event's frame, leaving its object to
-// objectDecoder.
+// objectCodec.
 type eventDecoder struct{ runtime.Serializer }
 
 func (d eventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {

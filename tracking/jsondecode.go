@@ -106,35 +106,50 @@ func (d *jsonDecoder) object(depth int) (any, bool) {
 			return nil, false
 		}
 		k, ok := d.str(true)
-		if !ok {
+		if !ok || !d.colon() {
 			return nil, false
 		}
-		d.space()
-		if d.i >= len(d.data) || d.data[d.i] != ':' {
-			return nil, false
-		}
-		d.i++
-		d.space()
 		v, ok := d.value(depth)
 		if !ok {
 			return nil, false
 		}
 		m[k] = v
-		d.space()
-		if d.i >= len(d.data) {
+		if more, ok := d.next('}'); !ok {
 			return nil, false
-		}
-		switch d.data[d.i] {
-		case ',':
-			d.i++
-			d.space()
-		case '}':
-			d.i++
+		} else if !more {
 			return m, true
-		default:
-			return nil, false
 		}
 	}
+}
+
+// colon reads the colon after an object's key and the space around it.
+func (d *jsonDecoder) colon() bool {
+	d.space()
+	if d.i >= len(d.data) || d.data[d.i] != ':' {
+		return false
+	}
+	d.i++
+	d.space()
+	return true
+}
+
+// next reads what follows an item of an object or array: a comma (more
+// items) or end (the last one).
+func (d *jsonDecoder) next(end byte) (more, ok bool) {
+	d.space()
+	if d.i >= len(d.data) {
+		return false, false
+	}
+	switch d.data[d.i] {
+	case ',':
+		d.i++
+		d.space()
+		return true, true
+	case end:
+		d.i++
+		return false, true
+	}
+	return false, false
 }
 
 func (d *jsonDecoder) array(depth int) (any, bool) {
@@ -151,19 +166,10 @@ func (d *jsonDecoder) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		d.space()
-		if d.i >= len(d.data) {
+		if more, ok := d.next(']'); !ok {
 			return nil, false
-		}
-		switch d.data[d.i] {
-		case ',':
-			d.i++
-			d.space()
-		case ']':
-			d.i++
+		} else if !more {
 			return a, true
-		default:
-			return nil, false
 		}
 	}
 }
@@ -261,9 +267,8 @@ var commonStrings = func() map[string]string {
 		"apiVersion", "kind", "metadata", "name", "namespace", "uid", "resourceVersion", "generation",
 		"creationTimestamp", "labels", "annotations", "ownerReferences", "controller", "blockOwnerDeletion",
 		"managedFields", "manager", "operation", "fieldsType", "fieldsV1", "time", "subresource",
-		"Update", "Apply", "FieldsV1", "status", "spec", "data", "items", "type", "object",
-		"conditions", "lastTransitionTime", "message", "reason", "observedGeneration",
-		"True", "False", "Unknown", "Ready", "v1", ".",
+		"status", "spec", "data", "items", "type", "object",
+		"conditions", "lastTransitionTime", "message", "reason", "observedGeneration", ".",
 	} {
 		m[s] = s
 	}
@@ -374,15 +379,9 @@ func splitEvent(data []byte) (typ string, object []byte, ok bool) {
 	d.space()
 	for d.i < len(d.data) && d.data[d.i] == '"' {
 		k, ok := d.str(true)
-		if !ok {
+		if !ok || !d.colon() {
 			return "", nil, false
 		}
-		d.space()
-		if d.i >= len(d.data) || d.data[d.i] != ':' {
-			return "", nil, false
-		}
-		d.i++
-		d.space()
 		start := d.i
 		switch {
 		case k == "type" && d.i < len(d.data) && d.data[d.i] == '"':
@@ -438,33 +437,14 @@ func (d *jsonDecoder) skip(depth int) bool {
 			return true
 		}
 		for {
-			if end == '}' {
-				if d.i >= len(d.data) || d.data[d.i] != '"' || !d.skipString() {
-					return false
-				}
-				d.space()
-				if d.i >= len(d.data) || d.data[d.i] != ':' {
-					return false
-				}
-				d.i++
-				d.space()
+			if end == '}' && (d.i >= len(d.data) || d.data[d.i] != '"' || !d.skipString() || !d.colon()) {
+				return false
 			}
 			if !d.skip(depth + 1) {
 				return false
 			}
-			d.space()
-			if d.i >= len(d.data) {
-				return false
-			}
-			switch d.data[d.i] {
-			case ',':
-				d.i++
-				d.space()
-			case end:
-				d.i++
-				return true
-			default:
-				return false
+			if more, ok := d.next(end); !ok || !more {
+				return ok
 			}
 		}
 	case c == '"':
