@@ -95,6 +95,7 @@ func TestUnknownCommandSuggests(t *testing.T) {
 	code, _, errOut = run("get", "workloadz")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `did you mean workloads?`)
+	require.Contains(t, errOut, `unknown kind "workloadz"`, "the message names what was typed, not the suggestion")
 }
 
 // TestGlobalFlagsBeforeCommand: `kontinue -n dev get wl` is kubectl's

@@ -632,3 +632,21 @@ func TestChartShards(t *testing.T) {
 		require.ErrorContains(t, err, "schema", "%v", bad)
 	}
 }
+
+// TestChartGracePeriod: the Pod's termination grace period follows
+// shutdownGracePeriod (plus 15 s to release the Lease), whatever form the
+// duration takes; a fixed 45 s cut a 60 s shutdown short.
+func TestChartGracePeriod(t *testing.T) {
+	for in, want := range map[string]int64{"": 45, "60s": 75, "1m30s": 105, "1.5h": 5415, "500ms": 16, "2m0.5s": 136} {
+		var values map[string]any
+		if in != "" {
+			values = map[string]any{"shutdownGracePeriod": in}
+		}
+		docs, err := RenderChart(repo(t), values)
+		require.NoError(t, err, in)
+		d := byKind(parse(t, []byte(strings.Join(docs, "\n---\n"))), "Deployment")[0]
+		got, _, _ := unstructured.NestedInt64(d.Object, "spec", "template", "spec", "terminationGracePeriodSeconds")
+		require.Equal(t, want, got, "shutdownGracePeriod %q", in)
+		require.Contains(t, fmt.Sprint(nested(d.Object, "spec", "template", "spec", "containers")), "--shutdown-grace-period="+map[bool]string{true: "30s", false: in}[in == ""])
+	}
+}
