@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -37,11 +38,12 @@ func (op *helm) release(ctx context.Context, def api.Step) (context.Context, fun
 		return nil, nil, render.Transient(fmt.Errorf("unable to read the Secret [%s] that keeps the step's Helm release: %w", name, err))
 	}
 	live = op.env.Writer.Record(live, ns, name)
-	rec := &helmRecord{exists: live != nil}
+	rec := &helmRecord{}
 	if live != nil {
 		if !ownedByUID(live, op.owner) {
 			return nil, nil, fmt.Errorf("the Secret [%s] that keeps the step's Helm release is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
 		}
+		rec.uid = live.GetUID()
 		if rec.Stored, err = render.ParseReleaseSecret(live); err != nil {
 			// Edited by hand: render anew, as a first install.
 			klog.InfoS("helm release unreadable, rendering anew", "owner", op.user, "step", def.Name, "secret", name, "err", err)
@@ -58,7 +60,7 @@ func (op *helm) release(ctx context.Context, def api.Step) (context.Context, fun
 
 type helmRecord struct {
 	render.ReleaseRecord
-	exists bool // the Secret exists (readable or not)
+	uid types.UID // of the Secret read, proven the owner's ("": none)
 }
 
 // keepRelease writes the release the engine rendered, if it rendered.
@@ -76,7 +78,7 @@ func (op *helm) keepRelease(stepName string, rec *helmRecord) error {
 		return render.Transient(err)
 	}
 	sa := op.serviceAccount()
-	if err := op.w.KeepRecord(op.ctx, cl, secret, !rec.exists); err != nil {
+	if err := op.w.KeepRecord(op.ctx, cl, secret, rec.uid); err != nil {
 		switch failure.Classify(err) {
 		case failure.Forbidden:
 			return fmt.Errorf("service account [%s/%s] may not write the Secret [%s] that keeps the step's Helm release (it needs get, create and patch on secrets in its namespace): %w", sa.Namespace, sa.Name, name, err)

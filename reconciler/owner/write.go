@@ -8,6 +8,7 @@ package owner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,8 +40,9 @@ type ownerIO struct {
 	claim   stamp.Owner
 	account api.ServiceAccountRef
 	client  func() (dynamic.Interface, error)
-	user    string     // the owner, for logs and the memory of runs just created
-	labels  labels.Set // what every object stamped for the owner carries
+	user    string       // the owner, for logs and the memory of runs just created
+	labels  labels.Set   // what every object stamped for the owner carries
+	steps   *stepObjects // which step stamps which object (claims.go)
 }
 
 // stamper is what the step writers do through stamp: a *stamp.Session,
@@ -99,6 +101,7 @@ func (x *ownerIO) resolveObject(sc *stepCtx, desired *unstructured.Unstructured)
 	if fail == nil {
 		x.keep.ref(t.ref)
 		x.keep.want(t.ref)
+		x.steps.resolved(sc.step.Name, t.ref)
 	}
 	return t, fail
 }
@@ -118,12 +121,23 @@ func (x *ownerIO) put(stepName string, r riders, t target, desired *unstructured
 	if err != nil {
 		return nil, false, failed(failure.Client(err))
 	}
-	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, TraceParent: r.trace, InputSet: r.set, LooksAgain: looksAgain}
+	x.steps.resolved(stepName, t.ref)
+	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, Holds: x.steps.holds(t.ref),
+		TraceParent: r.trace, InputSet: r.set, LooksAgain: looksAgain}
 	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
+		x.refused(t, err)
 		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
 	}
 	return live, wrote, nil
+}
+
+// refused notes a write refused because another step of this owner holds
+// the object (claims.go).
+func (x *ownerIO) refused(t target, err error) {
+	if held := (*stamp.HeldByStep)(nil); errors.As(err, &held) {
+		x.steps.refused(t.ref, held.Step)
+	}
 }
 
 // live is the live object (nil: missing), watched for this owner.
@@ -131,9 +145,12 @@ func (x *ownerIO) live(key tracking.Key, namespace, name string) (*unstructured.
 	return x.w.Live(x.ctx, key, x.watch, namespace, name)
 }
 
-// controls reports whether obj's controller reference names this owner.
-func (x *ownerIO) controls(obj *unstructured.Unstructured) bool {
-	return controlledBy(obj, x.owner.GetUID())
+// stamps reports whether obj, the object of ref, is what step stamped: its
+// controller reference names this owner, and no other step of the owner
+// holds it (stamp.Stamps). Only such an object may hold the step or lend
+// it health.
+func (x *ownerIO) stamps(stepName string, ref st.StampedRef, obj *unstructured.Unstructured) bool {
+	return stamp.Stamps(obj, stamp.Claimant{Owner: x.claim, Step: stepName, Holds: x.steps.holds(ref)})
 }
 
 // controlledBy reports whether obj's controller reference names uid.
