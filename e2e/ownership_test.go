@@ -10,6 +10,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -224,4 +225,67 @@ func TestTwoStepsOneName(t *testing.T) {
 	k.assertQuiet(k.cm("shared"), k.cm("other"), k.wl("app"))
 	assert.Equal(t, "second", get(t, configMapGVR, k.ns, "shared").GetLabels()["carto.run/resource-name"])
 	assert.Equal(t, "first", get(t, configMapGVR, k.ns, "other").GetLabels()["carto.run/resource-name"])
+}
+
+// blockerWatched reports whether the in-process Kontinue watches the
+// ConfigMap ns/name by its name (an object that blocks a write).
+func blockerWatched(ns, name string) bool {
+	for key := range env.kontinue.m.Tracker().Active() {
+		// By its String: the test also builds (and fails) on a tracker
+		// without watches by name.
+		if key.GVR == configMapGVR && strings.HasSuffix(key.String(), " named "+name+" in "+ns) {
+			return true
+		}
+	}
+	return false
+}
+
+// soon polls f for up to 10 s (what a reconcile takes under load).
+func soon(f func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if f() {
+			return true
+		}
+	}
+	return false
+}
+
+// A step refused because a person's ConfigMap holds the name recovers by
+// itself, within the watch's latency, when the ConfigMap is deleted: no
+// edit of the Workload, no resync. The blocker is watched only while the
+// refusal stands.
+func TestRefusalRecoversWhenTheBlockerIsDeleted(t *testing.T) {
+	k := newKit(t)
+	chain := k.namedCMChain()
+	k.personsConfigMap("app-settings", nil)
+	k.workload("app", chain, "  params: [{name: cm, value: app-settings}]\n")
+	k.waitStep("app", "config", "ResourceSubmitted", "False", "StampedObjectNotOwned")
+	if !env.external {
+		assert.True(t, soon(func() bool { return blockerWatched(k.ns, "app-settings") }), "the blocking ConfigMap is watched while the refusal stands")
+	}
+	require.NoError(t, env.dyn.Resource(configMapGVR).Namespace(k.ns).Delete(context.Background(), "app-settings", metav1.DeleteOptions{}))
+	k.waitOwner("app", "Ready", "True", "Ready")
+	cm := k.waitObj(configMapGVR, "app-settings", k.dataIs("owner", "app"))
+	assert.Equal(t, "app", cm.GetOwnerReferences()[0].Name)
+	if !env.external {
+		assert.True(t, soon(func() bool { return !blockerWatched(k.ns, "app-settings") }), "the ConfigMap is no longer watched by its name once the refusal ended")
+	}
+
+}
+
+// The same when a person hands the ConfigMap over with
+// kontinue.dev/adopt-by, as docs/migration.md says to.
+func TestRefusalRecoversWhenTheObjectIsHandedOver(t *testing.T) {
+	k := newKit(t)
+	chain := k.namedCMChain()
+	k.personsConfigMap("other-settings", nil)
+	k.workload("other", chain, "  params: [{name: cm, value: other-settings}]\n")
+	k.waitStep("other", "config", "ResourceSubmitted", "False", "StampedObjectNotOwned")
+	k.update(configMapGVR, k.ns, "other-settings", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{"kontinue.dev/adopt-by": "Workload/other"})
+	})
+	k.waitOwner("other", "Ready", "True", "Ready")
+	cm := k.waitObj(configMapGVR, "other-settings", k.dataIs("owner", "other"))
+	assert.Equal(t, "other", cm.GetOwnerReferences()[0].Name)
+	assert.Equal(t, "true", cm.GetLabels()["kontinue.dev/stamped"])
 }

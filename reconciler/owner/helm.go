@@ -41,7 +41,7 @@ func (op *helm) release(ctx context.Context, def api.Step) (context.Context, fun
 	rec := &helmRecord{}
 	if live != nil {
 		if !ownedByUID(live, op.owner) {
-			return nil, nil, fmt.Errorf("the Secret [%s] that keeps the step's Helm release is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
+			return nil, nil, op.refusedRecord(ns, name, fmt.Errorf("the Secret [%s] that keeps the step's Helm release is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind))
 		}
 		rec.uid = live.GetUID()
 		if rec.Stored, err = render.ParseReleaseSecret(live); err != nil {
@@ -83,13 +83,25 @@ func (op *helm) keepRelease(stepName string, rec *helmRecord) error {
 		case failure.Forbidden:
 			return fmt.Errorf("service account [%s/%s] may not write the Secret [%s] that keeps the step's Helm release (it needs get, create and patch on secrets in its namespace): %w", sa.Namespace, sa.Name, name, err)
 		case failure.AlreadyExists:
-			return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and was not written by Kontinue for this %s: it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
+			return op.refusedRecord(ns, name, fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and was not written by Kontinue for this %s: it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind))
 		case failure.Rejected:
 			return fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err)
 		}
 		return render.Transient(fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err))
 	}
 	return nil
+}
+
+// refusedRecord is err, the refusal of a release Secret someone else holds,
+// with the Secret watched while the refusal stands (as ownerIO.refused
+// does for stamped objects): its removal wakes the owner. Until that watch
+// has synced, err is retried (render.Transient, with backoff): the Secret
+// may have gone before the watch's first list.
+func (op *helm) refusedRecord(ns, name string, err error) error {
+	if !op.watch.Watch(blocker(secretGVR, ns, name)) {
+		return render.Transient(err)
+	}
+	return err
 }
 
 func (op *helm) releaseSecretName(stepName string) string {
