@@ -8,6 +8,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/render"
 )
 
 // namedCMChain is a chain whose step "config" stamps the ConfigMap its
@@ -288,4 +290,20 @@ func TestRefusalRecoversWhenTheObjectIsHandedOver(t *testing.T) {
 	cm := k.waitObj(configMapGVR, "other-settings", k.dataIs("owner", "other"))
 	assert.Equal(t, "other", cm.GetOwnerReferences()[0].Name)
 	assert.Equal(t, "true", cm.GetLabels()["kontinue.dev/stamped"])
+}
+
+// The same for a Helm step refused because a Secret someone else made holds
+// its release's name: deleting it lets the step keep its release and stamp.
+func TestHelmReleaseRefusalRecoversWhenTheSecretIsDeleted(t *testing.T) {
+	repo := newChartRepo(t)
+	repo.add(t, "freed", "1.0.0", map[string]string{"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: {{ .Release.Name }}-freed}\n"})
+	k := newKit(t)
+	secret := render.ReleaseSecretName("Workload", "app", "deploy")
+	k.apply(fmt.Sprintf("\napiVersion: v1\nkind: Secret\nmetadata: {name: %s}\nstringData: {mine: \"yes\"}\n", secret))
+	k.workload("app", k.helmChain(repo, "freed", "{}"), "")
+	k.waitStep("app", "deploy", "ResourceSubmitted", "False", "TemplateStampFailure")
+	require.NoError(t, env.dyn.Resource(secretGVR).Namespace(k.ns).Delete(context.Background(), secret, metav1.DeleteOptions{}))
+	k.waitOwner("app", "Ready", "True", "Ready")
+	s := get(t, secretGVR, k.ns, secret)
+	assert.Equal(t, "app", s.GetOwnerReferences()[0].Name, "the release is the Workload's now")
 }

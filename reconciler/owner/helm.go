@@ -41,7 +41,7 @@ func (op *helm) release(ctx context.Context, def api.Step) (context.Context, fun
 	rec := &helmRecord{}
 	if live != nil {
 		if !ownedByUID(live, op.owner) {
-			return nil, nil, op.refusedRecord(ns, name, fmt.Errorf("the Secret [%s] that keeps the step's Helm release is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind))
+			return nil, nil, op.refusedRecord(ns, name, op.notOurs(name))
 		}
 		rec.uid = live.GetUID()
 		if rec.Stored, err = render.ParseReleaseSecret(live); err != nil {
@@ -83,13 +83,20 @@ func (op *helm) keepRelease(stepName string, rec *helmRecord) error {
 		case failure.Forbidden:
 			return fmt.Errorf("service account [%s/%s] may not write the Secret [%s] that keeps the step's Helm release (it needs get, create and patch on secrets in its namespace): %w", sa.Namespace, sa.Name, name, err)
 		case failure.AlreadyExists:
-			return op.refusedRecord(ns, name, fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and was not written by Kontinue for this %s: it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind))
+			return op.refusedRecord(ns, name, op.notOurs(name))
 		case failure.Rejected:
 			return fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err)
 		}
 		return render.Transient(fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err))
 	}
 	return nil
+}
+
+// notOurs is the refusal of a release Secret someone else holds: one
+// message whether the cache or a create found it, so that the look again
+// that follows writes no other status.
+func (op *helm) notOurs(name string) error {
+	return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
 }
 
 // refusedRecord is err, the refusal of a release Secret someone else holds,

@@ -122,20 +122,27 @@ func (w *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr s
 	return err
 }
 
-// Apply server-side applies desired through cl unless cached already holds
-// it, and reports whether the object was written.
-func (w *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (_ *unstructured.Unstructured, _ bool, err error) {
+// apply server-side applies desired through cl over proven, the object it
+// was proven the writer's on, with proven's UID as a precondition (the API
+// server refuses the apply when the name now holds another object, or
+// none), unless proven holds desired already; it reports whether the
+// object was written. There is no apply without such an object: a write
+// that is not a create always names what it was proven on.
+func (w *Session) apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, proven *unstructured.Unstructured) (_ *unstructured.Unstructured, _ bool, err error) {
 	defer func() { _ = w.Note(err) }()
-	if upToDate(desired, cached) {
-		w.note(false)
-		return cached, false, nil
+	if proven == nil || proven.GetUID() == "" {
+		return nil, false, &failure.Error{Class: failure.NotOwned, Err: fmt.Errorf("%s [%s/%s] is not known to be this owner's: not written", desired.GetKind(), desired.GetNamespace(), desired.GetName())}
 	}
-	live, err := ServerSideApply(ctx, cl, gvr, desired, FieldManager)
+	if upToDate(desired, proven) {
+		w.note(false)
+		return proven, false, nil
+	}
+	live, err := ServerSideApply(ctx, cl, gvr, withUID(desired, proven.GetUID()), FieldManager)
 	w.note(true)
 	if err != nil {
 		return nil, false, err
 	}
-	return live, cached == nil || cached.GetResourceVersion() != live.GetResourceVersion(), nil
+	return live, proven.GetResourceVersion() != live.GetResourceVersion(), nil
 }
 
 // Delete deletes obj through cl only if it is still the object seen (UID
@@ -271,6 +278,9 @@ func (s *Session) put(ctx context.Context, f For, t Target, desired, cached *uns
 			seen = s.seen(ctx, f.Client, t.GVR, desired)
 		case Keep:
 			s.note(false)
+			if seen.Whole {
+				tracking.Compact(seen.Live) // kept by the caller, as the cache would
+			}
 			return seen.Live, false, nil
 		case Apply:
 			if d.HandOver {
@@ -278,12 +288,8 @@ func (s *Session) put(ctx context.Context, f For, t Target, desired, cached *uns
 					return nil, false, err
 				}
 			}
-			live, err := ServerSideApply(ctx, f.Client, t.GVR, withUID(desired, seen.Live.GetUID()), FieldManager)
-			s.note(true)
-			if err != nil {
-				return nil, false, s.Note(err)
-			}
-			return live, !d.Quiet && live.GetResourceVersion() != seen.Live.GetResourceVersion(), nil
+			live, wrote, err := s.apply(ctx, f.Client, t.GVR, desired, seen.Live)
+			return live, wrote && !d.Quiet, err
 		case Refuse:
 			return nil, false, d.Err
 		}
@@ -293,15 +299,12 @@ func (s *Session) put(ctx context.Context, f For, t Target, desired, cached *uns
 }
 
 // seen reads the object of desired's name as cl from the API server,
-// whole: what Decide decides on after a create found the name taken, or
-// before a hand over.
+// whole (its managedFields are what UpgradeFields hands over): what Decide
+// decides on after a create found the name taken, or before a hand over.
 func (s *Session) seen(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) Seen {
 	full, err := s.Read(ctx, cl, gvr, desired.GetNamespace(), desired.GetName())
 	if err != nil {
 		return Seen{Err: err}
-	}
-	if full != nil {
-		tracking.Compact(full)
 	}
 	return Seen{Live: full, Whole: true}
 }
@@ -365,7 +368,7 @@ func (s *Session) ApplyTo(ctx context.Context, f For, gvr schema.GroupVersionRes
 		tracking.Compact(full)
 		live = full
 	}
-	out, wrote, err := s.Apply(ctx, f.Client, gvr, desired, live)
+	out, wrote, err := s.apply(ctx, f.Client, gvr, desired, live)
 	if wrote {
 		s.Events.applied(f, out)
 	}
