@@ -38,6 +38,9 @@ type stepObjects struct {
 	// judged on that step's previous status: stale once it resolved other
 	// objects in this reconcile.
 	held []heldBy
+	// blocked: a write was refused for an object whose watch (by its name,
+	// ownerIO.refused) has not synced yet.
+	blocked bool
 }
 
 type heldBy struct {
@@ -95,6 +98,24 @@ func (s *stepObjects) refused(ref st.StampedRef, step string) {
 		s.held = append(s.held, heldBy{objKeyOf(ref), step})
 	}
 }
+
+// unsynced notes that the watch of an object that refused a write has not
+// synced yet.
+func (s *stepObjects) unsynced() {
+	if s != nil {
+		s.blocked = true
+	}
+}
+
+// blockerSync is when an owner whose write was refused looks again while
+// the watch on the object that blocks it has not synced: the object may
+// have gone before the watch's first list, which no event then says. A
+// wait (Outcome.Wait): a watch that never syncs is looked at less and less
+// often, not four times a second.
+const blockerSync = 250 * time.Millisecond
+
+// waiting reports whether the owner waits for a blocker's watch to sync.
+func (s *stepObjects) waiting() bool { return s != nil && s.blocked }
 
 // heldRecheck is when an owner looks again at a write refused for a step
 // that, later in the same reconcile, stamped other objects: the object is

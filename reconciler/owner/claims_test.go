@@ -61,11 +61,19 @@ func TestStepObjects(t *testing.T) {
 	s.resolved("a", cm("x"))
 	assert.False(t, s.stale())
 
+	// A refusal whose blocker's watch has not synced: the owner waits.
+	s = newStepObjects(chain, prev)
+	assert.False(t, s.waiting())
+	s.unsynced()
+	assert.True(t, s.waiting())
+
 	var none *stepObjects // a port without the reconcile's book (tests)
 	none.resolved("a", cm("x"))
 	none.refused(cm("x"), "a")
+	none.unsynced()
 	assert.Nil(t, none.holds(cm("x")))
 	assert.False(t, none.stale())
+	assert.False(t, none.waiting())
 }
 
 func ptrRef(r st.StampedRef) *st.StampedRef { return &r }

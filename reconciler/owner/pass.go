@@ -52,6 +52,7 @@ type pass struct {
 	w             *stamp.Session   // every write; what blocks the owner (blocked.CauseOf, in the Manager)
 	keep          *keepSet         // what removal must leave alone (keep.go)
 	steps         *stepObjects     // which step stamps which object (claims.go)
+	blockerWait   bool             // the requeue waits for a blocker's watch to sync (claims.go)
 	noAccount     bool             // the service account does not exist: write nothing
 	sweepLater    bool             // a cache removeUnrecorded reads had not synced: look again (sweepRetry)
 	// chainsCached are the flavor's chains in the cache, and writerOf the
@@ -226,6 +227,9 @@ func (op *pass) walk(chainReady metav1.Condition) (time.Duration, error) {
 		// A step refused an object judged held by another step, which
 		// stamped other objects since: look again, from this status.
 		requeue = heldRecheck
+	}
+	if op.steps.waiting() && (requeue == 0 || requeue > blockerSync) {
+		requeue, op.blockerWait = blockerSync, true
 	}
 	op.status.Resources = resources
 	op.keep.resources(resources)

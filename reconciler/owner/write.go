@@ -126,11 +126,10 @@ func (x *ownerIO) put(stepName string, r riders, t target, desired *unstructured
 		TraceParent: r.trace, InputSet: r.set, LooksAgain: looksAgain}
 	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
-		fail := failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
 		if failure.Classify(err) == failure.NotOwned {
-			fail.requeue = x.refused(t, desired, err)
+			x.refused(t, desired, err)
 		}
-		return nil, false, fail
+		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
 	}
 	return live, wrote, nil
 }
@@ -141,11 +140,6 @@ func blocker(gvr schema.GroupVersionResource, namespace, name string) tracking.K
 	return tracking.Key{GVR: gvr, Namespace: namespace, Name: name}
 }
 
-// blockerSync is when an owner whose write was refused looks again while
-// the watch on the object that blocks it has not synced yet: the object
-// may have gone before the watch's first list, which no event then says.
-const blockerSync = 250 * time.Millisecond
-
 // refused keeps the owner informed of the object that refused a write:
 // while the refusal stands (each reconcile that is refused again asks
 // again; the first that is not lets the watch go, tracking.Handle.Done),
@@ -155,17 +149,17 @@ const blockerSync = 250 * time.Millisecond
 // The cost is one watch per refused object for as long as it is refused:
 // a LIST of one object when it starts, then an idle watch stream, and
 // nothing when nothing changes; no timer, whatever the number of
-// refusals. It returns how soon to look again (0: the watch will say).
-func (x *ownerIO) refused(t target, desired *unstructured.Unstructured, err error) time.Duration {
+// refusals. Until the watch has synced, the owner looks again (claims.go,
+// blockerSync): the object may have gone before its first list.
+func (x *ownerIO) refused(t target, desired *unstructured.Unstructured, err error) {
 	if held := (*stamp.HeldByStep)(nil); errors.As(err, &held) {
 		// Another step of this owner: its writes wake the owner already.
 		x.steps.refused(t.ref, held.Step)
-		return 0
+		return
 	}
 	if !x.watch(blocker(t.gvr, desired.GetNamespace(), desired.GetName())) {
-		return blockerSync
+		x.steps.unsynced()
 	}
-	return 0
 }
 
 // live is the live object (nil: missing), watched for this owner.
