@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -68,7 +69,10 @@ func (w *Session) Resolve(gvk schema.GroupVersionKind) (_ Target, err error) {
 // Live returns the live object from the cache of key once it has synced,
 // else from the API server, so that an unchanged object is not written again
 // just because the cache is cold. watch starts the watch if needed (nil only
-// reads a watch someone else keeps). A missing object is (nil, nil).
+// reads a watch someone else keeps). A missing object is (nil, nil); so is
+// one the cache would not hold (key's label selector does not match it): a
+// cold cache answers as a warm one, and what is decided on it (a write, a
+// refusal and its message) does not change once the cache has synced.
 func (w *Session) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (_ *unstructured.Unstructured, err error) {
 	defer func() { _ = w.Note(err) }()
 	if watch != nil {
@@ -83,6 +87,9 @@ func (w *Session) Live(ctx context.Context, key tracking.Key, watch Watch, names
 	}
 	if err != nil {
 		return nil, err
+	}
+	if sel, err := labels.Parse(key.Selector); err != nil || !sel.Matches(labels.Set(obj.GetLabels())) {
+		return nil, nil
 	}
 	tracking.Compact(obj)
 	return obj, nil
