@@ -211,8 +211,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	m.tracker.FilterWith(func(k tracking.Key) string { return shard.Selector(opts.Shard, k) })
 	// ...and the other shards' owners, for roll-outs, trimmed (rollout.go).
 	m.tracker.TrimWith(m.trimOthers)
-	// Of service accounts Kontinue only needs to know which exist.
-	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR })
+	// Of service accounts Kontinue only needs to know which exist, and of
+	// an object watched by its name (a write's blocker) that it changed.
+	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR || k.Name != "" })
 	m.clients.Exists = m.accountExists
 	events := stamp.NewEvents(evDyn)
 	events.Dropped = func(reason string) {

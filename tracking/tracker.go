@@ -17,6 +17,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,18 +33,25 @@ import (
 // watches as that service account ("namespace/name"), so that its cache
 // holds only what the account may read; with Namespace, only that
 // namespace: what a tenant asks Kontinue to watch never reaches further
-// than the tenant's own rights.
+// than the tenant's own rights. A watch with Name holds at most that one
+// object (a field selector on metadata.name): a watch on one name, for
+// the few objects that matter by their name alone (an object that blocks
+// an owner's write: its removal or hand over is news).
 type Key struct {
 	GVR       schema.GroupVersionResource
 	Selector  string
 	Namespace string
 	As        string
+	Name      string
 }
 
 func (k Key) String() string {
 	s := k.GVR.String()
 	if k.Selector != "" {
 		s += "{" + k.Selector + "}"
+	}
+	if k.Name != "" {
+		s += " named " + k.Name
 	}
 	if k.Namespace != "" {
 		s += " in " + k.Namespace
@@ -132,8 +140,12 @@ func dynamicInformers(client dynamic.Interface, as Impersonate, t *Tracker) Info
 		if t != nil && t.serverSelector != nil {
 			sel = t.serverSelector(k)
 		}
+		var field string
+		if k.Name != "" {
+			field = fields.OneTermEqualSelector("metadata.name", k.Name).String()
+		}
 		return dynamicinformer.NewFilteredDynamicInformer(gated(cl, t, k.String()), k.GVR, k.Namespace, resync, indexers,
-			func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
+			func(o *metav1.ListOptions) { o.LabelSelector, o.FieldSelector = sel, field }).Informer()
 	}
 }
 
@@ -544,6 +556,23 @@ func (t *Tracker) Active() map[Key]int {
 	out := make(map[Key]int, len(t.entries))
 	for k, e := range t.entries {
 		out[k] = len(e.users)
+	}
+	return out
+}
+
+// Users returns the users of the watch k (none when it does not run):
+// who an event of a watch that names no owner concerns. A map lookup, for
+// event handlers.
+func (t *Tracker) Users(k Key) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil {
+		return nil
+	}
+	out := make([]string, 0, len(e.users))
+	for u := range e.users {
+		out = append(out, u)
 	}
 	return out
 }
