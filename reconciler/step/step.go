@@ -87,6 +87,17 @@ type State struct {
 	ProcessingSince  time.Time
 	// RetryHandled is the retry token the step last handled.
 	RetryHandled string
+	// AppliedDigest is the input set on the object as the step rendered it
+	// when it applied it: the object (AppliedObject, a step that can have a
+	// shadow) and, for a step whose outputs are its inputs (a deployment),
+	// those inputs (AppliedOutputs). A success of that set seen only once a
+	// newer set is rendered (Admit) records them: the live object is not
+	// what was rendered (defaults, other controllers' fields) and the new
+	// render's inputs are not the set's. Kept in the status only while the
+	// set is not the last good one (Record).
+	AppliedDigest  string
+	AppliedObject  map[string]any
+	AppliedOutputs Outputs
 }
 
 // StateOf reads the State from a step's previous status (nil: none).
@@ -101,6 +112,10 @@ func StateOf(prev *st.Resource) State {
 	}
 	if prev.OutputValues != nil {
 		s.Good = Outputs(prev.OutputValues)
+	}
+	s.AppliedDigest, s.AppliedObject = prev.AppliedInputDigest, prev.AppliedObject
+	if prev.AppliedOutputValues != nil {
+		s.AppliedOutputs = Outputs(prev.AppliedOutputValues)
 	}
 	return s
 }
