@@ -231,6 +231,3 @@ func merge(ms ...map[string]any) map[string]any {
 	}
 	return out
 }
-
-
-
