@@ -8,6 +8,7 @@ package owner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -121,7 +122,12 @@ func (x *ownerIO) put(stepName string, r riders, t target, desired *unstructured
 	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, TraceParent: r.trace, InputSet: r.set, LooksAgain: looksAgain}
 	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
-		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
+		sf := failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
+		if fight := (*stamp.Fight)(nil); errors.As(err, &fight) {
+			// Nothing may wake the step when the hold ends: look again then.
+			sf.requeue = time.Until(fight.Until) + time.Second
+		}
+		return nil, false, sf
 	}
 	return live, wrote, nil
 }

@@ -131,11 +131,16 @@ func (w *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.Gr
 		w.note(false)
 		return cached, false, nil
 	}
+	fw, current, err := w.fightCheck(ctx, cl, gvr, desired, cached) // fights.go
+	if current != nil || err != nil {
+		return current, false, err
+	}
 	live, err := ServerSideApply(ctx, cl, gvr, desired, FieldManager)
 	w.note(true)
 	if err != nil {
 		return nil, false, err
 	}
+	fw.wrote(cached, live)
 	return live, cached == nil || cached.GetResourceVersion() != live.GetResourceVersion(), nil
 }
 
@@ -235,6 +240,7 @@ func (s *Session) Put(ctx context.Context, f For, t Target, watch Watch, desired
 	if wrote {
 		s.Events.applied(f, live)
 	}
+	s.Events.fought(f, err)
 	return live, wrote, err
 }
 
@@ -320,6 +326,7 @@ func (s *Session) ApplyTo(ctx context.Context, f For, gvr schema.GroupVersionRes
 	if wrote {
 		s.Events.applied(f, out)
 	}
+	s.Events.fought(f, err)
 	return out, err
 }
 

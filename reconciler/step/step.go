@@ -43,7 +43,11 @@ const (
 	ReasonServiceAccountError = "ServiceAccountError"
 	// ReasonNotOwned (Kontinue): an object of the stamped name exists and
 	// was not stamped for this owner; Kontinue leaves it alone.
-	ReasonNotOwned             = "StampedObjectNotOwned"
+	ReasonNotOwned = "StampedObjectNotOwned"
+	// ReasonContested (Kontinue): another writer sets a field of the
+	// object back after each of Kontinue's writes; Kontinue stopped writing
+	// it for a while (stamp.Fight) rather than fight.
+	ReasonContested            = "StampedObjectContested"
 	ReasonUnknownError         = "UnknownError"
 	ReasonPassThrough          = "PassThrough"
 	ReasonConditionNotMet      = "ConditionNotMet"
@@ -60,7 +64,7 @@ const (
 // Reasons name the causes of a step's failed read or write
 // (failure.Condition.Cond of its ResourceSubmitted).
 var Reasons = failure.Reasons{Unknown: ReasonUnknownError, Refused: ReasonRejected, Account: ReasonServiceAccountError,
-	NameTaken: ReasonRejected, Scope: ReasonStampFailure, Taken: ReasonNotOwned}
+	NameTaken: ReasonRejected, Scope: ReasonStampFailure, Taken: ReasonNotOwned, Fought: ReasonContested}
 
 // AnnotationDigest holds the digest of the object Kontinue last applied: its
 // input set.
