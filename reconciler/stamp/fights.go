@@ -78,7 +78,7 @@ func (f *Fight) Error() string {
 	return fmt.Sprintf("Kontinue stopped writing %s: %s sets %s back after each write (%d writes of the same content in %s); "+
 		"Kontinue does not fight another controller over a field: leave the field to one of them (drop it from the template, "+
 		"or stop the other writer). Kontinue writes it again when what it renders changes, or after %s",
-		f.Object, who, field, f.Repairs+1, f.Within.Round(time.Second), f.Until.Format(time.RFC3339))
+		f.Object, who, field, f.Repairs+1, f.Within.Round(100*time.Millisecond), f.Until.Format(time.RFC3339))
 }
 
 // Fights is the memory behind the bound: per object (UID), the content
