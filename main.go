@@ -93,6 +93,7 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	}
 	m.OnForeign = metrics.Foreign
 	m.OnApply = metrics.Applied
+	m.OnFight = metrics.Fought
 	m.OnEventDropped = metrics.EventDropped
 	m.OnStatusConflict = metrics.StatusConflict
 	m.OnInputSetEnded = metrics.InputSetEnded

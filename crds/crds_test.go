@@ -561,7 +561,7 @@ func TestOwnerStatus(t *testing.T) {
 		res := prop(t, status, "resources.[]")
 		assert.ElementsMatch(t, []string{"name", "stampedRef", "stampedObjects", "templateRef", "inputs",
 			"outputs", "conditions", "inputDigest", "servedBy", "outputValues", "heldInputDigest", "shadowRef", "lastGoodObject",
-			"processingInputDigest", "processingSince", "lastHandledRetry", "provenance"}, propNames(res), kind)
+			"appliedInputDigest", "appliedObject", "appliedOutputValues", "processingInputDigest", "processingSince", "lastHandledRetry", "provenance"}, propNames(res), kind)
 		assert.ElementsMatch(t, []string{"apiVersion", "kind", "namespace", "name", "resource"}, propNames(prop(t, status, "orphans.[]")), kind)
 		refFields := []string{"apiVersion", "kind", "namespace", "name", "resource"}
 		assert.ElementsMatch(t, refFields, propNames(prop(t, res, "stampedRef")), kind)

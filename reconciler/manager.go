@@ -120,6 +120,10 @@ type Manager struct {
 	// OnForeign, when set, is told of each object of another shard a
 	// sharded watch delivered (none while the API server filters).
 	OnForeign func()
+	// OnFight, when set, is told of each write Kontinue stopped because
+	// another writer sets a field back after each of its writes
+	// (stamp.Fights).
+	OnFight func()
 }
 
 // noteApply counts applies and skipped no-op applies (metrics).
@@ -223,6 +227,11 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, events, m.noteApply)
 	m.w.Shard = opts.Shard
+	m.w.Fights.Declared = func() {
+		if m.OnFight != nil {
+			m.OnFight()
+		}
+	}
 	m.templates = specs.NewTemplates(m.tracker)
 	m.blocked = blocked.New(m.enqueueFanOut)
 	idx := newIndex()

@@ -140,6 +140,7 @@ func (m *Manager) accountChanged(namespace, name string) {
 func (m *Manager) routeStamped(ev tracking.Event) {
 	if ev.Type == tracking.Deleted {
 		m.w.Echoes.Gone(ev.Obj.GetUID())
+		m.w.Fights.Forget(ev.Obj.GetUID())
 	}
 	cur, hasCur := m.stampedBy(ev.Obj)
 	if hasCur {

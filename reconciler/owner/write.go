@@ -129,7 +129,12 @@ func (x *ownerIO) put(stepName string, r riders, t target, desired *unstructured
 		if failure.Classify(err) == failure.NotOwned {
 			x.refused(t, desired, err)
 		}
-		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
+		sf := failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
+		if fight := (*stamp.Fight)(nil); errors.As(err, &fight) {
+			// Nothing may wake the step when the hold ends: look again then.
+			sf.requeue = time.Until(fight.Until) + time.Second
+		}
+		return nil, false, sf
 	}
 	return live, wrote, nil
 }

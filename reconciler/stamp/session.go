@@ -144,11 +144,16 @@ func (w *Session) apply(ctx context.Context, cl dynamic.Interface, gvr schema.Gr
 		w.note(false)
 		return proven, false, nil
 	}
+	fw, current, err := w.fightCheck(ctx, cl, gvr, desired, proven) // fights.go
+	if current != nil || err != nil {
+		return current, false, err
+	}
 	live, err := ServerSideApply(ctx, cl, gvr, withUID(desired, proven.GetUID()), FieldManager)
 	w.note(true)
 	if err != nil {
 		return nil, false, err
 	}
+	fw.wrote(proven, live)
 	return live, proven.GetResourceVersion() != live.GetResourceVersion(), nil
 }
 
@@ -258,6 +263,7 @@ func (s *Session) Put(ctx context.Context, f For, t Target, watch Watch, desired
 	if wrote {
 		s.Events.applied(f, live)
 	}
+	s.Events.fought(f, err)
 	return live, wrote, err
 }
 
@@ -379,6 +385,7 @@ func (s *Session) ApplyTo(ctx context.Context, f For, gvr schema.GroupVersionRes
 	if wrote {
 		s.Events.applied(f, out)
 	}
+	s.Events.fought(f, err)
 	return out, err
 }
 

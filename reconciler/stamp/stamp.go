@@ -51,11 +51,14 @@ type Writer struct {
 	// Echoes are the versions Put wrote whose events have not come back
 	// (echoes.go).
 	Echoes *Echoes
+	// Fights are the objects Kontinue writes again and again with the
+	// same content (fights.go).
+	Fights *Fights
 }
 
 // NewWriter returns a Writer. noted may be nil.
 func NewWriter(dyn dynamic.Interface, mapper *tracking.Mapper, tracker *tracking.Tracker, events *Events, noted func(applied bool)) *Writer {
-	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted, recent: runs.NewRecent(recentRunTTL), Echoes: NewEchoes()}
+	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted, recent: runs.NewRecent(recentRunTTL), Echoes: NewEchoes(), Fights: NewFights()}
 }
 
 func (w *Writer) note(applied bool) {

@@ -104,6 +104,14 @@ type Resource struct {
 	// LastGoodObject is the object rendered from the last input set that
 	// succeeded: what a shadow is stamped from.
 	LastGoodObject map[string]any `json:"lastGoodObject,omitempty"`
+	// AppliedInputDigest is the input set on a gated step's object while it
+	// is not the last good one, AppliedObject the object rendered from it
+	// (steps that can have a shadow) and AppliedOutputValues the outputs it
+	// publishes when it succeeds (a deployment's inputs): what its success
+	// records when it is seen only once a newer set waits.
+	AppliedInputDigest  string         `json:"appliedInputDigest,omitempty"`
+	AppliedObject       map[string]any `json:"appliedObject,omitempty"`
+	AppliedOutputValues map[string]any `json:"appliedOutputValues,omitempty"`
 	// ProcessingInputDigest is the input set a gated step's object has
 	// been working on since ProcessingSince, without succeeding or failing:
 	// the clock of the template's progress deadline.
