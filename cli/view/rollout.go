@@ -238,7 +238,7 @@ func servedShards(r *Rollout, owners []Owner) map[string]bool {
 	}
 	served := map[string]bool{}
 	for _, o := range owners {
-		if v := o.labels[api.ShardLabel]; !down[v] {
+		if v := o.labels[api.ShardLabel]; !down[v] && api.ValidShard(v) == nil {
 			served[v] = true
 		}
 	}

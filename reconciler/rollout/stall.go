@@ -93,16 +93,20 @@ func Stalled(o Owner, served map[string]bool) string {
 
 // Served reports whether a running replica serves an owner with labels:
 // that of its shard (the default shard's when it has no
-// kontinue.dev/shard), by served (nil: every shard name counts as served).
+// kontinue.dev/shard), by served (nil: every shard name counts as served;
+// else it holds shard names only, "" for the default shard).
 // A label that is empty or no shard name is served by no replica,
 // whatever runs: --shard refuses such names, and the default shard's
 // replicas select the owners without the label.
 func Served(labels map[string]string, served map[string]bool) bool {
 	v, ok := labels[api.ShardLabel]
-	if ok && (v == "" || api.ValidShard(v) != nil) {
+	switch {
+	case ok && v == "":
 		return false
+	case served != nil:
+		return served[v] // only shard names are served: a map lookup, not a validation per owner
 	}
-	return served == nil || served[v]
+	return api.ValidShard(v) == nil
 }
 
 // PassedOwner is an admitted owner a roll-out does not wait for.

@@ -25,9 +25,10 @@ import (
 // without a renewal (or since it was released) before the shard counts as
 // served by no running replica. A leader's failover to its standby, or a
 // single replica's restart, takes less: their owners keep holding a wave
-// meanwhile, as a canary must. A shard down for longer no longer holds
-// roll-outs; its owners move when it is back.
-const UnservedAfter = 2 * time.Minute
+// meanwhile, as a canary must. As long as the shipped KontinueNoLeader
+// alert waits: a shard down for longer no longer holds roll-outs, and its
+// owners move when it is back.
+const UnservedAfter = 5 * time.Minute
 
 // Lease is what presence reads of a Lease.
 type Lease struct {
