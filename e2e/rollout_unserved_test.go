@@ -23,7 +23,7 @@ import (
 // deleted while a finalizer of its own holds it, one drops the label its
 // chain selects it by. Shard b's replica runs next to the suite's (the
 // default shard), and serves an owner of the last wave. A template edit
-// (pauseOnFailure: false), paused first:
+// (pauseOnFailure: false), the roll-out paused first:
 //  1. the canary wave's tally counts the three as passed over, and the
 //     chain's status names them with why; `kontinue rollout status` shows
 //     them unserved, deleting, detached (not moving); `kontinue check`
@@ -74,6 +74,10 @@ spec: {}
 	k.waitChain(chain, rollout.ConditionRolledOut, "True", rollout.PhaseComplete)
 	r1 := k.rollout(chain).Stable
 	require.NotEmpty(t, r1)
+	// Paused now, so that every replica's cache shows it well before the
+	// edit: the canary wave's owners will move, no later wave begin.
+	code, out, errOut := kontinueCLI(t, "rollout", "pause", chain)
+	require.Equal(t, 0, code, out+errOut)
 
 	// What no roll-out changes: a shard nobody serves, a deletion held by a
 	// finalizer, no chain selecting the owner.
@@ -96,8 +100,6 @@ spec: {}
 	k.waitOwner("left", "SupplyChainReady", "False", "SupplyChainNotFound")
 
 	// 1. Paused, the canary wave's owners move and no later wave begins.
-	code, out, errOut := kontinueCLI(t, "rollout", "pause", chain)
-	require.Equal(t, 0, code, out+errOut)
 	k.apply(template("2"))
 	k.waitObj(configMapGVR, "canary-cfg", k.dataIs("v", "2"))
 	passed := func() []any {
