@@ -140,6 +140,8 @@ func (p *presence) look() {
 	switch {
 	case p.dirty:
 		p.timer.Reset(0)
+	case !synced:
+		p.timer.Reset(time.Second) // the first list: its last event may come before the cache says so
 	case !until.IsZero():
 		p.timer.Reset(time.Until(until) + 10*time.Millisecond)
 	}
