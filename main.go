@@ -8,7 +8,7 @@
 //
 // Invoked as kubectl-kontinue it is a kubectl plugin. With --leader-elect,
 // replicas share a Lease and only its holder runs the controllers
-// (leader.go, leaselock.go); logs are JSON in a cluster and text locally
+// (leader.go, reconciler/shard/leaselock.go); logs are JSON in a cluster and text locally
 // (logging.go).
 package main
 
@@ -72,9 +72,20 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	if err := api.ValidShard(o.shard); err != nil {
 		return fmt.Errorf("--shard: %w", err)
 	}
+	// Roll-outs read which shards run from the shards' Leases, which a
+	// replica keeps fresh by leader election, or itself without it
+	// (reconciler/presence.go). Outside a cluster without
+	// --leader-election-namespace there is no namespace for them: every
+	// shard counts as served.
+	leases := reconciler.LeaseOptions{ID: o.election.id, Keep: !o.leaderElect, Duration: o.election.leaseDuration}
+	if ns, err := electionNamespace(o.election.namespace); err == nil {
+		leases.Namespace = ns
+	} else {
+		klog.InfoS("no namespace for the shards' Leases (--leader-election-namespace): roll-outs count every shard as served")
+	}
 	o.election.id = leaseName(o.election.id, o.shard)
 	ropts := reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm,
-		HistoryRevisions: historyRevisions(o.history), Shard: o.shard}
+		HistoryRevisions: historyRevisions(o.history), Shard: o.shard, Leases: leases}
 	if o.signer != nil {
 		ropts.Attest = o.signer.Extra
 		klog.InfoS("signing attestations", "keyid", o.signer.Key.ID)

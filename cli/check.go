@@ -58,6 +58,8 @@ func checkCommand(a *app) *cobra.Command {
     the controller's namespace) is held and renewed, and no Workload,
     Deliverable or Runnable is labelled kontinue.dev/shard for a shard no
     live Lease serves, or with an empty label;
+  - no chain's roll-out passes over owners that nothing moves (a shard no
+    running replica serves, an owner being deleted, one no chain renders);
   - with --chain: what the service account that stamps for the chain may
     not do (create, patch, delete) to the kinds its templates stamp and the
     kinds its owners' steps stamped, asked with SubjectAccessReviews.
@@ -129,6 +131,7 @@ func (a *app) runCheck(ctx context.Context, o *checkOptions) error {
 	if ns, leases, listed := checkController(ctx, c, dyn, md, o, a.env.Now()); listed {
 		checkShards(ctx, c, md, ns, o.leaseID, leases)
 	}
+	checkRollouts(ctx, c, dyn)
 	if o.chain != "" {
 		if err := checkChainRBAC(ctx, c, dyn, loaded, o); err != nil {
 			return err

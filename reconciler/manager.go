@@ -68,6 +68,9 @@ type Options struct {
 	// Attest, when set, adds signed attestations to owners' histories
 	// (attest.Signer.Extra): it needs the history on.
 	Attest func(o history.Owner, prev, next []st.Resource) map[string]string
+	// Leases is where the shards' Leases are: a roll-out does not wait for
+	// the owners of a shard no live Lease serves (presence.go).
+	Leases LeaseOptions
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the
@@ -86,6 +89,7 @@ type Manager struct {
 
 	owners    map[string]*ownerReconciler // by owner kind
 	chains    *chainReconciler
+	presence  *presence // the shards served (nil: not known)
 	runnables *runnableReconciler
 	gate      *gate.APIGate // one outage of the API server, for controllers and watches
 
@@ -238,6 +242,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
 	}
+	m.presence = newPresence(m, opts.Leases)
 	m.chains = newChainReconciler(m)
 	m.runnables = newRunnableReconciler(m)
 	g := gate.New(func(ctx context.Context) error {
@@ -347,6 +352,12 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	if m.presence != nil {
+		// This replica's shard is served while its controllers run.
+		serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+		released := m.presence.start(serving, m.dyn)
+		defer func() { stopServing(); <-released; m.presence.timer.Stop() }()
+	}
 	go func() {
 		<-ctx.Done()
 		grace := m.opts.ShutdownGrace

@@ -88,6 +88,10 @@ func (m *Manager) route(ev tracking.Event) {
 		m.crdChanged(ev)
 	case gvr.Group == rbacGroupVersion.Group:
 		m.blocked.News(blocked.RBAC)
+	case gvr == shard.LeaseGVR:
+		if m.presence != nil {
+			m.presence.changed() // which shards run (presence.go)
+		}
 	case gvr == ServiceAccountGVR:
 		// An account created or deleted: its owners and Runnables say so
 		// (or write at last). Updates (its secrets) change nothing. The
