@@ -43,3 +43,17 @@ func TestParseNumber(t *testing.T) {
 	m, _ := NumberOf(int64(9007199254740993))
 	assert.True(t, n.Equal(m))
 }
+
+// Unmarshal is apimachinery's decoding: integers exact, 1.0 a float64.
+func TestUnmarshalKeepsIntegers(t *testing.T) {
+	var v struct {
+		A any            `json:"a"`
+		M map[string]any `json:"m"`
+	}
+	assert.NoError(t, Unmarshal([]byte(`{"a":9223372036854775807,"m":{"b":[9007199254740993,1.0,1e3,-0]}}`), &v))
+	assert.Equal(t, int64(9223372036854775807), v.A)
+	assert.Equal(t, []any{int64(9007199254740993), float64(1), float64(1000), int64(0)}, v.M["b"])
+	var out map[string]any
+	assert.NoError(t, Remarshal(map[string]any{"x": int64(9007199254740993), "f": 1.5}, &out))
+	assert.Equal(t, map[string]any{"x": int64(9007199254740993), "f": 1.5}, out)
+}
