@@ -44,6 +44,38 @@ func TestParseNumber(t *testing.T) {
 	assert.True(t, n.Equal(m))
 }
 
+func nest(levels int) any {
+	var v any = "leaf"
+	for i := 0; i < levels; i++ {
+		if i%2 == 0 {
+			v = map[string]any{"a": v}
+		} else {
+			v = []any{1, v}
+		}
+	}
+	return v
+}
+
+func TestDeeperThan(t *testing.T) {
+	for _, tt := range []struct {
+		v    any
+		n    int
+		want bool
+	}{
+		{"scalar", 0, false},
+		{map[string]any{}, 0, true},
+		{map[string]any{}, 1, false},
+		{[]any{}, 1, false},
+		{map[string]any{"a": []any{map[string]any{}}}, 2, true},
+		{map[string]any{"a": []any{map[string]any{}}}, 3, false},
+		{nest(MaxDepth), MaxDepth, false},
+		{nest(MaxDepth + 1), MaxDepth, true},
+		{map[string]any{"a": 1, "b": nest(5)}, 5, true},
+	} {
+		assert.Equal(t, tt.want, DeeperThan(tt.v, tt.n), "%v within %d", tt.v, tt.n)
+	}
+}
+
 // Unmarshal is apimachinery's decoding: integers exact, 1.0 a float64.
 func TestUnmarshalKeepsIntegers(t *testing.T) {
 	var v struct {

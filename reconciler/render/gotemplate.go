@@ -94,7 +94,7 @@ func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc C
 	// and merge modify the maps they are given, and the owner is shared.
 	doc, err := appendJSON(make([]byte, 0, 4096), map[string]any(tc), 0)
 	if err != nil {
-		return nil, &StampError{Engine: GoTemplateName, Message: "template context is not JSON", Err: err}
+		return nil, contextError(GoTemplateName, "template context", err)
 	}
 	t, c := sha256.Sum256([]byte(spec.GoTemplate)), sha256.Sum256(doc)
 	key := GoTemplateName + "/" + string(t[:]) + string(c[:])

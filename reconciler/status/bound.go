@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // Size bounds of an owner's status. The API server refuses an object
@@ -49,12 +51,23 @@ func Bound(s *OwnerStatus, free int) []string {
 		s.Conditions[i].Message = cutMessage(s.Conditions[i].Message)
 	}
 	for i := range s.Resources {
-		for j := range s.Resources[i].Conditions {
-			s.Resources[i].Conditions[j].Message = cutMessage(s.Resources[i].Conditions[j].Message)
+		r := &s.Resources[i]
+		for j := range r.Conditions {
+			r.Conditions[j].Message = cutMessage(r.Conditions[j].Message)
+		}
+		// Copied from objects others can edit: small, but deep enough, they
+		// would make the owner one the API server cannot list or read.
+		if r.LastGoodObject != nil && TooDeep(r.LastGoodObject) {
+			r.LastGoodObject = nil
+			notes = append(notes, dropped(r.Name, "lastGoodObject", -1, tooDeep))
+		}
+		if r.OutputValues != nil && TooDeep(r.OutputValues) {
+			r.OutputValues = nil
+			notes = append(notes, dropped(r.Name, "outputValues", -1, tooDeep))
 		}
 	}
 	if total := size(s); total <= FieldLimit && total <= free {
-		return nil // the usual case: one marshal
+		return notes // the usual case: one marshal
 	}
 	for i := range s.Resources {
 		r := &s.Resources[i]
@@ -107,6 +120,12 @@ func largest(rs []Resource) (idx int, field string, n int) {
 	return idx, field, n
 }
 
+// TooDeep reports whether a value copied into a status (outputs, a last
+// good object) nests deeper than Kontinue writes (jsonvalue.MaxDepth).
+func TooDeep(v any) bool { return jsonvalue.DeeperThan(v, jsonvalue.MaxDepth) }
+
+var tooDeep = fmt.Sprintf("nested deeper than the %d levels Kontinue writes", jsonvalue.MaxDepth)
+
 func dropped(step, field string, n int, why string) string {
 	what := "no shadow can be stamped from it"
 	switch field {
@@ -114,6 +133,9 @@ func dropped(step, field string, n int, why string) string {
 		what = "downstream steps get no last good outputs from it while the step does not succeed"
 	case "provenance":
 		what = "the step's input values are not shown, and its sets' ends are not counted in the lead time metrics"
+	}
+	if n < 0 {
+		return fmt.Sprintf("step [%s]: %s not kept in status, %s; %s", step, field, why, what)
 	}
 	return fmt.Sprintf("step [%s]: %s (%s) not kept in status, %s; %s", step, field, kib(n), why, what)
 }
