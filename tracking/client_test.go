@@ -1,7 +1,12 @@
 package tracking
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
@@ -12,7 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -118,7 +126,7 @@ func TestEventDecoderAsDynamic(t *testing.T) {
 // object itself is one).
 func deepObject(depth int) string {
 	return `{"apiVersion":"v1","kind":"X","metadata":{"name":"deep"},"spec":` +
-		strings.Repeat(`{"a":`, depth-2) + "1" + strings.Repeat("}", depth-2) + "}"
+		strings.Repeat(`{"a":`, depth-1) + "1" + strings.Repeat("}", depth-1) + "}"
 }
 
 // The API server reads and sends objects up to 10,000 levels deep, and
@@ -234,4 +242,144 @@ func TestObjectEncoderAsDynamic(t *testing.T) {
 	require.NoError(t, base.Serializer.Encode(st, &want))
 	require.NoError(t, fast.Serializer.Encode(st, &got))
 	assert.Equal(t, want.String(), got.String())
+}
+
+// A watch through NewDynamic reads every object the API server sends,
+// however deep (10,000 levels, the event one more), and goes on with the
+// next event.
+func TestWatchReadsTheDeepestObject(t *testing.T) {
+	deep := deepObject(10000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", deep)
+		fmt.Fprint(w, `{"type":"ADDED","object":{"apiVersion":"v1","kind":"X","metadata":{"name":"next"}}}`+"\n")
+	}))
+	defer srv.Close()
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "xs"}
+	for _, c := range []struct {
+		name string
+		new  func(*rest.Config) (dynamic.Interface, error)
+		ok   bool
+	}{
+		{"NewDynamic", func(c *rest.Config) (dynamic.Interface, error) { return NewDynamic(c) }, true},
+		{"apimachinery's", func(c *rest.Config) (dynamic.Interface, error) { return dynamic.NewForConfig(c) }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, err := c.new(&rest.Config{Host: srv.URL})
+			require.NoError(t, err)
+			w, err := cl.Resource(gvr).Namespace("ns").Watch(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			defer w.Stop()
+			ev := <-w.ResultChan()
+			if !c.ok {
+				assert.Equal(t, watch.Error, ev.Type, "apimachinery's framer refuses the event")
+				return
+			}
+			require.Equal(t, watch.Added, ev.Type, "%v", ev.Object)
+			assert.Equal(t, "deep", ev.Object.(*unstructured.Unstructured).GetName())
+			ev = <-w.ResultChan()
+			require.Equal(t, watch.Added, ev.Type)
+			assert.Equal(t, "next", ev.Object.(*unstructured.Unstructured).GetName())
+		})
+	}
+}
+
+// frames reads every frame of stream with the framer f, through a buffer
+// of size n (small: frames come in parts), as a watch's decoder does.
+func frames(f runtime.Framer, stream []byte, n int) (out []string, err error) {
+	r := f.NewFrameReader(io.NopCloser(bytes.NewReader(stream)))
+	buf := make([]byte, n)
+	var frame []byte
+	for {
+		k, err := r.Read(buf)
+		frame = append(frame, buf[:k]...)
+		if err == io.ErrShortBuffer {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, string(frame))
+		frame = nil
+	}
+}
+
+var frameStreams = []string{
+	`{"type":"ADDED","object":{"a":"}]\"\\"}}` + "\n" + `{"type":"DELETED","object":{"b":[1,{"c":null}]}}` + "\n",
+	` {"a":1} [1,2]  {"b":"x y"}`,
+	`{"a":[{"b":"\u00e9\\\""}]}{}[]`,
+	"{\"a\":\"\xff\"}\r\n\t{\"b\":1}",
+	`"x" 1 true {"a":1}`,
+	``, `   `, `{"a":1`, `{"a":"x`,
+}
+
+// Frames are apimachinery's, for every stream its framer reads.
+func FuzzEventFramer(f *testing.F) {
+	_, fast := serializers(f)
+	base := json.Framer
+	for _, s := range frameStreams {
+		f.Add([]byte(s), 3)
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, n int) {
+		n = 1 + (n&0xff)%64
+		want, wantErr := frames(base, stream, n)
+		got, err := frames(fast.StreamSerializer.Framer, stream, n)
+		for i, w := range want {
+			if w[0] != '{' && w[0] != '[' {
+				// Not an event: the watch ends there (either event decoder
+				// refuses it), whatever follows.
+				want, wantErr = append([]string(nil), want[:i]...), nil
+				break
+			}
+		}
+		if wantErr == io.EOF {
+			require.Equal(t, io.EOF, err, "%q", stream)
+			assert.Equal(t, want, got)
+			return
+		}
+		// A stream apimachinery's framer cannot read (bad JSON): the frames
+		// before it are the same.
+		require.GreaterOrEqual(t, len(got), len(want), "%q", stream)
+		assert.Equal(t, want, append([]string(nil), got[:len(want)]...))
+	})
+}
+
+func TestEventFramer(t *testing.T) {
+	for _, s := range frameStreams {
+		for _, n := range []int{1, 3, 64} {
+			want, wantErr := frames(json.Framer, []byte(s), n)
+			got, err := frames(eventFramer{}, []byte(s), n)
+			if wantErr == io.EOF {
+				assert.Equal(t, io.EOF, err, "%q", s)
+				assert.Equal(t, want, got, "%q", s)
+				continue
+			}
+			assert.Equal(t, want, append([]string(nil), got[:min(len(want), len(got))]...), "%q", s)
+		}
+	}
+	deep := `{"type":"ADDED","object":` + deepObject(10000) + "}\n"
+	_, err := frames(json.Framer, []byte(deep), 4096)
+	assert.ErrorContains(t, err, "exceeded max depth", "apimachinery's framer")
+	got, err := frames(eventFramer{}, []byte(deep+deep), 4096)
+	assert.Equal(t, io.EOF, err)
+	assert.Equal(t, []string{strings.TrimSpace(deep), strings.TrimSpace(deep)}, got)
+}
+
+func BenchmarkEventFramer(b *testing.B) {
+	doc, err := os.ReadFile("testdata/workload.json")
+	require.NoError(b, err)
+	var stream []byte
+	for range 100 {
+		stream = append(append(append(stream, `{"type":"MODIFIED","object":`...), bytes.TrimSpace(doc)...), "}\n"...)
+	}
+	for name, f := range map[string]runtime.Framer{"apimachinery": json.Framer, "fast": eventFramer{}} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(stream)))
+			for b.Loop() {
+				if got, err := frames(f, stream, 64<<10); err != io.EOF || len(got) != 100 {
+					b.Fatal(len(got), err)
+				}
+			}
+		})
+	}
 }
