@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
@@ -26,6 +25,7 @@ import (
 	"kontinue.dev/kontinue/clientconfig"
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 type checkOptions struct {
@@ -182,14 +182,13 @@ func crdProblem(installed, want *unstructured.Unstructured) string {
 	return ""
 }
 
-// normalize makes JSON-equal values deep-equal (numbers as float64).
+// normalize makes JSON-equal values deep-equal (numbers as the API server
+// holds them).
 func normalize(v any) any {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var out any
+	if jsonvalue.Remarshal(v, &out) != nil {
 		return v
 	}
-	var out any
-	_ = json.Unmarshal(b, &out)
 	return out
 }
 

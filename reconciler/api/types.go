@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // Group and version of every kind Kontinue serves.
@@ -86,18 +88,18 @@ func (p *Param) UnmarshalJSON(b []byte) error {
 		Value   json.RawMessage `json:"value"`
 		Default json.RawMessage `json:"default"`
 	}
-	if err := json.Unmarshal(b, &raw); err != nil {
+	if err := jsonvalue.Unmarshal(b, &raw); err != nil {
 		return err
 	}
 	p.Name = raw.Name
 	if raw.Value != nil {
 		p.HasValue = true
-		if err := json.Unmarshal(raw.Value, &p.Value); err != nil {
+		if err := jsonvalue.Unmarshal(raw.Value, &p.Value); err != nil {
 			return fmt.Errorf("param %q: %w", raw.Name, err)
 		}
 	}
 	if raw.Default != nil {
-		if err := json.Unmarshal(raw.Default, &p.Default); err != nil {
+		if err := jsonvalue.Unmarshal(raw.Default, &p.Default); err != nil {
 			return fmt.Errorf("param %q: %w", raw.Name, err)
 		}
 	}
@@ -302,14 +304,14 @@ type Rules []Rule
 func (r *Rules) UnmarshalJSON(b []byte) error {
 	var one Rule
 	if len(b) > 0 && b[0] == '{' {
-		if err := json.Unmarshal(b, &one); err != nil {
+		if err := jsonvalue.Unmarshal(b, &one); err != nil {
 			return err
 		}
 		*r = Rules{one}
 		return nil
 	}
 	var many []Rule
-	if err := json.Unmarshal(b, &many); err != nil {
+	if err := jsonvalue.Unmarshal(b, &many); err != nil {
 		return err
 	}
 	*r = many
@@ -383,11 +385,7 @@ type ResourceType struct {
 	Kind       string `json:"kind"`
 }
 
-// Decode converts an unstructured field (e.g. obj.Object["spec"]) into out.
-func Decode(in any, out any) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
-}
+// Decode converts an unstructured field (e.g. obj.Object["spec"]) into out
+// as the API server decodes it: integers in an any stay int64, exact past
+// 2^53 (jsonvalue.Remarshal).
+func Decode(in any, out any) error { return jsonvalue.Remarshal(in, out) }

@@ -1,10 +1,10 @@
 package rollout
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // Annotations on a chain that steer its roll-out (`kontinue rollout`).
@@ -41,13 +41,9 @@ func Read(obj map[string]any) (*Compiled, *Status, error) {
 	return c, st, nil
 }
 
-func remarshal(in, out any) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
-}
+// remarshal keeps the revisions' definitions exact (integers past 2^53):
+// owners render with them.
+func remarshal(in, out any) error { return jsonvalue.Remarshal(in, out) }
 
 // Status references of the two owner kinds: the chain an owner's status
 // names.

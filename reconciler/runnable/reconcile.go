@@ -20,6 +20,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/fresh"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -219,6 +220,17 @@ func (rp *pass) bound() {
 	if rp.status.Outputs == nil {
 		return
 	}
+	run := "its runs"
+	if ref := rp.status.LatestSuccessfulRunRef; ref != nil {
+		run = "run [" + ref.Name + "]"
+	}
+	if st.TooDeep(rp.status.Outputs) {
+		rp.status.Outputs = nil
+		stamped := st.Find(rp.status.Conditions, CondStampedObject)
+		rp.setStatus(st.Cond(CondRunTemplateReady, st.False, ReasonOutputsTooLarge,
+			fmt.Sprintf("%s: the outputs of %s are nested deeper than the %d levels Kontinue writes; they are not written", rp.what(), run, jsonvalue.MaxDepth)), stamped)
+		return
+	}
 	free := st.Free(rp.obj.Object)
 	whole, _ := json.Marshal(rp.status)
 	if len(whole) <= free {
@@ -226,10 +238,6 @@ func (rp *pass) bound() {
 	}
 	out, _ := json.Marshal(rp.status.Outputs)
 	rp.status.Outputs = nil
-	run := "its runs"
-	if ref := rp.status.LatestSuccessfulRunRef; ref != nil {
-		run = "run [" + ref.Name + "]"
-	}
 	stamped := st.Find(rp.status.Conditions, CondStampedObject)
 	rp.setStatus(st.Cond(CondRunTemplateReady, st.False, ReasonOutputsTooLarge,
 		fmt.Sprintf("%s: the outputs of %s take %d KiB, more than the %d KiB its status can hold; they are not written", rp.what(), run, (len(out)+1023)/1024, max(free, 0)/1024)), stamped)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -118,7 +119,9 @@ func (w *Writer) WriteStatus(ctx context.Context, gvr schema.GroupVersionResourc
 		return nil, err
 	}
 	var newStatus map[string]any
-	if err := json.Unmarshal(b, &newStatus); err != nil {
+	// As the API server will hold it: integers exact (outputValues,
+	// lastGoodObject), so that the digest below compares like with like.
+	if err := jsonvalue.Unmarshal(b, &newStatus); err != nil {
 		return nil, err
 	}
 	oldStatus, _ := obj.Object["status"].(map[string]any)

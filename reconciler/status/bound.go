@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // Size bounds of an owner's status. The API server refuses an object
@@ -51,12 +53,22 @@ func Bound(s *OwnerStatus, free int) []string {
 		s.Conditions[i].Message = cutMessage(s.Conditions[i].Message)
 	}
 	for i := range s.Resources {
-		for j := range s.Resources[i].Conditions {
-			s.Resources[i].Conditions[j].Message = cutMessage(s.Resources[i].Conditions[j].Message)
+		r := &s.Resources[i]
+		for j := range r.Conditions {
+			r.Conditions[j].Message = cutMessage(r.Conditions[j].Message)
+		}
+		// Copied from objects others can edit: small, but deep enough, they
+		// would make the owner one the API server cannot list or read.
+		// Every bulky field, so that a field added to bulky is checked too.
+		for _, f := range bulky {
+			if v := f.get(r); v != nil && TooDeep(v) {
+				f.drop(r)
+				notes = append(notes, dropped(r.Name, f.name, -1, tooDeep))
+			}
 		}
 	}
 	if total := size(s); total <= FieldLimit && total <= free {
-		return nil // the usual case: one marshal
+		return notes // the usual case: one marshal
 	}
 	for i := range s.Resources {
 		for _, f := range bulky {
@@ -129,12 +141,21 @@ func largest(rs []Resource) (idx int, field bulkyField, n int) {
 	return idx, field, n
 }
 
+// TooDeep reports whether a value copied into a status (outputs, a last
+// good object) nests deeper than Kontinue writes (jsonvalue.MaxDepth).
+func TooDeep(v any) bool { return jsonvalue.DeeperThan(v, jsonvalue.MaxDepth) }
+
+var tooDeep = fmt.Sprintf("nested deeper than the %d levels Kontinue writes", jsonvalue.MaxDepth)
+
 func dropped(step, field string, n int, why string) string {
 	what := ""
 	for _, f := range bulky {
 		if f.name == field {
 			what = f.what
 		}
+	}
+	if n < 0 {
+		return fmt.Sprintf("step [%s]: %s not kept in status, %s; %s", step, field, why, what)
 	}
 	return fmt.Sprintf("step [%s]: %s (%s) not kept in status, %s; %s", step, field, kib(n), why, what)
 }

@@ -11,6 +11,15 @@ import (
 
 func blob(n int) map[string]any { return map[string]any{"v": strings.Repeat("x", n)} }
 
+// deep is an object nested levels deep.
+func deep(levels int) map[string]any {
+	m := map[string]any{}
+	for range levels - 1 {
+		m = map[string]any{"a": m}
+	}
+	return m
+}
+
 func TestBound(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
@@ -43,6 +52,15 @@ func TestBound(t *testing.T) {
 			resources: []Resource{{Name: "a", OutputValues: blob(10), AppliedOutputValues: blob(1 << 10)}},
 			kept:      []string{"a/outputValues"},
 			notes:     []string{"step [a]: appliedOutputValues (2 KiB) not kept in status, the status would take 2 KiB, over the 1 KiB left for it; a success of the input set on the object is not recorded"}},
+		{name: "copied values nested deeper than Kontinue writes", free: ObjectLimit,
+			resources: []Resource{{Name: "a", OutputValues: map[string]any{"config": deep(1001)}, LastGoodObject: deep(1001)}, {Name: "b", OutputValues: map[string]any{"config": deep(999)}}},
+			kept:      []string{"b/outputValues"},
+			notes: []string{"step [a]: lastGoodObject not kept in status, nested deeper than the 1000 levels Kontinue writes; no shadow",
+				"step [a]: outputValues not kept in status, nested deeper than the 1000 levels Kontinue writes; downstream steps"}},
+		{name: "every bulky field is bounded in depth", free: ObjectLimit,
+			resources: []Resource{{Name: "a", AppliedInputDigest: "d2", AppliedObject: deep(1001), AppliedOutputValues: map[string]any{"x": deep(1001)}}},
+			notes: []string{"step [a]: appliedObject not kept in status, nested deeper than the 1000 levels Kontinue writes; no shadow",
+				"step [a]: appliedOutputValues not kept in status, nested deeper than the 1000 levels Kontinue writes; a success"}},
 		{name: "nothing left to drop: stops", free: 10,
 			resources: []Resource{{Name: "a", OutputValues: blob(100)}},
 			notes:     []string{"step [a]: outputValues"}},
