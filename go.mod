@@ -21,6 +21,7 @@ require (
 	github.com/tidwall/gjson v1.20.0
 	go.opentelemetry.io/collector/pdata v1.60.0
 	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 	golang.org/x/net v0.59.0
 	golang.org/x/term v0.46.0
 	golang.org/x/time v0.15.0
