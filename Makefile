@@ -8,6 +8,7 @@ BIN      := _output/bin
 STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
 E2E_REAL_TIMEOUT ?= 20m
+E2E_RELEASE_TIMEOUT ?= 20m
 
 .PHONY: all build test unit e2e e2e-real chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
@@ -31,11 +32,14 @@ test: lint unit e2e conformance
 unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 
-## e2e: the two e2e suites, one after the other (each starts a cluster; side
-## by side they would share 2 cores).
+## e2e: the e2e suites, one after the other (each starts a cluster; side
+## by side they would share 2 cores): ./e2e, ./e2e/real, and ./e2e/release
+## (a release built by the recipe, its chart installed, its image's binary
+## run as the chart's Deployment would: needs root).
 e2e: controlplane realcontrollers chromium
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e
 	$(GO) test -count=1 -timeout $(E2E_REAL_TIMEOUT) ./e2e/real
+	$(GO) test -count=1 -timeout $(E2E_RELEASE_TIMEOUT) ./e2e/release
 
 ## e2e-real: the suite on real workload controllers, kwok's fake nodes and
 ## Tekton alone (docs/testing.md).
