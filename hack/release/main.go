@@ -117,7 +117,11 @@ func Summary(o Options, r *Result, registryGiven, push bool) string {
 		fmt.Fprintf(&b, "No REGISTRY given: install.yaml and the chart name %s/%s, the registry of deploy/chart/values.yaml's image.repository.\n", o.Registry, ImageName)
 	}
 	fmt.Fprintf(&b, "Nothing was pushed. Publishing would push the image (digest %s) to %s and the chart to %s:\n", r.Digest, tag, chart)
-	fmt.Fprintf(&b, "  make publish VERSION=%s REGISTRY=%s RELEASE_URL=<the folder users download the files from>\n", o.Version, o.Registry)
+	url := o.DownloadURL
+	if url == "" {
+		url = "<the folder users download the files from>"
+	}
+	fmt.Fprintf(&b, "  make publish VERSION=%s REGISTRY=%s RELEASE_URL=%s\n", o.Version, o.Registry, url)
 	b.WriteString("(the same build, then the push, with the credentials of ~/.docker/config.json and `helm registry login`; another REGISTRY renames the image in install.yaml and the chart, not its digest), then upload the files listed in SHA256SUMS to RELEASE_URL.\n")
 	if o.DownloadURL == "" {
 		fmt.Fprintf(&b, "No RELEASE_URL given: no %s (it names each archive's URL).\n", KrewManifest)

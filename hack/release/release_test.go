@@ -335,8 +335,10 @@ func TestReleaseSaysWhatItWouldPush(t *testing.T) {
 		require.Contains(t, s, want)
 	}
 	o.DownloadURL = "https://downloads.example/v0.3.1"
-	require.NotContains(t, Summary(o, r, true, false), "No REGISTRY")
-	require.NotContains(t, Summary(o, r, true, false), "No RELEASE_URL")
+	s = Summary(o, r, true, false)
+	require.NotContains(t, s, "No REGISTRY")
+	require.NotContains(t, s, "No RELEASE_URL")
+	require.Contains(t, s, "make publish VERSION=v0.3.1 REGISTRY=registry.example:5000/team RELEASE_URL=https://downloads.example/v0.3.1\n")
 }
 
 // TestImageNeedsRoots: the image has no CA bundle, so a binary that does

@@ -221,4 +221,3 @@ func indexOf(s []string, x string) int {
 	}
 	return -1
 }
-
