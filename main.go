@@ -29,6 +29,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	// CA roots in the binary, used only where the system has none (the
+	// image is scratch: no /etc/ssl): Helm charts fetched over https, an
+	// https traces endpoint, registries. Mozilla's roots as the Go team
+	// ships them, kept current by bumping the module (govulncheck flags
+	// an old one), rather than a CA bundle copied into the image's layer,
+	// so the same binary works in the release image, the Dockerfile's and
+	// any other; a system bundle, where there is one, still wins.
+	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"

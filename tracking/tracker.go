@@ -15,6 +15,7 @@ import (
 	"time"
 	"unique"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -615,16 +616,31 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 	ctx, cancel := context.WithCancel(t.ctx)
 	e := &entry{informer: inf, cancel: cancel, users: map[string]struct{}{}}
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		klog.V(1).InfoS("watch error", "watch", k.String(), "err", err.Error())
 		e.errMu.Lock()
+		repeated := e.lastErr != nil && e.lastErr.Error() == err.Error()
 		e.lastErr = err
 		e.errMu.Unlock()
+		if refused(err) && !repeated {
+			// A right missing from RBAC: not the passing noise of an
+			// outage or a removed kind, and nothing else would say it
+			// when only the watch is refused (the informer re-lists, so
+			// its objects arrive late, at each retry). Once per message.
+			klog.ErrorS(err, "watch refused: its objects are seen only when the informer lists again", "watch", k.String())
+			return
+		}
+		klog.V(1).InfoS("watch error", "watch", k.String(), "err", err.Error())
 	})
 	e.handler, _ = inf.AddEventHandler(t.handlerFor(k, e))
 	t.entries[k] = e
 	go inf.RunWithContext(ctx)
 	klog.V(2).InfoS("started watch", "watch", k.String())
 	return e
+}
+
+// refused is true for an error that says the identity of a list or watch
+// lacks the right (RBAC), which no retry fixes.
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
 }
 
 // keySet is the watches one user holds: a short list (a reconcile uses a

@@ -27,7 +27,9 @@ func repo(t *testing.T) string {
 
 func TestInstallYAMLUpToDate(t *testing.T) {
 	root := repo(t)
-	want, err := Generate(root, DefaultImage)
+	image, err := DefaultImage(root)
+	require.NoError(t, err)
+	want, err := Generate(root, image)
 	require.NoError(t, err)
 	got, err := os.ReadFile(filepath.Join(root, "deploy", "install.yaml"))
 	require.NoError(t, err)
@@ -164,6 +166,8 @@ func TestChartDashboard(t *testing.T) {
 
 func TestGenerateSetsImage(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("ab", 32)
+	def, err := DefaultImage(repo(t))
+	require.NoError(t, err)
 	for image, want := range map[string]string{
 		"registry.example/kontinue:v1":                 "registry.example/kontinue:v1",
 		"localhost:5000/kontinue:v0.1.0":               "localhost:5000/kontinue:v0.1.0",
@@ -174,7 +178,7 @@ func TestGenerateSetsImage(t *testing.T) {
 		b, err := Generate(repo(t), image)
 		require.NoError(t, err)
 		require.Contains(t, string(b), "image: "+want+"\n", image)
-		require.NotContains(t, string(b), "image: "+DefaultImage)
+		require.NotContains(t, string(b), "image: "+def)
 	}
 }
 

@@ -233,8 +233,9 @@ spec:
         resources:
           {{- toYaml $v.resources | nindent 10 }}
         volumeMounts:
-        # The root filesystem is read-only; the ytt engine writes its data
-        # values to a temporary folder.
+        # The root filesystem is read-only. Kontinue writes no file (its
+        # ytt, Helm and goTemplate renderers get their input on stdin); /tmp
+        # is for a library that would.
         - name: tmp
           mountPath: /tmp
         {{- if $v.attestation.keySecret }}
