@@ -9,7 +9,7 @@ STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
 E2E_REAL_TIMEOUT ?= 20m
 
-.PHONY: all build test unit e2e e2e-real chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
+.PHONY: all build generate test unit e2e e2e-real chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
 all: build
 
@@ -91,6 +91,16 @@ $(BIN)/staticcheck:
 ## stops it all (docs/walkthrough.md).
 run-local: controlplane build
 	$(GO) run ./hack/runlocal
+
+## generate: write every generated file. The CRDs (crds/*.yaml) from their Go
+## types (crds/kinds.go, reconciler/api, reconciler/status) with hack/crdgen,
+## controller-gen's generator pinned in its own module; deploy/crds.yaml, the
+## chart's crds/ and deploy/install.yaml (hack/installyaml); docs/crds.md
+## (hack/crddocs). Unit tests fail when one is stale.
+generate:
+	$(GO) run -C hack/crdgen .
+	$(GO) run ./hack/installyaml -image $(IMAGE)
+	$(GO) run ./hack/crddocs
 
 ## crds: print the CRDs Kontinue serves.
 crds: build
