@@ -27,6 +27,7 @@ test: lint unit e2e conformance
 
 unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
+	$(GO) -C hack/crdgen test -count=1 ./...
 
 ## e2e: the two e2e suites, one after the other (each starts a cluster; side
 ## by side they would share 2 cores).
