@@ -10,7 +10,7 @@ E2E_TIMEOUT ?= 40m
 E2E_REAL_TIMEOUT ?= 20m
 E2E_RELEASE_TIMEOUT ?= 20m
 
-.PHONY: all build test unit e2e e2e-real chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
+.PHONY: all build generate test unit e2e e2e-real chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
 all: build
 
@@ -31,6 +31,7 @@ test: lint unit e2e conformance
 
 unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
+	$(GO) -C hack/crdgen test -count=1 ./...
 
 ## e2e: the e2e suites, one after the other (each starts a cluster; side
 ## by side they would share 2 cores): ./e2e, ./e2e/real, and ./e2e/release
@@ -98,6 +99,16 @@ $(BIN)/staticcheck:
 ## stops it all (docs/walkthrough.md).
 run-local: controlplane build
 	$(GO) run ./hack/runlocal
+
+## generate: write every generated file. The CRDs (crds/*.yaml) from their Go
+## types (crds/kinds.go, reconciler/api, reconciler/status) with hack/crdgen,
+## controller-gen's generator pinned in its own module; deploy/crds.yaml, the
+## chart's crds/ and deploy/install.yaml (hack/installyaml); docs/crds.md
+## (hack/crddocs). Unit tests fail when one is stale.
+generate:
+	$(GO) run -C hack/crdgen .
+	$(GO) run ./hack/installyaml -image $(IMAGE)
+	$(GO) run ./hack/crddocs
 
 ## crds: print the CRDs Kontinue serves.
 crds: build

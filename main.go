@@ -12,8 +12,10 @@
 // (logging.go).
 package main
 
-// Generated files: deploy/install.yaml (deploy/namespace.yaml + the chart deploy/chart), deploy/crds.yaml and
+// Generated files (`make generate`): crds/*.yaml (from the Go types of crds/kinds.go, reconciler/api and
+// reconciler/status), deploy/install.yaml (deploy/namespace.yaml + the chart deploy/chart), deploy/crds.yaml and
 // docs/crds.md (from the CRDs' descriptions). Unit tests fail when stale.
+//go:generate go run -C hack/crdgen .
 //go:generate go run ./hack/installyaml
 //go:generate go run ./hack/crddocs
 

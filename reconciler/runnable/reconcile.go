@@ -45,24 +45,11 @@ const (
 	ReasonOutputsTooLarge         = "OutputsTooLarge"
 )
 
-// Status is the status of a Runnable.
-type Status struct {
-	ObservedGeneration     int64              `json:"observedGeneration,omitempty"`
-	Conditions             []metav1.Condition `json:"conditions,omitempty"`
-	Outputs                map[string]any     `json:"outputs,omitempty"`
-	LatestRunRef           *runRef            `json:"latestRunRef,omitempty"`
-	LatestSuccessfulRunRef *runRef            `json:"latestSuccessfulRunRef,omitempty"`
-	// LastHandledRetry is the kontinue.dev/retry token last handled: a
-	// token asks for one more run once.
-	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
-}
+// Status is the status of a Runnable (a status type, as the CRD's schema is
+// generated from reconciler/status).
+type Status = st.RunnableStatus
 
-type runRef struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace,omitempty"`
-	Name       string `json:"name"`
-}
+type runRef = st.RunRef
 
 func refOfRun(u *unstructured.Unstructured) *runRef {
 	return &runRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
