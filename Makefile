@@ -10,7 +10,7 @@ E2E_TIMEOUT ?= 40m
 E2E_REAL_TIMEOUT ?= 20m
 E2E_RELEASE_TIMEOUT ?= 20m
 
-.PHONY: all build generate test unit e2e e2e-real chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
+.PHONY: all build generate test tools unit e2e e2e-real kwok tekton kuttl debs chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
 all: build
 
@@ -27,7 +27,13 @@ build:
 ## $KUBECONFIG), the e2e suite on real workload controllers and Tekton
 ## (e2e/real, always on its own local cluster), then Cartographer's own kuttl
 ## suite (conformance).
-test: lint unit e2e conformance
+test: tools lint unit e2e conformance
+
+## tools: everything the tests need from outside the repository, built or
+## installed side by side (one's downloads overlap another's compiles); each
+## is cached (~/.cache/kontinue, Go's caches, apt) and skipped when present.
+tools:
+	@$(MAKE) --no-print-directory -j6 controlplane kwok tekton kuttl debs $(BIN)/staticcheck
 
 unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
@@ -75,9 +81,22 @@ controlplane:
 
 ## realcontrollers: build kwok and Tekton Pipelines' controller once (the
 ## cluster with real workload controllers: docs/testing.md).
-realcontrollers: controlplane
+realcontrollers: controlplane kwok tekton
+
+kwok:
 	@hack/install-kwok.sh >/dev/null
+
+tekton:
 	@hack/install-tekton.sh >/dev/null
+
+kuttl:
+	@hack/install-kuttl.sh >/dev/null
+
+## debs: chromium and promtool from Debian, one after the other (apt holds
+## one lock).
+debs:
+	@hack/install-chromium.sh >/dev/null
+	@hack/install-promtool.sh >/dev/null
 
 lint: fmt vet staticcheck
 

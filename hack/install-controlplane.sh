@@ -32,20 +32,32 @@ ver="k8s.io/component-base/version"
 cgo=${CGO_ENABLED:-0}
 ldflags="-s -w -X $ver.gitVersion=$K8S_VERSION -X $ver.gitMajor=1 -X $ver.gitMinor=32 -X $ver.gitTreeState=clean"
 start=$(date +%s)
-# Each binary is built to a temporary name and moved in place, so that a
+# Each binary is built to a temporary folder and moved in place, so that a
 # concurrent run or an interrupted build never leaves a half-written binary.
+# The kube commands are built by one `go build` (shared packages compiled
+# once, links side by side) while etcd, a module of its own, builds beside
+# it: on a cold machine one's downloads overlap the other's compiles.
+tmp="$bin/.tmp.$$"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+kube=() etcd=
 for cmd in "${missing[@]}"; do
-  tmp="$bin/.$cmd.tmp.$$"
-  if [[ $cmd == etcd ]]; then
-    log "building etcd $ETCD_VERSION (about 1 minute cold)"
-    (cd "$here/controlplane/etcd" && CGO_ENABLED=$cgo go build -mod=mod -trimpath -ldflags "-s -w" -o "$tmp" .) \
-      || { rm -f "$tmp"; log "etcd build failed (see the go output above)"; exit 1; }
-  else
-    log "building $cmd $K8S_VERSION (the first of them about 5 minutes cold, seconds when cached)"
-    (cd "$here/controlplane/kube" && CGO_ENABLED=$cgo go build -mod=mod -trimpath -ldflags "$ldflags" -o "$tmp" "k8s.io/kubernetes/cmd/$cmd") \
-      || { rm -f "$tmp"; log "$cmd build failed (see the go output above)"; exit 1; }
-  fi
-  mv "$tmp" "$bin/$cmd"
+  if [[ $cmd == etcd ]]; then etcd=1; else kube+=("k8s.io/kubernetes/cmd/$cmd"); fi
 done
+etcd_pid=
+if [[ -n $etcd ]]; then
+  log "building etcd $ETCD_VERSION (about 1 minute cold)"
+  (cd "$here/controlplane/etcd" && CGO_ENABLED=$cgo go build -mod=mod -trimpath -ldflags "-s -w" -o "$tmp/etcd" .) &
+  etcd_pid=$!
+fi
+if [[ ${#kube[@]} -gt 0 ]]; then
+  log "building ${kube[*]##*/} $K8S_VERSION (about 5 minutes cold, seconds when cached)"
+  (cd "$here/controlplane/kube" && CGO_ENABLED=$cgo go build -mod=mod -trimpath -ldflags "$ldflags" -o "$tmp/" "${kube[@]}") \
+    || { [[ -z $etcd_pid ]] || wait "$etcd_pid" || true; log "kube build failed (see the go output above)"; exit 1; }
+fi
+if [[ -n $etcd_pid ]]; then
+  wait "$etcd_pid" || { log "etcd build failed (see the go output above)"; exit 1; }
+fi
+for cmd in "${missing[@]}"; do mv "$tmp/$cmd" "$bin/$cmd"; done
 log "built ${missing[*]} in $(( $(date +%s) - start ))s into $bin"
 echo "$bin"
