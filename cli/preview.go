@@ -239,7 +239,7 @@ func (pv *previewer) preview(ctx context.Context, f *api.Flavor, owner *unstruct
 			if crt != nil {
 				live = append(live, crt)
 			}
-			objs, r := previewRunnable(ctx, newEnv, oldEnv, def, p, old, live)
+			objs, r := previewRunnable(def, p, old, live)
 			if r != nil {
 				fail(def.Name, r.Reason, r.Message)
 				continue

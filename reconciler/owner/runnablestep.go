@@ -12,7 +12,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -53,18 +52,12 @@ func newRunnableWriter(op *pass, sc *stepCtx) stepIO {
 	return &runnableWriter{op: op, io: op.io(), sc: sc}
 }
 
-// load generates the ClusterRunTemplate and the Runnable from the rendered
-// object (Observed.Objects becomes them, the Runnable primary) and watches
-// the Runnable.
+// load stamps the ClusterRunTemplate and the Runnable prepare generated
+// from the rendered object (Observed.Objects becomes them, the Runnable
+// primary) and watches the Runnable.
 func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
-	op := w.op
-	sc := w.sc
-	prepared := prepare.Prepared{Kind: sc.kind, Template: sc.tmplName, Spec: sc.spec, Inputs: sc.in, Params: sc.params, Labels: sc.labels, Objects: o.Objects[:1]}
-	crt, rn, refused := prepare.Runnable(op.ctx, op.env.Flavor, op.owner, op.serviceAccount(), sc.step, prepared)
-	if refused != nil {
-		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.False, refused.Reason, refused.Message)}
-	}
-	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
+	o.Objects, o.Primary = w.sc.generated, len(w.sc.generated)-1
+	rn := o.Objects[o.Primary]
 	// o.Digest stays the rendered object's: the input set the Runnable's
 	// inputs carry, which its runs report on (the step's provenance).
 	o.Desired = rn

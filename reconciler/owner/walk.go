@@ -114,6 +114,8 @@ type stepCtx struct {
 	in       render.Inputs
 	params   map[string]any
 	labels   map[string]string // on every object of the step
+	// generated are what a runnable: true step stamps (prepare.Prepared).
+	generated []*unstructured.Unstructured
 	// traceParent is the trace context of the input set the step renders
 	// now ("": none), put on what it writes.
 	traceParent string
@@ -129,7 +131,7 @@ func (s *steps) realizeStep(def api.Step, outs map[string]outputs) stepResult {
 	}
 
 	p := prepare.Step(s.ctx, s.prepare, def, outs)
-	sc.spec, sc.in, sc.params, sc.labels = p.Spec, p.Inputs, p.Params, p.Labels
+	sc.spec, sc.in, sc.params, sc.labels, sc.generated = p.Spec, p.Inputs, p.Params, p.Labels, p.Generated
 	if p.PassThrough != "" {
 		// A pass-through stamps nothing.
 		sc.res.StampedRef, sc.res.StampedObjects, sc.res.TemplateRef = nil, nil, nil
