@@ -17,6 +17,7 @@ import (
 
 	"kontinue.dev/kontinue/cli/view"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/step"
 )
 
 type getOptions struct {
@@ -651,13 +652,10 @@ func (g *getter) templatePrinter(ks []kindInfo) *kindPrinter {
 		},
 		row: func(u *unstructured.Unstructured, _ bool) []cell {
 			engine, lifecycle := templateEngine(u), "-"
-			if l, _, _ := unstructured.NestedString(u.Object, "spec", "lifecycle"); l != "" {
-				lifecycle = l
-			} else if u.GetKind() != "ClusterRunTemplate" {
-				lifecycle = api.LifecycleMutable
-			}
-			if r, _, _ := unstructured.NestedBool(u.Object, "spec", "runnable"); r {
-				lifecycle += " (runnable)"
+			if u.GetKind() != api.KindClusterRunTemplate {
+				l, _, _ := unstructured.NestedString(u.Object, "spec", "lifecycle")
+				r, _, _ := unstructured.NestedBool(u.Object, "spec", "runnable")
+				lifecycle = step.ShowLifecycle(&api.TemplateSpec{Lifecycle: l, Runnable: r})
 			}
 			return []cell{plain(u.GetName()), plain(engine), plain(lifecycle), plain(age(g.now, u.GetCreationTimestamp().Time))}
 		},

@@ -79,3 +79,38 @@ func TestCLIRefusesWhatTheControllerRefuses(t *testing.T) {
 		}()
 	}
 }
+
+// TestCLIDiffComparesARunWithTheNewest: a step of lifecycle immutable or
+// tekton creates a run per input set, named by the API server; `kontinue
+// diff` compares what it would create with the newest run (the lifecycle
+// says it makes runs), so a template as it is changes nothing. (Diff once
+// knew only the name immutable: a tekton step showed its run as added.)
+func TestCLIDiffComparesARunWithTheNewest(t *testing.T) {
+	k := newKit(t)
+	dir := t.TempDir()
+	for _, lifecycle := range []string{"immutable", "tekton"} {
+		tmpl, chain := k.name(lifecycle), k.name(lifecycle+"-chain")
+		tmplYAML := k.templateYAML("ClusterTemplate", tmpl, `
+  lifecycle: `+lifecycle+`
+  healthRule: {alwaysHealthy: {}}
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {generateName: $(workload.metadata.name)$-run-}
+    data: {v: "1"}`)
+		k.apply(tmplYAML)
+		k.apply(k.chainYAML(chain, "", k.step("run", "ClusterTemplate", tmpl, "")))
+		k.workload(lifecycle, chain, "")
+		k.waitStep(lifecycle, "run", "ResourceSubmitted", "True", "")
+		file := filepath.Join(dir, lifecycle+".yaml")
+		require.NoError(t, os.WriteFile(file, []byte(tmplYAML), 0o600))
+
+		code, out, errOut := kontinueCLI(t, "diff", "-f", file, "-n", k.ns, "-o", "json")
+		require.Equal(t, 0, code, "%s: %s%s", lifecycle, out, errOut)
+		var dr cli.DiffResult
+		require.NoError(t, json.Unmarshal([]byte(out), &dr))
+		require.Equal(t, 1, dr.Reached, lifecycle)
+		require.Len(t, dr.Groups, 1, "%s: %+v", lifecycle, dr.Groups)
+		require.Equal(t, "no change", dr.Groups[0].Summary, "%s: %+v", lifecycle, dr.Groups[0])
+	}
+}

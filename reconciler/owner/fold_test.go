@@ -51,7 +51,7 @@ func foldPass(t *testing.T, w *world, env Env, prev st.OwnerStatus) (*pass, *eve
 	op := &pass{ctx: context.Background(), env: &env, user: "Workload/dev/app", owner: own, doc: doc,
 		now: metav1.NewTime(time.Unix(1000, 0)), prev: prev, keep: newKeepSet(),
 		chainName: "web", chain: &specs.Chain{Name: "web", RV: "1", Spec: api.ChainSpec{Resources: walkChain}},
-		writerOf: func(_ step.Lifecycle, sc *stepCtx) stepIO { return fakeIO{w: w, step: sc.step.Name, sc: sc} }}
+		writerOf: func(_ *step.Lifecycle, sc *stepCtx) stepIO { return fakeIO{w: w, step: sc.step.Name, sc: sc} }}
 	op.defs = op.liveDefs(op.chain)
 	return op, ev
 }

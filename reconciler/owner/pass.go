@@ -59,7 +59,7 @@ type pass struct {
 	// stepIO of a step's lifecycle (stepIO): the reads and writes of the
 	// load and steps stages (tests: a fake port).
 	chainsCached func() []*unstructured.Unstructured
-	writerOf     func(step.Lifecycle, *stepCtx) stepIO
+	writerOf     func(*step.Lifecycle, *stepCtx) stepIO
 }
 
 func newPass(ctx context.Context, env *Env, owner *unstructured.Unstructured, user string) *pass {
@@ -261,16 +261,8 @@ func (op *pass) prepareEnv() prepare.Env {
 	}
 }
 
-// stepIO builds the stepIO of a step's lifecycle.
-func (op *pass) stepIO(l step.Lifecycle, sc *stepCtx) stepIO {
-	switch l {
-	case step.Immutable:
-		return newImmutableWriter(op, sc) // immutable.go: a new run per input set
-	case step.Runnable:
-		return newRunnableWriter(op, sc) // runnablestep.go: a generated Runnable
-	}
-	return newMutableWriter(op, sc) // mutable.go: objects applied in place
-}
+// stepIO builds the stepIO of a step's lifecycle (lifecycles.go).
+func (op *pass) stepIO(l *step.Lifecycle, sc *stepCtx) stepIO { return writers[l.IO](op, sc) }
 
 // io is the port the step writers of this reconcile use.
 func (op *pass) io() *ownerIO {

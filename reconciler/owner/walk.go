@@ -44,7 +44,7 @@ type steps struct {
 	keep      *keepSet
 	events    Events
 	prepare   prepare.Env
-	io        func(step.Lifecycle, *stepCtx) stepIO
+	io        func(*step.Lifecycle, *stepCtx) stepIO
 	// traced: objects carry the trace context of their input set
 	// (api.AnnotationTraceParent), traced through done, the statuses of
 	// the steps walked so far.

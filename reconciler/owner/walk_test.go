@@ -58,7 +58,7 @@ type fakeRun struct {
 type fakeIO struct {
 	w         *world
 	step      string
-	lifecycle step.Lifecycle
+	lifecycle *step.Lifecycle
 	sc        *stepCtx
 }
 
@@ -68,7 +68,7 @@ func (x fakeIO) load(o *step.Observed) (step.Seen, *stepFail) {
 	if f := x.w.loadFail[x.step]; f != nil {
 		return step.Seen{}, f
 	}
-	if x.lifecycle != step.Immutable {
+	if x.lifecycle == nil || !x.lifecycle.Runs {
 		return step.Seen{}, nil
 	}
 	o.Desired, o.Digest = step.RunOf(o.Objects[0])
@@ -215,7 +215,7 @@ func walkWith(t *testing.T, w *world, prev []st.Resource, defs []api.Step, tmpls
 				}
 				return nil, prepare.ErrNotFound
 			}},
-		io: func(l step.Lifecycle, sc *stepCtx) stepIO {
+		io: func(l *step.Lifecycle, sc *stepCtx) stepIO {
 			return fakeIO{w: w, step: sc.step.Name, lifecycle: l, sc: sc}
 		}, traced: w.traced}
 	res, requeue, err := s.walk(chain.Resources)
@@ -521,4 +521,11 @@ func TestWalkTraceContext(t *testing.T) {
 	off := world{status: w.status}
 	walk(t, &off, nil)
 	assert.Equal(t, map[string]string{"source": "", "image": ""}, off.traces)
+}
+
+// Every lifecycle (reconciler/step) has a writer on the doing side.
+func TestEveryLifecycleHasAWriter(t *testing.T) {
+	for _, l := range step.Lifecycles() {
+		assert.NotNil(t, writers[l.IO], "lifecycle %s: no writer for %q", l.Name, l.IO)
+	}
 }

@@ -154,7 +154,7 @@ func Step(ctx context.Context, env Env, def api.Step, outs map[string]step.Outpu
 // check ends what the controller, `kontinue render` and `kontinue diff`
 // share of a step: what its lifecycle refuses of what was rendered (the
 // Strategy's Check, before the controller reads anything) and, for a
-// runnable: true step, the objects generated from it. A refused step
+// lifecycle that stamps generated objects (runnable: true), those. A refused step
 // keeps no objects.
 func check(ctx context.Context, env Env, def api.Step, p Prepared) Prepared {
 	o := step.Observed{Kind: p.Kind, Step: def.Name, Template: p.Template, Spec: p.Spec, Objects: p.Objects}
@@ -162,7 +162,7 @@ func check(ctx context.Context, env Env, def api.Step, p Prepared) Prepared {
 		p.Objects, p.Refusal = nil, &Refusal{Reason: c.Reason, Message: c.Message}
 		return p
 	}
-	if p.Spec.Runnable {
+	if step.LifecycleOf(p.Spec).Generates {
 		sa := ServiceAccount(env.Owner.GetNamespace(), env.OwnerSpec, env.Chain)
 		crt, rn, r := Runnable(ctx, env.Flavor, env.Owner, sa, def, p)
 		if r != nil {
