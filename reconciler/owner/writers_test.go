@@ -78,7 +78,9 @@ func (s *fakeStamper) Remove(_ context.Context, _ dynamic.Interface, _ schema.Gr
 	return nil
 }
 
-func (s *fakeStamper) ListRuns(context.Context, stamp.RunQuery) ([]runs.Run, error) { return s.runs, s.runsErr }
+func (s *fakeStamper) ListRuns(context.Context, stamp.RunQuery) ([]runs.Run, error) {
+	return s.runs, s.runsErr
+}
 
 func (s *fakeStamper) Record(cached *unstructured.Unstructured, _, _ string) *unstructured.Unstructured {
 	return cached
