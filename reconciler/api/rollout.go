@@ -23,4 +23,9 @@ type RolloutPolicy struct {
 type RolloutWave struct {
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 	Percent  *int                  `json:"percent,omitempty"`
+	// How many admitted owners may be not yet Ready on the new revision
+	// when this wave counts as done (default 0): the roll-out holds at the
+	// wave while more are.
+	// +kubebuilder:validation:Minimum=0
+	MaxUnavailable *int `json:"maxUnavailable,omitempty"`
 }
