@@ -17,6 +17,7 @@ import (
 
 	"kontinue.dev/kontinue/cli/view"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/step"
 )
 
@@ -668,7 +669,7 @@ func (g *getter) templatePrinter(ks []kindInfo) *kindPrinter {
 func templateEngine(u *unstructured.Unstructured) string {
 	spec, _ := u.Object["spec"].(map[string]any)
 	var set []string
-	for _, f := range []string{"template", "ytt", "goTemplate", "helm"} {
+	for _, f := range render.EngineFields() {
 		if _, ok := spec[f]; ok {
 			set = append(set, f)
 		}
