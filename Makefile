@@ -126,7 +126,7 @@ run-local: controlplane build
 ## (hack/crddocs). Unit tests fail when one is stale.
 generate:
 	$(GO) run -C hack/crdgen .
-	$(GO) run ./hack/installyaml -image $(IMAGE)
+	$(GO) run ./hack/installyaml
 	$(GO) run ./hack/crddocs
 
 ## crds: print the CRDs Kontinue serves.

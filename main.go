@@ -84,7 +84,7 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	}
 	// Roll-outs read which shards run from the shards' Leases, which a
 	// replica keeps fresh by leader election, or itself without it
-	// (reconciler/presence.go). Outside a cluster without
+	// (reconciler/shard/served.go). Outside a cluster without
 	// --leader-election-namespace there is no namespace for them: every
 	// shard counts as served.
 	leases := reconciler.LeaseOptions{ID: o.election.id, Keep: !o.leaderElect, Duration: o.election.leaseDuration}

@@ -26,6 +26,7 @@ import (
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/jsonvalue"
+	"kontinue.dev/kontinue/reconciler/step"
 )
 
 type checkOptions struct {
@@ -441,43 +442,43 @@ func chainKinds(spec api.ChainSpec, template func(kind, name string) *unstructur
 		}
 		kinds[gvk] = append(kinds[gvk], step)
 	}
-	for _, step := range spec.Resources {
-		names := []string{step.TemplateRef.Name}
-		if len(step.TemplateRef.Options) > 0 {
+	for _, def := range spec.Resources {
+		names := []string{def.TemplateRef.Name}
+		if len(def.TemplateRef.Options) > 0 {
 			names = nil
-			for _, o := range step.TemplateRef.Options {
+			for _, o := range def.TemplateRef.Options {
 				if o.Name != "" {
 					names = append(names, o.Name)
 				}
 			}
 		}
 		for _, n := range names {
-			u := template(step.TemplateRef.Kind, n)
+			u := template(def.TemplateRef.Kind, n)
 			if u == nil {
-				notes = append(notes, fmt.Sprintf("step [%s]: template %s/%s not found", step.Name, step.TemplateRef.Kind, n))
+				notes = append(notes, fmt.Sprintf("step [%s]: template %s/%s not found", def.Name, def.TemplateRef.Kind, n))
 				continue
 			}
 			var ts api.TemplateSpec
 			if err := api.Decode(u.Object["spec"], &ts); err != nil {
-				notes = append(notes, fmt.Sprintf("step [%s]: template %s/%s is invalid: %v", step.Name, step.TemplateRef.Kind, n, err))
+				notes = append(notes, fmt.Sprintf("step [%s]: template %s/%s is invalid: %v", def.Name, def.TemplateRef.Kind, n, err))
 				continue
 			}
-			if ts.Runnable {
-				add(schema.GroupVersionKind{Group: api.Group, Version: api.Version, Kind: api.KindRunnable}, step.Name)
+			for _, k := range step.LifecycleOf(&ts).Kinds {
+				add(k, def.Name) // what the lifecycle stamps besides the template's objects
 			}
 			if ts.Helm != nil {
 				// Each helm step keeps its release in a Secret.
-				add(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, step.Name)
+				add(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, def.Name)
 			}
 			av, _ := ts.Template["apiVersion"].(string)
 			k, _ := ts.Template["kind"].(string)
 			switch {
 			case ts.Template == nil:
-				notes = append(notes, fmt.Sprintf("step [%s]: template %s/%s renders with an engine whose kinds are known only once rendered; the kinds its owners' steps stamped are checked", step.Name, step.TemplateRef.Kind, n))
+				notes = append(notes, fmt.Sprintf("step [%s]: template %s/%s renders with an engine whose kinds are known only once rendered; the kinds its owners' steps stamped are checked", def.Name, def.TemplateRef.Kind, n))
 			case av == "" || k == "" || strings.Contains(av+k, "$("):
-				notes = append(notes, fmt.Sprintf("step [%s]: template %s/%s computes its apiVersion or kind; the kinds its owners' steps stamped are checked", step.Name, step.TemplateRef.Kind, n))
+				notes = append(notes, fmt.Sprintf("step [%s]: template %s/%s computes its apiVersion or kind; the kinds its owners' steps stamped are checked", def.Name, def.TemplateRef.Kind, n))
 			default:
-				add(schema.FromAPIVersionAndKind(av, k), step.Name)
+				add(schema.FromAPIVersionAndKind(av, k), def.Name)
 			}
 		}
 	}

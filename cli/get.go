@@ -17,6 +17,8 @@ import (
 
 	"kontinue.dev/kontinue/cli/view"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/step"
 )
 
 type getOptions struct {
@@ -651,13 +653,10 @@ func (g *getter) templatePrinter(ks []kindInfo) *kindPrinter {
 		},
 		row: func(u *unstructured.Unstructured, _ bool) []cell {
 			engine, lifecycle := templateEngine(u), "-"
-			if l, _, _ := unstructured.NestedString(u.Object, "spec", "lifecycle"); l != "" {
-				lifecycle = l
-			} else if u.GetKind() != "ClusterRunTemplate" {
-				lifecycle = api.LifecycleMutable
-			}
-			if r, _, _ := unstructured.NestedBool(u.Object, "spec", "runnable"); r {
-				lifecycle += " (runnable)"
+			if u.GetKind() != api.KindClusterRunTemplate {
+				l, _, _ := unstructured.NestedString(u.Object, "spec", "lifecycle")
+				r, _, _ := unstructured.NestedBool(u.Object, "spec", "runnable")
+				lifecycle = step.ShowLifecycle(&api.TemplateSpec{Lifecycle: l, Runnable: r})
 			}
 			return []cell{plain(u.GetName()), plain(engine), plain(lifecycle), plain(age(g.now, u.GetCreationTimestamp().Time))}
 		},
@@ -670,7 +669,7 @@ func (g *getter) templatePrinter(ks []kindInfo) *kindPrinter {
 func templateEngine(u *unstructured.Unstructured) string {
 	spec, _ := u.Object["spec"].(map[string]any)
 	var set []string
-	for _, f := range []string{"template", "ytt", "goTemplate", "helm"} {
+	for _, f := range render.EngineFields() {
 		if _, ok := spec[f]; ok {
 			set = append(set, f)
 		}

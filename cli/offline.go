@@ -66,6 +66,9 @@ type RenderedStep struct {
 	// Runnable: the template sets runnable: true; the controller stamps
 	// the objects through a generated Runnable.
 	Runnable bool `json:"runnable,omitempty"`
+	// Note says how the controller stamps the objects, when not as they
+	// are (the step's lifecycle: step.Lifecycle.Note).
+	Note string `json:"note,omitempty"`
 	// Waiting says which upstream outputs are missing (give them with --step-output).
 	Waiting string `json:"waiting,omitempty"`
 	// Error is why the step cannot be stamped (the controller would report it
@@ -200,7 +203,7 @@ func (r *offline) step(ctx context.Context, def api.Step) RenderedStep {
 		rs.Template = &ObjectName{Kind: p.Kind, Name: p.Template}
 	}
 	if p.Spec != nil {
-		rs.Runnable = p.Spec.Runnable
+		rs.Runnable, rs.Note = p.Spec.Runnable, step.LifecycleOf(p.Spec).Note
 	}
 	if f := p.Refusal; f != nil {
 		if len(f.Waiting) > 0 {

@@ -230,7 +230,7 @@ func (pv *previewer) preview(ctx context.Context, f *api.Flavor, owner *unstruct
 			for _, l := range live {
 				out.Objects = append(out.Objects, removed(def.Name, l))
 			}
-		case p.Spec != nil && p.Spec.Runnable:
+		case step.LifecycleOf(p.Spec).Generates:
 			crt, err := pv.liveRunTemplate(ctx, f, owner, prev.GeneratedRunTemplates, def.Name)
 			if err != nil {
 				fail(def.Name, "LiveUnreadable", err.Error())
@@ -239,7 +239,7 @@ func (pv *previewer) preview(ctx context.Context, f *api.Flavor, owner *unstruct
 			if crt != nil {
 				live = append(live, crt)
 			}
-			objs, r := previewRunnable(ctx, newEnv, oldEnv, def, p, old, live)
+			objs, r := previewRunnable(def, p, old, live)
 			if r != nil {
 				fail(def.Name, r.Reason, r.Message)
 				continue
@@ -250,7 +250,7 @@ func (pv *previewer) preview(ctx context.Context, f *api.Flavor, owner *unstruct
 			if old != nil && old.Refusal == nil {
 				oldObjs = old.Objects
 			}
-			objs, err := compareStep(def.Name, p.Spec.Lifecycle == api.LifecycleImmutable, p.Objects, oldObjs, live)
+			objs, err := compareStep(def.Name, step.LifecycleOf(p.Spec).Runs, p.Objects, oldObjs, live)
 			if err != nil {
 				fail(def.Name, "DiffFailed", err.Error())
 				continue
@@ -320,10 +320,11 @@ func outputsOf(p prepare.Prepared, live []*unstructured.Unstructured, res *st.Re
 		dep = step.Outputs{"url": p.Inputs.Deployment.URL, "revision": p.Inputs.Deployment.Revision}
 	}
 	var docs []*unstructured.Unstructured
-	if len(p.Objects) > 0 && !p.Spec.Runnable {
+	generates := step.LifecycleOf(p.Spec).Generates
+	if len(p.Objects) > 0 && !generates {
 		docs = append(docs, primaryOf(p.Objects, live))
 	}
-	if p.Spec.Runnable {
+	if generates {
 		// A runnable step's outputs are its runs', which the preview does
 		// not make: those its live Runnable reports, as the controller
 		// reads them.

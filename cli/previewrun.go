@@ -19,24 +19,13 @@ const RunsNotPreviewed = "its runs are not previewed: the Runnable creates a new
 
 // previewRunnable compares what a runnable: true step would stamp, the
 // ClusterRunTemplate and Runnable the controller generates
-// (prepare.Runnable, the controller's own code), with the live ones.
-func previewRunnable(ctx context.Context, newEnv prepare.Env, oldEnv *prepare.Env, def api.Step, p prepare.Prepared, old *prepare.Prepared,
-	live []*unstructured.Unstructured) ([]objdiff.Object, *prepare.Refusal) {
-	generate := func(env prepare.Env, p prepare.Prepared) ([]*unstructured.Unstructured, *prepare.Refusal) {
-		sa := prepare.ServiceAccount(env.Owner.GetNamespace(), env.OwnerSpec, env.Chain)
-		crt, rn, r := prepare.Runnable(ctx, env.Flavor, env.Owner, sa, def, p)
-		if r != nil {
-			return nil, r
-		}
-		return []*unstructured.Unstructured{crt, rn}, nil
-	}
-	objs, r := generate(newEnv, p)
-	if r != nil {
-		return nil, r
-	}
+// (prepare.Prepared.Generated, the controller's own code), with the live
+// ones.
+func previewRunnable(def api.Step, p prepare.Prepared, old *prepare.Prepared, live []*unstructured.Unstructured) ([]objdiff.Object, *prepare.Refusal) {
+	objs := p.Generated
 	var oldObjs []*unstructured.Unstructured
-	if old != nil && oldEnv != nil && old.Refusal == nil && old.Spec != nil && old.Spec.Runnable {
-		oldObjs, _ = generate(*oldEnv, *old) // only the shape of what the live objects were applied with
+	if old != nil {
+		oldObjs = old.Generated // only the shape of what the live objects were applied with
 	}
 	out, err := compareStep(def.Name, false, objs, oldObjs, live)
 	if err != nil {

@@ -44,8 +44,8 @@ spec: {runnable: true, healthRule: {singleConditionType: Succeeded}, urlPath: .s
 	// plus what the API server and the controller add.
 	oldEnv := env(tmpl("lint-v1", "$(workload.spec.source.git.url)$"), chain)
 	old := prep(oldEnv)
-	crt, rn, r := prepare.Runnable(context.Background(), api.WorkloadFlavor, owner, api.ServiceAccountRef{Namespace: "dev", Name: "default"}, def, old)
-	require.Nil(t, r)
+	require.Len(t, old.Generated, 2, "prepare generates what the controller stamps")
+	crt, rn := old.Generated[0].DeepCopy(), old.Generated[1].DeepCopy()
 	crt.SetUID("crt-uid")
 	crt.SetAnnotations(map[string]string{"kontinue.dev/claim": "c", prepare.AnnotationGeneratedFor: "Workload dev/app step lint"})
 	rn.SetResourceVersion("7")
@@ -53,8 +53,7 @@ spec: {runnable: true, healthRule: {singleConditionType: Succeeded}, urlPath: .s
 	live := []*unstructured.Unstructured{rn, crt} // the status names the Runnable first
 
 	preview := func(e prepare.Env) ([]objdiff.Object, *prepare.Refusal) {
-		p := prep(e)
-		return previewRunnable(context.Background(), e, &oldEnv, def, p, &old, live)
+		return previewRunnable(def, prep(e), &old, live)
 	}
 	// The same definitions: nothing.
 	got, r := preview(oldEnv)
@@ -86,15 +85,17 @@ spec: {runnable: true, healthRule: {singleConditionType: Succeeded}, urlPath: .s
 
 	// No live objects yet: both new.
 	e := env(tmpl("lint-v1", "$(workload.spec.source.git.url)$"), chain)
-	got, r = previewRunnable(context.Background(), e, nil, def, prep(e), nil, nil)
+	got, r = previewRunnable(def, prep(e), nil, nil)
 	require.Nil(t, r)
 	require.Len(t, got, 2)
 	assert.Equal(t, []string{objdiff.OpAdded, objdiff.OpAdded}, []string{got[0].Op, got[1].Op})
 
-	// The chain's account in another namespace: the controller's refusal.
+	// The chain's account in another namespace: the controller's refusal,
+	// from prepare, which `kontinue render` shares.
 	other := *chain
 	other.ServiceAccountRef = &api.ServiceAccountRef{Namespace: "ci", Name: "builder"}
-	_, r = preview(env(tmpl("lint-v1", "$(workload.spec.source.git.url)$"), &other))
-	require.NotNil(t, r)
-	assert.Equal(t, step.ReasonServiceAccountError, r.Reason)
+	p := prepare.Step(context.Background(), env(tmpl("lint-v1", "$(workload.spec.source.git.url)$"), &other), def, map[string]step.Outputs{})
+	require.NotNil(t, p.Refusal)
+	assert.Equal(t, step.ReasonServiceAccountError, p.Refusal.Reason)
+	assert.Empty(t, p.Objects)
 }

@@ -155,8 +155,8 @@ func (a *app) runRender(ctx context.Context, o *renderOptions) error {
 		case s.PassThrough != "":
 			fmt.Fprintf(&b, "%s: passes input [%s] through, stamps nothing\n", head, s.PassThrough)
 		default:
-			if s.Runnable {
-				head += " (runnable: true: the controller stamps these through a generated Runnable)"
+			if s.Note != "" {
+				head += " (" + s.Note + ")"
 			}
 			fmt.Fprintf(&b, "%s\n", head)
 			for _, obj := range s.Objects {

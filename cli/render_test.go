@@ -11,6 +11,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/cli/objdiff"
+	"kontinue.dev/kontinue/reconciler/api"
 )
 
 const chainFiles = `
@@ -366,4 +370,69 @@ func TestRenderRefusesWhatTheControllerRefuses(t *testing.T) {
 	require.Equal(t, "TemplateStampFailure", src.Reason)
 	require.Contains(t, src.Error, "stamped ConfigMap has no metadata.name")
 	require.Empty(t, src.Objects)
+}
+
+// TestRenderAndDiffRefuseWhatTheStrategyRefuses: templates the controller
+// refuses once rendered (its Strategy's Check, prepare.Step) or once it
+// generated a runnable: true step's objects are refused alike by `kontinue
+// render` and by `kontinue diff`'s preview, with the controller's reason and
+// message (e2e: TestCLIRefusesWhatTheControllerRefuses, against the
+// controller itself).
+func TestRenderAndDiffRefuseWhatTheStrategyRefuses(t *testing.T) {
+	two := "\n    ---\n    {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n    ---\n    {apiVersion: v1, kind: ConfigMap, metadata: {name: b}}"
+	chain := `
+apiVersion: carto.run/v1alpha1
+kind: ClusterSupplyChain
+metadata: {name: web}
+spec:
+  selector: {app.tanzu.vmware.com/workload-type: web}%s
+  resources:
+  - name: only
+    templateRef: {kind: ClusterConfigTemplate, name: bad}`
+	for _, tt := range []struct {
+		name, spec, chainExtra string
+		reason, message        string
+	}{
+		{name: "immutable, two objects", spec: "lifecycle: immutable\n  goTemplate: |" + two, reason: "TemplateStampFailure",
+			message: "step [only]: a template with lifecycle immutable stamps exactly one object per input set; template [ClusterConfigTemplate/bad] rendered 2"},
+		{name: "tekton, two objects", spec: "lifecycle: tekton\n  goTemplate: |" + two, reason: "TemplateStampFailure",
+			message: "step [only]: a template with lifecycle tekton stamps exactly one object per input set; template [ClusterConfigTemplate/bad] rendered 2"},
+		{name: "runnable, no rule for its runs", spec: "runnable: true\n  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}", reason: "TemplateStampFailure",
+			message: "step [only]: template [ClusterConfigTemplate/bad] sets runnable: true, which needs a rule that says when a run has succeeded: healthRule, observedCompletion or observedMatches"},
+		{name: "runnable, not the $(…)$ engine", spec: "runnable: true\n  healthRule: {alwaysHealthy: {}}\n  goTemplate: |\n    {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}", reason: "TemplateStampFailure",
+			message: "step [only]: template [ClusterConfigTemplate/bad] sets runnable: true, which needs spec.template (the $(…)$ engine)"},
+		{name: "runnable, an account of another namespace", spec: "runnable: true\n  healthRule: {alwaysHealthy: {}}\n  template: {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}",
+			chainExtra: "\n  serviceAccountRef: {name: builder, namespace: ci}", reason: "ServiceAccountError",
+			message: "step [only] sets runnable: true, but its service account [ci/builder] is not in the Workload's namespace; a Runnable can only use an account of its own namespace"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl := "apiVersion: carto.run/v1alpha1\nkind: ClusterConfigTemplate\nmetadata: {name: bad}\nspec:\n  configPath: .data\n  " + tt.spec
+			in := load(t, tmpl, fmt.Sprintf(chain, tt.chainExtra), workloadYAML("go"))
+
+			res, err := Render(context.Background(), in)
+			require.NoError(t, err)
+			require.Len(t, res.Steps, 1)
+			require.Equal(t, tt.reason, res.Steps[0].Reason, "render")
+			require.Equal(t, tt.message, res.Steps[0].Error, "render")
+			require.Empty(t, res.Steps[0].Objects)
+
+			files := defs{}
+			for _, o := range in.Objects {
+				if definitionKind(o) {
+					files.put(o)
+				}
+			}
+			pv := &previewer{live: files, next: files, files: files, stamped: &stampedReader{}}
+			var owner *unstructured.Unstructured
+			for _, o := range in.Objects {
+				if o.GetKind() == "Workload" {
+					owner = o
+				}
+			}
+			got, reached := pv.preview(context.Background(), api.WorkloadFlavor, owner)
+			require.True(t, reached)
+			require.Equal(t, []objdiff.Failure{{Step: "only", Reason: tt.reason, Message: tt.message}}, got.Failures, "diff")
+			require.Empty(t, got.Objects)
+		})
+	}
 }

@@ -2,14 +2,16 @@ package reconciler
 
 import (
 	"context"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/chain"
-	"kontinue.dev/kontinue/reconciler/rollout/book"
+	"kontinue.dev/kontinue/reconciler/loop"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -27,12 +29,14 @@ func newChainReconciler(m *Manager) *chainReconciler {
 		StatusConflict: m.statusConflict, Wake: func(f *api.Flavor, namespace, name string) { // a roll-out's wave
 			m.owners[f.OwnerKind].ctrl.EnqueueFanOut(m.owners[f.OwnerKind].key(namespace, name))
 		},
-		Book:     func(f *api.Flavor) *book.Book { return m.owners[f.OwnerKind].book },
-		Everyone: m.everyone, Shard: m.opts.Shard, Served: m.presence.Served,
+		Again: func(f *api.Flavor, chain string, after time.Duration) { // an owner a roll-out waits on changed
+			m.chains.ctrl.EnqueueAfter(Key{Kind: f.ChainKind, NamespacedName: types.NamespacedName{Name: chain}}, after)
+		},
+		Shard: m.opts.Shard, Served: m.presence.Served,
 		Template: func(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
 			return m.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
 		}})}
-	r.ctrl = NewController("Chain", ReconcileFunc(r.Reconcile))
+	r.ctrl = loop.NewController("Chain", loop.ReconcileFunc(r.Reconcile))
 	return r
 }
 

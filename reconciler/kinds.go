@@ -1,7 +1,29 @@
+// Package reconciler wires Kontinue's controllers together (the Manager):
+// the routing of watch events to queue keys and the reconcilers of owners,
+// chains and runnables behind their Env hooks. Data flows one way: watch →
+// queue (reconciler/loop) → reconcile (read from caches) → render → decide
+// (reconciler/step, pure) → write (reconciler/stamp) → status. The picture
+// is in docs/architecture.md.
 package reconciler
 
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kontinue.dev/kontinue/reconciler/loop"
+)
+
+// The workqueue loop's names, for the Manager's users (cmd, e2e).
+type (
+	Key        = loop.Key
+	Result     = loop.Result
+	Reconciler = loop.Reconciler
+	Observer   = loop.Observer
+	Controller = loop.Controller
+)
+
+var (
+	keyOf    = loop.KeyOf
+	parseKey = loop.ParseKey
 )
 
 // Resources the Manager watches besides Kontinue's own kinds (those are

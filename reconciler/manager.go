@@ -69,9 +69,12 @@ type Options struct {
 	// (attest.Signer.Extra): it needs the history on.
 	Attest func(o history.Owner, prev, next []st.Resource) map[string]string
 	// Leases is where the shards' Leases are: a roll-out does not wait for
-	// the owners of a shard no live Lease serves (presence.go).
+	// the owners of a shard no live Lease serves (shard/served.go).
 	Leases LeaseOptions
 }
+
+// LeaseOptions say where the shards' Leases are (shard.LeaseOptions).
+type LeaseOptions = shard.LeaseOptions
 
 // Manager wires Kontinue together: the tracker, the controllers and the
 // routing of watch events to their queues.
@@ -82,14 +85,10 @@ type Manager struct {
 	clients *stamp.Clients
 	w       *stamp.Writer // every write of a stamped object, and events
 	opts    Options
-	// othersSelector is the selector of the owners this replica does not
-	// serve (shard.Others): built once, route compares every event's key
-	// with it.
-	othersSelector string
 
 	owners    map[string]*ownerReconciler // by owner kind
 	chains    *chainReconciler
-	presence  *presence // the shards served (nil: not known)
+	presence  *shard.Presence // the shards served (nil: not known)
 	runnables *runnableReconciler
 	gate      *gate.APIGate // one outage of the API server, for controllers and watches
 
@@ -186,8 +185,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		opts:    opts,
 		history: history.ForRevisions(opts.HistoryRevisions),
 
-		othersSelector: shard.Others(opts.Shard),
-		owners:         map[string]*ownerReconciler{},
+		owners: map[string]*ownerReconciler{},
 	}
 	if m.history != nil {
 		m.history.Extra = opts.Attest
@@ -217,8 +215,6 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	})
 	// Each shard's replica caches only its owners and what they stamped.
 	m.tracker.FilterWith(func(k tracking.Key) string { return shard.Selector(opts.Shard, k) })
-	// ...and the other shards' owners, for roll-outs, trimmed (rollout.go).
-	m.tracker.TrimWith(m.trimOthers)
 	// Of service accounts Kontinue only needs to know which exist, and of
 	// an object watched by its name (a write's blocker) that it changed.
 	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR || k.Name != "" })
@@ -242,8 +238,10 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
 	}
-	m.presence = newPresence(m, opts.Leases)
+	m.presence = shard.NewPresence(m.tracker, opts.Leases, opts.Shard, func() { m.chains.enqueueAll() })
 	m.chains = newChainReconciler(m)
+	// ...and the other shards' owners, for roll-outs, trimmed (chain/route.go).
+	m.tracker.TrimWith(m.chains.rec.Trim)
 	m.runnables = newRunnableReconciler(m)
 	g := gate.New(func(ctx context.Context) error {
 		return dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
@@ -355,8 +353,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.presence != nil {
 		// This replica's shard is served while its controllers run.
 		serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
-		released := m.presence.start(serving, m.dyn)
-		defer func() { stopServing(); <-released; m.presence.timer.Stop() }()
+		released := m.presence.Start(serving, m.dyn)
+		defer func() { stopServing(); <-released; m.presence.Stop() }()
 	}
 	go func() {
 		<-ctx.Done()

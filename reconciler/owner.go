@@ -10,8 +10,8 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/chain"
+	"kontinue.dev/kontinue/reconciler/loop"
 	"kontinue.dev/kontinue/reconciler/owner"
-	"kontinue.dev/kontinue/reconciler/rollout/book"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -19,21 +19,18 @@ import (
 // ownerReconciler routes the keys of Workloads and their supply chains, or
 // Deliverables and their deliveries, to the owner reconciler
 // (reconciler/owner), and keeps the Manager's books of what it reported:
-// the index, who waits for RBAC or discovery news. book is what roll-outs
-// decide on of its owners, kept by the routing of their watch events.
+// the index, who waits for RBAC or discovery news.
 type ownerReconciler struct {
 	m      *Manager
 	flavor *api.Flavor
 	ctrl   *Controller
 	idx    *index
-	book   *book.Book
-	others others // rollout.go: the chains that need every shard's owners
 	chains *specs.Chains
 	rec    *owner.Reconciler
 }
 
 func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler {
-	r := &ownerReconciler{m: m, flavor: f, idx: idx, book: book.New(), others: others{chains: map[string]bool{}}, chains: specs.NewChains()}
+	r := &ownerReconciler{m: m, flavor: f, idx: idx, chains: specs.NewChains()}
 	r.rec = owner.New(owner.Env{Flavor: f, Tracker: m.tracker, Writer: m.w, Events: m.w.Events, Dynamic: m.dyn, Clients: m.clients,
 		AccountExists: m.accountExists, Templates: m.templates, Chains: r.chains, Engines: m.engines,
 		RenderTimeout: m.opts.RenderTimeout, Kstatus: m.opts.KstatusConditions,
@@ -44,7 +41,7 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 		StatusConflict: func() { m.statusConflict(f.OwnerKind) },
 		StatusWritten:  m.inputSetsEnded,
 		History:        m.history, Spans: m.opts.Spans, TraceContext: m.opts.Spans != nil})
-	r.ctrl = NewController(f.OwnerKind, ReconcileFunc(r.Reconcile))
+	r.ctrl = loop.NewController(f.OwnerKind, loop.ReconcileFunc(r.Reconcile))
 	return r
 }
 
@@ -128,7 +125,7 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 		}
 	}
 	if errors.Is(err, owner.ErrUnreadable) {
-		return Result{}, Terminal(err)
+		return Result{}, loop.Terminal(err)
 	}
 	if err != nil {
 		return Result{}, err

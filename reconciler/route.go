@@ -11,6 +11,7 @@ import (
 	"kontinue.dev/kontinue/annotations"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
+	"kontinue.dev/kontinue/reconciler/chain"
 	"kontinue.dev/kontinue/reconciler/rollout/book"
 	"kontinue.dev/kontinue/reconciler/shard"
 	"kontinue.dev/kontinue/reconciler/specs"
@@ -29,8 +30,8 @@ func (m *Manager) route(ev tracking.Event) {
 		return
 	}
 	gvr := ev.Key.GVR
-	if f, ok := m.othersFlavor(ev.Key); ok {
-		m.noteOwner(f, book.Others, ev) // other shards' owners: for roll-outs only (rollout.go)
+	if f, ok := m.chains.rec.OthersFlavor(ev.Key); ok {
+		m.chains.rec.NoteOwner(f, book.Others, ev) // other shards' owners: for roll-outs only (chain/route.go)
 		return
 	}
 	shard.Foreign(m.opts.Shard, ev, m.OnForeign)
@@ -42,7 +43,7 @@ func (m *Manager) route(ev tracking.Event) {
 	switch {
 	case gvr == api.WorkloadGVR || gvr == api.DeliverableGVR:
 		f := flavorOfOwner(gvr)
-		m.noteOwner(f, book.Own, ev) // roll-outs read their owners' status (rollout.go)
+		m.chains.rec.NoteOwner(f, book.Own, ev) // roll-outs read their owners' status (chain/route.go)
 		if ev.Type == tracking.Updated && !ownerChanged(ev.Old, ev.Obj) {
 			return // our own status write, or nothing we read
 		}
@@ -63,7 +64,7 @@ func (m *Manager) route(ev tracking.Event) {
 		m.owners[f.OwnerKind].ctrl.Enqueue(k) // an edit, a create: before any fan-out
 	case gvr == api.SupplyChainGVR || gvr == api.DeliveryGVR:
 		if ev.Type == tracking.Updated && !specOrLabelsChanged(ev.Old, ev.Obj) {
-			if rolloutMoved(ev.Old, ev.Obj) {
+			if chain.Moved(ev.Old, ev.Obj) {
 				// Its roll-out moved (a wave began: its owners are woken
 				// from the status they read) or was steered: the chain
 				// only.
@@ -90,7 +91,7 @@ func (m *Manager) route(ev tracking.Event) {
 		m.blocked.News(blocked.RBAC)
 	case gvr == shard.LeaseGVR:
 		if m.presence != nil {
-			m.presence.changed() // which shards run (presence.go)
+			m.presence.Changed() // which shards run (shard/served.go)
 		}
 	case gvr == ServiceAccountGVR:
 		// An account created or deleted: its owners and Runnables say so
@@ -152,7 +153,7 @@ func (m *Manager) routeStamped(ev tracking.Event) {
 			m.owners[cur.Kind].ctrl.EnqueueProgress(cur)
 		} else {
 			// Perhaps a version its owner wrote: judged when a worker
-			// takes the key (wake.go).
+			// takes the key (reconciler/wakes).
 			m.owners[cur.Kind].ctrl.EnqueueStamped(cur, ev.Obj.GetUID(), ev.Obj.GetResourceVersion())
 		}
 	}
@@ -232,6 +233,14 @@ func (m *Manager) enqueueFanOut(k Key) {
 	if k.Kind == api.KindRunnable {
 		m.runnables.ctrl.EnqueueFanOut(k)
 	}
+}
+
+// flavorOfChain is the flavor whose chains live in gvr.
+func flavorOfChain(gvr schema.GroupVersionResource) *api.Flavor {
+	if gvr == api.DeliveryGVR {
+		return api.DeliverableFlavor
+	}
+	return api.WorkloadFlavor
 }
 
 // flavorOfOwner is the flavor whose owners live in gvr.

@@ -32,4 +32,9 @@ type RolloutWave struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	Percent *int `json:"percent,omitempty"`
+	// How many admitted owners may be not yet Ready on the new revision
+	// when this wave counts as done (default 0): the roll-out holds at the
+	// wave while more are.
+	// +kubebuilder:validation:Minimum=0
+	MaxUnavailable *int `json:"maxUnavailable,omitempty"`
 }

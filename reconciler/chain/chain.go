@@ -1,8 +1,10 @@
 // Package chain is the chain reconciler: the status of ClusterSupplyChains
 // and ClusterDeliveries, TemplatesReady (every referenced template exists)
-// and Ready, and the edge of a chain's roll-out in waves (rollout.go;
-// reconciler/rollout decides). The Manager routes its keys (a template's news re-checks every
-// chain) and wires it through Env.
+// and Ready, the edge of a chain's roll-out in waves (rollout.go;
+// reconciler/rollout decides) and what wakes a roll-out (route.go: the
+// owners' facts it decides on, the other shards' owners). The Manager
+// routes its keys (a template's news re-checks every chain) and the owners'
+// events (NoteOwner), and wires it through Env.
 package chain
 
 import (
@@ -21,6 +23,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/rollout"
 	"kontinue.dev/kontinue/reconciler/rollout/book"
+	"kontinue.dev/kontinue/reconciler/shard"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -30,24 +33,21 @@ import (
 // Env is what a chain's reconcile needs of the Manager: the cache, the
 // writer, whether a template exists, a hook told of a status write
 // refused as a conflict (metrics: the chain's kind), one that wakes an
-// owner of f whose turn in a roll-out came, and the book of f's owners
-// (what a roll-out decides on, kept from their watch events).
+// owner of f whose turn in a roll-out came, one that looks at a chain of
+// f again after a while (an owner its roll-out waits on changed).
 //
 // Every replica of every shard decides every chain's roll-out
-// (rollout.go): Everyone tells the Manager whether a chain needs the
-// facts of every shard's owners (it has a policy) and says whether the
-// book holds them all yet; Shard is the shard whose owners this replica
-// wakes; Served, the shards running replicas serve (nil: not known);
-// Template reads a template from the API server, to confirm a revision
-// before it moves a roll-out.
+// (rollout.go), on the facts of every shard's owners (route.go); Shard is
+// the shard whose owners this replica wakes; Served, the shards running
+// replicas serve (nil: not known); Template reads a template from the API
+// server, to confirm a revision before it moves a roll-out.
 type Env struct {
 	Tracker        *tracking.Tracker
 	Writer         *stamp.Writer
 	Exists         func(kind, name string) bool
 	StatusConflict func(kind string)
 	Wake           func(f *api.Flavor, namespace, name string)
-	Book           func(f *api.Flavor) *book.Book
-	Everyone       func(f *api.Flavor, chain string, need bool) bool
+	Again          func(f *api.Flavor, chain string, after time.Duration)
 	Shard          string
 	Served         func() map[string]bool
 	Template       func(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error)
@@ -56,13 +56,23 @@ type Env struct {
 // Reconciler keeps the status of the chains of both flavors.
 type Reconciler struct {
 	env Env
+	// owners are, by owner kind, what the roll-outs know of the owners
+	// (route.go); othersSelector selects the owners of the other shards.
+	owners         map[string]*owners
+	othersSelector string
 
 	mu    sync.Mutex
 	woken map[string]string // rollout.go: the roll-out state whose owners were woken, by chain
 }
 
 // New returns a Reconciler working through env.
-func New(env Env) *Reconciler { return &Reconciler{env: env, woken: map[string]string{}} }
+func New(env Env) *Reconciler {
+	r := &Reconciler{env: env, woken: map[string]string{}, owners: map[string]*owners{}, othersSelector: shard.Others(env.Shard)}
+	for _, f := range flavors {
+		r.owners[f.OwnerKind] = &owners{book: book.New(), chains: map[string]bool{}}
+	}
+	return r
+}
 
 // Reconcile computes the conditions of the chain name of f's chain kind
 // (and its roll-out's status) and writes them when they changed. wait > 0:
@@ -74,8 +84,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 		return time.Second, nil
 	}
 	if obj == nil {
-		r.env.Book(f).Unwatch(name)
-		r.env.Everyone(f, name, false)
+		r.owners[f.OwnerKind].book.Unwatch(name)
+		r.everyone(f, name, false)
 		return 0, nil
 	}
 	var spec api.ChainSpec

@@ -55,18 +55,18 @@ const (
 // rollout decides the roll-out of chain obj (of flavor f) and wakes the
 // owners of this replica's shard due under the status the cache shows.
 func (r *Reconciler) rollout(ctx context.Context, f *api.Flavor, obj *unstructured.Unstructured) rolloutStep {
-	name, book := obj.GetName(), r.env.Book(f)
+	name, book := obj.GetName(), r.owners[f.OwnerKind].book
 	policy, prev, err := rollout.Read(obj.Object)
 	if err != nil || policy == nil {
 		book.Unwatch(name)
-		r.env.Everyone(f, name, false)
+		r.everyone(f, name, false)
 		if err == nil {
 			return rolloutStep{}
 		}
 		c := rollout.Invalid(err)
 		return rolloutStep{cond: &c}
 	}
-	if !r.env.Everyone(f, name, true) {
+	if !r.everyone(f, name, true) {
 		return rolloutStep{wait: waitOthersListed} // the other shards' owners are being listed
 	}
 	live, missing := r.liveRevision(obj, r.cached)
@@ -103,7 +103,7 @@ func (r *Reconciler) rollout(ctx context.Context, f *api.Flavor, obj *unstructur
 		// this bound it could no longer be written (or would crowd the
 		// object). The owners render with the live definitions.
 		book.Unwatch(name)
-		r.env.Everyone(f, name, false)
+		r.everyone(f, name, false)
 		c := rollout.Invalid(fmt.Errorf("the definitions of the revisions to keep take %d bytes, more than the %d a chain's status may hold for them", len(b), maxRolloutBytes))
 		return rolloutStep{cond: &c}
 	}

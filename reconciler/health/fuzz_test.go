@@ -47,8 +47,12 @@ func FuzzEvaluate(f *testing.F) {
 			{},
 		}
 		for _, spec := range specs {
+			var def *api.HealthRule
+			if spec.Lifecycle == api.LifecycleTekton {
+				def = tekton // the lifecycle's default rule
+			}
 			for _, kind := range []string{api.KindClusterTemplate, api.KindClusterDeploymentTemplate} {
-				r := Evaluate(spec, kind, obj, nil)
+				r := EvaluateWith(spec, def, kind, obj, nil)
 				want := map[Outcome]string{Processing: StatusUnknown, Succeeded: StatusTrue, Failed: StatusFalse}[r.Outcome]
 				if want == "" || r.Status != want {
 					t.Fatalf("outcome %v with status %q", r.Outcome, r.Status)

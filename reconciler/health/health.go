@@ -11,9 +11,10 @@
 //  2. observedCompletion
 //  3. observedMatches
 //  4. healthRule
-//  5. the default: lifecycle tekton reads the Succeeded condition (as
-//     singleConditionType: Succeeded); a ClusterTemplate is healthy once
-//     stamped; other kinds are healthy once their outputs can be read.
+//  5. the default: the lifecycle's rule, when it has one (EvaluateWith:
+//     lifecycle tekton reads the Succeeded condition, as singleConditionType:
+//     Succeeded; reconciler/step's Lifecycle.Health); else a ClusterTemplate
+//     is healthy once stamped, and other kinds once their outputs can be read.
 //
 // The more specific seed 002 rules come before healthRule because they can
 // also tie an output to its input (observedGeneration, observedMatches).
@@ -106,11 +107,12 @@ const (
 	ruleObservedCompletion
 	ruleObservedMatches
 	ruleHealthRule
-	ruleTekton
+	ruleLifecycle // the lifecycle's default rule
 )
 
-// decidingRule applies the precedence documented on the package.
-func decidingRule(spec *api.TemplateSpec) rule {
+// decidingRule applies the precedence documented on the package; def is
+// the lifecycle's default rule (nil: none).
+func decidingRule(spec *api.TemplateSpec, def *api.HealthRule) rule {
 	switch {
 	case spec.AlwaysSuccessful:
 		return ruleAlwaysSuccessful
@@ -120,28 +122,26 @@ func decidingRule(spec *api.TemplateSpec) rule {
 		return ruleObservedMatches
 	case spec.HealthRule != nil:
 		return ruleHealthRule
-	case spec.Lifecycle == api.LifecycleTekton:
-		return ruleTekton
+	case def != nil:
+		return ruleLifecycle
 	}
 	return ruleDefault
 }
 
-// tektonRule is the default rule of lifecycle tekton: the TaskRun's or
-// PipelineRun's Succeeded condition.
-var tektonRule = &api.HealthRule{SingleConditionType: "Succeeded"}
-
-func canFail(spec *api.TemplateSpec, r rule) bool {
+func canFail(spec *api.TemplateSpec, def *api.HealthRule, r rule) bool {
 	switch r {
 	case ruleObservedCompletion:
 		return len(spec.ObservedCompletion.Failed) > 0
 	case ruleHealthRule:
-		hr := spec.HealthRule
-		return hr.SingleConditionType != "" ||
-			(hr.MultiMatch != nil && !matchSetEmpty(hr.MultiMatch.Unhealthy))
-	case ruleTekton:
-		return true
+		return healthRuleCanFail(spec.HealthRule)
+	case ruleLifecycle:
+		return healthRuleCanFail(def)
 	}
 	return false
+}
+
+func healthRuleCanFail(hr *api.HealthRule) bool {
+	return hr.SingleConditionType != "" || (hr.MultiMatch != nil && !matchSetEmpty(hr.MultiMatch.Unhealthy))
 }
 
 // Evaluate decides on the stamped object's JSON document obj (nil: nothing
@@ -152,17 +152,24 @@ func canFail(spec *api.TemplateSpec, r rule) bool {
 // A spec that fails Validate is Unknown with reason InvalidRule, whatever the
 // object says, because the rule cannot be trusted.
 func Evaluate(spec *api.TemplateSpec, templateKind string, obj []byte, outputsErr error) Result {
+	return EvaluateWith(spec, nil, templateKind, obj, outputsErr)
+}
+
+// EvaluateWith is Evaluate with def, the default rule of the step's
+// lifecycle (nil: none), which decides as a healthRule would when the
+// template sets no rule; it is no rule of the template's (HasRule).
+func EvaluateWith(spec *api.TemplateSpec, def *api.HealthRule, templateKind string, obj []byte, outputsErr error) Result {
 	if spec == nil {
 		spec = &api.TemplateSpec{}
 	}
-	r := decidingRule(spec)
-	res := decide(spec, r, templateKind, obj, outputsErr)
-	res.HasRule = r != ruleDefault && r != ruleTekton
-	res.CanFail = canFail(spec, r)
+	r := decidingRule(spec, def)
+	res := decide(spec, def, r, templateKind, obj, outputsErr)
+	res.HasRule = r != ruleDefault && r != ruleLifecycle
+	res.CanFail = canFail(spec, def, r)
 	return res
 }
 
-func decide(spec *api.TemplateSpec, r rule, templateKind string, obj []byte, outputsErr error) Result {
+func decide(spec *api.TemplateSpec, def *api.HealthRule, r rule, templateKind string, obj []byte, outputsErr error) Result {
 	if err := Validate(spec, templateKind); err != nil {
 		return unknown(ReasonInvalidRule, err.Error())
 	}
@@ -190,8 +197,8 @@ func decide(spec *api.TemplateSpec, r rule, templateKind string, obj []byte, out
 			}
 		}
 		return healthRule(spec.HealthRule, doc)
-	case ruleTekton:
-		return healthRule(tektonRule, doc)
+	case ruleLifecycle:
+		return healthRule(def, doc)
 	}
 	return defaultRule(templateKind, outputsErr)
 }

@@ -31,11 +31,15 @@ type evalCase struct {
 	kind    string // default ClusterSourceTemplate
 	obj     string
 	outErr  error
+	def     *api.HealthRule // the lifecycle's default rule
 	outcome Outcome
 	status  string
 	reason  string
 	msg     []string // substrings of the message
 }
+
+// tekton is lifecycle tekton's default rule (reconciler/step's Lifecycle.Health).
+var tekton = &api.HealthRule{SingleConditionType: "Succeeded"}
 
 func runEval(t *testing.T, cases []evalCase) {
 	t.Helper()
@@ -49,7 +53,7 @@ func runEval(t *testing.T, cases []evalCase) {
 			if tc.obj != "" {
 				obj = []byte(tc.obj)
 			}
-			r := Evaluate(decodeSpec(t, tc.spec), kind, obj, tc.outErr)
+			r := EvaluateWith(decodeSpec(t, tc.spec), tc.def, kind, obj, tc.outErr)
 			assert.Equal(t, tc.outcome, r.Outcome, "outcome; message: %s", r.Message)
 			assert.Equal(t, tc.status, r.Status, "status")
 			assert.Equal(t, tc.reason, r.Reason, "reason")
@@ -389,8 +393,8 @@ func TestAlwaysSuccessfulAndPrecedence(t *testing.T) {
 			obj:  failing, outcome: Succeeded, status: "True", reason: "ObservedMatchesMet"},
 		{name: "healthRule beats the default", spec: `{"healthRule":{"singleConditionType":"Ready"}}`,
 			obj: failing, outcome: Failed, status: "False", reason: "ReadyCondition"},
-		{name: "healthRule beats the tekton default", spec: `{"lifecycle":"tekton","healthRule":{"alwaysHealthy":{}}}`,
-			obj: failing, outcome: Succeeded, status: "True", reason: "AlwaysHealthy"},
+		{name: "healthRule beats the lifecycle's default", spec: `{"lifecycle":"tekton","healthRule":{"alwaysHealthy":{}}}`,
+			def: tekton, obj: failing, outcome: Succeeded, status: "True", reason: "AlwaysHealthy"},
 	})
 }
 
@@ -409,10 +413,10 @@ func TestDefaultRule(t *testing.T) {
 			reason: "OutputNotAvailable", msg: []string{"waiting for outputs"}},
 		{name: "other output error", kind: api.KindClusterConfigTemplate, spec: `{}`, obj: `{}`, outErr: other,
 			outcome: Processing, status: "Unknown", reason: "OutputNotAvailable", msg: []string{"cannot read outputs: boom"}},
-		{name: "tekton reads Succeeded", kind: api.KindClusterTemplate, spec: `{"lifecycle":"tekton"}`,
+		{name: "tekton reads Succeeded", kind: api.KindClusterTemplate, spec: `{"lifecycle":"tekton"}`, def: tekton,
 			obj:     `{"status":{"conditions":[{"type":"Succeeded","status":"False","message":"step failed"}]}}`,
 			outcome: Failed, status: "False", reason: "SucceededCondition", msg: []string{"step failed"}},
-		{name: "tekton running", kind: api.KindClusterTemplate, spec: `{"lifecycle":"tekton"}`,
+		{name: "tekton running", kind: api.KindClusterTemplate, spec: `{"lifecycle":"tekton"}`, def: tekton,
 			obj:     `{"status":{"conditions":[{"type":"Succeeded","status":"Unknown"}]}}`,
 			outcome: Processing, status: "Unknown", reason: "SucceededCondition"},
 	})
@@ -442,22 +446,24 @@ func TestHasRuleCanFail(t *testing.T) {
 	cases := []struct {
 		spec             string
 		hasRule, canFail bool
+		def              *api.HealthRule
 	}{
-		{`{}`, false, false},
-		{`{"lifecycle":"tekton"}`, false, true},
-		{`{"alwaysSuccessful":true}`, true, false},
-		{`{"healthRule":{"alwaysHealthy":{}}}`, true, false},
-		{`{"healthRule":{"singleConditionType":"Ready"}}`, true, true},
-		{`{"healthRule":{"multiMatch":{"healthy":{"matchConditions":[{"type":"Ready","status":"True"}]},"unhealthy":{}}}}`, true, false},
-		{`{"healthRule":{"multiMatch":{"healthy":{"matchConditions":[{"type":"Ready","status":"True"}]},"unhealthy":{"matchConditions":[{"type":"Ready","status":"False"}]}}}}`, true, true},
-		{`{"observedCompletion":{"succeeded":{"key":"a","value":1}}}`, true, false},
-		{`{"observedCompletion":{"succeeded":{"key":"a","value":1},"failed":{"key":"a","value":2}}}`, true, true},
-		{`{"observedMatches":[{"input":"a","output":"b"}]}`, true, false},
-		{`{"alwaysSuccessful":true,"healthRule":{"singleConditionType":"Ready"}}`, true, false},
+		{`{}`, false, false, nil},
+		{`{"lifecycle":"tekton"}`, false, true, tekton},
+		{`{"lifecycle":"tekton"}`, false, false, nil},
+		{`{"alwaysSuccessful":true}`, true, false, nil},
+		{`{"healthRule":{"alwaysHealthy":{}}}`, true, false, nil},
+		{`{"healthRule":{"singleConditionType":"Ready"}}`, true, true, nil},
+		{`{"healthRule":{"multiMatch":{"healthy":{"matchConditions":[{"type":"Ready","status":"True"}]},"unhealthy":{}}}}`, true, false, nil},
+		{`{"healthRule":{"multiMatch":{"healthy":{"matchConditions":[{"type":"Ready","status":"True"}]},"unhealthy":{"matchConditions":[{"type":"Ready","status":"False"}]}}}}`, true, true, nil},
+		{`{"observedCompletion":{"succeeded":{"key":"a","value":1}}}`, true, false, nil},
+		{`{"observedCompletion":{"succeeded":{"key":"a","value":1},"failed":{"key":"a","value":2}}}`, true, true, nil},
+		{`{"observedMatches":[{"input":"a","output":"b"}]}`, true, false, nil},
+		{`{"alwaysSuccessful":true,"healthRule":{"singleConditionType":"Ready"}}`, true, false, nil},
 	}
 	for _, tc := range cases {
 		for _, obj := range []string{"", `{}`} {
-			r := Evaluate(decodeSpec(t, tc.spec), api.KindClusterSourceTemplate, []byte(obj), nil)
+			r := EvaluateWith(decodeSpec(t, tc.spec), tc.def, api.KindClusterSourceTemplate, []byte(obj), nil)
 			assert.Equal(t, tc.hasRule, r.HasRule, "HasRule %s", tc.spec)
 			assert.Equal(t, tc.canFail, r.CanFail, "CanFail %s", tc.spec)
 		}

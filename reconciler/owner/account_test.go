@@ -36,8 +36,8 @@ func TestServiceAccount(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			own := &unstructured.Unstructured{}
 			own.SetNamespace("dev")
-			op := &pass{owner: own, spec: api.OwnerSpec{ServiceAccountName: tt.owner}, chain: tt.chain}
-			assert.Equal(t, tt.want, op.serviceAccount())
+			l := &loaded{owner: own, spec: api.OwnerSpec{ServiceAccountName: tt.owner}, chain: tt.chain}
+			assert.Equal(t, tt.want, l.account())
 		})
 	}
 }

@@ -24,23 +24,53 @@ import (
 	"kontinue.dev/kontinue/tracking"
 )
 
-// cleanup is the cleanup stage of one pass: it reads what the steps kept
-// (op.keep) and the previous status, and leaves in the status what it
-// could not delete.
-type cleanup struct{ *pass }
+// cleaned is what the cleanup stage leaves in the owner's status: what it
+// could not delete (status.orphans), the records of generated
+// ClusterRunTemplates whose objects are not gone; and whether to look
+// again soon for objects never recorded (sweepRetry), the first error.
+type cleaned struct {
+	orphans    []st.StampedRef
+	records    []st.GeneratedRunTemplate
+	sweepLater bool
+	err        error
+}
+
+// cleanup is the cleanup stage of one owner's reconcile: what the previous
+// status listed (prev) and the status the steps left (status), deleted
+// through the port x (what its keep set keeps stays).
+type cleanup struct {
+	x      *ownerIO
+	flavor *api.Flavor
+	prev   st.OwnerStatus
+	status st.OwnerStatus
+	// removeRunTemplate deletes a generated ClusterRunTemplate the record
+	// names, as Kontinue (RemoveRunTemplate).
+	removeRunTemplate func(rec st.GeneratedRunTemplate, why string) error
+	out               cleaned
+}
+
+// clean runs the cleanup stage over status, the steps' outcome.
+func clean(env *Env, x *ownerIO, l *loaded, status st.OwnerStatus) cleaned {
+	c := &cleanup{x: x, flavor: env.Flavor, prev: l.prev, status: status,
+		removeRunTemplate: func(rec st.GeneratedRunTemplate, why string) error {
+			return RemoveRunTemplate(x.ctx, env.Tracker, env.Writer, env.Dynamic, rec, why)
+		}}
+	c.out.records = status.GeneratedRunTemplates
+	c.out.err = c.removeOrphans()
+	return c.out
+}
 
 // removeOrphans deletes objects the previous status listed (in its steps or
 // as orphans) that no step stamps any more, when they still carry this
 // owner's labels. What cannot be deleted stays in status.orphans.
 func (op *cleanup) removeOrphans() error {
 	var firstErr error
-	orphans := op.keep.orphans(op.prev)
-	op.status.Orphans = nil
+	orphans := op.x.keep.orphans(op.prev)
 	for _, c := range orphans {
 		if err := op.deleteOrphan(c.key, c.ref, c.step); err != nil {
-			klog.InfoS("could not remove orphaned object; will retry", "owner", op.user,
+			klog.InfoS("could not remove orphaned object; will retry", "owner", op.x.user,
 				"object", c.ref.Kind+"/"+c.ref.Name, "err", err.Error())
-			op.status.Orphans = append(op.status.Orphans, c.ref)
+			op.out.orphans = append(op.out.orphans, c.ref)
 			if apierrors.IsForbidden(err) {
 				continue // retried when RBAC changes, not on a timer
 			}
@@ -73,34 +103,33 @@ func (op *cleanup) removeUnrecorded() error {
 	if !sweepsUnrecorded(op.status) {
 		return nil
 	}
-	f := op.env.Flavor
-	ns := op.owner.GetNamespace()
-	sel := labels.SelectorFromSet(labels.Set{api.StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns})
+	x := op.x
+	sel := labels.SelectorFromSet(x.labels)
 	var firstErr error
-	for _, gvr := range op.keep.wantedKinds() {
+	for _, gvr := range x.keep.wantedKinds() {
 		if gvr == api.RunnableGVR || gvr == api.RunTemplateGVR {
 			continue
 		}
 		key := tracking.Key{GVR: gvr, Selector: api.StampedSelector}
-		objs, synced := op.env.Tracker.ListControlledBy(key, op.owner.GetUID())
+		objs, synced := x.cache.ListControlledBy(key, x.owner.GetUID())
 		if !synced {
 			// Its watch was just started (or restarted): nothing may wake
 			// this owner again, since an object never recorded in status
 			// is nothing its steps watch. Look again shortly, unless the
 			// watch fails (RBAC, discovery): those wake the owner when
 			// they change, and a timer would only spin.
-			op.sweepLater = op.sweepLater || op.env.Tracker.Err(key) == nil
+			op.out.sweepLater = op.out.sweepLater || x.cache.Err(key) == nil
 			continue
 		}
-		for _, o := range op.keep.unrecorded(op.prev, op.owner.GetUID(), sel, gvr, objs) {
+		for _, o := range x.keep.unrecorded(op.prev, x.owner.GetUID(), sel, gvr, objs) {
 			ref := st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)}
 			err := op.deleteUnrecorded(gvr, o)
 			if err == nil {
 				continue
 			}
-			klog.InfoS("could not remove an object never recorded in status; will retry", "owner", op.user,
+			klog.InfoS("could not remove an object never recorded in status; will retry", "owner", x.user,
 				"object", ref.Kind+"/"+ref.Name, "err", err.Error())
-			op.status.Orphans = append(op.status.Orphans, ref)
+			op.out.orphans = append(op.out.orphans, ref)
 			if !apierrors.IsForbidden(err) && firstErr == nil {
 				firstErr = err
 			}
@@ -110,58 +139,36 @@ func (op *cleanup) removeUnrecorded() error {
 }
 
 func (op *cleanup) deleteUnrecorded(gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
-	cl, err := op.stampClient()
-	if err != nil {
-		return err
-	}
-	sa := op.serviceAccount()
 	step := obj.GetLabels()[api.LabelResourceName]
-	return op.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("(applied for step [%s] but never recorded in status, no longer wanted)", step))
+	return op.x.remove(gvr, obj, fmt.Sprintf("(applied for step [%s] but never recorded in status, no longer wanted)", step))
 }
 
 func (op *cleanup) deleteOrphan(k refKey, ref st.StampedRef, step string) error {
-	f := op.env.Flavor
-	live, err := op.w.Live(op.ctx, tracking.Key{GVR: k.gvr, Selector: api.StampedSelector}, nil, k.namespace, k.name)
+	x, f := op.x, op.flavor
+	live, err := x.w.Live(x.ctx, tracking.Key{GVR: k.gvr, Selector: api.StampedSelector}, nil, k.namespace, k.name)
 	if err == nil && live == nil {
 		// Not in this replica's cache is not gone: an owner just moved
 		// here from another shard still has objects labelled for that
 		// shard, which this replica does not watch.
-		live, err = op.w.Read(op.ctx, op.env.Dynamic, k.gvr, k.namespace, k.name)
+		live, err = x.w.Read(x.ctx, x.kontinue, k.gvr, k.namespace, k.name)
 	}
 	if err != nil || live == nil {
 		return err
 	}
 	l := live.GetLabels()
-	if l[f.LabelOwnerName] != op.owner.GetName() || l[f.LabelOwnerNS] != op.owner.GetNamespace() || !op.controls(live) {
+	if l[f.LabelOwnerName] != x.owner.GetName() || l[f.LabelOwnerNS] != x.owner.GetNamespace() || !controlledBy(live, x.owner.GetUID()) {
 		return nil // not ours (any more), or made by someone else since: never delete it
-	}
-	cl, err := op.stampClient()
-	if err != nil {
-		return err
 	}
 	if step == "" {
 		step = "(removed earlier)"
 	}
-	sa := op.serviceAccount()
-	return op.w.Remove(op.ctx, cl, k.gvr, live, op.owner, sa.Namespace+"/"+sa.Name, fmt.Sprintf("no longer stamped by step [%s]", step))
-}
-
-// controls reports whether obj was stamped by this very owner: its
-// controller reference names the owner's UID. Labels anyone can set are not
-// proof.
-func (op *cleanup) controls(obj *unstructured.Unstructured) bool {
-	return controlledBy(obj, op.owner.GetUID())
+	return x.remove(k.gvr, live, fmt.Sprintf("no longer stamped by step [%s]", step))
 }
 
 // deleteRun deletes a run as the stamping service account, only if it is
 // still the object we saw (UID precondition).
 func (op *cleanup) deleteRun(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, why string) error {
-	cl, err := op.stampClient()
-	if err != nil {
-		return err
-	}
-	sa := op.serviceAccount()
-	return op.w.Remove(op.ctx, cl, gvr, obj, op.owner, sa.Namespace+"/"+sa.Name, "("+why+")")
+	return op.x.remove(gvr, obj, "("+why+")")
 }
 
 // removeStaleRuns deletes the runs of immutable steps that no longer need
@@ -202,7 +209,7 @@ func (op *cleanup) removeStaleRunObjects() error {
 		if gvrs[k.gvr] {
 			continue
 		}
-		o, synced := op.env.Tracker.Get(tracking.Key{GVR: k.gvr, Selector: api.StampedSelector}, k.namespace, k.name)
+		o, synced := op.x.cache.Get(tracking.Key{GVR: k.gvr, Selector: api.StampedSelector}, k.namespace, k.name)
 		gvrs[k.gvr] = !synced || o == nil || o.GetLabels()[runs.LabelInputDigest] != ""
 	}
 	var firstErr error
@@ -219,17 +226,17 @@ func (op *cleanup) removeStaleRunObjects() error {
 			continue
 		}
 		for _, o := range objs {
-			if !op.keep.has(refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}) {
-				op.watch.Watch(key) // watch until they are gone
+			if !op.x.keep.has(refKey{gvr: gvr, namespace: o.GetNamespace(), name: o.GetName()}) {
+				op.x.watch(key) // watch until they are gone
 				break
 			}
 		}
-		for _, o := range op.keep.staleRuns(gvr, objs, current) {
+		for _, o := range op.x.keep.staleRuns(gvr, objs, current) {
 			step := o.GetLabels()[api.LabelResourceName]
 			if err := op.deleteRun(gvr, o, fmt.Sprintf("step [%s] no longer creates runs", step)); err != nil {
 				// Listed in status.orphans, so the next reconcile looks again
 				// even when no step names this kind any more.
-				op.status.Orphans = append(op.status.Orphans, st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(),
+				op.out.orphans = append(op.out.orphans, st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(),
 					Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)})
 				if !apierrors.IsForbidden(err) && firstErr == nil {
 					firstErr = err
@@ -244,10 +251,9 @@ func (op *cleanup) removeStaleRunObjects() error {
 // API server while the cache is not synced (a kind no step stamps any more
 // may have no watch left after a restart).
 func (op *cleanup) ownerRuns(key tracking.Key) ([]*unstructured.Unstructured, error) {
-	f := op.env.Flavor
-	ns := op.owner.GetNamespace()
-	list, err := op.w.ListRuns(op.ctx, stamp.RunQuery{Kind: key, Watch: op.watch.Glance, Namespace: ns, Controller: op.owner.GetUID(),
-		Labels: labels.Set{api.StampedLabel: "true", f.LabelOwnerName: op.owner.GetName(), f.LabelOwnerNS: ns}})
+	x := op.x
+	list, err := x.w.ListRuns(x.ctx, stamp.RunQuery{Kind: key, Watch: x.glance, Namespace: x.owner.GetNamespace(), Controller: x.owner.GetUID(),
+		Labels: x.labels})
 	out := make([]*unstructured.Unstructured, len(list))
 	for i, r := range list {
 		out[i] = r.Obj
@@ -266,24 +272,25 @@ func (op *cleanup) removeStaleRunTemplates() error {
 	for i := range op.status.Resources {
 		current[op.status.Resources[i].Name] = op.status.Resources[i].StampedRef
 	}
+	owner := op.x.owner
 	want := func(step string) string {
-		return prepare.RunTemplateName(op.env.Flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName(), step)
+		return prepare.RunTemplateName(op.flavor.OwnerKind, owner.GetNamespace(), owner.GetName(), step)
 	}
 	var firstErr error
 	var kept []st.GeneratedRunTemplate
 	for _, rec := range op.status.GeneratedRunTemplates {
-		if !staleRunTemplate(rec, op.keep.reached, want, current) {
+		if !staleRunTemplate(rec, op.x.keep.reached, want, current) {
 			kept = append(kept, rec)
 			continue
 		}
-		why := fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", rec.Step, op.env.Flavor.OwnerKind, op.owner.GetNamespace(), op.owner.GetName())
-		if err := RemoveRunTemplate(op.ctx, op.env.Tracker, op.env.Writer, op.env.Dynamic, rec, why); err != nil {
+		why := fmt.Sprintf("step [%s] of %s %s/%s no longer generates it", rec.Step, op.flavor.OwnerKind, owner.GetNamespace(), owner.GetName())
+		if err := op.removeRunTemplate(rec, why); err != nil {
 			kept = append(kept, rec) // retried
 			if firstErr == nil {
 				firstErr = err
 			}
 		}
 	}
-	op.status.GeneratedRunTemplates = kept
+	op.out.records = kept
 	return firstErr
 }

@@ -34,19 +34,17 @@ type stepIO interface {
 	remove(p step.Plan) error
 }
 
-// execute realizes a rendered step: Check, load, Start, then each Plan's
-// writes fed back to Next until the Plan is Done, then what Done keeps and
-// lets go.
+// execute realizes a rendered step (prepare has refused what its Strategy's
+// Check refuses): load, Start, then each Plan's writes fed back to Next
+// until the Plan is Done, then what Done keeps and lets go.
 func (s *steps) execute(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) stepResult {
-	strat := step.StrategyOf(sc.spec)
+	l := step.LifecycleOf(sc.spec)
+	strat := l.Strategy
 	o := s.observed(sc, objs, in)
 	if s.traced {
 		sc.traceParent, _ = spans.ForSet(string(s.owner.GetUID()), s.done, sc.step.Name, &o.Inputs)
 	}
-	if c := strat.Check(o); c != nil {
-		return s.stepDone(sc, nil, *c, nil)
-	}
-	x := s.io(strat.Lifecycle(), sc)
+	x := s.io(l, sc)
 	seen, stop := x.load(&o)
 	if stop != nil {
 		return s.stepFailed(sc, stop)

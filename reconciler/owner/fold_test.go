@@ -37,8 +37,16 @@ func (t templates) Exists(kind, name string) bool {
 	return err == nil
 }
 
-// foldPass is a pass over walkChain whose steps write to w (a fake port).
-func foldPass(t *testing.T, w *world, env Env, prev st.OwnerStatus) (*pass, *events) {
+// owned is an owner over walkChain, loaded (its chain chosen, ready to
+// walk), whose steps write to w (a fake port).
+type owned struct {
+	env *Env
+	l   *loaded
+	x   *ownerIO
+	w   *world
+}
+
+func loadedOwner(t *testing.T, w *world, env Env, prev st.OwnerStatus) (*owned, *events) {
 	t.Helper()
 	own := walkOwner()
 	doc, err := json.Marshal(own.Object)
@@ -48,12 +56,19 @@ func foldPass(t *testing.T, w *world, env Env, prev st.OwnerStatus) (*pass, *eve
 	if env.Templates == nil {
 		env.Templates = templates{}
 	}
-	op := &pass{ctx: context.Background(), env: &env, user: "Workload/dev/app", owner: own, doc: doc,
-		now: metav1.NewTime(time.Unix(1000, 0)), prev: prev, keep: newKeepSet(),
+	l := &loaded{owner: own, user: "Workload/dev/app", doc: doc, now: metav1.NewTime(time.Unix(1000, 0)), prev: prev,
 		chainName: "web", chain: &specs.Chain{Name: "web", RV: "1", Spec: api.ChainSpec{Resources: walkChain}},
-		writerOf: func(_ step.Lifecycle, sc *stepCtx) stepIO { return fakeIO{w: w, step: sc.step.Name, sc: sc} }}
-	op.defs = op.liveDefs(op.chain)
-	return op, ev
+		walk: true, chainReady: st.Cond(api.WorkloadFlavor.ChainReadyCondition, st.True, "Ready", "")}
+	l.defs = liveDefs(&env, l.chain)
+	x := &ownerIO{ctx: context.Background(), keep: newKeepSet(), owner: own, user: l.user, records: &records{prev: prev},
+		steps: newStepObjects(walkChain, prev.Resources)}
+	return &owned{env: &env, l: l, x: x, w: w}, ev
+}
+
+// steps runs the steps stage, then the fold.
+func (o *owned) steps() (walked, st.OwnerStatus) {
+	wk := walkSteps(context.Background(), o.env, o.l, o.x, func(_ *step.Lifecycle, sc *stepCtx) stepIO { return fakeIO{w: o.w, step: sc.step.Name, sc: sc} })
+	return wk, fold(o.env, o.l, wk)
 }
 
 // conds are the owner's conditions as "Type Status Reason", in order.
@@ -102,15 +117,15 @@ func TestPassFold(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := tt.w
-			op, _ := foldPass(t, &w, Env{Kstatus: tt.kstatus}, st.OwnerStatus{})
-			_, err := op.walk(st.Cond(api.WorkloadFlavor.ChainReadyCondition, st.True, "Ready", ""))
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, conds(op.status))
-			require.Len(t, op.status.Resources, 2)
+			o, _ := loadedOwner(t, &w, Env{Kstatus: tt.kstatus}, st.OwnerStatus{})
+			wk, status := o.steps()
+			require.NoError(t, wk.err)
+			assert.Equal(t, tt.want, conds(status))
+			require.Len(t, status.Resources, 2)
 			// What the steps point at now is what removal keeps.
-			for _, r := range op.status.Resources {
+			for _, r := range status.Resources {
 				if r.StampedRef != nil {
-					assert.True(t, op.keep.has(refKeyOf(*r.StampedRef)), "keeps %s", r.StampedRef.Name)
+					assert.True(t, o.x.keep.has(refKeyOf(*r.StampedRef)), "keeps %s", r.StampedRef.Name)
 				}
 			}
 		})
@@ -135,17 +150,16 @@ func TestHealthySummary(t *testing.T) {
 // so: ServiceAccountError, told once (not again while nothing changed).
 func TestPassAccountMissing(t *testing.T) {
 	sa := api.ServiceAccountRef{Namespace: "dev", Name: "gone"}
-	chainReady := st.Cond(api.WorkloadFlavor.ChainReadyCondition, st.True, "Ready", "")
-	op, ev := foldPass(t, &world{}, Env{}, st.OwnerStatus{})
-	op.accountMissing(chainReady, sa)
-	assert.True(t, op.noAccount)
+	o, ev := loadedOwner(t, &world{}, Env{}, st.OwnerStatus{})
+	o.l.accountMissing(o.env, sa)
+	assert.True(t, o.l.noAccount)
 	assert.Equal(t, []string{"SupplyChainReady True Ready", "ResourcesSubmitted False ServiceAccountError",
-		"ResourcesHealthy True HealthyConditionRule", "Ready False ServiceAccountError"}, conds(op.status), "no step: nothing unhealthy")
+		"ResourcesHealthy True HealthyConditionRule", "Ready False ServiceAccountError"}, conds(o.l.status), "no step: nothing unhealthy")
 	require.Len(t, *ev, 1)
 	assert.Contains(t, (*ev)[0], "Warning ServiceAccountError: ")
 
-	again, ev2 := foldPass(t, &world{}, Env{}, op.status)
-	again.accountMissing(chainReady, sa)
+	again, ev2 := loadedOwner(t, &world{}, Env{}, o.l.status)
+	again.l.accountMissing(again.env, sa)
 	assert.Empty(t, *ev2, "told once per change")
 }
 
@@ -153,13 +167,13 @@ func TestPassAccountMissing(t *testing.T) {
 // chosen, names the one chosen otherwise.
 func TestPassFail(t *testing.T) {
 	prev := st.OwnerStatus{SupplyChainRef: &st.ObjectRef{Kind: api.KindClusterSupplyChain, Name: "old"}}
-	op, _ := foldPass(t, &world{}, Env{}, prev)
-	op.fail("SupplyChainReady", "SupplyChainNotFound", "no supply chain")
-	assert.Equal(t, []string{"SupplyChainReady False SupplyChainNotFound", "Ready False SupplyChainNotFound"}, conds(op.status))
-	assert.Equal(t, "old", op.status.SupplyChainRef.Name)
+	o, _ := loadedOwner(t, &world{}, Env{}, prev)
+	o.l.fail(o.env, "SupplyChainReady", "SupplyChainNotFound", "no supply chain")
+	assert.Equal(t, []string{"SupplyChainReady False SupplyChainNotFound", "Ready False SupplyChainNotFound"}, conds(o.l.status))
+	assert.Equal(t, "old", o.l.status.SupplyChainRef.Name)
 
-	op, _ = foldPass(t, &world{}, Env{}, prev)
-	op.status.SupplyChainRef = &st.ObjectRef{Kind: api.KindClusterSupplyChain, Name: "new"}
-	op.fail("SupplyChainReady", "InvalidChain", "bad")
-	assert.Equal(t, "new", op.status.SupplyChainRef.Name)
+	o, _ = loadedOwner(t, &world{}, Env{}, prev)
+	o.l.status.SupplyChainRef = &st.ObjectRef{Kind: api.KindClusterSupplyChain, Name: "new"}
+	o.l.fail(o.env, "SupplyChainReady", "InvalidChain", "bad")
+	assert.Equal(t, "new", o.l.status.SupplyChainRef.Name)
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -180,4 +181,57 @@ func RecordsOf(owner *unstructured.Unstructured) []st.GeneratedRunTemplate {
 		out = append(out, st.GeneratedRunTemplate{Step: step, Name: name, UID: types.UID(uid), Claim: claim})
 	}
 	return out
+}
+
+// records are the owner's records of the ClusterRunTemplates its steps
+// generate (status.generatedRunTemplates) while one reconcile changes them:
+// a runnable: true step records what it creates (runnablestep.go), the
+// cleanup stage lets go of what is gone (cleanup.go).
+type records struct {
+	prev st.OwnerStatus // the previous status: its records and steps
+	list []st.GeneratedRunTemplate
+}
+
+// get is the record of the step's ClusterRunTemplate of that name (a
+// copy), or nil.
+func (r *records) get(step, name string) *st.GeneratedRunTemplate {
+	for _, rec := range r.list {
+		if rec.Step == step && rec.Name == name {
+			return &rec
+		}
+	}
+	return nil
+}
+
+// set records rec, replacing the step's record of that name.
+func (r *records) set(rec st.GeneratedRunTemplate) {
+	for i, old := range r.list {
+		if old.Step == rec.Step && old.Name == rec.Name {
+			r.list[i] = rec
+			return
+		}
+	}
+	r.list = append(r.list, rec)
+}
+
+// legacy reports whether the owner's status comes from a version that kept
+// no record and already lists name for the step: its previous status has
+// no record for the step, and the step's stampedObjects name that
+// ClusterRunTemplate.
+func (r *records) legacy(stepName, name string) bool {
+	for _, rec := range r.prev.GeneratedRunTemplates {
+		if rec.Step == stepName {
+			return false
+		}
+	}
+	i := slices.IndexFunc(r.prev.Resources, func(res st.Resource) bool { return res.Name == stepName })
+	if i < 0 {
+		return false
+	}
+	for _, ref := range r.prev.Resources[i].StampedObjects {
+		if ref.Kind == api.KindClusterRunTemplate && ref.Name == name {
+			return true
+		}
+	}
+	return false
 }

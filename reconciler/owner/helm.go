@@ -15,6 +15,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -25,33 +26,42 @@ import (
 
 var secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 
-// helm keeps the Helm releases of one pass's steps.
-type helm struct{ *pass }
+// helm keeps the Helm releases of one owner's steps, through the port:
+// the release Secrets are records of the owner's, written as its service
+// account.
+type helm struct {
+	io     *ownerIO
+	flavor *api.Flavor
+	// resolve maps a kind for `lookup`, on a Session of its own: a lookup
+	// never blocks the owner.
+	resolve func(gvk schema.GroupVersionKind) (stamp.Target, error)
+}
 
 // release returns ctx carrying the step's kept release and a `lookup`
 // answered as the owner's service account, and what keeps the release the
 // engine rendered (prepare.Env.Release).
 func (op *helm) release(ctx context.Context, def api.Step) (context.Context, func() error, error) {
-	ns, name := op.owner.GetNamespace(), op.releaseSecretName(def.Name)
-	live, err := op.w.Live(op.ctx, tracking.Key{GVR: secretGVR, Selector: render.ReleaseSelector}, op.watch.Watch, ns, name)
+	x := op.io
+	ns, name := x.owner.GetNamespace(), op.releaseSecretName(def.Name)
+	live, err := x.w.Live(x.ctx, tracking.Key{GVR: secretGVR, Selector: render.ReleaseSelector}, x.watch, ns, name)
 	if err != nil {
 		return nil, nil, render.Transient(fmt.Errorf("unable to read the Secret [%s] that keeps the step's Helm release: %w", name, err))
 	}
-	live = op.env.Writer.Record(live, ns, name)
+	live = x.w.Record(live, ns, name)
 	rec := &helmRecord{}
 	if live != nil {
-		if !ownedByUID(live, op.owner) {
+		if !ownedByUID(live, x.owner) {
 			return nil, nil, op.refusedRecord(ns, name, op.notOurs(name))
 		}
 		rec.uid = live.GetUID()
 		if rec.Stored, err = render.ParseReleaseSecret(live); err != nil {
 			// Edited by hand: render anew, as a first install.
-			klog.InfoS("helm release unreadable, rendering anew", "owner", op.user, "step", def.Name, "secret", name, "err", err)
+			klog.InfoS("helm release unreadable, rendering anew", "owner", x.user, "step", def.Name, "secret", name, "err", err)
 		}
 	}
 	ctx = render.WithRelease(ctx, &rec.ReleaseRecord)
-	ctx = render.WithLookup(ctx, saLookup{op.pass})
-	if cl, err := op.stampClient(); err == nil {
+	ctx = render.WithLookup(ctx, saLookup{op})
+	if cl, err := x.client(); err == nil {
 		// helm.chart.secretRef is read as the service account.
 		ctx = render.WithServiceAccountGetter(ctx, render.DynamicGetter(cl))
 	}
@@ -68,17 +78,18 @@ func (op *helm) keepRelease(stepName string, rec *helmRecord) error {
 	if rec.Next == nil {
 		return nil
 	}
-	ns, name := op.owner.GetNamespace(), op.releaseSecretName(stepName)
-	secret, err := render.ReleaseSecret(ns, name, prepare.OwnerReference(op.env.Flavor, op.owner), stepName, rec.Next)
+	x := op.io
+	ns, name := x.owner.GetNamespace(), op.releaseSecretName(stepName)
+	secret, err := render.ReleaseSecret(ns, name, prepare.OwnerReference(op.flavor, x.owner), stepName, rec.Next)
 	if err != nil {
 		return err
 	}
-	cl, err := op.stampClient()
+	cl, err := x.client()
 	if err != nil {
 		return render.Transient(err)
 	}
-	sa := op.serviceAccount()
-	if err := op.w.KeepRecord(op.ctx, cl, secret, rec.uid); err != nil {
+	sa := x.account
+	if err := x.w.KeepRecord(x.ctx, cl, secret, rec.uid); err != nil {
 		switch failure.Classify(err) {
 		case failure.Forbidden:
 			return fmt.Errorf("service account [%s/%s] may not write the Secret [%s] that keeps the step's Helm release (it needs get, create and patch on secrets in its namespace): %w", sa.Namespace, sa.Name, name, err)
@@ -96,7 +107,7 @@ func (op *helm) keepRelease(stepName string, rec *helmRecord) error {
 // message whether the cache or a create found it, so that the look again
 // that follows writes no other status.
 func (op *helm) notOurs(name string) error {
-	return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
+	return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.flavor.OwnerKind)
 }
 
 // refusedRecord is err, the refusal of a release Secret someone else holds,
@@ -105,14 +116,14 @@ func (op *helm) notOurs(name string) error {
 // has synced, err is retried (render.Transient, with backoff): the Secret
 // may have gone before the watch's first list.
 func (op *helm) refusedRecord(ns, name string, err error) error {
-	if !op.watch.Watch(blocker(secretGVR, ns, name)) {
+	if !op.io.watch(blocker(secretGVR, ns, name)) {
 		return render.Transient(err)
 	}
 	return err
 }
 
 func (op *helm) releaseSecretName(stepName string) string {
-	return render.ReleaseSecretName(op.env.Flavor.OwnerKind, op.owner.GetName(), stepName)
+	return render.ReleaseSecretName(op.flavor.OwnerKind, op.io.owner.GetName(), stepName)
 }
 
 func ownedByUID(o, owner *unstructured.Unstructured) bool {
@@ -126,25 +137,25 @@ func ownedByUID(o, owner *unstructured.Unstructured) bool {
 
 // saLookup answers Helm's `lookup` as the owner's service account, for
 // namespaced kinds only (the engine keeps it to the owner's namespace).
-type saLookup struct{ op *pass }
+type saLookup struct{ h *helm }
 
 func (l saLookup) Lookup(ctx context.Context, apiVersion, kind, namespace, name string) (map[string]any, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
 		return nil, err
 	}
-	t, err := l.op.env.Writer.Session().Resolve(gv.WithKind(kind)) // not the owner's: a lookup never blocks it
+	t, err := l.h.resolve(gv.WithKind(kind)) // not the owner's Session: a lookup never blocks it
 	if err != nil {
 		return nil, err
 	}
 	if !t.Namespaced {
 		return nil, fmt.Errorf("kind [%s] is cluster-scoped: lookup reads only the owner's namespace", kind)
 	}
-	cl, err := l.op.stampClient()
+	cl, err := l.h.io.client()
 	if err != nil {
 		return nil, err
 	}
-	sa := l.op.serviceAccount()
+	sa := l.h.io.account
 	r := cl.Resource(t.GVR).Namespace(namespace)
 	var o map[string]any
 	if name != "" {

@@ -14,8 +14,8 @@ import (
 // that made no new release writes nothing (the Env has no clients: asking
 // for one would panic).
 func TestHelmReleaseNames(t *testing.T) {
-	op, _ := foldPass(t, &world{}, Env{}, st.OwnerStatus{})
-	h := &helm{op}
+	o, _ := loadedOwner(t, &world{}, Env{}, st.OwnerStatus{})
+	h := &helm{io: o.x, flavor: o.env.Flavor}
 	assert.Equal(t, render.ReleaseSecretName(api.KindWorkload, "app", "chart"), h.releaseSecretName("chart"))
 	assert.NotEqual(t, h.releaseSecretName("chart"), h.releaseSecretName("other"))
 	assert.NoError(t, h.keepRelease("chart", &helmRecord{uid: "u-secret"}))

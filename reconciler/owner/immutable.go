@@ -23,9 +23,7 @@ type immutableWriter struct {
 	what string
 }
 
-func newImmutableWriter(op *pass, sc *stepCtx) stepIO {
-	return &immutableWriter{io: op.io(), sc: sc}
-}
+func newImmutableWriter(x *ownerIO, sc *stepCtx) stepIO { return &immutableWriter{io: x, sc: sc} }
 
 // load turns the rendered object into the run (its input set is the
 // Observed digest), resolves its kind and lists the step's runs (stamp's

@@ -1,12 +1,15 @@
 package owner
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -24,6 +27,16 @@ func chainObj(t *testing.T, name string, spec api.ChainSpec) *unstructured.Unstr
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "carto.run/v1alpha1", "kind": api.KindClusterSupplyChain,
 		"metadata": map[string]any{"name": name, "resourceVersion": "1"}, "spec": m}}
 	return u
+}
+
+// asObject is v as an unstructured object holds it.
+func asObject(t *testing.T, v any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	return m
 }
 
 // The load stage: the chain chosen by the owner's labels, its templates,
@@ -84,33 +97,37 @@ func TestPassLoad(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			w := world{status: map[string]map[string]any{"source": sourceReady, "image": imageReady}}
 			var indexed *Used
-			env := Env{Templates: templates{missing: tt.missing}, Chains: specs.NewChains(),
+			ev := &events{}
+			env := Env{Flavor: api.WorkloadFlavor, Events: ev, Templates: templates{missing: tt.missing}, Chains: specs.NewChains(),
 				AccountExists: func(ns, name string) bool { return slices.Contains(tt.accounts, ns+"/"+name) },
 				Index:         func(_, _ string, u Used) { indexed = &u }}
-			op, ev := foldPass(t, &w, env, st.OwnerStatus{SupplyChainRef: prevRef,
-				GeneratedRunTemplates: []st.GeneratedRunTemplate{{Step: "tests", Name: "kept"}}})
-			op.chain, op.chainName = nil, ""
-			op.owner.SetLabels(tt.labels)
+			own := walkOwner()
+			own.SetLabels(tt.labels)
 			if tt.spec != nil {
-				op.owner.Object["spec"] = tt.spec
+				own.Object["spec"] = tt.spec
 			}
-			op.chainsCached = func() []*unstructured.Unstructured {
-				var out []*unstructured.Unstructured
-				for n, c := range tt.chains {
-					out = append(out, chainObj(t, n, c))
-				}
-				return out
+			own.Object["status"] = asObject(t, st.OwnerStatus{SupplyChainRef: prevRef,
+				GeneratedRunTemplates: []st.GeneratedRunTemplate{{Step: "tests", Name: "kept"}}})
+			var chains []*unstructured.Unstructured
+			for n, c := range tt.chains {
+				chains = append(chains, chainObj(t, n, c))
 			}
-			_, err := op.realize()
-			require.NoError(t, err)
-			assert.Equal(t, tt.conds, conds(op.status))
-			require.NotNil(t, op.status.SupplyChainRef)
-			assert.Equal(t, tt.chainRef, op.status.SupplyChainRef.Name)
+			l := load(&env, chains, own, "Workload/dev/app", metav1.NewTime(time.Unix(1000, 0)))
+			require.NoError(t, l.err)
+			status := fold(&env, l, walked{})
+			if l.walk {
+				o := &owned{env: &env, l: l, w: &w, x: &ownerIO{ctx: context.Background(), keep: newKeepSet(), owner: own, user: l.user,
+					records: &records{prev: l.prev, list: l.status.GeneratedRunTemplates}, steps: newStepObjects(l.defs.spec.Resources, l.prev.Resources)}}
+				_, status = o.steps()
+			}
+			assert.Equal(t, tt.conds, conds(status))
+			require.NotNil(t, status.SupplyChainRef)
+			assert.Equal(t, tt.chainRef, status.SupplyChainRef.Name)
 			assert.Equal(t, tt.indexed, indexed)
 			assert.Equal(t, tt.written, len(w.applied) > 0, "the steps wrote")
 			assert.Len(t, *ev, tt.events)
-			assert.Equal(t, tt.conds[len(tt.conds)-1] == "Ready False ServiceAccountError", op.noAccount, "cleanup is skipped only without the account")
-			assert.Equal(t, "kept", op.status.GeneratedRunTemplates[0].Name, "records stay until their objects are gone")
+			assert.Equal(t, tt.conds[len(tt.conds)-1] == "Ready False ServiceAccountError", l.noAccount, "cleanup is skipped only without the account")
+			assert.Equal(t, "kept", status.GeneratedRunTemplates[0].Name, "records stay until their objects are gone")
 		})
 	}
 }

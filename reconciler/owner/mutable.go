@@ -24,8 +24,8 @@ type mutableWriter struct {
 	targets map[*unstructured.Unstructured]target
 }
 
-func newMutableWriter(op *pass, sc *stepCtx) stepIO {
-	return &mutableWriter{io: op.io(), sc: sc, targets: map[*unstructured.Unstructured]target{}}
+func newMutableWriter(x *ownerIO, sc *stepCtx) stepIO {
+	return &mutableWriter{io: x, sc: sc, targets: map[*unstructured.Unstructured]target{}}
 }
 
 // load resolves every object before anything is written (so that a step

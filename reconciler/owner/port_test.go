@@ -52,34 +52,34 @@ func TestPrimaryIndex(t *testing.T) {
 // previous status) and labels as versions without records wrote them.
 func TestRunTemplateRecords(t *testing.T) {
 	prev := st.OwnerStatus{Resources: []st.Resource{{Name: "tests", StampedObjects: []st.StampedRef{{Kind: api.KindClusterRunTemplate, Name: "crt-1"}}}}}
-	op, _ := foldPass(t, &world{}, Env{}, prev)
-	w := &runnableWriter{op: op}
+	r := &records{prev: prev}
 
-	assert.Nil(t, w.runTemplateRecord("tests", "crt-1"))
-	w.setRunTemplateRecord(st.GeneratedRunTemplate{Step: "tests", Name: "crt-1", Claim: "c"})
-	w.setRunTemplateRecord(st.GeneratedRunTemplate{Step: "other", Name: "crt-2"})
-	w.setRunTemplateRecord(st.GeneratedRunTemplate{Step: "tests", Name: "crt-1", Claim: "c", UID: "u1"})
-	require.Len(t, op.status.GeneratedRunTemplates, 2, "replaced, not added")
-	rec := w.runTemplateRecord("tests", "crt-1")
+	assert.Nil(t, r.get("tests", "crt-1"))
+	r.set(st.GeneratedRunTemplate{Step: "tests", Name: "crt-1", Claim: "c"})
+	r.set(st.GeneratedRunTemplate{Step: "other", Name: "crt-2"})
+	r.set(st.GeneratedRunTemplate{Step: "tests", Name: "crt-1", Claim: "c", UID: "u1"})
+	require.Len(t, r.list, 2, "replaced, not added")
+	rec := r.get("tests", "crt-1")
 	require.NotNil(t, rec)
 	assert.Equal(t, types.UID("u1"), rec.UID)
 	rec.UID = "changed"
-	assert.Equal(t, types.UID("u1"), w.runTemplateRecord("tests", "crt-1").UID, "a copy")
+	assert.Equal(t, types.UID("u1"), r.get("tests", "crt-1").UID, "a copy")
 
-	assert.True(t, w.legacyRunTemplate("tests", "crt-1"), "no record before, the name listed")
-	assert.False(t, w.legacyRunTemplate("tests", "crt-9"), "another name")
-	assert.False(t, w.legacyRunTemplate("gone", "crt-1"), "a step the status did not list")
-	op.prev.GeneratedRunTemplates = []st.GeneratedRunTemplate{{Step: "tests", Name: "crt-0"}}
-	assert.False(t, w.legacyRunTemplate("tests", "crt-1"), "a version that kept records: no legacy")
+	assert.True(t, r.legacy("tests", "crt-1"), "no record before, the name listed")
+	assert.False(t, r.legacy("tests", "crt-9"), "another name")
+	assert.False(t, r.legacy("gone", "crt-1"), "a step the status did not list")
+	r.prev.GeneratedRunTemplates = []st.GeneratedRunTemplate{{Step: "tests", Name: "crt-0"}}
+	assert.False(t, r.legacy("tests", "crt-1"), "a version that kept records: no legacy")
 
 	f := api.WorkloadFlavor
+	x := &ownerIO{labels: labels.Set{api.StampedLabel: "true", f.LabelOwnerName: "app", f.LabelOwnerNS: "dev"}}
 	l := obj(api.KindClusterRunTemplate, "crt-1", "carto.run/v1alpha1")
 	l.SetLabels(map[string]string{api.StampedLabel: "true", f.LabelOwnerName: "app", f.LabelOwnerNS: "dev", api.LabelResourceName: "tests"})
-	assert.True(t, w.labelledFor(l, "tests"))
-	assert.False(t, w.labelledFor(l, "other"))
-	assert.False(t, w.labelledFor(nil, "tests"))
+	assert.True(t, x.labelledFor(l, "tests"))
+	assert.False(t, x.labelledFor(l, "other"))
+	assert.False(t, x.labelledFor(nil, "tests"))
 	l.SetLabels(map[string]string{f.LabelOwnerName: "app", f.LabelOwnerNS: "dev", api.LabelResourceName: "tests"})
-	assert.False(t, w.labelledFor(l, "tests"), "not stamped")
+	assert.False(t, x.labelledFor(l, "tests"), "not stamped")
 }
 
 func TestWithClaim(t *testing.T) {

@@ -1,15 +1,17 @@
 // Package owner is the owner reconciler (Workloads through supply chains,
-// Deliverables through deliveries), read top to bottom as its stages:
+// Deliverables through deliveries), read top to bottom as its stages
+// (Reconcile), each a function of what the stages before it left:
 //
-//  1. load (pass.go): the owner, its chain (selector), its templates, the
-//     previous status, the service account — all from the cache;
-//  2. for each step (walk.go): prepare (reconciler/prepare) → the
+//  1. load (load.go): the owner, its chain (selector), its templates, the
+//     previous status, the service account — all from the cache → loaded;
+//  2. steps (walk.go): for each step, prepare (reconciler/prepare) → the
 //     Strategy's decide/do loop (execute.go) through the lifecycle's stepIO
-//     (mutable.go, immutable.go, runnablestep.go) over the ownerIO port
-//     (write.go) → the step's status;
-//  3. fold: the owner's conditions from its steps' (pass.go);
-//  4. cleanup (cleanup.go; keep.go decides): orphans, objects never
-//     recorded, stale runs and generated ClusterRunTemplates;
+//     (lifecycles.go: mutable.go, immutable.go, runnablestep.go) over the
+//     ownerIO port (write.go) → walked: the steps' statuses;
+//  3. fold (fold.go): the owner's conditions from its steps' → its status;
+//  4. cleanup (cleanup.go; keep.go decides), through the same port:
+//     orphans, objects never recorded, stale runs and generated
+//     ClusterRunTemplates → cleaned: what stays listed;
 //  5. status (status.go): bounded, written only when it changed.
 //
 // The Manager (reconciler/) routes its events, keeps the index of chains
@@ -24,6 +26,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
@@ -36,6 +39,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -143,8 +147,8 @@ func New(env Env) *Reconciler {
 	return &Reconciler{env: env, writes: map[string]ownWrite{}}
 }
 
-// Reconcile realizes the owner namespace/name: load and the steps
-// (pass.realize) → cleanup → status. user names it to the tracker and in
+// Reconcile realizes the owner namespace/name through its stages: load →
+// steps → fold → cleanup → status. user names it to the tracker and in
 // logs.
 func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string) (Outcome, error) {
 	obj, synced := r.env.Tracker.Get(tracking.Key{GVR: r.env.Flavor.OwnerGVR}, namespace, name)
@@ -165,17 +169,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 		return Outcome{Requeue: 50 * time.Millisecond, Wait: true}, nil
 	}
 	obj = obj.DeepCopy()
-	op := newPass(ctx, &r.env, obj, user)
-	requeue, runErr := op.realize()
+	env := &r.env
+	sess, watches := env.Writer.Session(), env.Tracker.Begin(user) // every write; what this reconcile watches
+	chains, _ := env.Tracker.List(tracking.Key{GVR: env.Flavor.ChainGVR}, "")
 
-	// Orphans first: a step that moved to another object must not leave the
-	// old one behind. Failures keep the old ref in status so it is retried.
-	var orphanErr error
-	if !op.noAccount {
-		orphanErr = (&cleanup{op}).removeOrphans()
+	l := load(env, chains, obj, user, metav1.NewTime(time.Now().Truncate(time.Second))) // 1. load
+	x := newOwnerIO(ctx, env, l, sess, watches)                                         // the port of the stages that write
+	var w walked
+	if l.walk {
+		w = walkSteps(ctx, env, l, x, func(lc *step.Lifecycle, sc *stepCtx) stepIO { return writers[lc.IO](x, sc) }) // 2. steps
+	}
+	status := fold(env, l, w) // 3. fold
+	// 4. cleanup. Orphans first: a step that moved to another object must
+	// not leave the old one behind. Failures keep the old ref in status so
+	// it is retried. Nothing is deleted as an account that does not exist.
+	var c cleaned
+	if !l.noAccount {
+		c = clean(env, x, l, status)
+		status.Orphans, status.GeneratedRunTemplates = c.orphans, c.records
 	}
 
-	if err := r.writeStatus(ctx, obj, op); err != nil {
+	if err := r.writeStatus(ctx, obj, l, &status); err != nil { // 5. status
 		if apierrors.IsConflict(err) || errors.Is(err, stamp.ErrStaleCopy) {
 			// Decided on a stale copy: decide again once the cache has a
 			// newer one (fresh.Reads), not on the same copy with backoff.
@@ -183,17 +197,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 		}
 		return Outcome{}, err
 	}
-	if r.env.StatusWritten != nil {
-		r.env.StatusWritten(op.chainName, op.prev.Resources, op.status.Resources)
+	if env.StatusWritten != nil {
+		env.StatusWritten(l.chainName, l.prev.Resources, status.Resources)
 	}
-	recorded(ctx, obj, op)
-	op.watch.Done()
-	if op.sweepLater && (requeue == 0 || requeue > sweepRetry) {
+	recorded(ctx, env, obj, l, &status)
+	watches.Done()
+	requeue := w.requeue
+	if c.sweepLater && (requeue == 0 || requeue > sweepRetry) {
 		requeue = sweepRetry
 	}
-	out := Outcome{Requeue: requeue, Wait: op.blockerWait && requeue == blockerSync, Session: op.w, Used: op.used()}
-	if runErr != nil {
-		return out, runErr
+	out := Outcome{Requeue: requeue, Wait: w.blockerWait && requeue == blockerSync, Session: sess, Used: l.used()}
+	if l.err != nil {
+		return out, l.err
 	}
-	return out, orphanErr
+	if w.err != nil {
+		return out, w.err
+	}
+	return out, c.err
 }

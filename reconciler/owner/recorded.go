@@ -8,33 +8,34 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/spans"
+	st "kontinue.dev/kontinue/reconciler/status"
 )
 
 // recorded hands what ended between the previous status and the one just
 // written to the owner's spans and history. The history is written as the
 // account the owner's objects are written as, so it needs no rights of
 // Kontinue's own; an owner without a usable account has none.
-func recorded(ctx context.Context, obj *unstructured.Unstructured, op *pass) {
-	if op.noAccount {
+func recorded(ctx context.Context, env *Env, obj *unstructured.Unstructured, l *loaded, status *st.OwnerStatus) {
+	if l.noAccount {
 		return
 	}
-	prev, next := op.prev.Resources, op.status.Resources
-	if op.env.Spans != nil {
-		o := spans.Owner{Kind: op.env.Flavor.OwnerKind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
-			UID: string(obj.GetUID()), Chain: op.chainName}
+	prev, next := l.prev.Resources, status.Resources
+	if env.Spans != nil {
+		o := spans.Owner{Kind: env.Flavor.OwnerKind, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			UID: string(obj.GetUID()), Chain: l.chainName}
 		if o.Kind == api.KindDeliverable {
-			o.Feed = feedOf(op.env.Tracker, obj)
+			o.Feed = feedOf(env.Tracker, obj)
 		}
-		op.env.Spans(o, prev, next)
+		env.Spans(o, prev, next)
 	}
-	if op.env.History == nil {
+	if env.History == nil {
 		return
 	}
-	sa := op.serviceAccount()
-	client, err := op.env.Clients.For(sa.Namespace, sa.Name)
+	sa := l.account()
+	client, err := env.Clients.For(sa.Namespace, sa.Name)
 	if err != nil {
 		return // the steps' writes, through the same account, report why
 	}
-	op.env.History.Record(ctx, client, history.Owner{APIVersion: obj.GetAPIVersion(), Kind: op.env.Flavor.OwnerKind,
-		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()), Object: obj, Status: &op.status}, prev, next)
+	env.History.Record(ctx, client, history.Owner{APIVersion: obj.GetAPIVersion(), Kind: env.Flavor.OwnerKind,
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()), Object: obj, Status: status}, prev, next)
 }

@@ -43,8 +43,8 @@ func TestRecordedTellsSpans(t *testing.T) {
 			own.SetNamespace("dev")
 			own.SetName("app")
 			own.SetUID(types.UID("u1"))
-			op := &pass{env: &env, chainName: "web", noAccount: tt.noAccount, prev: st.OwnerStatus{Resources: prev}, status: st.OwnerStatus{Resources: next}}
-			recorded(context.Background(), own, op)
+			l := &loaded{chainName: "web", noAccount: tt.noAccount, prev: st.OwnerStatus{Resources: prev}}
+			recorded(context.Background(), &env, own, l, &st.OwnerStatus{Resources: next})
 			assert.Len(t, got, tt.want)
 			if tt.want > 0 {
 				assert.Equal(t, spans.Owner{Kind: "Workload", Namespace: "dev", Name: "app", UID: "u1", Chain: "web"}, got[0])

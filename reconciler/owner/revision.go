@@ -27,38 +27,39 @@ type defs struct {
 }
 
 // liveDefs are the chain and templates as they are now.
-func (op *pass) liveDefs(chain *specs.Chain) defs {
-	return defs{spec: &chain.Spec, template: op.env.Templates.Template, exists: op.env.Templates.Exists, optsRV: chain.RV}
+func liveDefs(env *Env, chain *specs.Chain) defs {
+	return defs{spec: &chain.Spec, template: env.Templates.Template, exists: env.Templates.Exists, optsRV: chain.RV}
 }
 
-// chooseDefs asks the roll-out which revision this owner renders with and
-// records it in the owner's status.
-func (op *pass) chooseDefs(chain *specs.Chain) {
-	op.defs = op.liveDefs(chain)
-	op.status.ChainRevision = ""
-	if op.env.revs == nil {
-		return
+// chooseDefs asks the roll-out of chain (chains: the flavor's chains in
+// the cache) which revision owner renders with (recorded: the one its
+// status records), and returns its definitions and the revision to record
+// ("": the live ones).
+func chooseDefs(env *Env, chains []*unstructured.Unstructured, chain *specs.Chain, owner *unstructured.Unstructured, recorded string) (defs, string) {
+	live := liveDefs(env, chain)
+	if env.revs == nil {
+		return live, ""
 	}
 	var obj *unstructured.Unstructured
-	for _, o := range op.chainsCached() {
+	for _, o := range chains {
 		if o.GetName() == chain.Name {
 			obj = o
 		}
 	}
 	if obj == nil {
-		return
+		return live, ""
 	}
-	view := op.env.revs.view(op.env.Flavor.ChainKind, obj)
-	o := rollout.Owner{Namespace: op.owner.GetNamespace(), Name: op.owner.GetName(), Labels: op.owner.GetLabels(), Revision: op.prev.ChainRevision}
+	view := env.revs.view(env.Flavor.ChainKind, obj)
+	o := rollout.Owner{Namespace: owner.GetNamespace(), Name: owner.GetName(), Labels: owner.GetLabels(), Revision: recorded}
 	rev := rollout.Choose(view.policy, view.status, o)
 	if rev == "" {
-		return
+		return live, ""
 	}
 	d := view.revision(rev)
 	if d == nil {
-		return // Choose only names revisions the status holds
+		return live, "" // Choose only names revisions the status holds
 	}
-	op.defs = defs{revision: rev, spec: &d.spec, optsRV: "revision:" + rev,
+	return defs{revision: rev, spec: &d.spec, optsRV: "revision:" + rev,
 		template: func(kind, name string) (*api.TemplateSpec, error) {
 			t, ok := d.templates[kind+"/"+name]
 			if !ok {
@@ -67,8 +68,7 @@ func (op *pass) chooseDefs(chain *specs.Chain) {
 			return t.spec, t.err
 		},
 		exists: func(kind, name string) bool { _, ok := d.templates[kind+"/"+name]; return ok },
-	}
-	op.status.ChainRevision = rev
+	}, rev
 }
 
 // revisionBook decodes chains' roll-out state once per resourceVersion,

@@ -9,7 +9,6 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/specs"
-	st "kontinue.dev/kontinue/reconciler/status"
 )
 
 // chooseDefs: the owner walks the live definitions without a policy, else
@@ -57,23 +56,22 @@ func TestChooseDefs(t *testing.T) {
 			own := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "app", "namespace": "dev"}}}
 			own.SetLabels(tt.labels)
 			env := Env{Flavor: api.WorkloadFlavor, Templates: templates{}, revs: newRevisionBook()}
-			op := &pass{env: &env, owner: own, prev: st.OwnerStatus{ChainRevision: tt.recorded}, status: st.OwnerStatus{ChainRevision: tt.recorded},
-				chainsCached: func() []*unstructured.Unstructured { return []*unstructured.Unstructured{{Object: obj}} }}
+			chains := []*unstructured.Unstructured{{Object: obj}}
 			live := &specs.Chain{Name: "web", RV: "7", Spec: api.ChainSpec{Resources: []api.Step{{Name: "cfg", TemplateRef: api.StepTemplateRef{Kind: api.KindClusterTemplate, Name: "live"}}}}}
-			op.chooseDefs(live)
-			assert.Equal(t, tt.revision, op.defs.revision)
-			assert.Equal(t, tt.revision, op.status.ChainRevision, "recorded")
-			require.Len(t, op.defs.spec.Resources, 1)
-			assert.Equal(t, tt.tmpl, op.defs.spec.Resources[0].TemplateRef.Name)
+			defs, recorded := chooseDefs(&env, chains, live, own, tt.recorded)
+			assert.Equal(t, tt.revision, defs.revision)
+			assert.Equal(t, tt.revision, recorded, "recorded")
+			require.Len(t, defs.spec.Resources, 1)
+			assert.Equal(t, tt.tmpl, defs.spec.Resources[0].TemplateRef.Name)
 			if tt.revision == "" {
 				return
 			}
-			assert.True(t, op.defs.exists(api.KindClusterTemplate, tt.tmpl))
-			assert.False(t, op.defs.exists(api.KindClusterTemplate, "live"), "a revision's templates only")
-			ts, err := op.defs.template(api.KindClusterTemplate, tt.tmpl)
+			assert.True(t, defs.exists(api.KindClusterTemplate, tt.tmpl))
+			assert.False(t, defs.exists(api.KindClusterTemplate, "live"), "a revision's templates only")
+			ts, err := defs.template(api.KindClusterTemplate, tt.tmpl)
 			require.NoError(t, err)
 			assert.Equal(t, tt.data, ts.Template["data"].(map[string]any)["v"])
-			_, err = op.defs.template(api.KindClusterTemplate, "live")
+			_, err = defs.template(api.KindClusterTemplate, "live")
 			assert.ErrorContains(t, err, "not found in revision "+tt.revision)
 		})
 	}

@@ -2,7 +2,6 @@ package owner
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -44,27 +42,18 @@ import (
 // place. load generates them; the Strategy applies them in that order.
 type runnableWriter struct {
 	noRuns
-	op *pass // generating the objects: the owner, its chain, its records
 	io *ownerIO
 	sc *stepCtx
 }
 
-func newRunnableWriter(op *pass, sc *stepCtx) stepIO {
-	return &runnableWriter{op: op, io: op.io(), sc: sc}
-}
+func newRunnableWriter(x *ownerIO, sc *stepCtx) stepIO { return &runnableWriter{io: x, sc: sc} }
 
-// load generates the ClusterRunTemplate and the Runnable from the rendered
-// object (Observed.Objects becomes them, the Runnable primary) and watches
-// the Runnable.
+// load stamps the ClusterRunTemplate and the Runnable prepare generated
+// from the rendered object (Observed.Objects becomes them, the Runnable
+// primary) and watches the Runnable.
 func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
-	op := w.op
-	sc := w.sc
-	prepared := prepare.Prepared{Kind: sc.kind, Template: sc.tmplName, Spec: sc.spec, Inputs: sc.in, Params: sc.params, Labels: sc.labels, Objects: o.Objects[:1]}
-	crt, rn, refused := prepare.Runnable(op.ctx, op.env.Flavor, op.owner, op.serviceAccount(), sc.step, prepared)
-	if refused != nil {
-		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.False, refused.Reason, refused.Message)}
-	}
-	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
+	o.Objects, o.Primary = w.sc.generated, len(w.sc.generated)-1
+	rn := o.Objects[o.Primary]
 	// o.Digest stays the rendered object's: the input set the Runnable's
 	// inputs carry, which its runs report on (the step's provenance).
 	o.Desired = rn
@@ -125,7 +114,7 @@ const recordedDelay = 10 * time.Millisecond
 // (decideRunTemplate): created after its record, applied with the
 // recorded UID as precondition, never an object someone else made.
 func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
-	op, sc := w.op, w.sc
+	x, sc := w.io, w.sc
 	name := desired.GetName()
 	what := fmt.Sprintf("ClusterRunTemplate [%s] for step [%s] (template [%s/%s] sets runnable: true)", name, sc.step.Name, sc.kind, sc.tmplName)
 	stop := func(c metav1.Condition, err error) (*unstructured.Unstructured, *stepFail) {
@@ -134,12 +123,12 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 	failed := func(err error) (*unstructured.Unstructured, *stepFail) {
 		return nil, w.io.writeFailed(what, err)
 	}
-	rec := w.runTemplateRecord(sc.step.Name, name)
-	legacy := rec == nil && w.legacyRunTemplate(sc.step.Name, name)
-	live, _ := op.env.Tracker.Get(tracking.Key{GVR: api.RunTemplateGVR}, "", name)
+	rec := x.records.get(sc.step.Name, name)
+	legacy := rec == nil && x.records.legacy(sc.step.Name, name)
+	live, _ := x.cache.Get(tracking.Key{GVR: api.RunTemplateGVR}, "", name)
 	read := false
 	readLive := func() error {
-		got, err := op.w.Read(op.ctx, op.env.Dynamic, api.RunTemplateGVR, "", name)
+		got, err := x.w.Read(x.ctx, x.kontinue, api.RunTemplateGVR, "", name)
 		if err != nil {
 			return err
 		}
@@ -149,27 +138,27 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 		live, read = got, true
 		return nil
 	}
-	kontinue := stamp.For{Client: op.env.Dynamic, Owner: op.owner, Step: sc.step.Name} // its own identity: see above
+	kontinue := stamp.For{Client: x.kontinue, Owner: x.owner, Step: sc.step.Name} // its own identity: see above
 	for attempt := 0; ; attempt++ {
 		if attempt > 3 {
 			// Created and gone again between each look: someone races us.
 			return stop(st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError, fmt.Sprintf("unable to apply %s: it keeps appearing and disappearing", what)), fmt.Errorf("%s: no stable state", what))
 		}
-		switch decideRunTemplate(rec, legacy, seenOf(live, w.labelledFor(live, sc.step.Name)), read) {
+		switch decideRunTemplate(rec, legacy, seenOf(live, x.labelledFor(live, sc.step.Name)), read) {
 		case crtRecord:
 			r := st.GeneratedRunTemplate{Step: sc.step.Name, Name: name, Claim: newClaim()}
-			w.setRunTemplateRecord(r)
+			x.records.set(r)
 			return nil, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.Unknown, ReasonRunTemplateRecorded,
-				fmt.Sprintf("%s is recorded in the %s's status; it is created once the record is kept", what, op.env.Flavor.OwnerKind)), requeue: recordedDelay}
+				fmt.Sprintf("%s is recorded in the %s's status; it is created once the record is kept", what, x.claim.Kind)), requeue: recordedDelay}
 		case crtRead:
 			if err := readLive(); err != nil {
 				return failed(err)
 			}
 		case crtCreate:
-			created, err := op.w.Create(op.ctx, kontinue, api.RunTemplateGVR, withClaim(desired, rec.Claim))
+			created, err := x.w.Create(x.ctx, kontinue, api.RunTemplateGVR, withClaim(desired, rec.Claim))
 			if err == nil {
 				rec.UID = created.GetUID()
-				w.setRunTemplateRecord(*rec)
+				x.records.set(*rec)
 				return created, nil
 			}
 			if !apierrors.IsAlreadyExists(err) {
@@ -182,20 +171,20 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 			if rec == nil {
 				rec = &st.GeneratedRunTemplate{Step: sc.step.Name, Name: name}
 				klog.InfoS("adopted a ClusterRunTemplate generated by an earlier version (no record; listed in the owner's status, labelled for it)",
-					"owner", op.user, "step", sc.step.Name, "name", name, "uid", live.GetUID())
+					"owner", x.user, "step", sc.step.Name, "name", name, "uid", live.GetUID())
 			}
 			rec.UID = live.GetUID()
-			w.setRunTemplateRecord(*rec)
+			x.records.set(*rec)
 			return w.applyRunTemplate(kontinue, what, desired, *rec, live)
 		case crtApply:
 			return w.applyRunTemplate(kontinue, what, desired, *rec, live)
 		case crtRefuse:
-			if op.env.WaitForName != nil {
-				op.env.WaitForName(name, op.owner.GetNamespace(), op.owner.GetName())
+			if x.waitForName != nil {
+				x.waitForName(name)
 			}
 			return stop(st.Cond(st.ResourceSubmitted, st.False, step.ReasonNotOwned, fmt.Sprintf(
 				"unable to apply %s: a ClusterRunTemplate of that name (uid %s) exists that Kontinue did not generate for this %s; it is left as it is (labels and annotations prove nothing): delete it to let Kontinue generate its own",
-				what, live.GetUID(), op.env.Flavor.OwnerKind)), nil)
+				what, live.GetUID(), x.claim.Kind)), nil)
 		}
 	}
 }
@@ -206,7 +195,7 @@ func (w *runnableWriter) putRunTemplate(desired *unstructured.Unstructured) (*un
 func (w *runnableWriter) applyRunTemplate(f stamp.For, what string, desired *unstructured.Unstructured, rec st.GeneratedRunTemplate, live *unstructured.Unstructured) (*unstructured.Unstructured, *stepFail) {
 	d := withClaim(desired, rec.Claim)
 	d.SetUID(rec.UID)
-	out, err := w.op.w.ApplyTo(w.io.ctx, f, api.RunTemplateGVR, d, live)
+	out, err := w.io.w.ApplyTo(w.io.ctx, f, api.RunTemplateGVR, d, live)
 	switch {
 	case err == nil:
 		return out, nil
@@ -232,59 +221,17 @@ func withClaim(desired *unstructured.Unstructured, claim string) *unstructured.U
 	return d
 }
 
-// runTemplateRecord is the owner's record of the step's ClusterRunTemplate
-// of that name (a copy), or nil.
-func (w *runnableWriter) runTemplateRecord(step, name string) *st.GeneratedRunTemplate {
-	for _, r := range w.op.status.GeneratedRunTemplates {
-		if r.Step == step && r.Name == name {
-			return &r
-		}
-	}
-	return nil
-}
-
-// setRunTemplateRecord records rec, replacing the step's record of that name.
-func (w *runnableWriter) setRunTemplateRecord(rec st.GeneratedRunTemplate) {
-	recs := &w.op.status.GeneratedRunTemplates
-	for i, r := range *recs {
-		if r.Step == rec.Step && r.Name == rec.Name {
-			(*recs)[i] = rec
-			return
-		}
-	}
-	*recs = append(*recs, rec)
-}
-
-// legacyRunTemplate reports whether the owner's status comes from a version
-// that kept no record and already lists name for the step: its previous
-// status has no record for the step, and the step's stampedObjects name
-// that ClusterRunTemplate.
-func (w *runnableWriter) legacyRunTemplate(stepName, name string) bool {
-	op := w.op
-	for _, r := range op.prev.GeneratedRunTemplates {
-		if r.Step == stepName {
-			return false
-		}
-	}
-	i := slices.IndexFunc(op.prev.Resources, func(r st.Resource) bool { return r.Name == stepName })
-	if i < 0 {
-		return false
-	}
-	for _, ref := range op.prev.Resources[i].StampedObjects {
-		if ref.Kind == api.KindClusterRunTemplate && ref.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 // labelledFor reports whether u's labels name this owner and step (what
 // versions that kept no record wrote on a generated ClusterRunTemplate).
-func (w *runnableWriter) labelledFor(u *unstructured.Unstructured, stepName string) bool {
-	op := w.op
+func (x *ownerIO) labelledFor(u *unstructured.Unstructured, stepName string) bool {
 	if u == nil {
 		return false
 	}
-	l, f := u.GetLabels(), op.env.Flavor
-	return l[api.StampedLabel] == "true" && l[f.LabelOwnerName] == op.owner.GetName() && l[f.LabelOwnerNS] == op.owner.GetNamespace() && l[api.LabelResourceName] == stepName
+	l := u.GetLabels()
+	for k, v := range x.labels {
+		if l[k] != v {
+			return false
+		}
+	}
+	return l[api.LabelResourceName] == stepName
 }

@@ -68,11 +68,12 @@ type ownWrite struct {
 	at     time.Time
 }
 
-// writeStatus writes the owner's status only when it changed.
-func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, op *pass) error {
-	r.bound(obj, op)
-	user := op.user
-	written, err := r.env.Writer.WriteStatus(ctx, r.env.Flavor.OwnerGVR, obj, op.status, r.env.Tracker)
+// writeStatus is the status stage: the owner obj's status, as load (l) and
+// the later stages left it, bounded and written only when it changed.
+func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstructured, l *loaded, status *st.OwnerStatus) error {
+	r.bound(obj, l, status)
+	user := l.user
+	written, err := r.env.Writer.WriteStatus(ctx, r.env.Flavor.OwnerGVR, obj, *status, r.env.Tracker)
 	if written != nil {
 		r.recordWrite(user, written)
 	}
@@ -93,17 +94,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, obj *unstructured.Unstruct
 // obj (st.Bound), and says what it cut in the StatusTruncated condition,
 // with a Warning event when that changes: a status that fails to write
 // would leave the owner stale for good.
-func (r *Reconciler) bound(obj *unstructured.Unstructured, op *pass) {
-	notes := st.Bound(&op.status, st.Free(obj.Object))
+func (r *Reconciler) bound(obj *unstructured.Unstructured, l *loaded, status *st.OwnerStatus) {
+	notes := st.Bound(status, st.Free(obj.Object))
 	if len(notes) == 0 {
 		return
 	}
 	msg := strings.Join(notes, "; ")
-	c := st.Merge([]metav1.Condition{st.Cond(CondStatusTruncated, st.True, ReasonStatusTooLarge, msg)}, op.prev.Conditions, obj.GetGeneration(), op.now)[0]
-	op.status.Conditions = append(op.status.Conditions, c)
-	if p := st.Find(op.prev.Conditions, CondStatusTruncated); p == nil || p.Message != msg {
-		klog.InfoS("status too large; cut", "owner", op.user, "cut", msg)
-		r.env.Events.Event(op.owner, corev1.EventTypeWarning, stamp.EventStatusTooLarge, "%s", msg)
+	c := st.Merge([]metav1.Condition{st.Cond(CondStatusTruncated, st.True, ReasonStatusTooLarge, msg)}, l.prev.Conditions, obj.GetGeneration(), l.now)[0]
+	status.Conditions = append(status.Conditions, c)
+	if p := st.Find(l.prev.Conditions, CondStatusTruncated); p == nil || p.Message != msg {
+		klog.InfoS("status too large; cut", "owner", l.user, "cut", msg)
+		r.env.Events.Event(l.owner, corev1.EventTypeWarning, stamp.EventStatusTooLarge, "%s", msg)
 	}
 }
 

@@ -36,20 +36,20 @@ func TestBound(t *testing.T) {
 			}()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			op, ev := foldPass(t, &world{}, Env{}, tt.prev)
-			op.status.Resources = tt.resources
-			r := &Reconciler{env: *op.env}
-			r.bound(op.owner, op)
-			c := st.Find(op.status.Conditions, CondStatusTruncated)
+			o, ev := loadedOwner(t, &world{}, Env{}, tt.prev)
+			status := st.OwnerStatus{Resources: tt.resources}
+			r := &Reconciler{env: *o.env}
+			r.bound(o.l.owner, o.l, &status)
+			c := st.Find(status.Conditions, CondStatusTruncated)
 			if !tt.truncated {
 				assert.Nil(t, c)
-				assert.NotNil(t, op.status.Resources[0].LastGoodObject)
+				assert.NotNil(t, status.Resources[0].LastGoodObject)
 				return
 			}
 			require.NotNil(t, c)
 			assert.Equal(t, ReasonStatusTooLarge, c.Reason)
 			assert.Contains(t, c.Message, "step [a]: lastGoodObject")
-			assert.Nil(t, op.status.Resources[0].LastGoodObject)
+			assert.Nil(t, status.Resources[0].LastGoodObject)
 			assert.Len(t, *ev, tt.events)
 		})
 	}

@@ -9,11 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/reconciler/selector"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -29,7 +31,7 @@ type stepResult struct {
 	requeue time.Duration
 }
 
-// steps is the steps stage of an owner's reconcile: each step prepared
+// steps is the walk of the steps stage of an owner's reconcile: each step prepared
 // (reconciler/prepare), executed (execute.go) through its lifecycle's
 // stepIO, and its status built, in the chain's order; earlier outputs
 // feed later inputs. It sees the owner only through these fields and
@@ -44,12 +46,60 @@ type steps struct {
 	keep      *keepSet
 	events    Events
 	prepare   prepare.Env
-	io        func(step.Lifecycle, *stepCtx) stepIO
+	io        func(*step.Lifecycle, *stepCtx) stepIO
 	// traced: objects carry the trace context of their input set
 	// (api.AnnotationTraceParent), traced through done, the statuses of
 	// the steps walked so far.
 	traced bool
 	done   []st.Resource
+}
+
+// walked is what the steps stage left: the steps' statuses, the soonest
+// requeue any asked for (waits: for a blocker's watch to sync), the first
+// transient error, and the owner's records of generated ClusterRunTemplates.
+type walked struct {
+	resources   []st.Resource
+	requeue     time.Duration
+	blockerWait bool
+	err         error
+	records     []st.GeneratedRunTemplate
+}
+
+// walkSteps is the steps stage: the steps of l's chain prepared and
+// executed in order, writing through x; writerOf gives each step the
+// stepIO of its lifecycle (writers, over x; tests: a fake).
+func walkSteps(ctx context.Context, env *Env, l *loaded, x *ownerIO, writerOf func(*step.Lifecycle, *stepCtx) stepIO) walked {
+	s := &steps{ctx: ctx, owner: l.owner, user: l.user, chainName: l.chainName, now: l.now, prev: l.prev.Resources,
+		keep: x.keep, events: env.Events, prepare: prepareEnv(env, l, x), io: writerOf, traced: env.TraceContext}
+	w := walked{}
+	w.resources, w.requeue, w.err = s.walk(l.defs.spec.Resources)
+	if x.steps.stale() && (w.requeue == 0 || w.requeue > heldRecheck) {
+		// A step refused an object judged held by another step, which
+		// stamped other objects since: look again, from this status.
+		w.requeue = heldRecheck
+	}
+	if x.steps.waiting() && (w.requeue == 0 || w.requeue > blockerSync) {
+		w.requeue, w.blockerWait = blockerSync, true
+	}
+	x.keep.resources(w.resources)
+	w.records = x.records.list
+	return w
+}
+
+// prepareEnv is what prepare reads of the owner, its chain and the Env.
+func prepareEnv(env *Env, l *loaded, x *ownerIO) prepare.Env {
+	return prepare.Env{Flavor: env.Flavor, Owner: l.owner, OwnerDoc: l.doc, OwnerSpec: l.spec,
+		ChainName: l.chainName, Chain: l.defs.spec,
+		// Keyed by kind too: a supply chain and a delivery may share a name.
+		Options: func(def api.Step) ([]selector.Candidate, error) {
+			return env.Templates.Options(env.Flavor.ChainKind+"/"+l.chainName, l.defs.optsRV, def)
+		},
+		Template: l.defs.template,
+		Engines:  env.Engines, Getter: render.DynamicGetter(env.Dynamic), Timeout: env.RenderTimeout,
+		Release: (&helm{io: x, flavor: env.Flavor, resolve: func(gvk schema.GroupVersionKind) (stamp.Target, error) {
+			return env.Writer.Session().Resolve(gvk)
+		}}).release, // helm.go
+	}
 }
 
 // walk realizes the steps in order: their statuses, the soonest requeue
@@ -76,24 +126,6 @@ func (s *steps) walk(defs []api.Step) ([]st.Resource, time.Duration, error) {
 	return resources, requeue, transient
 }
 
-// healthySummary is the owner's ResourcesHealthy: the steps' Healthy
-// conditions summed up. Cartographer gives it one reason whatever the
-// steps say; the steps keep their own.
-func healthySummary(resources []st.Resource) metav1.Condition {
-	var healthy []metav1.Condition
-	for _, r := range resources {
-		if c := st.Find(r.Conditions, st.Healthy); c != nil {
-			// The owner's summary repeats one step's message: say which step.
-			h := *c
-			h.Message = strings.TrimSuffix(fmt.Sprintf("step [%s]: %s", r.Name, h.Message), ": ")
-			healthy = append(healthy, h)
-		}
-	}
-	hl := st.Summarize(st.ResourcesHealthy, step.ReasonHealthyConditionRule, healthy...)
-	hl.Reason = step.ReasonHealthyConditionRule
-	return hl
-}
-
 func (s *steps) prevStep(name string) *st.Resource {
 	for i := range s.prev {
 		if s.prev[i].Name == name {
@@ -114,6 +146,8 @@ type stepCtx struct {
 	in       render.Inputs
 	params   map[string]any
 	labels   map[string]string // on every object of the step
+	// generated are what a runnable: true step stamps (prepare.Prepared).
+	generated []*unstructured.Unstructured
 	// traceParent is the trace context of the input set the step renders
 	// now ("": none), put on what it writes.
 	traceParent string
@@ -129,7 +163,7 @@ func (s *steps) realizeStep(def api.Step, outs map[string]outputs) stepResult {
 	}
 
 	p := prepare.Step(s.ctx, s.prepare, def, outs)
-	sc.spec, sc.in, sc.params, sc.labels = p.Spec, p.Inputs, p.Params, p.Labels
+	sc.spec, sc.in, sc.params, sc.labels, sc.generated = p.Spec, p.Inputs, p.Params, p.Labels, p.Generated
 	if p.PassThrough != "" {
 		// A pass-through stamps nothing.
 		sc.res.StampedRef, sc.res.StampedObjects, sc.res.TemplateRef = nil, nil, nil

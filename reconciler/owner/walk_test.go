@@ -58,7 +58,7 @@ type fakeRun struct {
 type fakeIO struct {
 	w         *world
 	step      string
-	lifecycle step.Lifecycle
+	lifecycle *step.Lifecycle
 	sc        *stepCtx
 }
 
@@ -68,7 +68,7 @@ func (x fakeIO) load(o *step.Observed) (step.Seen, *stepFail) {
 	if f := x.w.loadFail[x.step]; f != nil {
 		return step.Seen{}, f
 	}
-	if x.lifecycle != step.Immutable {
+	if x.lifecycle == nil || !x.lifecycle.Runs {
 		return step.Seen{}, nil
 	}
 	o.Desired, o.Digest = step.RunOf(o.Objects[0])
@@ -176,9 +176,9 @@ var (
 
 // walk runs the steps stage of an owner over w, after prev (the steps'
 // previous statuses).
-// walked is what a walk left: the steps' statuses, the requeue and error
-// it returns, the events told.
-type walked struct {
+// walkedOver is what a walk left: the steps' statuses, the requeue and
+// error it returns, the events told.
+type walkedOver struct {
 	res     []st.Resource
 	requeue time.Duration
 	err     error
@@ -186,7 +186,7 @@ type walked struct {
 	keep    *keepSet
 }
 
-func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) walked {
+func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) walkedOver {
 	t.Helper()
 	tmpls := map[string]*api.TemplateSpec{}
 	for n, s := range walkTemplates {
@@ -198,7 +198,7 @@ func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) walked 
 }
 
 // walkWith runs the steps stage of chain over w.
-func walkWith(t *testing.T, w *world, prev []st.Resource, defs []api.Step, tmpls map[string]*api.TemplateSpec) walked {
+func walkWith(t *testing.T, w *world, prev []st.Resource, defs []api.Step, tmpls map[string]*api.TemplateSpec) walkedOver {
 	t.Helper()
 	own := walkOwner()
 	doc, err := json.Marshal(own.Object)
@@ -215,11 +215,11 @@ func walkWith(t *testing.T, w *world, prev []st.Resource, defs []api.Step, tmpls
 				}
 				return nil, prepare.ErrNotFound
 			}},
-		io: func(l step.Lifecycle, sc *stepCtx) stepIO {
+		io: func(l *step.Lifecycle, sc *stepCtx) stepIO {
 			return fakeIO{w: w, step: sc.step.Name, lifecycle: l, sc: sc}
 		}, traced: w.traced}
 	res, requeue, err := s.walk(chain.Resources)
-	return walked{res: res, requeue: requeue, err: err, events: ev, keep: s.keep}
+	return walkedOver{res: res, requeue: requeue, err: err, events: ev, keep: s.keep}
 }
 
 // cond is a step's condition as "Status Reason".
@@ -521,4 +521,11 @@ func TestWalkTraceContext(t *testing.T) {
 	off := world{status: w.status}
 	walk(t, &off, nil)
 	assert.Equal(t, map[string]string{"source": "", "image": ""}, off.traces)
+}
+
+// Every lifecycle (reconciler/step) has a writer on the doing side.
+func TestEveryLifecycleHasAWriter(t *testing.T) {
+	for _, l := range step.Lifecycles() {
+		assert.NotNil(t, writers[l.IO], "lifecycle %s: no writer for %q", l.Name, l.IO)
+	}
 }

@@ -1,15 +1,16 @@
 package owner
 
-// The port between deciding and doing for an owner's steps: the step
-// writers (mutable.go, immutable.go, runnablestep.go) read and write only
-// through an ownerIO, never through the reconcile (pass), and a
-// failure comes back to the executor as a stepFail (execute.go builds the
-// step's status from it).
+// The port between deciding and doing for an owner's reconcile: the step
+// writers (mutable.go, immutable.go, runnablestep.go), the Helm release
+// (helm.go) and the cleanup stage (cleanup.go) read and write only through
+// an ownerIO, and a step's failure comes back to the executor as a stepFail
+// (execute.go builds the step's status from it).
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,32 +29,81 @@ import (
 	"kontinue.dev/kontinue/tracking"
 )
 
-// ownerIO is what a step writer may do for one owner's reconcile: read and
-// write through its stamp Session as its service account, watch, and note
-// the refs it touched (keepSet). It is all writers see of the reconcile.
+// ownerIO is what the writing stages may do for one owner's reconcile: read
+// and write through its stamp Session as its service account (or, for
+// what is Kontinue's own, as Kontinue), read the caches, watch, and note
+// the refs they touched (keepSet). It is all they see of the reconcile.
 type ownerIO struct {
 	ctx     context.Context
 	w       stamper
+	cache   cache       // the caches (tracking.Tracker)
 	watch   stamp.Watch // the watches of this reconcile (tracking.Handle.Watch)
+	glance  stamp.Watch // a look at a kind that keeps no watch (tracking.Handle.Glance)
 	keep    *keepSet
 	owner   *unstructured.Unstructured // events, the controller reference
 	claim   stamp.Owner
 	account api.ServiceAccountRef
-	client  func() (dynamic.Interface, error)
-	user    string       // the owner, for logs and the memory of runs just created
-	labels  labels.Set   // what every object stamped for the owner carries
-	steps   *stepObjects // which step stamps which object (claims.go)
+	client  func() (dynamic.Interface, error) // as the service account
+	// kontinue is Kontinue's own identity: the generated ClusterRunTemplates
+	// (runnablestep.go), a read of an object no cache of this shard holds.
+	kontinue dynamic.Interface
+	user     string       // the owner, for logs and the memory of runs just created
+	labels   labels.Set   // what every object stamped for the owner carries
+	steps    *stepObjects // which step stamps which object (claims.go)
+	records  *records     // the owner's records of generated ClusterRunTemplates (generated.go)
+	// waitForName is told that a step refused the object holding a
+	// generated ClusterRunTemplate name: the owner is woken when it goes.
+	waitForName func(name string)
 }
 
-// stamper is what the step writers do through stamp: a *stamp.Session,
+// stamper is what the writing stages do through stamp: a *stamp.Session,
 // the write protocol's side of the port (tests: a fake).
 type stamper interface {
 	Resolve(gvk schema.GroupVersionKind) (stamp.Target, error)
 	Put(ctx context.Context, f stamp.For, t stamp.Target, watch stamp.Watch, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, error)
 	Live(ctx context.Context, key tracking.Key, watch stamp.Watch, namespace, name string) (*unstructured.Unstructured, error)
+	Read(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
+	Create(ctx context.Context, f stamp.For, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	ApplyTo(ctx context.Context, f stamp.For, gvr schema.GroupVersionResource, desired, live *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	Remove(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, obj, owner *unstructured.Unstructured, account, why string) error
 	LoadRuns(ctx context.Context, q stamp.RunQuery) ([]runs.Run, bool, error)
+	ListRuns(ctx context.Context, q stamp.RunQuery) ([]runs.Run, error)
 	CreateRun(ctx context.Context, f stamp.For, gvr schema.GroupVersionResource, run *unstructured.Unstructured, digest, memo string) (*unstructured.Unstructured, error)
 	RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (bool, error)
+	// Record and KeepRecord: a record such as a Helm release (stamp/records.go).
+	Record(cached *unstructured.Unstructured, namespace, name string) *unstructured.Unstructured
+	KeepRecord(ctx context.Context, cl dynamic.Interface, secret *unstructured.Unstructured, uid types.UID) error
+}
+
+// cache is what the port reads of the caches (a *tracking.Tracker).
+type cache interface {
+	Get(k tracking.Key, namespace, name string) (*unstructured.Unstructured, bool)
+	ListControlledBy(k tracking.Key, uid types.UID) ([]*unstructured.Unstructured, bool)
+	Err(k tracking.Key) error
+}
+
+// newOwnerIO is the port of one owner's reconcile, after load: its stamp
+// Session w, its watches h, what removal must leave alone (keep: what the
+// previous status points at, to start with) and, when the steps run, which
+// step stamps which object.
+func newOwnerIO(ctx context.Context, env *Env, l *loaded, w *stamp.Session, h *tracking.Handle) *ownerIO {
+	f, ns, name := env.Flavor, l.owner.GetNamespace(), l.owner.GetName()
+	sa := l.account()
+	x := &ownerIO{ctx: ctx, w: w, cache: env.Tracker, watch: h.Watch, glance: h.Glance, keep: newKeepSet(), owner: l.owner,
+		claim: stamp.Owner{Kind: f.OwnerKind, Name: name, UID: l.owner.GetUID()}, account: sa,
+		client: func() (dynamic.Interface, error) { return env.Clients.For(sa.Namespace, sa.Name) }, kontinue: env.Dynamic,
+		user: l.user, labels: labels.Set{api.StampedLabel: "true", f.LabelOwnerName: name, f.LabelOwnerNS: ns},
+		records: &records{prev: l.prev, list: slices.Clone(l.status.GeneratedRunTemplates)}}
+	for _, res := range l.prev.Resources {
+		x.keep.resource(res)
+	}
+	if l.walk {
+		x.steps = newStepObjects(l.defs.spec.Resources, l.prev.Resources)
+	}
+	if env.WaitForName != nil {
+		x.waitForName = func(gen string) { env.WaitForName(gen, ns, name) }
+	}
+	return x
 }
 
 // stepFail ends a step: a read or write failed and cond says why; err is
@@ -225,6 +275,16 @@ func (x *ownerIO) removeRuns(gvr schema.GroupVersionResource, doomed []runs.Run,
 	}
 	_, err = x.w.RemoveRuns(x.ctx, cl, gvr, doomed, x.owner, x.account.Namespace+"/"+x.account.Name, why)
 	return err
+}
+
+// remove deletes obj of gvr as the service account, only if it is still
+// the object seen (UID precondition); why says so in the event.
+func (x *ownerIO) remove(gvr schema.GroupVersionResource, obj *unstructured.Unstructured, why string) error {
+	cl, err := x.client()
+	if err != nil {
+		return err
+	}
+	return x.w.Remove(x.ctx, cl, gvr, obj, x.owner, x.account.Namespace+"/"+x.account.Name, why)
 }
 
 // writeFailed is the stepFail of a failed write of what.

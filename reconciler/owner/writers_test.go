@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
@@ -58,6 +59,35 @@ func (s *fakeStamper) Put(_ context.Context, _ stamp.For, _ stamp.Target, _ stam
 
 func (s *fakeStamper) Live(context.Context, tracking.Key, stamp.Watch, string, string) (*unstructured.Unstructured, error) {
 	return s.live, s.liveErr
+}
+
+func (s *fakeStamper) Read(context.Context, dynamic.Interface, schema.GroupVersionResource, string, string) (*unstructured.Unstructured, error) {
+	return s.live, s.liveErr
+}
+
+func (s *fakeStamper) Create(context.Context, stamp.For, schema.GroupVersionResource, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return nil, errors.New("not in this test")
+}
+
+func (s *fakeStamper) ApplyTo(context.Context, stamp.For, schema.GroupVersionResource, *unstructured.Unstructured, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return nil, errors.New("not in this test")
+}
+
+func (s *fakeStamper) Remove(_ context.Context, _ dynamic.Interface, _ schema.GroupVersionResource, obj, _ *unstructured.Unstructured, _, _ string) error {
+	s.removed = append(s.removed, obj.GetName())
+	return nil
+}
+
+func (s *fakeStamper) ListRuns(context.Context, stamp.RunQuery) ([]runs.Run, error) {
+	return s.runs, s.runsErr
+}
+
+func (s *fakeStamper) Record(cached *unstructured.Unstructured, _, _ string) *unstructured.Unstructured {
+	return cached
+}
+
+func (s *fakeStamper) KeepRecord(context.Context, dynamic.Interface, *unstructured.Unstructured, types.UID) error {
+	return nil
 }
 
 func (s *fakeStamper) LoadRuns(context.Context, stamp.RunQuery) ([]runs.Run, bool, error) {

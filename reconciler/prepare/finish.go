@@ -18,10 +18,6 @@ import (
 
 // Labels are the labels every object of a step carries.
 func Labels(f *api.Flavor, owner metav1.Object, chain, stepName, kind, template string, spec *api.TemplateSpec) map[string]string {
-	lifecycle := spec.Lifecycle
-	if lifecycle == "" {
-		lifecycle = api.LifecycleMutable
-	}
 	l := map[string]string{
 		api.StampedLabel:           "true",
 		f.LabelOwnerName:           owner.GetName(),
@@ -30,7 +26,7 @@ func Labels(f *api.Flavor, owner metav1.Object, chain, stepName, kind, template 
 		api.LabelResourceName:      stepName,
 		api.LabelTemplateKind:      kind,
 		api.LabelTemplateName:      template,
-		api.LabelTemplateLifecycle: lifecycle,
+		api.LabelTemplateLifecycle: step.LifecycleName(spec),
 	}
 	// In the owner's shard, so that the shard's replica watches it.
 	api.SetShard(l, api.ShardOf(owner.GetLabels()))
@@ -60,9 +56,9 @@ func Finish(f *api.Flavor, owner metav1.Object, spec *api.TemplateSpec, labels m
 	ns := owner.GetNamespace()
 	ref := ControllerReference(f, owner)
 	for _, o := range objs {
-		// Only a run (an immutable step's object) may be named by the API
-		// server: a mutable object is applied, which needs its name.
-		if o.GetName() == "" && (o.GetGenerateName() == "" || step.LifecycleOf(spec) == step.Mutable) {
+		// Only a run may be named by the API server: an object applied in
+		// place needs its name.
+		if o.GetName() == "" && (o.GetGenerateName() == "" || !step.LifecycleOf(spec).ServerNamed) {
 			return nil, fmt.Errorf("stamped %s has no metadata.name", o.GetKind())
 		}
 		if got := o.GetNamespace(); got != "" && got != ns {

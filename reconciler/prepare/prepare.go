@@ -3,9 +3,11 @@
 // steps' outputs, params, labels, the render and its fix-ups (namespace,
 // labels, controller reference, applied digest). It returns a Prepared step
 // or the reason the step cannot be stamped, with the ResourceSubmitted
-// reason the controller reports. The controller (reconciler/realize.go) and
-// `kontinue render` (cli/offline.go) both prepare through Step, so what
-// render prints is what the controller would apply.
+// reason the controller reports. The controller (reconciler/owner/walk.go),
+// `kontinue render` (cli/offline.go) and `kontinue diff` (cli/preview.go)
+// all prepare through Step, which ends with what the step's lifecycle
+// refuses of what was rendered (check): what render prints is what the
+// controller would apply, and what the controller refuses they refuse.
 //
 // No API client: templates come through Env.Template, earlier outputs as
 // values; a Helm step's kept release is the caller's (Env.Release).
@@ -70,7 +72,11 @@ type Prepared struct {
 	Params      map[string]any
 	Labels      map[string]string // on every object of the step
 	Objects     []*unstructured.Unstructured
-	Refusal     *Refusal
+	// Generated are what a runnable: true step stamps instead of Objects:
+	// the ClusterRunTemplate and the Runnable generated from them
+	// (Runnable), the Runnable last.
+	Generated []*unstructured.Unstructured
+	Refusal   *Refusal
 }
 
 // Refusal is why a step cannot be stamped now: the step's ResourceSubmitted
@@ -142,6 +148,29 @@ func Step(ctx context.Context, env Env, def api.Step, outs map[string]step.Outpu
 		return p
 	}
 	p.Objects = objs
+	return check(ctx, env, def, p)
+}
+
+// check ends what the controller, `kontinue render` and `kontinue diff`
+// share of a step: what its lifecycle refuses of what was rendered (the
+// Strategy's Check, before the controller reads anything) and, for a
+// lifecycle that stamps generated objects (runnable: true), those. A refused step
+// keeps no objects.
+func check(ctx context.Context, env Env, def api.Step, p Prepared) Prepared {
+	o := step.Observed{Kind: p.Kind, Step: def.Name, Template: p.Template, Spec: p.Spec, Objects: p.Objects}
+	if c := step.StrategyOf(p.Spec).Check(o); c != nil {
+		p.Objects, p.Refusal = nil, &Refusal{Reason: c.Reason, Message: c.Message}
+		return p
+	}
+	if step.LifecycleOf(p.Spec).Generates {
+		sa := ServiceAccount(env.Owner.GetNamespace(), env.OwnerSpec, env.Chain)
+		crt, rn, r := Runnable(ctx, env.Flavor, env.Owner, sa, def, p)
+		if r != nil {
+			p.Objects, p.Refusal = nil, r
+			return p
+		}
+		p.Generated = []*unstructured.Unstructured{crt, rn}
+	}
 	return p
 }
 

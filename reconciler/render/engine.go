@@ -31,6 +31,10 @@ const (
 
 var engineFields = []string{FieldTemplate, FieldGoTemplate, FieldHelm, FieldYtt}
 
+// EngineFields are the TemplateSpec fields that select an engine (the
+// Field* constants, in order): the one list of them.
+func EngineFields() []string { return append([]string(nil), engineFields...) }
+
 // unavailable explains, per field, why a spec using an engine that is not
 // registered cannot be rendered.
 var unavailable = map[string]string{

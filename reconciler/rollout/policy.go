@@ -29,6 +29,8 @@ type Compiled struct {
 type compiledWave struct {
 	sel     labels.Selector // nil: a percentage
 	percent int
+	// maxUnavailable is the wave's cap (Wave.MaxUnavailable).
+	maxUnavailable int
 }
 
 // Compile validates p; nil p is no policy (nil, nil).
@@ -38,6 +40,9 @@ func Compile(p *Policy) (*Compiled, error) {
 	}
 	c := &Compiled{pauseOnFailure: p.PauseOnFailure == nil || *p.PauseOnFailure}
 	for i, w := range p.Waves {
+		if w.MaxUnavailable != nil && *w.MaxUnavailable < 0 {
+			return nil, fmt.Errorf("wave [%d]: maxUnavailable %d is negative", i, *w.MaxUnavailable)
+		}
 		switch {
 		case (w.Selector == nil) == (w.Percent == nil):
 			return nil, fmt.Errorf("wave [%d]: give exactly one of selector and percent", i)
@@ -45,19 +50,36 @@ func Compile(p *Policy) (*Compiled, error) {
 			if *w.Percent < 0 || *w.Percent > 100 {
 				return nil, fmt.Errorf("wave [%d]: percent %d is not within 0..100", i, *w.Percent)
 			}
-			c.waves = append(c.waves, compiledWave{percent: *w.Percent})
+			c.waves = append(c.waves, compiledWave{percent: *w.Percent, maxUnavailable: deref(w.MaxUnavailable)})
 		default:
 			sel, err := metav1.LabelSelectorAsSelector(w.Selector)
 			if err != nil {
 				return nil, fmt.Errorf("wave [%d]: %w", i, err)
 			}
-			c.waves = append(c.waves, compiledWave{sel: sel})
+			c.waves = append(c.waves, compiledWave{sel: sel, maxUnavailable: deref(w.MaxUnavailable)})
 		}
 	}
 	if n := len(c.waves); n == 0 || c.waves[n-1].sel != nil || c.waves[n-1].percent != 100 {
 		c.waves = append(c.waves, compiledWave{percent: 100})
 	}
 	return c, nil
+}
+
+// MaxUnavailable is how many admitted owners (of wave and the earlier
+// ones, less those passed over) may be not yet Ready on the target when
+// the wave counts as done: the wave's cap.
+func (c *Compiled) MaxUnavailable(wave int) int {
+	if wave < 0 || wave >= len(c.waves) {
+		return 0
+	}
+	return c.waves[wave].maxUnavailable
+}
+
+func deref(n *int) int {
+	if n == nil {
+		return 0
+	}
+	return *n
 }
 
 // Waves is how many waves the policy has (the implied last one included).

@@ -116,7 +116,7 @@ func asInt64(v any) int64 {
 // the status's chain references, chainRevision, observedGeneration, its
 // Ready condition and its chain condition (SupplyChainReady, DeliveryReady).
 // The replicas of a shard watch the other shards' owners for roll-outs
-// only (reconciler/rollout.go): their cache holds this, not the owner.
+// only (reconciler/chain/route.go): their cache holds this, not the owner.
 func Trim(obj map[string]any) map[string]any {
 	md, _ := obj["metadata"].(map[string]any)
 	keep := map[string]any{}

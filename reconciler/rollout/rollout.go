@@ -245,7 +245,7 @@ func advance(in Input, s *Status, resumed bool) {
 	for {
 		var failing []string
 		var passed []PassedOwner
-		done := true
+		waiting := 0 // admitted owners not yet Ready on the target (MaxUnavailable)
 		s.Admitted, s.Updated = 0, 0
 		for _, o := range in.Owners {
 			if !in.Policy.Admitted(s.Wave, o) {
@@ -257,14 +257,11 @@ func advance(in Input, s *Status, resumed bool) {
 				s.Updated++
 			case Failed:
 				failing = append(failing, o.Key())
-				if in.Policy.pauseOnFailure {
-					done = false
-				}
 			case PassedOver:
 				// Nothing will move it: the wave goes on without it.
 				passed = append(passed, PassedOwner{Owner: o.Key(), Reason: why})
 			default:
-				done = false
+				waiting++
 			}
 		}
 		sort.Strings(failing)
@@ -295,8 +292,8 @@ func advance(in Input, s *Status, resumed bool) {
 			s.Phase = PhasePaused
 			return
 		}
-		if !done {
-			return
+		if waiting > in.Policy.MaxUnavailable(s.Wave) {
+			return // the wave's cap: more of its owners are not Ready yet
 		}
 		if s.Wave+1 >= s.Waves {
 			s.Previous = s.Stable

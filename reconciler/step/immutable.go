@@ -109,15 +109,13 @@ func readRun(o Observed, obj *unstructured.Unstructured) runRead {
 		return runRead{outErr: err, h: health.Result{Outcome: health.Processing, Status: health.StatusUnknown, Reason: health.ReasonInvalidObject, Message: err.Error()}}
 	}
 	out, outErr := ReadOutputs(o.Kind, o.Spec, doc, o.Deployment)
-	return runRead{out: out, outErr: outErr, h: health.Evaluate(o.Spec, o.Kind, doc, outErr)}
+	return runRead{out: out, outErr: outErr, h: health.EvaluateWith(o.Spec, LifecycleOf(o.Spec).Health, o.Kind, doc, outErr)}
 }
 
 // immutable is the Strategy of lifecycle immutable and tekton: the step
 // creates a run when its input set has none yet (never applies), reads
 // outputs from its runs, then deletes the runs retention does not keep.
 type immutable struct{}
-
-func (immutable) Lifecycle() Lifecycle { return Immutable }
 
 func (immutable) Check(o Observed) *metav1.Condition {
 	if len(o.Objects) != 1 {

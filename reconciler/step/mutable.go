@@ -25,40 +25,6 @@ func Gated(spec *api.TemplateSpec) bool {
 		(spec.HealthRule != nil && spec.Shadow != nil && *spec.Shadow)
 }
 
-// Lifecycle is how a step's objects live. Each has its file in this package
-// (its Strategy: what the step writes and decides) and its writer in
-// reconciler (how it writes).
-type Lifecycle int
-
-// Lifecycles.
-const (
-	// Mutable: one object updated in place (mutable.go); gated when the
-	// template says what success is, with a shadow after a failure
-	// (shadow.go).
-	Mutable Lifecycle = iota
-	// Immutable: a new run per input set (immutable.go).
-	Immutable
-	// Runnable: a generated Runnable creates the runs (runnable.go).
-	Runnable
-)
-
-// LifecycleOf is the lifecycle a template gives its step.
-func LifecycleOf(spec *api.TemplateSpec) Lifecycle {
-	switch {
-	case spec.Runnable:
-		return Runnable
-	case IsImmutable(spec):
-		return Immutable
-	}
-	return Mutable
-}
-
-// IsImmutable reports whether a template's objects cannot be updated (Tekton
-// runs, Jobs): each new input set creates a new object.
-func IsImmutable(spec *api.TemplateSpec) bool {
-	return spec != nil && (spec.Lifecycle == api.LifecycleImmutable || spec.Lifecycle == api.LifecycleTekton)
-}
-
 // DefaultProgressDeadline is the progress deadline of a template that sets
 // none: long enough for a build, short enough that an input set an object
 // never finishes does not hold the newer ones for good.
@@ -124,7 +90,7 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 	if err != nil {
 		return ob
 	}
-	h := health.Evaluate(o.Spec, o.Kind, doc, nil)
+	h := health.EvaluateWith(o.Spec, LifecycleOf(o.Spec).Health, o.Kind, doc, nil)
 	var recheck time.Duration
 	h, ob.State, recheck = Deadline(o.Spec, ob.State, liveDigest, describe(live), h, o.Now)
 	var record string // what must be in the status before the newer set goes in
@@ -247,7 +213,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 	what := describe(live)
 	liveDigest := live.GetAnnotations()[AnnotationDigest]
 	out, outErr := outputsOn(o, liveDigest, doc)
-	h := health.Evaluate(o.Spec, o.Kind, doc, outErr)
+	h := health.EvaluateWith(o.Spec, LifecycleOf(o.Spec).Health, o.Kind, doc, outErr)
 	if !Gated(o.Spec) {
 		ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
 		ob.noteApplied(live.GetAnnotations()[AnnotationDigest], saidSet(live), h.Outcome)
@@ -316,9 +282,11 @@ func deploymentMessage(spec *api.TemplateSpec, doc []byte, h health.Result) stri
 // who serves the outputs (WithShadow).
 type mutable struct{}
 
-func (mutable) Lifecycle() Lifecycle { return Mutable }
-
 func (mutable) Check(Observed) *metav1.Condition { return nil }
+
+// needsLive: a gated step holds new inputs on what its live object says
+// (Admit).
+func (mutable) needsLive(spec *api.TemplateSpec) bool { return Gated(spec) }
 
 func (mutable) Start(o Observed, seen Seen) Plan {
 	var admitted Observation

@@ -180,13 +180,6 @@ func TestGatedAndImmutable(t *testing.T) {
 	optIn.Shadow = &yes
 	assert.True(t, Gated(optIn), "shadow: true makes a healthRule a success rule")
 	assert.False(t, Gated(&api.TemplateSpec{Shadow: &yes}), "shadow: true without a rule has nothing to judge")
-	assert.True(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleTekton}))
-	assert.True(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleImmutable}))
-	assert.False(t, IsImmutable(&api.TemplateSpec{Lifecycle: api.LifecycleMutable}))
-	assert.False(t, IsImmutable(nil))
-	assert.Equal(t, Runnable, LifecycleOf(&api.TemplateSpec{Runnable: true, Lifecycle: api.LifecycleTekton}))
-	assert.Equal(t, Immutable, LifecycleOf(&api.TemplateSpec{Lifecycle: api.LifecycleImmutable}))
-	assert.Equal(t, Mutable, LifecycleOf(gatedSpec()))
 }
 
 func TestStateOf(t *testing.T) {

@@ -19,7 +19,6 @@ import (
 // before apply, observe after it, the shadow last) is the sequence of Plans
 // its Strategy returns, not the order of lines in the executor.
 type Strategy interface {
-	Lifecycle() Lifecycle
 	// Check refuses what the step's template rendered before anything is
 	// read (nil: fine).
 	Check(o Observed) *metav1.Condition
@@ -31,15 +30,6 @@ type Strategy interface {
 	// reconcile to the next (its input set, the shadow, the last good
 	// outputs); the conditions and outputs are the executor's to record.
 	Record(ob Observation, res *st.Resource)
-}
-
-// StrategyOf is the Strategy of a template's steps.
-func StrategyOf(spec *api.TemplateSpec) Strategy { return strategies[LifecycleOf(spec)] }
-
-var strategies = map[Lifecycle]Strategy{
-	Mutable:   mutable{},   // mutable.go
-	Immutable: immutable{}, // immutable.go
-	Runnable:  runnable{},  // runnable.go
 }
 
 // Seen is what the executor read for Start.
@@ -54,8 +44,16 @@ type Seen struct {
 	Pending bool
 }
 
-// NeedsLive says whether Start decides on the primary's live object.
-func NeedsLive(spec *api.TemplateSpec) bool { return LifecycleOf(spec) == Mutable && Gated(spec) }
+// NeedsLive says whether Start decides on the primary's live object: a
+// Strategy that does says when (liveReader).
+func NeedsLive(spec *api.TemplateSpec) bool {
+	r, ok := StrategyOf(spec).(liveReader)
+	return ok && r.needsLive(spec)
+}
+
+type liveReader interface {
+	needsLive(spec *api.TemplateSpec) bool
+}
 
 // Got is what the writes of a Plan did.
 type Got struct {

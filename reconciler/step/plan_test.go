@@ -305,7 +305,7 @@ func TestRunnableStrategy(t *testing.T) {
 	rendered := &unstructured.Unstructured{Object: map[string]any{"kind": "TaskRun"}}
 	o := Observed{Kind: api.KindClusterImageTemplate, Step: "build", Template: "t", Spec: spec, Objects: []*unstructured.Unstructured{rendered}}
 	s := StrategyOf(spec)
-	assert.Equal(t, Runnable, s.Lifecycle())
+	assert.Equal(t, runnableLifecycle, LifecycleOf(spec))
 	require.Nil(t, s.Check(o))
 
 	noTemplate := o

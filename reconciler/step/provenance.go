@@ -133,7 +133,7 @@ func (ob Observation) goodDigest(o Observed) string {
 	switch {
 	case ob.Gated:
 		return ob.State.GoodDigest
-	case LifecycleOf(o.Spec) == Immutable:
+	case LifecycleOf(o.Spec).Runs:
 		return ob.runDigest
 	case ob.appliedOutcome == health.Succeeded && ob.out != nil:
 		return ob.applied

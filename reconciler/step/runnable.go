@@ -128,8 +128,6 @@ func HasRunCriterion(spec *api.TemplateSpec) bool {
 // Runnable.
 type runnable struct{}
 
-func (runnable) Lifecycle() Lifecycle { return Runnable }
-
 func (runnable) Check(o Observed) *metav1.Condition {
 	if o.Spec.Template == nil {
 		return refused("step [%s]: template [%s/%s] sets runnable: true, which needs spec.template (the $(…)$ engine)", o.Step, o.Kind, o.Template)

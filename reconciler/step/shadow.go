@@ -33,14 +33,14 @@ const (
 
 // ShadowCapable: the step is gated and can fail (observedCompletion.failed,
 // or any gated rule but alwaysSuccessful through the progress deadline),
-// the object is updated in place (immutable runs keep their old good run
-// anyway), and the template did not opt out. A deployment template passes
+// its lifecycle has shadows (objects updated in place: immutable runs keep
+// their old good run anyway), and the template did not opt out. A deployment template passes
 // its input through: a copy adds nothing.
 func ShadowCapable(kind string, spec *api.TemplateSpec) bool {
 	if kind == api.KindClusterDeploymentTemplate || (spec.Shadow != nil && !*spec.Shadow) {
 		return false
 	}
-	if spec.Lifecycle != "" && spec.Lifecycle != api.LifecycleMutable {
+	if !LifecycleOf(spec).Shadow {
 		return false
 	}
 	return Gated(spec) && !spec.AlwaysSuccessful
@@ -104,7 +104,7 @@ func (ob Observation) WithShadow(ref st.StampedRef, live *unstructured.Unstructu
 	}
 	h := *ob.Healthy
 	out, outErr := ReadOutputs(o.Kind, o.Spec, doc, nil)
-	hs := health.Evaluate(o.Spec, o.Kind, doc, outErr)
+	hs := health.EvaluateWith(o.Spec, LifecycleOf(o.Spec).Health, o.Kind, doc, outErr)
 	if hs.Outcome == health.Succeeded && outErr == nil {
 		ob.State.Good = out
 		ob.State.ServedBy = ServedByShadow

@@ -10,10 +10,12 @@
 //
 // A Strategy per way a step lives (plan.go) turns those decisions into
 // Plans: what to write, in which order, and what the step reports when the
-// writes are done. One file per lifecycle: mutable.go (updated in place;
-// gated when the template says what success is), shadow.go (the last-good
-// copy of a failed gated object), immutable.go (lifecycle immutable/tekton:
-// a run per input set), runnable.go (runnable: true, a generated Runnable).
+// writes are done. Each lifecycle is registered once, with its Strategy and
+// all else that differs between lifecycles (lifecycle.go: Lifecycle,
+// LifecycleOf), and has its file: mutable.go (updated in place; gated when
+// the template says what success is), shadow.go (the last-good copy of a
+// failed gated object), immutable.go (lifecycle immutable/tekton: a run per
+// input set), runnable.go (runnable: true, a generated Runnable).
 package step
 
 import (

@@ -1,4 +1,4 @@
-package reconciler
+package chain
 
 import (
 	"testing"
@@ -7,11 +7,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// TestRolloutMoved: which updates of a chain (that leave its spec and
+// TestMoved: which updates of a chain (that leave its spec and
 // labels alone) wake the chain reconciler: a roll-out that moved (the
 // owners due change) or was steered; not a new tally, not another
 // condition.
-func TestRolloutMoved(t *testing.T) {
+func TestMoved(t *testing.T) {
 	chain := func(ann map[string]any, ro map[string]any) *unstructured.Unstructured {
 		md := map[string]any{"name": "web"}
 		if ann != nil {
@@ -45,6 +45,6 @@ func TestRolloutMoved(t *testing.T) {
 		{"another annotation", chain(nil, base), chain(map[string]any{"x": "y"}, base), false},
 		{"added", nil, chain(nil, base), true},
 	} {
-		assert.Equal(t, tc.want, rolloutMoved(tc.old, tc.cur), tc.name)
+		assert.Equal(t, tc.want, Moved(tc.old, tc.cur), tc.name)
 	}
 }

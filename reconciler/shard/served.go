@@ -1,13 +1,13 @@
-package reconciler
+package shard
 
-// Which shards running replicas serve (reconciler/shard: Served, from each
-// shard's Lease), for roll-outs: a wave does not wait for an owner no
-// running replica serves (rollout.Stand). The Leases are watched in the
-// controller's namespace; the set is worked out again when one changes,
-// and when a shard's Lease is due to stop counting (a timer, not a poll:
-// it moves with each renewal). A change of the set looks at every chain
-// again. A replica without leader election keeps its own shard's Lease
-// fresh while its controllers run (shard.Announce).
+// Which shards running replicas serve, as this replica sees it, for
+// roll-outs: a wave does not wait for an owner no running replica serves
+// (rollout.Stand). The Leases are watched in the controller's namespace;
+// the set is worked out again when one changes, and when a shard's Lease is
+// due to stop counting (a timer, not a poll: it moves with each renewal).
+// The Manager looks at every chain again when the set changes. A replica
+// without leader election keeps its own shard's Lease fresh while its
+// controllers run (Announce).
 
 import (
 	"context"
@@ -23,7 +23,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/shard"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -42,19 +41,24 @@ type LeaseOptions struct {
 	Identity string
 }
 
-// presence is the shards served, as the Leases in the cache say.
-type presence struct {
-	m     *Manager
-	opts  LeaseOptions
-	key   tracking.Key
-	timer *time.Timer
+// Presence is the shards served, as the Leases in the cache say.
+type Presence struct {
+	tracker *tracking.Tracker
+	opts    LeaseOptions
+	shard   string // this replica's
+	changed func() // told when the shards served change
+	key     tracking.Key
+	timer   *time.Timer
 
 	mu     sync.Mutex
 	served map[string]bool // nil: not known (the Leases not listed yet); never changed in place
 	dirty  bool            // a Lease changed since the last look
 }
 
-func newPresence(m *Manager, o LeaseOptions) *presence {
+// NewPresence watches, through tracker, the Leases o names, for replica
+// of shard; changed is told when the shards served change (nil: o names
+// no namespace, nothing is known).
+func NewPresence(tracker *tracking.Tracker, o LeaseOptions, shard string, changed func()) *Presence {
 	if o.Namespace == "" {
 		return nil
 	}
@@ -64,12 +68,12 @@ func newPresence(m *Manager, o LeaseOptions) *presence {
 	if o.Duration <= 0 {
 		o.Duration = 15 * time.Second
 	}
-	return &presence{m: m, opts: o, key: tracking.Key{GVR: shard.LeaseGVR, Namespace: o.Namespace}}
+	return &Presence{tracker: tracker, opts: o, shard: shard, changed: changed, key: tracking.Key{GVR: LeaseGVR, Namespace: o.Namespace}}
 }
 
 // Served is the shards running replicas serve ("" the default); nil when
 // not known (no Lease namespace, or the Leases not listed yet). Read only.
-func (p *presence) Served() map[string]bool {
+func (p *Presence) Served() map[string]bool {
 	if p == nil {
 		return nil
 	}
@@ -78,14 +82,14 @@ func (p *presence) Served() map[string]bool {
 	return p.served
 }
 
-// start watches the Leases (not waited for: a replica that may not list
+// Start watches the Leases (not waited for: a replica that may not list
 // them decides as if every shard were served), and, with Keep, keeps this
 // replica's Lease fresh until ctx ends. done is closed once it has
-// released it.
-func (p *presence) start(ctx context.Context, dyn dynamic.Interface) (done <-chan struct{}) {
+// released it; Stop ends the timer.
+func (p *Presence) Start(ctx context.Context, dyn dynamic.Interface) (done <-chan struct{}) {
 	p.timer = time.AfterFunc(time.Hour, p.look)
 	p.timer.Stop()
-	p.m.tracker.Ensure(p.key, tracking.Permanent)
+	p.tracker.Ensure(p.key, tracking.Permanent)
 	klog.InfoS("roll-outs count the shards whose Lease is live as served", "namespace", p.opts.Namespace,
 		"leases", api.ShardLease(p.opts.ID, "NAME")+", "+p.opts.ID)
 	stopped := make(chan struct{})
@@ -100,17 +104,20 @@ func (p *presence) start(ctx context.Context, dyn dynamic.Interface) (done <-cha
 		_, _ = rand.Read(b)
 		id = host + "_" + hex.EncodeToString(b)
 	}
-	lock := shard.NewLeaseLock(dyn, p.opts.Namespace, api.ShardLease(p.opts.ID, p.m.opts.Shard), id)
+	lock := NewLeaseLock(dyn, p.opts.Namespace, api.ShardLease(p.opts.ID, p.shard), id)
 	go func() {
 		defer close(stopped)
-		shard.Announce(ctx, lock, p.opts.Duration, p.opts.Duration/3)
+		Announce(ctx, lock, p.opts.Duration, p.opts.Duration/3)
 	}()
 	return stopped
 }
 
-// changed is told of a Lease's event (route: on an informer goroutine,
-// so the look is left to the timer's).
-func (p *presence) changed() {
+// Stop stops the timer.
+func (p *Presence) Stop() { p.timer.Stop() }
+
+// Changed is told of a Lease's event (the Manager's routing: on an
+// informer goroutine, so the look is left to the timer's).
+func (p *Presence) Changed() {
 	p.mu.Lock()
 	p.dirty = true
 	p.mu.Unlock()
@@ -119,19 +126,19 @@ func (p *presence) changed() {
 
 // look works the served shards out again, and sets the timer for when
 // the first of them stops counting.
-func (p *presence) look() {
+func (p *Presence) look() {
 	p.mu.Lock()
 	p.dirty = false
 	p.mu.Unlock()
-	objs, synced := p.m.tracker.List(p.key, p.opts.Namespace)
+	objs, synced := p.tracker.List(p.key, p.opts.Namespace)
 	var served map[string]bool
 	var until time.Time
 	if synced {
-		leases := make([]shard.Lease, 0, len(objs))
+		leases := make([]Lease, 0, len(objs))
 		for _, o := range objs {
-			leases = append(leases, shard.ReadLease(o))
+			leases = append(leases, ReadLease(o))
 		}
-		served, until = shard.Served(p.opts.ID, p.m.opts.Shard, leases, time.Now())
+		served, until = Served(p.opts.ID, p.shard, leases, time.Now())
 	}
 	p.mu.Lock()
 	old := p.served
@@ -148,6 +155,6 @@ func (p *presence) look() {
 	p.mu.Unlock()
 	if moved {
 		klog.InfoS("shards served by a running replica", "shards", slices.Sorted(maps.Keys(served)), "known", served != nil)
-		p.m.chains.enqueueAll() // a wave may wait for an owner no replica serves now, or the other way round
+		p.changed() // a wave may wait for an owner no replica serves now, or the other way round
 	}
 }

@@ -1,9 +1,8 @@
-// Package reconciler holds Kontinue's controllers: the generic workqueue loop
-// (this file) and the reconcilers of owners, chains and runnables. Data flows
-// one way: watch → queue → reconcile (read from caches) → render → decide
-// (reconciler/step, pure) → write (reconciler/stamp) → status. The picture
-// is in docs/architecture.md.
-package reconciler
+// Package loop is the generic workqueue loop every controller of the
+// Manager runs: keys, a fair rate-limited queue (reconciler/fairq), workers
+// that reconcile them, and why each queued key was woken (reconciler/wakes:
+// a key woken only by Kontinue's own writes coming back is not reconciled).
+package loop
 
 import (
 	"context"
@@ -22,6 +21,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/fairq"
 	"kontinue.dev/kontinue/reconciler/gate"
+	"kontinue.dev/kontinue/reconciler/wakes"
 )
 
 // Result tells the loop what to do after a reconcile that returned no error.
@@ -66,8 +66,8 @@ type Key struct {
 // the key's name as a tracker user.
 func (k Key) String() string { return k.Kind + "/" + k.Namespace + "/" + k.Name }
 
-// parseKey reads a Key back from its String form (tracker users).
-func parseKey(s string) (Key, bool) {
+// ParseKey reads a Key back from its String form (tracker users).
+func ParseKey(s string) (Key, bool) {
 	parts := strings.SplitN(s, "/", 3)
 	if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
 		return Key{}, false
@@ -75,8 +75,8 @@ func parseKey(s string) (Key, bool) {
 	return Key{Kind: parts[0], NamespacedName: types.NamespacedName{Namespace: parts[1], Name: parts[2]}}, true
 }
 
-// keyOf is the key of an object of kind.
-func keyOf(kind string, obj metav1.Object) Key {
+// KeyOf is the key of an object of kind.
+func KeyOf(kind string, obj metav1.Object) Key {
 	return Key{Kind: kind, NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
 }
 
@@ -121,7 +121,7 @@ type Controller struct {
 
 	// Echo, when set, reports whether a version of a stamped object is
 	// one Kontinue wrote coming back (stamp.Echoes.Back): a key woken only
-	// by such versions is not reconciled (wake.go).
+	// by such versions is not reconciled (reconciler/wakes).
 	Echo func(uid types.UID, rv string) bool
 	// OnEcho, when set, is told of each key not reconciled for that.
 	OnEcho func(controller string)
@@ -129,9 +129,12 @@ type Controller struct {
 	waitsMu sync.Mutex
 	waits   map[Key]int // consecutive waits (Result.Wait) by key
 
-	wakeMu sync.Mutex
-	wakes  map[Key]*wake // why each queued key was added (wake.go)
+	wakes wakes.Book[Key] // why each queued key was added
 }
+
+func (c *Controller) woke(key Key)                             { c.wakes.Woke(key) }
+func (c *Controller) wokeBy(key Key, uid types.UID, rv string) { c.wakes.WokeBy(key, uid, rv) }
+func (c *Controller) onlyEchoes(key Key) bool                  { return c.wakes.OnlyEchoes(key, c.Echo) }
 
 // requeueDelay is when a key whose reconcile ended with res comes back
 // (res.RequeueAfter > 0: its wait, backed off; else 0), and records the
@@ -202,7 +205,7 @@ func (c *Controller) EnqueueProgress(key Key) {
 
 // EnqueueStamped is EnqueueProgress for version rv of an object the key
 // stamped: if every such version since the key was last taken is one
-// Kontinue wrote, the key is not reconciled (wake.go). A version already
+// Kontinue wrote, the key is not reconciled (reconciler/wakes). A version already
 // known for Kontinue's own (the write's answer came first, as it mostly
 // does) adds nothing: the key does not wait in the queue only to be found
 // an echo, a wait longer than an echo is kept when the queue is long

@@ -1,4 +1,4 @@
-package reconciler
+package loop
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kontinue.dev/kontinue/reconciler/stamp"
+	"kontinue.dev/kontinue/reconciler/wakes"
 )
 
 // A key is skipped only when every reason it was added for is a version of
@@ -42,7 +43,7 @@ func TestOnlyEchoes(t *testing.T) {
 			func(c *Controller, _ *stamp.Echoes) { c.wokeBy(k, "a", "2"); c.EnqueueProgress(k) }, false},
 		{"more versions than kept: reconciled", map[types.UID]string{"a": "9"},
 			func(c *Controller, _ *stamp.Echoes) {
-				for range maxVersions + 1 {
+				for range wakes.MaxVersions + 1 {
 					c.wokeBy(k, "a", "9")
 				}
 			}, false},
