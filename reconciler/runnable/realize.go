@@ -1,6 +1,7 @@
 package runnable
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -88,7 +89,14 @@ func (rp *pass) realize() error {
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	list, pending, err := rp.w.LoadRuns(rp.ctx, rp.runs(key, digest))
+	q := rp.runs(key, digest)
+	if err := rp.adopting(&q, run); err != nil {
+		return err
+	}
+	list, pending, err := rp.w.LoadRuns(rp.ctx, q)
+	if adopt := (*stamp.AdoptError)(nil); errors.As(err, &adopt) {
+		return rp.failed(failure.Write(rp.subject("take over the runs another controller created of", fmt.Sprintf("%s for %s from ClusterRunTemplate [%s]", run.GetKind(), rp.what(), tmplName), ""), "", err), runReasons)
+	}
 	if err != nil {
 		return err
 	}
@@ -180,6 +188,25 @@ func (rp *pass) runs(key tracking.Key, digest string) stamp.RunQuery {
 		Client: func() (dynamic.Interface, error) {
 			return rp.r.env.Clients.For(rp.obj.GetNamespace(), rp.serviceAccount())
 		}}
+}
+
+// adopting lets q adopt the runs another controller created for the
+// Runnable (stamp/foreign.go): those of run, rendered now, created as its
+// account with the riders create gives; its status names its newest run.
+func (rp *pass) adopting(q *stamp.RunQuery, run *unstructured.Unstructured) error {
+	cl, err := rp.r.env.Clients.For(rp.obj.GetNamespace(), rp.serviceAccount())
+	if err != nil {
+		return rp.failed(failure.Client(err), runReasons)
+	}
+	f := stamp.For{Client: cl, Owner: rp.obj}
+	if rp.r.env.TraceContext {
+		f.TraceParent = runTraceParent(rp.obj)
+	}
+	q.Adopt = &stamp.Adoption{For: f, Desired: run}
+	if rp.prev.LatestRunRef != nil {
+		q.Recorded = rp.prev.LatestRunRef.Name
+	}
+	return nil
 }
 
 // judge sets the Outcome of every run by the run template's criterion.
