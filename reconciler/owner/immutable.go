@@ -42,7 +42,7 @@ func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	if fail != nil {
 		return step.Seen{}, fail
 	}
-	w.gvr = t.gvr
+	w.gvr, o.Resource = t.gvr, resourceString(t.gvr)
 	w.runs = x.stepRuns(sc.step.Name, t.key, o.Digest)
 	if err := x.adopting(&w.runs, sc, *o); err != nil {
 		return step.Seen{}, failed(failure.Client(err))

@@ -67,7 +67,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	o.Objects, o.Primary = []*unstructured.Unstructured{crt, rn}, 1
 	// o.Digest stays the rendered object's: the input set the Runnable's
 	// inputs carry, which its runs report on (the step's provenance).
-	o.Desired = rn
+	o.Desired, o.Resource = rn, resourceString(api.RunnableGVR)
 	key := tracking.Key{GVR: api.RunnableGVR, Selector: api.StampedSelector}
 	w.io.watch(key)
 	if step.NeedsLiveSet(*o) {

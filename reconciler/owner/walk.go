@@ -77,20 +77,22 @@ func (s *steps) walk(defs []api.Step) ([]st.Resource, time.Duration, error) {
 }
 
 // healthySummary is the owner's ResourcesHealthy: the steps' Healthy
-// conditions summed up. Cartographer gives it one reason whatever the
-// steps say; the steps keep their own.
+// conditions summed up as Cartographer does: False with the message of the
+// last unhealthy step, else Unknown with the first unknown one's, else
+// True; its message is the step's own (the step's conditions name it), and
+// its reason always HealthyConditionRule (the steps keep their own).
 func healthySummary(resources []st.Resource) metav1.Condition {
-	var healthy []metav1.Condition
+	hl := st.Cond(st.ResourcesHealthy, st.True, step.ReasonHealthyConditionRule, "")
 	for _, r := range resources {
-		if c := st.Find(r.Conditions, st.Healthy); c != nil {
-			// The owner's summary repeats one step's message: say which step.
-			h := *c
-			h.Message = strings.TrimSuffix(fmt.Sprintf("step [%s]: %s", r.Name, h.Message), ": ")
-			healthy = append(healthy, h)
+		c := st.Find(r.Conditions, st.Healthy)
+		switch {
+		case c == nil:
+		case c.Status == st.False:
+			hl.Status, hl.Message = st.False, c.Message
+		case c.Status != st.True && hl.Status == st.True:
+			hl.Status, hl.Message = st.Unknown, c.Message
 		}
 	}
-	hl := st.Summarize(st.ResourcesHealthy, step.ReasonHealthyConditionRule, healthy...)
-	hl.Reason = step.ReasonHealthyConditionRule
 	return hl
 }
 
