@@ -9,6 +9,7 @@ import (
 	"kontinue.dev/kontinue/cli/objdiff"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/prepare"
+	"kontinue.dev/kontinue/reconciler/render"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
@@ -24,7 +25,7 @@ func previewRunnable(ctx context.Context, newEnv prepare.Env, oldEnv *prepare.En
 	live []*unstructured.Unstructured) ([]objdiff.Object, *prepare.Refusal) {
 	generate := func(env prepare.Env, p prepare.Prepared) ([]*unstructured.Unstructured, *prepare.Refusal) {
 		sa := prepare.ServiceAccount(env.Owner.GetNamespace(), env.OwnerSpec, env.Chain)
-		crt, rn, r := prepare.Runnable(ctx, env.Flavor, env.Owner, sa, def, p)
+		crt, rn, r := prepare.Runnable(render.WithSchema(ctx, env.Schema), env.Flavor, env.Owner, sa, def, p)
 		if r != nil {
 			return nil, r
 		}

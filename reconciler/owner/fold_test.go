@@ -137,6 +137,8 @@ func TestHealthySummary(t *testing.T) {
 		{"one unhealthy: its message, bare", []st.Resource{h("a", st.True, ""), h("image", st.False, "build failed"), pass}, st.False, "build failed"},
 		{"several unhealthy: the last one's", []st.Resource{h("a", st.False, "first"), h("b", st.Unknown, "waiting"), h("c", st.False, "last")}, st.False, "last"},
 		{"unknown only: the first one's", []st.Resource{h("a", st.True, ""), h("b", st.Unknown, "first"), h("c", st.Unknown, "second")}, st.Unknown, "first"},
+		{"a reason Cartographer says nothing for: no message", []st.Resource{{Name: "img", Conditions: []metav1.Condition{
+			st.Cond(st.Healthy, st.Unknown, "OutputNotAvailable", `waiting for outputs: no value at path ".status.latestImage"`)}}}, st.Unknown, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -258,7 +258,16 @@ func (op *pass) prepareEnv() prepare.Env {
 		Template: op.defs.template,
 		Engines:  e.Engines, Getter: render.DynamicGetter(e.Dynamic), Timeout: e.RenderTimeout,
 		Release: (&helm{op}).release, // helm.go
+		Schema:  e.schema(),
 	}
+}
+
+// schema is the owner kind's schema (nil: none).
+func (e Env) schema() *render.Schema {
+	if e.Schema == nil {
+		return nil
+	}
+	return e.Schema()
 }
 
 // stepIO builds the stepIO of a step's lifecycle.

@@ -13,6 +13,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/prepare"
+	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -60,7 +61,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	op := w.op
 	sc := w.sc
 	prepared := prepare.Prepared{Kind: sc.kind, Template: sc.tmplName, Spec: sc.spec, Inputs: sc.in, Params: sc.params, Labels: sc.labels, Objects: o.Objects[:1]}
-	crt, rn, refused := prepare.Runnable(op.ctx, op.env.Flavor, op.owner, op.serviceAccount(), sc.step, prepared)
+	crt, rn, refused := prepare.Runnable(render.WithSchema(op.ctx, op.env.schema()), op.env.Flavor, op.owner, op.serviceAccount(), sc.step, prepared)
 	if refused != nil {
 		return step.Seen{}, &stepFail{cond: st.Cond(st.ResourceSubmitted, st.False, refused.Reason, refused.Message)}
 	}

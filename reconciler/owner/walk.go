@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/health"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
@@ -79,21 +80,33 @@ func (s *steps) walk(defs []api.Step) ([]st.Resource, time.Duration, error) {
 // healthySummary is the owner's ResourcesHealthy: the steps' Healthy
 // conditions summed up as Cartographer does: False with the message of the
 // last unhealthy step, else Unknown with the first unknown one's, else
-// True; its message is the step's own (the step's conditions name it), and
-// its reason always HealthyConditionRule (the steps keep their own).
+// True; its message is the step's own (the step's conditions name it), or
+// none where Cartographer's step says none (silent), and its reason always
+// HealthyConditionRule (the steps keep their own).
 func healthySummary(resources []st.Resource) metav1.Condition {
 	hl := st.Cond(st.ResourcesHealthy, st.True, step.ReasonHealthyConditionRule, "")
 	for _, r := range resources {
 		c := st.Find(r.Conditions, st.Healthy)
+		msg := ""
+		if c != nil && !silent[c.Reason] {
+			msg = c.Message
+		}
 		switch {
 		case c == nil:
 		case c.Status == st.False:
-			hl.Status, hl.Message = st.False, c.Message
+			hl.Status, hl.Message = st.False, msg
 		case c.Status != st.True && hl.Status == st.True:
-			hl.Status, hl.Message = st.Unknown, c.Message
+			hl.Status, hl.Message = st.Unknown, msg
 		}
 	}
 	return hl
+}
+
+// silent are the Healthy reasons whose condition has no message in
+// Cartographer: Kontinue's step explains, the owner's summary does not.
+var silent = map[string]bool{
+	health.ReasonAlwaysHealthy: true, health.ReasonOutputsAvailable: true, health.ReasonOutputNotAvailable: true,
+	health.ReasonNoStampedObject: true, health.ReasonNoMatchesFulfilled: true,
 }
 
 func (s *steps) prevStep(name string) *st.Resource {

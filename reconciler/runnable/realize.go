@@ -15,6 +15,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/health"
+	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -74,7 +75,11 @@ func (rp *pass) realize() error {
 	}
 
 	// Plan the run; load its kind and the runs.
-	run, digest, no := stampRun(rp.ctx, rp.obj, rt, tmplName, selected)
+	ctx := rp.ctx
+	if rp.r.env.Schema != nil {
+		ctx = render.WithSchema(ctx, rp.r.env.Schema())
+	}
+	run, digest, no := stampRun(ctx, rp.obj, rt, tmplName, selected)
 	if no != nil {
 		rp.fail(no.reason, "%s", no.message)
 		return nil
