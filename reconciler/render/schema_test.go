@@ -48,6 +48,8 @@ func TestUnsetOwnerFields(t *testing.T) {
 	}
 	imageWorkload := map[string]any{"apiVersion": "carto.run/v1alpha1", "kind": "Workload",
 		"metadata": map[string]any{"name": "app"}, "spec": map[string]any{"image": "registry.example.com/app:v1"}}
+	deliverable := map[string]any{"apiVersion": "carto.run/v1alpha1", "kind": "Deliverable",
+		"metadata": map[string]any{"name": "app"}, "spec": map[string]any{"source": map[string]any{"git": map[string]any{"url": "https://git.example.com/app.git"}}}}
 	runnable := map[string]any{"apiVersion": "carto.run/v1alpha1", "kind": "Runnable",
 		"metadata": map[string]any{"name": "run"}, "spec": map[string]any{"runTemplateRef": map[string]any{"name": "rt", "kind": "ClusterRunTemplate"}}}
 	tests := []struct {
@@ -87,6 +89,14 @@ func TestUnsetOwnerFields(t *testing.T) {
 		{api.KindWorkload, imageWorkload, "workload.spec.source", nil, false},
 		{api.KindWorkload, imageWorkload, "workload.spec.source.git.url", nil, true},
 		{api.KindWorkload, imageWorkload, "workload.spec.source.git.ref.branch", nil, true},
+		// A Deliverable's.
+		{api.KindDeliverable, deliverable, "deliverable.spec.source.git.ref", nil, false},
+		{api.KindDeliverable, deliverable, "deliverable.spec.source.git.ref.branch", nil, true}, // below a null ref
+		{api.KindDeliverable, deliverable, "deliverable.spec.source.image", nil, false},
+		{api.KindDeliverable, deliverable, "deliverable.spec.source.subPath", nil, false},
+		{api.KindDeliverable, deliverable, "deliverable.spec.serviceAccountName", "", false},
+		{api.KindDeliverable, deliverable, "deliverable.spec.params", nil, false},
+		{api.KindDeliverable, deliverable, "deliverable.spec.image", nil, true},
 		// A Runnable's.
 		{api.KindRunnable, runnable, "runnable.spec.serviceAccountName", "", false},
 		{api.KindRunnable, runnable, "runnable.spec.selector", nil, false},
