@@ -139,7 +139,8 @@ func Render(ctx context.Context, in RenderInput) (*RenderResult, error) {
 	r := &offline{in: in, outs: map[string]step.Outputs{}}
 	r.env = prepare.Env{Flavor: flavor, Owner: owner, OwnerDoc: doc, OwnerSpec: ownerSpec,
 		ChainName: chainObj.GetName(), Chain: &chain, Template: r.template,
-		Engines: map[string]render.Engine{render.FieldHelm: render.HelmWith(in.Helm)}, Getter: objectsGetter(in.Objects)}
+		Engines: map[string]render.Engine{render.FieldHelm: render.HelmWith(in.Helm)}, Getter: objectsGetter(in.Objects),
+		Schema: ownerSchema(flavor.OwnerKind)}
 	for _, step := range chain.Resources {
 		rs := r.step(ctx, step)
 		if given, ok := in.Outputs[step.Name]; ok {

@@ -188,7 +188,7 @@ func (pv *previewer) preview(ctx context.Context, f *api.Flavor, owner *unstruct
 	}
 	env := func(side defs, chainName string, c *api.ChainSpec) prepare.Env {
 		return prepare.Env{Flavor: f, Owner: owner, OwnerDoc: doc, OwnerSpec: spec, ChainName: chainName, Chain: c,
-			Template: side.template, Engines: pv.engines, Getter: pv.getter}
+			Template: side.template, Engines: pv.engines, Getter: pv.getter, Schema: ownerSchema(f.OwnerKind)}
 	}
 	newEnv := env(pv.next, newChain, &chain)
 	var oldEnv *prepare.Env

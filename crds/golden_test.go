@@ -49,6 +49,23 @@ var knownDifferences = map[string]string{
 	"ClusterSupplyChain|.spec.resources[].deployment.resource|exists":                      "one step type: deployment is typed",
 	"ClusterSupplyChain|.spec.resources[].deployment.resource|type":                        "one step type: deployment is typed",
 	"ClusterSupplyChain|.spec.resources[].deployment.resource|maxLength":                   "one step type: deployment is typed",
+
+	// Fields the owner may leave unset that Cartographer's template context
+	// (its typed Workload, Deliverable, Runnable) holds as pointers: a tag
+	// naming one renders null there, and so here (render.Schema reads
+	// nullable from the served CRD). nullable only keeps an explicit null.
+	"owners|.spec.source|nullable":                nullable,
+	"owners|.spec.source.git|nullable":            nullable,
+	"owners|.spec.source.git.url|nullable":        nullable,
+	"owners|.spec.source.git.ref|nullable":        nullable,
+	"owners|.spec.source.git.ref.branch|nullable": nullable,
+	"owners|.spec.source.git.ref.tag|nullable":    nullable,
+	"owners|.spec.source.git.ref.commit|nullable": nullable,
+	"owners|.spec.source.image|nullable":          nullable,
+	"owners|.spec.source.subPath|nullable":        nullable,
+	"Workload|.spec.image|nullable":               nullable,
+	"Workload|.spec.serviceClaims[].ref|nullable": nullable,
+	"Runnable|.spec.selector|nullable":            nullable,
 }
 
 // addedFields are the fields added since the hand-written CRDs, by kind (as
@@ -57,6 +74,9 @@ var knownDifferences = map[string]string{
 var addedFields = map[string]string{
 	"chains|.spec.rollout.waves[].maxUnavailable": "issue 47.9: a wave's roll-out cap (docs/rollouts.md)",
 }
+
+// nullable is why a field is nullable.
+const nullable = "a field Cartographer's typed owner holds as a pointer: null kept, a tag naming it unset renders null (issue 48.4)"
 
 // differenceKinds expands the kind part of a knownDifferences key.
 var differenceKinds = map[string][]string{"chains": {"ClusterSupplyChain", "ClusterDelivery"}, "owners": {"Workload", "Deliverable"}}

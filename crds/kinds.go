@@ -51,6 +51,7 @@ type WorkloadSpec struct {
 	api.OwnerSpec `json:",inline"`
 	// Where the workload's source code comes from. Source templates read it
 	// as $(workload.spec.source...)$. Set exactly one of git or image.
+	// +nullable
 	Source *Source `json:"source,omitempty"`
 	// Settings for the build step.
 	Build *Build `json:"build,omitempty"`
@@ -59,6 +60,7 @@ type WorkloadSpec struct {
 	Env []EnvVar `json:"env,omitempty"`
 	// A prebuilt image to run, for supply chains that skip building from
 	// source.
+	// +nullable
 	Image string `json:"image,omitempty"`
 	// Compute resources for the running application, in the shape of a
 	// container's resources (requests, limits).
@@ -75,29 +77,37 @@ type WorkloadSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.git) != has(self.image)",message="spec.source must set exactly one of git or image"
 type Source struct {
 	// A git repository.
+	// +nullable
 	Git *GitSource `json:"git,omitempty"`
 	// An OCI image that holds the source code (e.g. an imgpkg bundle), as
 	// registry/repository:tag or @digest.
+	// +nullable
 	Image string `json:"image,omitempty"`
 	// Folder inside the source to use instead of its root.
+	// +nullable
 	SubPath string `json:"subPath,omitempty"`
 }
 
 // A git repository.
 type GitSource struct {
 	// URL of the repository, e.g. https://github.com/org/app.git.
+	// +nullable
 	URL string `json:"url,omitempty"`
 	// Which revision to use: a branch, a tag or a commit.
+	// +nullable
 	Ref *GitRef `json:"ref,omitempty"`
 }
 
 // Which revision to use.
 type GitRef struct {
 	// Branch to follow, e.g. main.
+	// +nullable
 	Branch string `json:"branch,omitempty"`
 	// Tag to use, e.g. v1.2.3.
+	// +nullable
 	Tag string `json:"tag,omitempty"`
 	// Commit SHA to use.
+	// +nullable
 	Commit string `json:"commit,omitempty"`
 }
 
@@ -128,6 +138,7 @@ type ServiceClaim struct {
 	// Name of the claim, as the application sees it.
 	Name string `json:"name"`
 	// The object that provides the service.
+	// +nullable
 	Ref *ServiceRef `json:"ref,omitempty"`
 }
 
@@ -170,6 +181,7 @@ type DeliverableSpec struct {
 	api.OwnerSpec `json:",inline"`
 	// Where the deliverable's source code comes from. Source templates read
 	// it as $(deliverable.spec.source...)$. Set exactly one of git or image.
+	// +nullable
 	Source *Source `json:"source,omitempty"`
 }
 

@@ -125,7 +125,8 @@ func TestMissingOutputPathRecoversWhenTemplateFixed(t *testing.T) {
 	k.workload("app", chain, "")
 
 	w := k.waitStep("app", "config", "ResourceSubmitted", "Unknown", "MissingValueAtPath")
-	parts := []string{"step [config]", "ClusterConfigTemplate/" + cfg, "data.wanted"}
+	// Cartographer's words: the path as the template writes it, the object.
+	parts := []string{"waiting to read value [.data.wanted] from object [configmaps/app-config] in namespace [" + k.ns + "]"}
 	k.assertCond(k.stepCond(w, "config", "ResourceSubmitted"), "Unknown", "MissingValueAtPath", parts...)
 	k.assertCond(ownerCondition(w, "ResourcesSubmitted"), "Unknown", "MissingValueAtPath", parts...)
 	k.assertCond(ownerCondition(w, "Ready"), "Unknown", "MissingValueAtPath", parts...)

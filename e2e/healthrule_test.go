@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // testTemplate is a ClusterTemplate stamping Test <workload>-<suffix> with
@@ -18,8 +20,9 @@ func (k *kit) testTemplate(name, suffix, rule string) string {
 
 // Health rules end to end: alwaysHealthy, singleConditionType (missing,
 // True, False) and multiMatch (condition match, field match with
-// messagePath); the workload's ResourcesHealthy sums them up and names the
-// step that is not healthy.
+// messagePath); the workload's ResourcesHealthy sums them up as Cartographer
+// does: the last unhealthy step's message, else the first unknown one's, as
+// the step wrote it.
 func TestHealthRulesEndToEnd(t *testing.T) {
 	k := newKit(t)
 	always, single, multi := k.name("always"), k.name("single"), k.name("multi")
@@ -40,9 +43,11 @@ func TestHealthRulesEndToEnd(t *testing.T) {
 	k.assertCond(k.stepCond(w, "single", "Healthy"), "Unknown", "ReadyCondition", "condition [Ready] not found")
 	k.assertCond(k.stepCond(w, "multi", "Healthy"), "Unknown", "NoMatchesFulfilled", "expected condition [Ready] to be [True]")
 	k.assertCond(ownerCondition(w, "ResourcesSubmitted"), "True", "ResourceSubmissionComplete")
-	// The owner's summary has Cartographer's one reason; the message names the step.
-	k.assertCond(ownerCondition(w, "ResourcesHealthy"), "Unknown", "HealthyConditionRule", "step [single]", "condition [Ready] not found")
-	k.assertCond(ownerCondition(w, "Ready"), "Unknown", "HealthyConditionRule", "step [single]")
+	// The owner's summary has Cartographer's one reason and the first
+	// unknown step's message.
+	k.assertCond(ownerCondition(w, "ResourcesHealthy"), "Unknown", "HealthyConditionRule", "condition [Ready] not found")
+	assert.Equal(t, k.stepCond(w, "single", "Healthy")["message"], ownerCondition(w, "ResourcesHealthy")["message"], "the step's message, bare")
+	k.assertCond(ownerCondition(w, "Ready"), "Unknown", "HealthyConditionRule", "condition [Ready] not found")
 	k.assertQuiet(k.wl("app"))
 
 	// Both report Ready: all healthy.
@@ -61,16 +66,17 @@ func TestHealthRulesEndToEnd(t *testing.T) {
 	w = k.waitStep("app", "multi", "Healthy", "False", "MatchedField")
 	k.assertCond(k.stepCond(w, "multi", "Healthy"), "False", "MatchedField", "disk full")
 	w = k.waitOwner("app", "ResourcesHealthy", "False", "HealthyConditionRule")
-	k.assertCond(ownerCondition(w, "ResourcesHealthy"), "False", "HealthyConditionRule", "step [multi]", "disk full")
-	k.assertCond(ownerCondition(w, "Ready"), "False", "HealthyConditionRule", "step [multi]", "disk full")
+	k.assertCond(ownerCondition(w, "ResourcesHealthy"), "False", "HealthyConditionRule", "disk full")
+	k.assertCond(ownerCondition(w, "Ready"), "False", "HealthyConditionRule", "disk full")
 	k.waitEvent("app", "ResourceHealthyStatusChanged", "step [multi]", "False")
 
-	// single fails too: the first unhealthy step in chain order is reported.
+	// single fails too: the last unhealthy step in chain order is reported,
+	// as Cartographer's condition manager does.
 	setStatus(t, testGVR, k.ns, "app-single", map[string]any{"conditions": []any{
 		map[string]any{"type": "Ready", "status": "False", "reason": "BuildFailed", "message": "compile error"}}})
 	w = k.waitStep("app", "single", "Healthy", "False", "ReadyCondition")
 	k.assertCond(k.stepCond(w, "single", "Healthy"), "False", "ReadyCondition", "condition [Ready] is [False]", "BuildFailed", "compile error")
 	w = k.waitOwner("app", "ResourcesHealthy", "False", "HealthyConditionRule")
-	k.assertCond(ownerCondition(w, "ResourcesHealthy"), "False", "HealthyConditionRule", "step [single]", "compile error")
+	k.assertCond(ownerCondition(w, "ResourcesHealthy"), "False", "HealthyConditionRule", "disk full")
 	k.assertQuiet(k.wl("app"))
 }

@@ -99,6 +99,7 @@ type Manager struct {
 	syncedMu sync.RWMutex
 
 	templates *specs.Templates  // decoded templates, compiled options
+	schemas   *schemas          // the owner kinds' served schemas (schemas.go)
 	history   *history.Recorder // owners' histories (nil: none kept)
 
 	// OnApply, when set, is told of every apply (true) and every apply
@@ -233,6 +234,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		}
 	}
 	m.templates = specs.NewTemplates(m.tracker)
+	m.schemas = newSchemas(m.tracker)
 	m.blocked = blocked.New(m.enqueueFanOut)
 	idx := newIndex()
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {

@@ -12,6 +12,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/chain"
 	"kontinue.dev/kontinue/reconciler/loop"
 	"kontinue.dev/kontinue/reconciler/owner"
+	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -40,7 +41,8 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 		},
 		StatusConflict: func() { m.statusConflict(f.OwnerKind) },
 		StatusWritten:  m.inputSetsEnded,
-		History:        m.history, Spans: m.opts.Spans, TraceContext: m.opts.Spans != nil})
+		History:        m.history, Spans: m.opts.Spans, TraceContext: m.opts.Spans != nil,
+		Schema: func() *render.Schema { return m.schemas.For(f.OwnerKind) }})
 	r.ctrl = loop.NewController(f.OwnerKind, loop.ReconcileFunc(r.Reconcile))
 	return r
 }

@@ -11,6 +11,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/loop"
 	"kontinue.dev/kontinue/reconciler/owner"
+	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runnable"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -36,7 +37,8 @@ func newRunnableReconciler(m *Manager) *runnableReconciler {
 	r := &runnableReconciler{m: m,
 		bySel: map[tracking.Key]map[Key]struct{}{}, selOf: map[Key]tracking.Key{}}
 	r.rec = runnable.New(runnable.Env{Tracker: m.tracker, Writer: m.w, Clients: m.clients, AccountExists: m.accountExists,
-		StatusConflict: func() { m.statusConflict(api.KindRunnable) }, TraceContext: m.opts.Spans != nil})
+		StatusConflict: func() { m.statusConflict(api.KindRunnable) }, TraceContext: m.opts.Spans != nil,
+		Schema: func() *render.Schema { return m.schemas.For(api.KindRunnable) }})
 	r.ctrl = loop.NewController(api.KindRunnable, loop.ReconcileFunc(r.Reconcile))
 	r.gen = owner.NewSweep(m.tracker, m.w, m.dyn, func(name string) {
 		r.ctrl.Enqueue(Key{Kind: api.KindClusterRunTemplate, NamespacedName: types.NamespacedName{Name: name}})

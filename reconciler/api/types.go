@@ -708,6 +708,7 @@ type RunnableSpec struct {
 	Inputs map[string]any `json:"inputs,omitempty"`
 	// Picks one existing object in the Runnable's namespace that the run
 	// template reads as $(selected...)$. Exactly one object must match.
+	// +nullable
 	Selector *RunnableSelector `json:"selector,omitempty"`
 	// Service account in the Runnable's namespace whose permissions are used
 	// to create and read the stamped objects; default when empty.

@@ -4,11 +4,9 @@ package owner
 // from its steps'.
 
 import (
-	"fmt"
-	"strings"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kontinue.dev/kontinue/reconciler/health"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
 )
@@ -36,19 +34,33 @@ func fold(env *Env, l *loaded, w walked) st.OwnerStatus {
 }
 
 // healthySummary is the owner's ResourcesHealthy: the steps' Healthy
-// conditions summed up. Cartographer gives it one reason whatever the
-// steps say; the steps keep their own.
+// conditions summed up as Cartographer does: False with the message of the
+// last unhealthy step, else Unknown with the first unknown one's, else
+// True; its message is the step's own (the step's conditions name it), or
+// none where Cartographer's step says none (silent), and its reason always
+// HealthyConditionRule (the steps keep their own).
 func healthySummary(resources []st.Resource) metav1.Condition {
-	var healthy []metav1.Condition
+	hl := st.Cond(st.ResourcesHealthy, st.True, step.ReasonHealthyConditionRule, "")
 	for _, r := range resources {
-		if c := st.Find(r.Conditions, st.Healthy); c != nil {
-			// The owner's summary repeats one step's message: say which step.
-			h := *c
-			h.Message = strings.TrimSuffix(fmt.Sprintf("step [%s]: %s", r.Name, h.Message), ": ")
-			healthy = append(healthy, h)
+		c := st.Find(r.Conditions, st.Healthy)
+		msg := ""
+		if c != nil && !silent[c.Reason] {
+			msg = c.Message
+		}
+		switch {
+		case c == nil:
+		case c.Status == st.False:
+			hl.Status, hl.Message = st.False, msg
+		case c.Status != st.True && hl.Status == st.True:
+			hl.Status, hl.Message = st.Unknown, msg
 		}
 	}
-	hl := st.Summarize(st.ResourcesHealthy, step.ReasonHealthyConditionRule, healthy...)
-	hl.Reason = step.ReasonHealthyConditionRule
 	return hl
+}
+
+// silent are the Healthy reasons whose condition has no message in
+// Cartographer: Kontinue's step explains, the owner's summary does not.
+var silent = map[string]bool{
+	health.ReasonAlwaysHealthy: true, health.ReasonOutputsAvailable: true, health.ReasonOutputNotAvailable: true,
+	health.ReasonNoStampedObject: true, health.ReasonNoMatchesFulfilled: true,
 }

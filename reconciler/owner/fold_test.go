@@ -132,18 +132,37 @@ func TestPassFold(t *testing.T) {
 	}
 }
 
-// The owner's ResourcesHealthy names the step its message comes from.
+// The owner's ResourcesHealthy is the steps' Healthy summed up as
+// Cartographer does (its condition manager): the last False step's
+// message, else the first Unknown one's, as the step wrote it; the reason
+// is always HealthyConditionRule.
 func TestHealthySummary(t *testing.T) {
-	res := []st.Resource{
-		{Name: "source", Conditions: []metav1.Condition{st.Cond(st.Healthy, st.True, "AlwaysHealthy", "")}},
-		{Name: "image", Conditions: []metav1.Condition{st.Cond(st.Healthy, st.False, "FailedConditionMet", "build failed")}},
-		{Name: "pass"}, // a pass-through has no Healthy
+	h := func(name string, status metav1.ConditionStatus, msg string) st.Resource {
+		return st.Resource{Name: name, Conditions: []metav1.Condition{st.Cond(st.Healthy, status, "R"+name, msg)}}
 	}
-	hl := healthySummary(res)
-	assert.Equal(t, st.False, hl.Status)
-	assert.Equal(t, step.ReasonHealthyConditionRule, hl.Reason, "Cartographer's one reason, whatever the steps say")
-	assert.Equal(t, "step [image]: build failed", hl.Message)
-	assert.Equal(t, st.True, healthySummary(res[:1]).Status)
+	pass := st.Resource{Name: "pass"} // a pass-through has no Healthy
+	tests := []struct {
+		name   string
+		res    []st.Resource
+		status metav1.ConditionStatus
+		msg    string
+	}{
+		{"every step healthy", []st.Resource{h("a", st.True, "fine"), pass}, st.True, ""},
+		{"no step with a Healthy condition", []st.Resource{pass}, st.True, ""},
+		{"one unhealthy: its message, bare", []st.Resource{h("a", st.True, ""), h("image", st.False, "build failed"), pass}, st.False, "build failed"},
+		{"several unhealthy: the last one's", []st.Resource{h("a", st.False, "first"), h("b", st.Unknown, "waiting"), h("c", st.False, "last")}, st.False, "last"},
+		{"unknown only: the first one's", []st.Resource{h("a", st.True, ""), h("b", st.Unknown, "first"), h("c", st.Unknown, "second")}, st.Unknown, "first"},
+		{"a reason Cartographer says nothing for: no message", []st.Resource{{Name: "img", Conditions: []metav1.Condition{
+			st.Cond(st.Healthy, st.Unknown, "OutputNotAvailable", `waiting for outputs: no value at path ".status.latestImage"`)}}}, st.Unknown, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hl := healthySummary(tt.res)
+			assert.Equal(t, tt.status, hl.Status)
+			assert.Equal(t, step.ReasonHealthyConditionRule, hl.Reason, "Cartographer's one reason, whatever the steps say")
+			assert.Equal(t, tt.msg, hl.Message)
+		})
+	}
 }
 
 // An owner whose service account does not exist writes nothing and says

@@ -1,11 +1,13 @@
 package owner
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -38,10 +40,16 @@ func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	if fail != nil {
 		return step.Seen{}, fail
 	}
-	w.gvr = t.gvr
+	w.gvr, o.Resource = t.gvr, resourceString(t.gvr)
 	w.runs = x.stepRuns(sc.step.Name, t.key, o.Digest)
+	if err := x.adopting(&w.runs, sc, *o); err != nil {
+		return step.Seen{}, failed(failure.Client(err))
+	}
 	list, pending, err := x.w.LoadRuns(x.ctx, w.runs)
 	if err != nil {
+		if adopt := (*stamp.AdoptError)(nil); errors.As(err, &adopt) {
+			return step.Seen{}, failed(failure.Write(x.subject("take over the runs another controller created of", w.what), "", err))
+		}
 		return step.Seen{}, &stepFail{err: err, cond: st.Cond(st.ResourceSubmitted, st.Unknown, step.ReasonUnknownError,
 			fmt.Sprintf("unable to list the runs of step [%s]: %v", sc.step.Name, err))}
 	}
@@ -54,6 +62,22 @@ func (w *immutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		}
 	}
 	return step.Seen{Runs: list, Pending: pending}, nil
+}
+
+// adopting lets q adopt the runs another controller created for the step
+// (stamp/foreign.go): those of the run rendered now (o), created as the
+// step's account with its riders; the step's status names its newest run.
+func (x *ownerIO) adopting(q *stamp.RunQuery, sc *stepCtx, o step.Observed) error {
+	cl, err := x.client()
+	if err != nil {
+		return err
+	}
+	r := ridersOf(sc, o)
+	q.Adopt = &stamp.Adoption{For: stamp.For{Client: cl, Owner: x.owner, Step: sc.step.Name, TraceParent: r.trace, InputSet: r.set}, Desired: o.Desired}
+	if sc.prev != nil && sc.prev.StampedRef != nil {
+		q.Recorded = sc.prev.StampedRef.Name
+	}
+	return nil
 }
 
 // write creates the Plan's run.

@@ -39,6 +39,7 @@ func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		}
 		w.targets[desired] = t
 	}
+	o.Resource = resourceString(w.targets[o.Desired].gvr)
 	var seen step.Seen
 	if step.NeedsLive(w.sc.spec) || step.NeedsLiveSet(*o) {
 		live, err := w.io.live(w.targets[o.Desired].key, o.Desired.GetNamespace(), o.Desired.GetName())

@@ -82,6 +82,9 @@ type Env struct {
 	// TraceContext puts on each stamped object the W3C trace context of
 	// its step's span (api.AnnotationTraceParent), with Spans.
 	TraceContext bool
+	// Schema is the owner kind's schema as served (nil: none): what tags
+	// naming fields the owner leaves unset render (render.Schema).
+	Schema func() *render.Schema
 
 	revs *revisionBook // the roll-outs' revisions (revision.go)
 }

@@ -99,7 +99,16 @@ func prepareEnv(env *Env, l *loaded, x *ownerIO) prepare.Env {
 		Release: (&helm{io: x, flavor: env.Flavor, resolve: func(gvk schema.GroupVersionKind) (stamp.Target, error) {
 			return env.Writer.Session().Resolve(gvk)
 		}}).release, // helm.go
+		Schema: env.schema(),
 	}
+}
+
+// schema is the owner kind's schema (nil: none).
+func (e *Env) schema() *render.Schema {
+	if e.Schema == nil {
+		return nil
+	}
+	return e.Schema()
 }
 
 // walk realizes the steps in order: their statuses, the soonest requeue

@@ -53,6 +53,10 @@ type Env struct {
 	// what to do once the engine rendered, before the objects are used (keep
 	// the new release, or a second render would draw new random values).
 	Release func(ctx context.Context, def api.Step) (context.Context, func() error, error)
+	// Schema is the owner kind's schema (nil: none): what a tag naming a
+	// field the owner leaves unset renders, as in Cartographer
+	// (render.Schema).
+	Schema *render.Schema
 }
 
 // ErrNotFound is the error of Env.Template for a template that does not exist.
@@ -164,7 +168,7 @@ func check(ctx context.Context, env Env, def api.Step, p Prepared) Prepared {
 	}
 	if step.LifecycleOf(p.Spec).Generates {
 		sa := ServiceAccount(env.Owner.GetNamespace(), env.OwnerSpec, env.Chain)
-		crt, rn, r := Runnable(ctx, env.Flavor, env.Owner, sa, def, p)
+		crt, rn, r := Runnable(render.WithSchema(ctx, env.Schema), env.Flavor, env.Owner, sa, def, p)
 		if r != nil {
 			p.Objects, p.Refusal = nil, r
 			return p
@@ -189,6 +193,7 @@ func renderStep(ctx context.Context, env Env, def api.Step, p *Prepared) ([]*uns
 	if env.Getter != nil {
 		ctx = render.WithObjectGetter(ctx, env.Getter)
 	}
+	ctx = render.WithSchema(ctx, env.Schema)
 	keep := func() error { return nil }
 	if p.Spec.Helm != nil && env.Release != nil {
 		if ctx, keep, err = env.Release(ctx, def); err != nil {

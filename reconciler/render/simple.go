@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
 )
 
@@ -45,12 +47,12 @@ func (simpleEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Conte
 	if spec == nil || spec.Template == nil {
 		return nil, &StampError{Engine: SimpleName, Message: "template is empty"}
 	}
-	r := &renderer{tc: tc}
+	r := &renderer{tc: tc, schema: SchemaFrom(ctx)}
 	out, werr := r.walk(spec.Template, 1)
 	if werr != nil {
 		// Map order is random; walk again in key order so that the same
 		// template always reports the same error (conditions must not flap).
-		r = &renderer{tc: tc, sorted: true, doc: r.doc, docErr: r.docErr, marshaled: r.marshaled}
+		r = &renderer{tc: tc, schema: r.schema, sorted: true, doc: r.doc, docErr: r.docErr, marshaled: r.marshaled}
 		if _, again := r.walk(spec.Template, 1); again != nil {
 			werr = again
 		}
@@ -76,8 +78,9 @@ func checkTypeMeta(obj map[string]any) error {
 // renderer holds the state of one Render call.
 type renderer struct {
 	tc        Context
-	sorted    bool // iterate map keys in order (error reporting)
-	size      int  // approximate JSON size rendered so far
+	schema    *Schema // the owner kind's: its unset fields (schema.go); nil: none
+	sorted    bool    // iterate map keys in order (error reporting)
+	size      int     // approximate JSON size rendered so far
 	marshaled bool
 	doc       []byte // tc as JSON, made on the first tag
 	docErr    error
@@ -204,7 +207,11 @@ func (r *renderer) leaf(s string) (any, *walkError) {
 		seg := &l.segs[0]
 		res, err := seg.path.Get(doc)
 		if err != nil {
-			return nil, resolveError(seg, err)
+			v, ok := r.unset(seg, err)
+			if !ok {
+				return nil, resolveError(seg, err)
+			}
+			return v, r.spend(8)
 		}
 		if err := r.spend(len(res.Raw)); err != nil {
 			return nil, err
@@ -217,13 +224,21 @@ func (r *renderer) leaf(s string) (any, *walkError) {
 		piece := seg.lit
 		if seg.path != nil {
 			res, err := seg.path.Get(doc)
-			if err != nil {
-				return nil, resolveError(seg, err)
-			}
-			if res.Type == gjson.String {
+			switch {
+			case err == nil && res.Type == gjson.String:
 				piece = res.Str
-			} else {
+			case err == nil && res.Type == gjson.Null:
+				return nil, nullError(seg)
+			case err == nil:
 				piece = res.Raw // compact: doc was marshaled compact
+			default:
+				v, ok := r.unset(seg, err)
+				if !ok {
+					return nil, resolveError(seg, err)
+				}
+				if piece, err = interpolated(v); err != nil {
+					return nil, nullError(seg)
+				}
 			}
 		}
 		if err := r.spend(len(piece)); err != nil {
@@ -237,6 +252,43 @@ func (r *renderer) leaf(s string) (any, *walkError) {
 
 func resolveError(seg *segment, err error) *walkError {
 	return &walkError{msg: "unable to resolve " + seg.tag, err: err}
+}
+
+// nullError: a tag inside a longer string names a null value, which has no
+// text (Cartographer: "tag must not point to nil value"); a whole-string
+// tag stamps the null.
+func nullError(seg *segment) *walkError {
+	return &walkError{msg: "unable to resolve " + seg.tag, detail: "the value is null: only a tag that is the whole string may be null"}
+}
+
+// unset is the value of an owner field the owner leaves unset that seg
+// names (Schema.Unset), when its lookup found nothing (err).
+func (r *renderer) unset(seg *segment, err error) (any, bool) {
+	if r.schema == nil || !paths.IsNotFound(err) {
+		return nil, false
+	}
+	keys, ok := seg.path.Keys()
+	if !ok {
+		return nil, false
+	}
+	owner, _ := r.tc[keys[0]].(map[string]any)
+	if owner == nil {
+		return nil, false
+	}
+	return r.schema.Unset(owner, keys)
+}
+
+// interpolated is v's text inside a longer string: a string as is, other
+// values as compact JSON; null has none (an error).
+func interpolated(v any) (string, error) {
+	switch t := v.(type) {
+	case nil:
+		return "", errors.New("null")
+	case string:
+		return t, nil
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 // walkError is an error found while walking; it collects the field path on

@@ -99,7 +99,6 @@ func TestRenderValues(t *testing.T) {
 		{"interpolated string", "app-$(workload.metadata.name)$", "app-petclinic"},
 		{"interpolated number", "replicas=$(params.replicas)$", "replicas=3"},
 		{"interpolated float", "r=$(params.ratio)$", "r=0.5"},
-		{"interpolated null", "n=$(params.nothing)$", "n=null"},
 		{"interpolated object as compact JSON", "l=$(params.list)$", `l=["a","b"]`},
 		{"interpolated object keeps html", "h=$(params.html)$", `h={"q":"<a&b>"}`},
 		{"several tags", "$(params.prefix)$$(workload.metadata.name)$:$(source.revision)$", "registry.io/apps/petclinic:abc123"},
@@ -174,6 +173,7 @@ func TestRenderErrors(t *testing.T) {
 		{"unterminated before another tag", obj("$(date) and $(params.replicas)$"),
 			[]string{`unterminated tag at position 0 in data: a new "$(" at position 12 begins before it is closed`}, false},
 		{"empty tag", obj("a$()$"), []string{"empty tag $()$ at position 1 in data"}, false},
+		{"null inside a longer string", obj("n=$(params.nothing)$"), []string{"unable to resolve $(params.nothing)$ in data: the value is null"}, false},
 		{"blank tag", obj("$(  )$"), []string{"empty tag $(  )$ at position 0"}, false},
 		{"bad path", obj("$(params[)$"), []string{"invalid tag $(params[)$ at position 0 in data: invalid path"}, false},
 		// Beyond the compiled subset, evaluated as Cartographer does: valid, and here ambiguous.

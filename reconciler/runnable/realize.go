@@ -1,6 +1,7 @@
 package runnable
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/health"
+	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -73,7 +75,11 @@ func (rp *pass) realize() error {
 	}
 
 	// Plan the run; load its kind and the runs.
-	run, digest, no := stampRun(rp.ctx, rp.obj, rt, tmplName, selected)
+	ctx := rp.ctx
+	if rp.r.env.Schema != nil {
+		ctx = render.WithSchema(ctx, rp.r.env.Schema())
+	}
+	run, digest, no := stampRun(ctx, rp.obj, rt, tmplName, selected)
 	if no != nil {
 		rp.fail(no.reason, "%s", no.message)
 		return nil
@@ -88,7 +94,14 @@ func (rp *pass) realize() error {
 		rp.keepStatus, rp.requeue = true, 200*time.Millisecond
 		return nil
 	}
-	list, pending, err := rp.w.LoadRuns(rp.ctx, rp.runs(key, digest))
+	q := rp.runs(key, digest)
+	if err := rp.adopting(&q, run); err != nil {
+		return err
+	}
+	list, pending, err := rp.w.LoadRuns(rp.ctx, q)
+	if adopt := (*stamp.AdoptError)(nil); errors.As(err, &adopt) {
+		return rp.failed(failure.Write(rp.subject("take over the runs another controller created of", fmt.Sprintf("%s for %s from ClusterRunTemplate [%s]", run.GetKind(), rp.what(), tmplName), ""), "", err), runReasons)
+	}
 	if err != nil {
 		return err
 	}
@@ -180,6 +193,25 @@ func (rp *pass) runs(key tracking.Key, digest string) stamp.RunQuery {
 		Client: func() (dynamic.Interface, error) {
 			return rp.r.env.Clients.For(rp.obj.GetNamespace(), rp.serviceAccount())
 		}}
+}
+
+// adopting lets q adopt the runs another controller created for the
+// Runnable (stamp/foreign.go): those of run, rendered now, created as its
+// account with the riders create gives; its status names its newest run.
+func (rp *pass) adopting(q *stamp.RunQuery, run *unstructured.Unstructured) error {
+	cl, err := rp.r.env.Clients.For(rp.obj.GetNamespace(), rp.serviceAccount())
+	if err != nil {
+		return rp.failed(failure.Client(err), runReasons)
+	}
+	f := stamp.For{Client: cl, Owner: rp.obj}
+	if rp.r.env.TraceContext {
+		f.TraceParent = runTraceParent(rp.obj)
+	}
+	q.Adopt = &stamp.Adoption{For: f, Desired: run}
+	if rp.prev.LatestRunRef != nil {
+		q.Recorded = rp.prev.LatestRunRef.Name
+	}
+	return nil
 }
 
 // judge sets the Outcome of every run by the run template's criterion.

@@ -21,6 +21,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/fresh"
 	"kontinue.dev/kontinue/reconciler/jsonvalue"
+	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -68,6 +69,9 @@ type Env struct {
 	// (api.AnnotationTraceParent, as its owner's step put it there) on to
 	// the runs it creates.
 	TraceContext bool
+	// Schema is the Runnable kind's schema as served (nil: none): what
+	// tags naming fields a Runnable leaves unset render (render.Schema).
+	Schema func() *render.Schema
 }
 
 // Reconciler stamps a new object from a ClusterRunTemplate for each new

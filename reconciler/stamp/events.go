@@ -22,6 +22,10 @@ const (
 	// (annotations.Retry): the message names the failed run, the new one
 	// and the token.
 	EventRunRetried = "RunRetried"
+	// EventRunsAdopted: the runs of a step or Runnable that another
+	// controller created (Cartographer, before a switch) were taken over;
+	// the message says which one ran the current inputs (stamp/foreign.go).
+	EventRunsAdopted = "RunsAdopted"
 	// EventStampedObjectRemoved: an object no step stamps any more, or a
 	// run retention does not keep, was deleted.
 	EventStampedObjectRemoved = "StampedObjectRemoved"

@@ -50,6 +50,12 @@ type RunQuery struct {
 	// server shows in another shard (an owner that moved: adoptRuns); nil:
 	// none are relabelled.
 	Client func() (dynamic.Interface, error)
+	// Recorded is the run the caller's status names as its newest ("":
+	// none). When it is not among the runs, or a run would be created,
+	// foreign runs are looked for and adopted (Adopt; foreign.go).
+	Recorded string
+	// Adopt, when set, adopts foreign runs (nil: they are not looked for).
+	Adopt *Adoption
 }
 
 // ListRuns returns the runs newest first (outcome Running: the caller
@@ -105,7 +111,8 @@ func (w *Session) ListRuns(ctx context.Context, q RunQuery) (_ []runs.Run, err e
 // runs.Decide says Wait). When the cache says a run must be created, the
 // API server confirms first: creates are rare, a duplicate run is not
 // undone, and a cache can lag for longer than a create is remembered (a
-// watch gap after an outage, a create whose answer was lost).
+// watch gap after an outage, a create whose answer was lost). Runs another
+// controller created are adopted then too (foreign.go).
 func (w *Session) LoadRuns(ctx context.Context, q RunQuery) ([]runs.Run, bool, error) {
 	list, err := w.ListRuns(ctx, q)
 	if err != nil {
@@ -114,7 +121,12 @@ func (w *Session) LoadRuns(ctx context.Context, q RunQuery) ([]runs.Run, bool, e
 	pending := w.recent.Pending(q.Memo, q.Current, list)
 	if runs.Decide(list, q.Current, pending, false) == runs.Create && !q.Live {
 		q.Live = true
-		list, err = w.ListRuns(ctx, q)
+		if list, err = w.ListRuns(ctx, q); err != nil {
+			return nil, false, err
+		}
+	}
+	if lookForForeign(q, list, pending) {
+		list, err = w.adoptForeign(ctx, q, list)
 	}
 	return list, pending, err
 }

@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
 	"kontinue.dev/kontinue/reconciler/health"
@@ -67,25 +66,21 @@ func ObserveRuns(o Observed, list []runs.Run) Runs {
 	}
 	res.Submitted = st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
 	if hi < 0 {
-		if o.Kind == api.KindClusterDeploymentTemplate {
-			if judged[0].Outcome == runs.Failed {
-				res.Submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet, fmt.Sprintf("step [%s], %s: %s", o.Step, describe(newest), h.Message))
-			} else {
-				res.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet, fmt.Sprintf("step [%s], %s: %s", o.Step, describe(newest), h.Message))
-			}
+		switch path := firstOutputPath(o.Kind, o.Spec); {
+		case o.Kind == api.KindClusterDeploymentTemplate && judged[0].Outcome == runs.Failed:
+			res.Submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonFailedConditionMet, fmt.Sprintf("step [%s], %s: %s", o.Step, describe(newest), h.Message))
+		case o.Kind == api.KindClusterDeploymentTemplate:
+			res.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet, fmt.Sprintf("step [%s], %s: %s", o.Step, describe(newest), h.Message))
+		case path != "":
+			// No run to read outputs from yet: Cartographer's words, naming
+			// the newest run by its health.
+			res.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath, MissingValue(path, o.Resource, newest, h.Status))
 		}
 		return res
 	}
 	good := read[hi]
 	if good.outErr != nil {
-		ok := judged[hi].Obj
-		if paths.IsNotFound(good.outErr) {
-			res.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
-				fmt.Sprintf("waiting to read value from healthy run %s for step [%s] (template [%s/%s]): %v", describe(ok), o.Step, o.Kind, o.Template, good.outErr))
-		} else {
-			res.Submitted = st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
-				fmt.Sprintf("unable to read outputs from run %s for step [%s] (template [%s/%s]): %v", describe(ok), o.Step, o.Kind, o.Template, good.outErr))
-		}
+		res.Submitted = outputsCondition(o, judged[hi].Obj, string(st.True), good.outErr)
 		return res
 	}
 	res.InputDigest, res.runSaid = judged[hi].Digest, saidSet(judged[hi].Obj)

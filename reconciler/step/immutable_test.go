@@ -28,20 +28,29 @@ func run(name, digest, status, out string) runs.Run {
 
 func TestObserveRuns(t *testing.T) {
 	spec := &api.TemplateSpec{ConfigPath: ".status.out", Lifecycle: api.LifecycleTekton}
-	o := Observed{Kind: api.KindClusterConfigTemplate, Step: "test", Template: "tests", Spec: spec}
+	o := Observed{Kind: api.KindClusterConfigTemplate, Step: "test", Template: "tests", Spec: spec, Resource: "taskruns.tekton.dev"}
 	tests := []struct {
 		name      string
 		list      []runs.Run // newest first
 		newest    string
 		submitted metav1.ConditionStatus
+		message   string // of ResourceSubmitted, when set
 		healthy   metav1.ConditionStatus
 		out       Outputs
 		digest    string
 		outcomes  []runs.Outcome
+		spec      *api.TemplateSpec // o's when nil
 	}{
 		{name: "run just created, not listed yet", submitted: st.Unknown},
-		{name: "newest running, none succeeded: downstream waits", list: []runs.Run{run("r1", "d1", "Unknown", "")},
-			newest: "r1", submitted: st.True, healthy: st.Unknown, outcomes: []runs.Outcome{runs.Running}},
+		{name: "newest running, none succeeded: downstream waits, in Cartographer's words", list: []runs.Run{run("r1", "d1", "Unknown", "")},
+			newest: "r1", submitted: st.Unknown, healthy: st.Unknown, outcomes: []runs.Outcome{runs.Running},
+			message: "waiting to read value [.status.out] from object [taskruns.tekton.dev/r1] in namespace [ns]"},
+		{name: "newest failed, none succeeded", list: []runs.Run{run("r1", "d1", "False", "")},
+			newest: "r1", submitted: st.Unknown, healthy: st.False, outcomes: []runs.Outcome{runs.Failed},
+			message: "cannot read value [.status.out] from unhealthy object [taskruns.tekton.dev/r1] in namespace [ns], examine object, particularly whether it is receiving proper inputs"},
+		{name: "the newest success has no value at the path", list: []runs.Run{run("r1", "d1", "True", "a")},
+			newest: "r1", submitted: st.Unknown, healthy: st.True, outcomes: []runs.Outcome{runs.Succeeded}, spec: &api.TemplateSpec{ConfigPath: ".status.nope", Lifecycle: api.LifecycleTekton},
+			message: "cannot read value [.status.nope] from healthy object [taskruns.tekton.dev/r1] in namespace [ns], contact Platform Eng"},
 		{name: "newest succeeded: its outputs, tied to its input set", list: []runs.Run{run("r2", "d2", "True", "b"), run("r1", "d1", "True", "a")},
 			newest: "r2", submitted: st.True, healthy: st.True, out: Outputs{"config": "b"}, digest: "d2", outcomes: []runs.Outcome{runs.Succeeded, runs.Succeeded}},
 		{name: "newest running: outputs of the newest success", list: []runs.Run{run("r3", "d3", "Unknown", ""), run("r2", "d2", "False", ""), run("r1", "d1", "True", "a")},
@@ -53,8 +62,15 @@ func TestObserveRuns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			o := o
+			if tt.spec != nil {
+				o.Spec = tt.spec
+			}
 			r := ObserveRuns(o, tt.list)
 			assert.Equal(t, tt.submitted, r.Submitted.Status, r.Submitted.Message)
+			if tt.message != "" {
+				assert.Equal(t, tt.message, r.Submitted.Message)
+			}
 			if tt.newest == "" {
 				assert.Nil(t, r.Newest)
 				assert.Nil(t, r.Healthy)

@@ -218,7 +218,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 		ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
 		ob.noteApplied(live.GetAnnotations()[AnnotationDigest], saidSet(live), h.Outcome)
 		if outErr != nil {
-			ob.Submitted = outputsCondition(o, what, outErr)
+			ob.Submitted = outputsCondition(o, live, h.Status, outErr)
 			return ob
 		}
 		ob.out = out
@@ -258,7 +258,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 		ob.Submitted = st.Cond(st.ResourceSubmitted, st.Unknown, ReasonConditionNotMet,
 			fmt.Sprintf("resource [%s] condition not met: %s", o.Step, deploymentMessage(o.Spec, doc, h)))
 	case h.Outcome == health.Succeeded && outErr != nil:
-		ob.Submitted = outputsCondition(o, what, outErr)
+		ob.Submitted = outputsCondition(o, live, h.Status, outErr)
 	default:
 		ob.Submitted = st.Cond(st.ResourceSubmitted, st.True, ReasonSubmitted, "")
 	}

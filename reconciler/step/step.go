@@ -19,6 +19,7 @@
 package step
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -157,6 +158,9 @@ type Observed struct {
 	// LiveSet is the input set the live object of this render names
 	// (LiveSetOf; "": none, or not read: NeedsLiveSet).
 	LiveSet string
+	// Resource is the resource of Desired's kind, plural.group (as
+	// StampedRef.Resource), for messages ("": not resolved).
+	Resource string
 }
 
 // Observation is a step's decision in one reconcile.
@@ -197,14 +201,28 @@ func healthyOf(status, reason, msg string) *metav1.Condition {
 	return &c
 }
 
-// ReadOutputs evaluates the template's output paths on the object.
+// OutputError is a failure to read an output path: Path is the
+// template's field as written (messages name it, as Cartographer's do).
+type OutputError struct {
+	Path string
+	Err  error
+}
+
+func (e *OutputError) Error() string { return e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
+
+// ReadOutputs evaluates the template's output paths on the object. An
+// error is an *OutputError.
 func ReadOutputs(kind string, spec *api.TemplateSpec, doc []byte, deployment Outputs) (Outputs, error) {
 	read := func(expr string) (any, error) {
 		p, err := paths.Compile(TrimTag(expr))
-		if err != nil {
-			return nil, err
+		if err == nil {
+			var v any
+			if v, err = p.Value(doc); err == nil {
+				return v, nil
+			}
 		}
-		return p.Value(doc)
+		return nil, &OutputError{Path: expr, Err: err}
 	}
 	out := Outputs{}
 	var err error
@@ -241,14 +259,50 @@ func TrimTag(expr string) string {
 	return e
 }
 
-// outputsCondition says why outputs could not be read from what.
-func outputsCondition(o Observed, what string, outErr error) metav1.Condition {
+// outputsCondition says why outputs could not be read from obj, whose
+// health the step judged healthy: a value not there yet is waited for, in
+// Cartographer's words (MissingValue); any other error is the template's.
+func outputsCondition(o Observed, obj *unstructured.Unstructured, healthy string, outErr error) metav1.Condition {
 	if paths.IsNotFound(outErr) {
-		return st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath,
-			fmt.Sprintf("waiting to read value from %s for step [%s] (template [%s/%s]): %v", what, o.Step, o.Kind, o.Template, outErr))
+		path := ""
+		if oe := (*OutputError)(nil); errors.As(outErr, &oe) {
+			path = oe.Path
+		}
+		return st.Cond(st.ResourceSubmitted, st.Unknown, ReasonMissingValueAtPath, MissingValue(path, o.Resource, obj, healthy))
 	}
 	return st.Cond(st.ResourceSubmitted, st.False, ReasonStampFailure,
-		fmt.Sprintf("unable to read outputs from %s for step [%s] (template [%s/%s]): %v", what, o.Step, o.Kind, o.Template, outErr))
+		fmt.Sprintf("unable to read outputs from %s for step [%s] (template [%s/%s]): %v", describe(obj), o.Step, o.Kind, o.Template, outErr))
+}
+
+// MissingValue is Cartographer's message for an output path that does not
+// resolve on obj (of resource, plural.group) yet, by the step's health.
+func MissingValue(path, resource string, obj *unstructured.Unstructured, healthy string) string {
+	in := ""
+	if ns := obj.GetNamespace(); ns != "" {
+		in = " in namespace [" + ns + "]"
+	}
+	switch healthy {
+	case string(st.True):
+		return fmt.Sprintf("cannot read value [%s] from healthy object [%s/%s]%s, contact Platform Eng", path, resource, obj.GetName(), in)
+	case string(st.False):
+		return fmt.Sprintf("cannot read value [%s] from unhealthy object [%s/%s]%s, examine object, particularly whether it is receiving proper inputs", path, resource, obj.GetName(), in)
+	}
+	return fmt.Sprintf("waiting to read value [%s] from object [%s/%s]%s", path, resource, obj.GetName(), in)
+}
+
+// firstOutputPath is the path Cartographer names while a step has no
+// object to read its outputs from: the first of its kind's ("": a kind
+// without outputs).
+func firstOutputPath(kind string, spec *api.TemplateSpec) string {
+	switch kind {
+	case api.KindClusterSourceTemplate:
+		return spec.URLPath
+	case api.KindClusterImageTemplate:
+		return spec.ImagePath
+	case api.KindClusterConfigTemplate:
+		return spec.ConfigPath
+	}
+	return ""
 }
 
 func describe(u *unstructured.Unstructured) string {
