@@ -23,7 +23,8 @@ type Target struct {
 	Ref, Digest string
 	// ValueDigest is the digest of the value as a step's outputs show it
 	// (st.Preview): what Kontinue's statements name an output by when it
-	// is not an image pinned by digest.
+	// is not an image pinned by digest (sources and configs; an image is
+	// named by its digest).
 	ValueDigest string
 }
 
@@ -47,7 +48,6 @@ func TargetOf(typ, input string, v any) (Target, error) {
 		if d, ok := ref.(name.Digest); ok {
 			t.Digest = d.DigestStr()
 		}
-		_, t.ValueDigest = st.Preview(s)
 	case TypeSource, TypeDeployment:
 		url, rev := sourceParts(v)
 		_, t.ValueDigest = st.Preview(rev)
