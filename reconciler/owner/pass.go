@@ -222,6 +222,7 @@ func (op *pass) walk(chainReady metav1.Condition) (time.Duration, error) {
 	op.steps = newStepObjects(op.defs.spec.Resources, op.prev.Resources)
 	s := &steps{ctx: op.ctx, owner: op.owner, user: op.user, chainName: op.chainName, now: op.now, prev: op.prev.Resources,
 		keep: op.keep, events: op.env.Events, prepare: op.prepareEnv(), io: op.writerOf, traced: op.env.TraceContext}
+	op.checkInputs(s) // verify.go
 	resources, requeue, transient := s.walk(op.defs.spec.Resources)
 	if op.steps.stale() && (requeue == 0 || requeue > heldRecheck) {
 		// A step refused an object judged held by another step, which

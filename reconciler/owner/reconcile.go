@@ -78,6 +78,10 @@ type Env struct {
 	// TraceContext puts on each stamped object the W3C trace context of
 	// its step's span (api.AnnotationTraceParent), with Spans.
 	TraceContext bool
+	// Verify, when set, checks steps' inputs against their chain's verify
+	// policies (verify.go); InputRefused is told of each new refusal.
+	Verify       Verifier
+	InputRefused func(chain, step, rule string)
 
 	revs *revisionBook // the roll-outs' revisions (revision.go)
 }
