@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"kontinue.dev/kontinue/reconciler/verify/verifytest"
+)
+
+// TestVerifyBeforeUse (issue 49): a chain's step that requires a signature
+// by the build key takes an image signed so (pinned to the digest checked),
+// holds an unsigned one (it keeps its object; InputNotVerified names the
+// rule and the digest; a Warning), and takes a later signed one. The
+// owner's other step goes on meanwhile, and so does this tenant while
+// another tenant's registry answers 503 (that tenant's step waits, Unknown,
+// and goes in once the registry answers). The registry is
+// go-containerregistry's, in process; signatures are where cosign keeps
+// them (the sha256-<hex>.sig tag).
+func TestVerifyBeforeUse(t *testing.T) {
+	var failing atomic.Bool
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() && strings.HasPrefix(r.URL.Path, "/v2/flaky/") {
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	key, other := verifytest.NewKey("ecdsa"), verifytest.NewKey("ecdsa")
+
+	// push pushes an image to repo:tag, signed by signers (cosign's tag).
+	push := func(repo, tag string, signers ...*verifytest.Key) string {
+		t.Helper()
+		d, err := verifytest.Push(repo, tag)
+		require.NoError(t, err)
+		for _, s := range signers {
+			require.NoError(t, verifytest.Attach(repo, d, "sig", s.Sign(repo, d)))
+		}
+		return d
+	}
+	app, flaky := host+"/app", host+"/flaky/app"
+	signed := push(app, "signed", key)
+	unsigned := push(app, "unsigned")
+	wrongKey := push(app, "wrongkey", other)
+	signed2 := push(app, "signed2", key)
+	flakySigned := push(flaky, "v1", key)
+
+	k := newKit(t)
+	chain, build, deploy, cfg := k.name("chain"), k.name("build"), k.name("deploy"), k.name("cfg")
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  params: [{name: image, default: none}]
+  imagePath: data.image
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-build}
+    data: {image: $(params.image)$}`))
+	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-deploy}
+    data: {image: $(images.app.image)$}`))
+	k.apply(k.cmTemplate(cfg, "cfg", `{greeting: hello}`))
+	pem, err := json.Marshal(key.PublicPEM())
+	require.NoError(t, err)
+	k.apply(k.chainYAML(chain, "",
+		k.step("build", "ClusterImageTemplate", build, "")+
+			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
+    verify:
+      images: [{name: app, keys: [{publicKey: %s}]}]`, pem))+
+			k.step("cfg", "ClusterTemplate", cfg, "")))
+	image := func(ref string) string { return fmt.Sprintf("  params: [{name: image, value: %q}]", ref) }
+	setImage := func(ref string) {
+		k.update(workloadGVR, k.ns, "app", func(u *unstructured.Unstructured) {
+			require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "image", "value": ref}}, "spec", "params"))
+		})
+	}
+
+	// Another tenant, whose registry answers 503: its step waits (Unknown,
+	// not failed), nothing of it is stamped, its other step goes on.
+	failing.Store(true)
+	b := newKit(t)
+	b.workload("app", chain, image(flaky+":v1"))
+	eventually(t, 30*time.Second, func() string {
+		c := b.stepCond(get(t, workloadGVR, b.ns, "app"), "deploy", "ResourceSubmitted")
+		if c == nil || !strings.Contains(fmt.Sprint(c["message"]), "503") {
+			return fmt.Sprintf("deploy's ResourceSubmitted does not tell the registry's 503 yet: %v", c)
+		}
+		return ""
+	})
+	u := get(t, workloadGVR, b.ns, "app")
+	b.assertCond(b.stepCond(u, "deploy", "ResourceSubmitted"), "Unknown", "InputVerifying", "image [app]", "503")
+	b.waitStep("app", "cfg", "Ready", "True", "Ready")
+	_, err = tryGet(configMapGVR, b.ns, "app-deploy")
+	require.Error(t, err, "nothing stamped before the input is verified")
+
+	// Signed by the build key: taken, pinned to the digest checked.
+	k.workload("app", chain, image(app+":signed"))
+	k.waitOwner("app", "Ready", "True", "Ready")
+	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", app+"@"+signed))
+	u = get(t, workloadGVR, k.ns, "app")
+	assert.Equal(t, "Verified", nested(stepStatus(u, "deploy"), "verification").([]any)[0].(map[string]any)["result"])
+
+	// Unsigned, then signed by another key: held, the step keeps its object.
+	for _, c := range []struct{ tag, digest string }{{"unsigned", unsigned}, {"wrongkey", wrongKey}} {
+		setImage(app + ":" + c.tag)
+		eventually(t, 30*time.Second, func() string {
+			u = get(t, workloadGVR, k.ns, "app")
+			c2 := k.stepCond(u, "deploy", "ResourceSubmitted")
+			if c2 == nil || c2["reason"] != "InputNotVerified" || !strings.Contains(fmt.Sprint(c2["message"]), c.digest) {
+				return fmt.Sprintf("deploy's ResourceSubmitted: %v", c2)
+			}
+			return ""
+		})
+		k.assertCond(k.stepCond(u, "deploy", "ResourceSubmitted"), "False", "InputNotVerified", "image [app]", c.digest, "rule [signature]")
+		v := nested(stepStatus(u, "deploy"), "verification").([]any)[0].(map[string]any)
+		assert.Equal(t, "Refused", v["result"])
+		assert.Equal(t, true, v["held"])
+		assert.Equal(t, c.digest, v["digest"])
+		k.waitEvent("app", "InputNotVerified", "step [deploy]", c.digest, "rule [signature]")
+		assert.Equal(t, app+"@"+signed, nested(get(t, configMapGVR, k.ns, "app-deploy").Object, "data", "image"), "the step holds the signed image")
+		// The owner's other step is not stalled by it.
+		k.assertCond(k.stepCond(u, "cfg", "Ready"), "True", "Ready")
+	}
+
+	// A later signed image goes in.
+	setImage(app + ":signed2")
+	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", app+"@"+signed2))
+	k.waitOwner("app", "Ready", "True", "Ready")
+
+	// All this while the other tenant's registry failed: its step still
+	// waits, Unknown. Once the registry answers, its retry (with backoff)
+	// lets the signed image in.
+	u = get(t, workloadGVR, b.ns, "app")
+	b.assertCond(b.stepCond(u, "deploy", "ResourceSubmitted"), "Unknown", "InputVerifying")
+	failing.Store(false)
+	eventually(t, 2*time.Minute, func() string {
+		cm, err := tryGet(configMapGVR, b.ns, "app-deploy")
+		if err != nil {
+			return err.Error()
+		}
+		if got := nested(cm.Object, "data", "image"); got != flaky+"@"+flakySigned {
+			return fmt.Sprintf("app-deploy image %v", got)
+		}
+		return ""
+	})
+	b.waitOwner("app", "Ready", "True", "Ready")
+}
