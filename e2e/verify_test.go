@@ -162,3 +162,122 @@ func TestVerifyBeforeUse(t *testing.T) {
 	})
 	b.waitOwner("app", "Ready", "True", "Ready")
 }
+
+// TestVerifyReadsTheRegistryAsTheServiceAccount (issue 49): a registry
+// that needs credentials is read with the imagePullSecrets of the owner's
+// service account, read as that account: an account that may read its
+// pull Secret verifies a signed image; one naming the same Secret without
+// the right to read it reads the registry anonymously (401: the step keeps
+// verifying, Unknown), never with the Secret read by Kontinue's rights.
+func TestVerifyReadsTheRegistryAsTheServiceAccount(t *testing.T) {
+	const user, pass = "builder", "s3cret"
+	var closed atomic.Bool
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every request needs the credentials once the test pushed.
+		if u, p, ok := r.BasicAuth(); closed.Load() && (!ok || u != user || p != pass) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	key := verifytest.NewKey("ecdsa")
+	app := host + "/app"
+	d, err := verifytest.Push(app, "v1")
+	require.NoError(t, err)
+	require.NoError(t, verifytest.Attach(app, d, "sig", key.Sign(app, d)))
+	closed.Store(true)
+
+	k := newKit(t)
+	auth, err := json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{"username": user, "password": pass}}})
+	require.NoError(t, err)
+	cfgJSON, err := json.Marshal(string(auth))
+	require.NoError(t, err)
+	k.apply(fmt.Sprintf(`
+apiVersion: v1
+kind: Secret
+metadata: {name: regcred}
+type: kubernetes.io/dockerconfigjson
+stringData: {.dockerconfigjson: %s}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: puller}
+imagePullSecrets: [{name: regcred}]
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: noread}
+imagePullSecrets: [{name: regcred}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: read-pull-secret}
+rules:
+- {apiGroups: [""], resources: [serviceaccounts], resourceNames: [puller], verbs: [get]}
+- {apiGroups: [""], resources: [secrets], resourceNames: [regcred], verbs: [get]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: puller-reads-its-pull-secret}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: read-pull-secret}
+subjects: [{kind: ServiceAccount, name: puller}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: stamper-accounts}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: %s}
+subjects: [{kind: ServiceAccount, name: puller}, {kind: ServiceAccount, name: noread}]
+`, cfgJSON, stamperRole))
+	for _, sa := range []string{"puller", "noread"} {
+		eventually(t, 30*time.Second, func() string {
+			if _, err := tryGet(saGVR, k.ns, sa); err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+	}
+
+	chain, build, deploy := k.name("chain"), k.name("build"), k.name("deploy")
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  params: [{name: image, default: none}]
+  imagePath: data.image
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-build}
+    data: {image: $(params.image)$}`))
+	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-deploy}
+    data: {image: $(images.app.image)$}`))
+	pem, err := json.Marshal(key.PublicPEM())
+	require.NoError(t, err)
+	k.apply(k.chainYAML(chain, "",
+		k.step("build", "ClusterImageTemplate", build, "")+
+			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
+    verify:
+      images: [{name: app, keys: [{publicKey: %s}]}]`, pem))))
+	for _, sa := range []string{"puller", "noread"} {
+		k.workload(sa, chain, fmt.Sprintf("  serviceAccountName: %s\n  params: [{name: image, value: %q}]", sa, app+":v1"))
+	}
+
+	k.waitOwner("puller", "Ready", "True", "Ready")
+	k.waitObj(configMapGVR, "puller-deploy", k.dataIs("image", app+"@"+d))
+
+	eventually(t, 30*time.Second, func() string {
+		c := k.stepCond(get(t, workloadGVR, k.ns, "noread"), "deploy", "ResourceSubmitted")
+		if c == nil || !strings.Contains(strings.ToLower(fmt.Sprint(c["message"])), "unauthorized") {
+			return fmt.Sprintf("noread's deploy does not say the registry refused it: %v", c)
+		}
+		return ""
+	})
+	k.assertCond(k.stepCond(get(t, workloadGVR, k.ns, "noread"), "deploy", "ResourceSubmitted"), "Unknown", "InputVerifying")
+	_, err = tryGet(configMapGVR, k.ns, "noread-deploy")
+	require.Error(t, err, "nothing stamped for the account that may not read the pull secret")
+}
