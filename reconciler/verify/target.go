@@ -99,10 +99,20 @@ func repositoryOf(url string) string {
 }
 
 // Pinned is the value a step renders with once the target passed: an
-// image by the digest that was checked.
+// image by the digest that was checked, spelled as the value spelled its
+// repository (a value already naming that digest is kept as it is; a
+// tag is replaced by the digest), so that a pinned value reads as its
+// earlier step's output did.
 func (t Target) Pinned(digest string) string {
-	if t.Type == TypeImage && t.Repository != "" && digest != "" {
-		return t.Repository + "@" + digest
+	if t.Type != TypeImage || t.Repository == "" || digest == "" || t.Digest == digest {
+		return t.Ref
 	}
-	return t.Ref
+	base := t.Ref
+	if i := strings.LastIndex(base, "@"); i >= 0 {
+		base = base[:i]
+	}
+	if i := strings.LastIndex(base, ":"); i > strings.LastIndex(base, "/") {
+		base = base[:i] // the tag
+	}
+	return base + "@" + digest
 }
