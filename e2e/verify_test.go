@@ -71,11 +71,12 @@ func TestVerifyBeforeUse(t *testing.T) {
     metadata: {name: $(workload.metadata.name)$-build}
     data: {image: $(params.image)$}`))
 	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  params: [{name: note, default: none}]
   template:
     apiVersion: v1
     kind: ConfigMap
     metadata: {name: $(workload.metadata.name)$-deploy}
-    data: {image: $(images.app.image)$}`))
+    data: {image: $(images.app.image)$, note: $(params.note)$}`))
 	k.apply(k.cmTemplate(cfg, "cfg", `{greeting: hello}`))
 	pem, err := json.Marshal(key.PublicPEM())
 	require.NoError(t, err)
@@ -86,11 +87,13 @@ func TestVerifyBeforeUse(t *testing.T) {
       images: [{name: app, keys: [{publicKey: %s}]}]`, pem))+
 			k.step("cfg", "ClusterTemplate", cfg, "")))
 	image := func(ref string) string { return fmt.Sprintf("  params: [{name: image, value: %q}]", ref) }
-	setImage := func(ref string) {
+	setParams := func(ref, note string) {
 		k.update(workloadGVR, k.ns, "app", func(u *unstructured.Unstructured) {
-			require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "image", "value": ref}}, "spec", "params"))
+			require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "image", "value": ref},
+				map[string]any{"name": "note", "value": note}}, "spec", "params"))
 		})
 	}
+	setImage := func(ref string) { setParams(ref, "none") }
 
 	// Another tenant, whose registry answers 503: its step waits (Unknown,
 	// not failed), nothing of it is stamped, its other step goes on.
@@ -143,6 +146,14 @@ func TestVerifyBeforeUse(t *testing.T) {
 	setImage(app + ":signed2")
 	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", app+"@"+signed2))
 	k.waitOwner("app", "Ready", "True", "Ready")
+
+	// The tag moved to the unsigned image after it was verified: the step
+	// renders again (a new note) with the digest that was checked, never
+	// with what the tag names now.
+	require.NoError(t, verifytest.Copy(app+":unsigned", app+":signed2"))
+	setParams(app+":signed2", "after-the-move")
+	cm := k.waitObj(configMapGVR, "app-deploy", k.dataIs("note", "after-the-move"))
+	assert.Equal(t, app+"@"+signed2, nested(cm.Object, "data", "image"))
 
 	// All this while the other tenant's registry failed: its step still
 	// waits, Unknown. Once the registry answers, its retry (with backoff)
