@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kontinue.dev/kontinue/attest"
+	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/verify/verifytest"
 )
 
@@ -291,4 +293,57 @@ subjects: [{kind: ServiceAccount, name: puller}, {kind: ServiceAccount, name: no
 	k.assertCond(k.stepCond(get(t, workloadGVR, k.ns, "noread"), "deploy", "ResourceSubmitted"), "Unknown", "InputVerifying")
 	_, err = tryGet(configMapGVR, k.ns, "noread-deploy")
 	require.Error(t, err, "nothing stamped for the account that may not read the pull secret")
+}
+
+// TestVerifyKontinueStatements (issue 49): a step can require that its
+// input was produced by this cluster's chain: the statement Kontinue signed
+// (--attestation-key) of the earlier step's outputs names the image's
+// digest. The deploy step takes the image once the build step's statement
+// is in the owner's history, read as the owner's service account.
+func TestVerifyKontinueStatements(t *testing.T) {
+	require.False(t, env.external, "the test restarts Kontinue in this process with a key")
+	priv, _ := keyFiles(t)
+	key, err := attest.LoadKeyFile(priv, true)
+	require.NoError(t, err)
+	env.kontinue.stop()
+	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) {
+		o.Attest = attest.NewSigner(key, "e2e").Extra
+		o.Verify.Key = key
+	})
+	t.Cleanup(func() {
+		env.kontinue.stop()
+		env.kontinue = startKontinue(env.cfg)
+	})
+
+	k := newKit(t)
+	chain, build, deploy := k.name("chain"), k.name("build"), k.name("deploy")
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  params: [{name: image, default: none}]
+  imagePath: data.image
+  healthRule: {alwaysHealthy: {}}
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-build}
+    data: {image: $(params.image)$}`))
+	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-deploy}
+    data: {image: $(images.app.image)$}`))
+	k.apply(k.chainYAML(chain, "",
+		k.step("build", "ClusterImageTemplate", build, "")+
+			k.step("deploy", "ClusterTemplate", deploy, `images: [{name: app, resource: build}]
+    verify:
+      images: [{name: app, kontinue: {}}]`)))
+	image := "registry.example/app@sha256:" + strings.Repeat("c1", 32)
+	k.workload("app", chain, fmt.Sprintf("  params: [{name: image, value: %q}]", image))
+
+	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", image))
+	u := k.waitOwner("app", "Ready", "True", "Ready")
+	v := nested(stepStatus(u, "deploy"), "verification").([]any)[0].(map[string]any)
+	assert.Equal(t, "Verified", v["result"])
+	assert.Equal(t, "kontinue", v["rule"])
+	assert.Equal(t, "sha256:"+strings.Repeat("c1", 32), v["digest"])
 }
