@@ -96,8 +96,11 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	o.election.id = leaseName(o.election.id, o.shard)
 	ropts := reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm,
 		HistoryRevisions: historyRevisions(o.history), Shard: o.shard, Leases: leases}
+	ropts.Verify = reconciler.VerifyOptions{OnDecision: metrics.VerifyDecided, OnRefused: metrics.InputRefused}
 	if o.signer != nil {
 		ropts.Attest = o.signer.Extra
+		// The kontinue rule of a verify policy checks statements with it.
+		ropts.Verify.Key = o.signer.Key
 		klog.InfoS("signing attestations", "keyid", o.signer.Key.ID)
 	}
 	if stop, err := traces(ctx, o.otlpTraces, &ropts); err != nil {

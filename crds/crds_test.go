@@ -472,7 +472,8 @@ func TestOwnerStatus(t *testing.T) {
 		res := prop(t, status, "resources.[]")
 		assert.ElementsMatch(t, []string{"name", "stampedRef", "stampedObjects", "templateRef", "inputs",
 			"outputs", "conditions", "inputDigest", "servedBy", "outputValues", "heldInputDigest", "shadowRef", "lastGoodObject",
-			"appliedInputDigest", "appliedObject", "appliedOutputValues", "processingInputDigest", "processingSince", "lastHandledRetry", "provenance"}, propNames(res), kind)
+			"appliedInputDigest", "appliedObject", "appliedOutputValues", "processingInputDigest", "processingSince", "lastHandledRetry", "provenance",
+			"verification"}, propNames(res), kind)
 		assert.ElementsMatch(t, []string{"apiVersion", "kind", "namespace", "name", "resource"}, propNames(prop(t, status, "orphans.[]")), kind)
 		refFields := []string{"apiVersion", "kind", "namespace", "name", "resource"}
 		assert.ElementsMatch(t, refFields, propNames(prop(t, res, "stampedRef")), kind)
@@ -481,6 +482,7 @@ func TestOwnerStatus(t *testing.T) {
 		assert.ElementsMatch(t, []string{"name"}, propNames(prop(t, res, "inputs.[]")), kind)
 		assert.ElementsMatch(t, []string{"name", "preview", "digest", "lastTransitionTime"}, propNames(prop(t, res, "outputs.[]")), kind)
 		assert.Equal(t, []string{"primary", "shadow"}, enum(t, prop(t, res, "servedBy")), kind)
+		assert.Equal(t, []string{"Verified", "Refused", "Verifying"}, enum(t, prop(t, res, "verification.[].result")), kind)
 		assertConditions(t, kind+" status", prop(t, status, "conditions"))
 		assertConditions(t, kind+" step", prop(t, res, "conditions"))
 	}

@@ -72,6 +72,8 @@ var knownDifferences = map[string]string{
 // knownDifferences) and path: every fact under them is new, and must be
 // absent from the hand-written schema.
 var addedFields = map[string]string{
+	"chains|.spec.resources[].verify":             "issue 49: verify a step's inputs (docs/verification.md)",
+	"owners|.status.resources[].verification":     "issue 49: how each input of a step was verified (docs/verification.md)",
 	"chains|.spec.rollout.waves[].maxUnavailable": "issue 47.9: a wave's roll-out cap (docs/rollouts.md)",
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
 	"kontinue.dev/kontinue/reconciler/gate"
@@ -25,6 +27,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/verify/check"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -71,6 +74,23 @@ type Options struct {
 	// Leases is where the shards' Leases are: a roll-out does not wait for
 	// the owners of a shard no live Lease serves (shard/served.go).
 	Leases LeaseOptions
+	// Verify configures the verification of steps' inputs (verify.go).
+	Verify VerifyOptions
+}
+
+// VerifyOptions configure the verification of steps' inputs.
+type VerifyOptions struct {
+	// Key is Kontinue's attestation key: the kontinue rule checks its
+	// statements with it (nil: that rule refuses).
+	Key *attest.Key
+	// Transport reaches registries (nil: the default).
+	Transport http.RoundTripper
+	// Options bound the verifier (check.Options).
+	Options check.Options
+	// OnDecision is told of each decision (metrics).
+	OnDecision func(outcome string, took time.Duration)
+	// OnRefused is told of each input a step newly refused (metrics).
+	OnRefused func(chain, step, rule string)
 }
 
 // LeaseOptions say where the shards' Leases are (shard.LeaseOptions).
@@ -98,6 +118,7 @@ type Manager struct {
 	synced   bool
 	syncedMu sync.RWMutex
 
+	verifier  *check.Runner     // steps' inputs against their chains' policies (verify.go)
 	templates *specs.Templates  // decoded templates, compiled options
 	schemas   *schemas          // the owner kinds' served schemas (schemas.go)
 	history   *history.Recorder // owners' histories (nil: none kept)
@@ -191,6 +212,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	if m.history != nil {
 		m.history.Extra = opts.Attest
 	}
+	m.verifier = m.newVerifier()
 	// Events get their own client, with a rate limit of the same size but
 	// its own: they are the most frequent writes, and must not slow down
 	// stamping or status writes.
@@ -352,6 +374,7 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	m.runVerifier(work)
 	if m.presence != nil {
 		// This replica's shard is served while its controllers run.
 		serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))

@@ -42,7 +42,8 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 		StatusConflict: func() { m.statusConflict(f.OwnerKind) },
 		StatusWritten:  m.inputSetsEnded,
 		History:        m.history, Spans: m.opts.Spans, TraceContext: m.opts.Spans != nil,
-		Schema: func() *render.Schema { return m.schemas.For(f.OwnerKind) }})
+		Schema: func() *render.Schema { return m.schemas.For(f.OwnerKind) },
+		Verify: m.verifier, InputRefused: m.opts.Verify.OnRefused})
 	r.ctrl = loop.NewController(f.OwnerKind, loop.ReconcileFunc(r.Reconcile))
 	return r
 }

@@ -200,7 +200,155 @@ type Step struct {
 	// ClusterDelivery; the template reads it as $(deployment.url)$ and
 	// $(deployment.revision)$.
 	Deployment *DeploymentRef `json:"deployment,omitempty"`
+	// A Kontinue addition: what must hold of this step's inputs before the
+	// step renders with them: signatures, attestations, or that Kontinue's
+	// own chain produced them (docs/verification.md). An input that fails
+	// is held: the step keeps the object and outputs it has, its
+	// ResourceSubmitted condition says InputNotVerified with the rule, the
+	// input and the digest, and a later input that passes goes in. Only the
+	// chain (the platform team's, cluster-scoped) sets it; an owner cannot
+	// weaken it.
+	Verify *StepVerify `json:"verify,omitempty"` // reconciler/verify decides
 }
+
+// What the inputs of one step must pass, per input. An input without an
+// entry is taken as it comes.
+type StepVerify struct {
+	// Rules for image inputs (images[].name of this step). The image is
+	// checked by its digest: an image given by tag is resolved once, and
+	// the step renders with the digest that was checked
+	// (registry/app@sha256:...).
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.name == a.name))",message="verify.images names each input once"
+	Images []InputVerify `json:"images,omitempty"`
+	// Rules for source inputs (sources[].name of this step). Signatures and
+	// attestations are looked up for a source whose revision names an OCI
+	// digest (sha256:...), in the registry of its url; any source can
+	// require kontinue.
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.name == a.name))",message="verify.sources names each input once"
+	Sources []InputVerify `json:"sources,omitempty"`
+	// Rules for config inputs (configs[].name of this step): only kontinue
+	// applies to a config.
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.name == a.name))",message="verify.configs names each input once"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, !has(a.keys) && !has(a.keyless) && !has(a.attestations))",message="a config has no signature: verify.configs take only kontinue"
+	Configs []InputVerify `json:"configs,omitempty"`
+	// Rules for the deployment input of a ClusterDeploymentTemplate step,
+	// as for a source; its name, when given, must be deployment.
+	Deployment *InputVerify `json:"deployment,omitempty"`
+}
+
+// The rules one input must pass, all of them: a signature by one of keys or
+// keyless (when either is given), each attestation, and kontinue.
+// +kubebuilder:validation:XValidation:rule="has(self.keys) || has(self.keyless) || has(self.attestations) || has(self.kontinue)",message="give at least one rule: keys, keyless, attestations or kontinue"
+// +kubebuilder:validation:XValidation:rule="!has(self.attestations) || has(self.keys) || has(self.keyless)",message="attestations must be signed: give keys or keyless to say by whom"
+type InputVerify struct {
+	// Name of the input, as the step names it (images[].name,
+	// sources[].name, configs[].name; deployment).
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Public keys: a signature by any one of them passes (or by a keyless
+	// identity). Signatures are found where cosign keeps them: the
+	// sha256-<digest>.sig tag of the image's repository, or a Sigstore
+	// bundle attached as an OCI 1.1 referrer.
+	// +kubebuilder:validation:MaxItems=10
+	Keys []VerifyKey `json:"keys,omitempty"`
+	// Keyless signers: a signature whose Fulcio certificate names one of
+	// these identities passes (or one by a key).
+	// +kubebuilder:validation:MaxItems=10
+	Keyless []KeylessIdentity `json:"keyless,omitempty"`
+	// In-toto attestations that must exist for the input's digest, each
+	// signed by one of keys or keyless.
+	// +kubebuilder:validation:MaxItems=10
+	Attestations []AttestationRule `json:"attestations,omitempty"`
+	// The input was produced by this cluster's chains: a statement
+	// Kontinue signed (its --attestation-key, docs/attestation.md) names
+	// the input's digest among the outputs of an earlier step of this
+	// owner, or of the Workload that stamped this Deliverable. Write
+	// kontinue: {}.
+	Kontinue *KontinueRule `json:"kontinue,omitempty"`
+}
+
+// A public key: exactly one of publicKey, secretRef or configMapRef.
+// +kubebuilder:validation:XValidation:rule="[has(self.publicKey), has(self.secretRef), has(self.configMapRef)].filter(x, x).size() == 1",message="a key sets exactly one of publicKey, secretRef or configMapRef"
+type VerifyKey struct {
+	// A PEM public key (PKIX): ECDSA P-256, ed25519 or RSA (2048 bits or
+	// more).
+	// +kubebuilder:validation:MaxLength=16384
+	PublicKey string `json:"publicKey,omitempty"`
+	// A key of a Secret holding the PEM public key, read by Kontinue.
+	SecretRef *VerifyDataRef `json:"secretRef,omitempty"`
+	// A key of a ConfigMap holding the PEM public key, read by Kontinue.
+	ConfigMapRef *VerifyDataRef `json:"configMapRef,omitempty"`
+}
+
+// A key of a Secret or ConfigMap in a namespace the platform team names
+// (not the owner's: an app team must not be able to change it).
+type VerifyDataRef struct {
+	// Namespace of the object.
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// Name of the object.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// The key of its data.
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// A keyless signer: the identity and issuer its Fulcio certificate must
+// name, and the trusted root that certificate must chain to.
+// +kubebuilder:validation:XValidation:rule="has(self.subject) != has(self.subjectRegExp)",message="keyless sets exactly one of subject or subjectRegExp"
+// +kubebuilder:validation:XValidation:rule="has(self.issuer) != has(self.issuerRegExp)",message="keyless sets exactly one of issuer or issuerRegExp"
+type KeylessIdentity struct {
+	// The certificate's subject (its SAN: an email, a workflow URI), exactly.
+	// +kubebuilder:validation:MaxLength=1024
+	Subject string `json:"subject,omitempty"`
+	// A regular expression (Go syntax, anchored by you) the subject matches.
+	// +kubebuilder:validation:MaxLength=1024
+	SubjectRegExp string `json:"subjectRegExp,omitempty"`
+	// The OIDC issuer the certificate names, exactly, e.g.
+	// https://token.actions.githubusercontent.com.
+	// +kubebuilder:validation:MaxLength=1024
+	Issuer string `json:"issuer,omitempty"`
+	// A regular expression the issuer matches.
+	// +kubebuilder:validation:MaxLength=1024
+	IssuerRegExp string `json:"issuerRegExp,omitempty"`
+	// The Sigstore trusted root (trusted_root.json: Fulcio CAs, Rekor logs,
+	// timestamp authorities) that certificates must chain to, from a key
+	// of a ConfigMap or Secret. When the root has a transparency log, each
+	// signature must carry its inclusion in that log; without one, the
+	// certificate must be valid now.
+	TrustedRoot TrustedRootRef `json:"trustedRoot"`
+}
+
+// Where a trusted root is kept: exactly one of configMapRef or secretRef.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapRef) != has(self.secretRef)",message="trustedRoot sets exactly one of configMapRef or secretRef"
+type TrustedRootRef struct {
+	// A key of a ConfigMap holding trusted_root.json.
+	ConfigMapRef *VerifyDataRef `json:"configMapRef,omitempty"`
+	// A key of a Secret holding trusted_root.json.
+	SecretRef *VerifyDataRef `json:"secretRef,omitempty"`
+}
+
+// An in-toto attestation the input's digest must have.
+type AttestationRule struct {
+	// The statement's predicateType, e.g. https://slsa.dev/provenance/v1.
+	// +kubebuilder:validation:MaxLength=1024
+	PredicateType string `json:"predicateType"`
+	// For SLSA provenance (v0.2 or v1): the builder id it must name.
+	// +kubebuilder:validation:MaxLength=1024
+	BuilderID string `json:"builderID,omitempty"`
+	// For a vulnerability scan (the in-toto vulns predicate): no finding
+	// may be above this severity. A finding whose severity cannot be read
+	// counts as critical.
+	// +kubebuilder:validation:Enum=none;low;medium;high
+	MaxSeverity string `json:"maxSeverity,omitempty"`
+}
+
+// Kontinue's own statements; no settings yet.
+type KontinueRule struct{}
 
 // The template a step stamps: a kind and either a name or a list of options.
 // +kubebuilder:validation:XValidation:rule="has(self.name) != has(self.options)",message="templateRef must set exactly one of name or options"

@@ -85,6 +85,10 @@ type Env struct {
 	// Schema is the owner kind's schema as served (nil: none): what tags
 	// naming fields the owner leaves unset render (render.Schema).
 	Schema func() *render.Schema
+	// Verify, when set, checks steps' inputs against their chain's verify
+	// policies (verify.go); InputRefused is told of each new refusal.
+	Verify       Verifier
+	InputRefused func(chain, step, rule string)
 
 	revs *revisionBook // the roll-outs' revisions (revision.go)
 }

@@ -52,6 +52,9 @@ type steps struct {
 	// the steps walked so far.
 	traced bool
 	done   []st.Resource
+	// verify checks inputs against the chain's policies (verify.go); nil:
+	// no verifier.
+	verify *inputCheck
 }
 
 // walked is what the steps stage left: the steps' statuses, the soonest
@@ -71,6 +74,7 @@ type walked struct {
 func walkSteps(ctx context.Context, env *Env, l *loaded, x *ownerIO, writerOf func(*step.Lifecycle, *stepCtx) stepIO) walked {
 	s := &steps{ctx: ctx, owner: l.owner, user: l.user, chainName: l.chainName, now: l.now, prev: l.prev.Resources,
 		keep: x.keep, events: env.Events, prepare: prepareEnv(env, l, x), io: writerOf, traced: env.TraceContext}
+	checkInputs(env, l, s) // verify.go
 	w := walked{}
 	w.resources, w.requeue, w.err = s.walk(l.defs.spec.Resources)
 	if x.steps.stale() && (w.requeue == 0 || w.requeue > heldRecheck) {
@@ -183,7 +187,7 @@ func (s *steps) realizeStep(def api.Step, outs map[string]outputs) stepResult {
 	}
 	if r := p.Refusal; r != nil {
 		status := st.False
-		if len(r.Waiting) > 0 {
+		if len(r.Waiting) > 0 || r.Pending {
 			status = st.Unknown
 		}
 		res := s.stepDone(sc, nil, st.Cond(st.ResourceSubmitted, status, r.Reason, r.Message), nil)
@@ -214,6 +218,7 @@ func stepInputs(def api.Step) []st.Input {
 // stepDone finishes a step: outputs (nil when not available), its
 // ResourceSubmitted condition, its Healthy condition (nil: Unknown), Ready.
 func (s *steps) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, healthy *metav1.Condition) stepResult {
+	submitted, recheck := s.verified(sc, submitted) // verify.go
 	h := st.Cond(st.Healthy, st.Unknown, "NoStampedObject", "no object has been stamped")
 	if healthy != nil {
 		h = *healthy
@@ -245,7 +250,7 @@ func (s *steps) stepDone(sc *stepCtx, out outputs, submitted metav1.Condition, h
 	}
 	sc.res.Conditions = st.Merge(conds, prevConds, s.owner.GetGeneration(), s.now)
 	s.logStep(sc, ready, prevConds)
-	return stepResult{status: sc.res, outputs: out}
+	return stepResult{status: sc.res, outputs: out, requeue: recheck}
 }
 
 // logStep logs a step whose readiness changed (and every step at -v=4),
@@ -276,6 +281,9 @@ func (s *steps) logStep(sc *stepCtx, ready metav1.Condition, prev []metav1.Condi
 		return
 	}
 	klog.ErrorS(nil, "step failed", kv...)
+	if ready.Reason == ReasonInputNotVerified {
+		return // verify.go tells each refusal once (refusedEvent)
+	}
 	s.events.Event(s.owner, corev1.EventTypeWarning, ready.Reason, "step [%s]: %s", sc.step.Name, ready.Message)
 }
 

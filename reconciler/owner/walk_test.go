@@ -200,6 +200,13 @@ func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) walkedO
 // walkWith runs the steps stage of chain over w.
 func walkWith(t *testing.T, w *world, prev []st.Resource, defs []api.Step, tmpls map[string]*api.TemplateSpec) walkedOver {
 	t.Helper()
+	return walkWithSetup(t, w, prev, defs, tmpls, func(*steps) {})
+}
+
+// walkWithSetup runs the steps stage of chain over w, the steps changed by
+// setup first.
+func walkWithSetup(t *testing.T, w *world, prev []st.Resource, defs []api.Step, tmpls map[string]*api.TemplateSpec, setup func(*steps)) walkedOver {
+	t.Helper()
 	own := walkOwner()
 	doc, err := json.Marshal(own.Object)
 	require.NoError(t, err)
@@ -218,6 +225,7 @@ func walkWith(t *testing.T, w *world, prev []st.Resource, defs []api.Step, tmpls
 		io: func(l *step.Lifecycle, sc *stepCtx) stepIO {
 			return fakeIO{w: w, step: sc.step.Name, lifecycle: l, sc: sc}
 		}, traced: w.traced}
+	setup(s)
 	res, requeue, err := s.walk(chain.Resources)
 	return walkedOver{res: res, requeue: requeue, err: err, events: ev, keep: s.keep}
 }

@@ -57,6 +57,12 @@ type Env struct {
 	// field the owner leaves unset renders, as in Cartographer
 	// (render.Schema).
 	Schema *render.Schema
+	// Verify, when set, checks the inputs of a step whose chain names a
+	// verify policy before it renders (reconciler/verify): it returns the
+	// inputs to render with (an image pinned to the digest checked, an
+	// input that did not pass replaced by the step's previous one), or why
+	// the step cannot render now.
+	Verify func(def api.Step, in render.Inputs) (render.Inputs, *Refusal)
 }
 
 // ErrNotFound is the error of Env.Template for a template that does not exist.
@@ -95,6 +101,9 @@ type Refusal struct {
 	// Err is the render's error: a transient or retryable one
 	// (render.IsTransient, render.Retryable) is retried with backoff.
 	Err error
+	// Pending: the step waits for something other than earlier outputs
+	// (an input being verified): Unknown, like Waiting.
+	Pending bool
 }
 
 // Missing is an input waiting for an earlier step's outputs.
@@ -141,6 +150,11 @@ func Step(ctx context.Context, env Env, def api.Step, outs map[string]step.Outpu
 		p.Refusal = &Refusal{Reason: step.ReasonMissingValueAtPath, Waiting: missing,
 			Message: fmt.Sprintf("step [%s] waits for the outputs of step [%s]", def.Name, missing[0].Step)}
 		return p
+	}
+	if env.Verify != nil && def.Verify != nil {
+		if in, p.Refusal = env.Verify(def, in); p.Refusal != nil {
+			return p
+		}
 	}
 	p.Inputs = in
 	p.Params = render.MergeParams(spec.Params, env.Chain.Params, def.Params, env.OwnerSpec.Params)

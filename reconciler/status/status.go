@@ -214,6 +214,33 @@ type Resource struct {
 	// with when it took each and when each succeeded or failed. A Kontinue
 	// addition.
 	Provenance *Provenance `json:"provenance,omitempty"` // provenance.go
+	// How each input that the chain's verify names was checked, this
+	// reconcile (docs/verification.md). A Kontinue addition.
+	// +kubebuilder:validation:MaxItems=31
+	Verification []InputVerification `json:"verification,omitempty"` // reconciler/verify decides, owner/verify.go records
+}
+
+// How one input of a step was checked against the chain's policy.
+type InputVerification struct {
+	// The input's type: image, source, config or deployment.
+	Type string `json:"type"`
+	// The input's name in the step.
+	Name string `json:"name"`
+	// Verified (the step took it), Refused (a rule failed: the step holds
+	// its previous input) or Verifying (the evidence is being read: the
+	// step holds its previous input meanwhile).
+	// +kubebuilder:validation:Enum=Verified;Refused;Verifying
+	Result string `json:"result"`
+	// The digest checked (sha256:...).
+	Digest string `json:"digest,omitempty"`
+	// The rules that passed (Verified) or the rule that failed (Refused):
+	// signature, attestation <predicate type>, kontinue, digest or policy.
+	Rule string `json:"rule,omitempty"`
+	// Why, for people (cut to 512 characters).
+	Message string `json:"message,omitempty"`
+	// The step renders with its previous value of this input, not with
+	// the one checked.
+	Held bool `json:"held,omitempty"`
 }
 
 // Carried is what a step keeps of its previous status r until it stamps
@@ -223,7 +250,7 @@ type Resource struct {
 func (r Resource) Carried(inputs []Input) Resource {
 	c := r
 	c.Inputs = inputs
-	c.Conditions, c.HeldInputDigest = nil, ""
+	c.Conditions, c.HeldInputDigest, c.Verification = nil, "", nil
 	return c
 }
 

@@ -120,7 +120,7 @@ func TestKstatus(t *testing.T) {
 // Every field of a step's status is carried to the next reconcile except
 // the ones it decides afresh: a field added later is kept by default.
 func TestCarried(t *testing.T) {
-	afresh := map[string]bool{"Inputs": true, "Conditions": true, "HeldInputDigest": true}
+	afresh := map[string]bool{"Inputs": true, "Conditions": true, "HeldInputDigest": true, "Verification": true}
 	var prev Resource
 	v := reflect.ValueOf(&prev).Elem()
 	for i := 0; i < v.NumField(); i++ {

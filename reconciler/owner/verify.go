@@ -1,0 +1,327 @@
+package owner
+
+// A step takes an input only when it passes the chain's policy
+// (spec.resources[].verify; reconciler/verify decides, the Env's Verifier
+// fetches off the workers). An input being verified, or refused, is held:
+// the step renders with its previous value of it (from its provenance), so
+// it keeps the object and outputs it has (a shadow included); its
+// ResourceSubmitted says InputVerifying (Unknown) or InputNotVerified
+// (False) with the rule, the input and the digest. Without a previous
+// value, the step does not render. An input that passes renders pinned to
+// the digest that was checked.
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kontinue.dev/kontinue/attest"
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/history"
+	"kontinue.dev/kontinue/reconciler/prepare"
+	"kontinue.dev/kontinue/reconciler/render"
+	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/verify"
+	"kontinue.dev/kontinue/reconciler/verify/check"
+)
+
+// Verifier decides about inputs without blocking (check.Runner).
+type Verifier interface {
+	Check(check.Request) check.Decision
+}
+
+// Reasons of a step whose input is verified (ResourceSubmitted).
+const (
+	ReasonInputNotVerified = "InputNotVerified"
+	ReasonInputVerifying   = "InputVerifying"
+)
+
+// inputCheck is what the walk needs to check inputs: who asks, as whom,
+// and what each step decided this reconcile.
+type inputCheck struct {
+	v         Verifier
+	owner     check.Owner
+	account   api.ServiceAccountRef
+	histories []string
+	onRefused func(chain, step, rule string)
+	byStep    map[string]*checked
+}
+
+// checked is one step's verification this reconcile.
+type checked struct {
+	records []st.InputVerification
+	hold    *metav1.Condition // the held inputs' condition (nil: none held)
+	recheck time.Duration
+}
+
+// checkInputs gives the walk its input check when the Env has a verifier.
+func checkInputs(env *Env, l *loaded, s *steps) {
+	if env.Verify == nil || !anyPolicy(l.defs.spec) {
+		return
+	}
+	f := env.Flavor
+	histories := []string{history.Name(f.OwnerKind, l.owner.GetName())}
+	if up := attest.UpstreamOf(l.owner); up != nil {
+		histories = append(histories, history.Name(up.Kind, up.Name))
+	}
+	s.verify = &inputCheck{v: env.Verify, owner: check.Owner{Kind: f.OwnerKind, Namespace: l.owner.GetNamespace(), Name: l.owner.GetName()},
+		account: l.account(), histories: histories, onRefused: env.InputRefused, byStep: map[string]*checked{}}
+	s.prepare.Verify = s.verifyInputs
+}
+
+func anyPolicy(spec *api.ChainSpec) bool {
+	if spec == nil {
+		return false
+	}
+	for _, s := range spec.Resources {
+		if s.Verify != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// verifyInputs is prepare's Verify: each input a policy names is checked;
+// one that passes is pinned, one that does not is held.
+func (s *steps) verifyInputs(def api.Step, in render.Inputs) (render.Inputs, *prepare.Refusal) {
+	c := &checked{}
+	s.verify.byStep[def.Name] = c
+	if err := verify.Validate(def); err != nil {
+		// Fail closed: a policy that cannot be used takes nothing.
+		cond := st.Cond(st.ResourceSubmitted, st.False, ReasonInputNotVerified, "rule [policy]: "+err.Error())
+		c.hold = &cond
+		return s.holdAll(def, in, c, &prepare.Refusal{Reason: ReasonInputNotVerified, Message: cond.Message})
+	}
+	out := copyInputs(in)
+	prev := s.prevStep(def.Name)
+	var refused, pending []string
+	for _, n := range orderedPolicies(def) {
+		value, ok := inputValue(in, n.Type, n.Policy.Name)
+		if !ok {
+			continue // not there yet: prepare waited for it already
+		}
+		d := s.verify.v.Check(check.Request{Owner: s.verify.owner, Account: s.verify.account, Type: n.Type, Input: n.Policy.Name,
+			Value: value, Policy: n.Policy, Histories: s.verify.histories})
+		rec := st.InputVerification{Type: n.Type, Name: n.Policy.Name, Digest: d.Digest, Rule: d.Rule, Message: cut(d.Why)}
+		if d.Recheck > 0 && (c.recheck == 0 || d.Recheck < c.recheck) {
+			c.recheck = d.Recheck
+		}
+		switch d.Outcome {
+		case verify.Verified:
+			rec.Result = "Verified"
+			if n.Type == verify.TypeImage {
+				if t, err := verify.TargetOf(n.Type, n.Policy.Name, value); err == nil {
+					out.Images[n.Policy.Name] = t.Pinned(d.Digest)
+				}
+			}
+		default:
+			rec.Result = "Verifying"
+			what := fmt.Sprintf("%s [%s] %s: %s", n.Type, n.Policy.Name, orNone(d.Digest), d.Why)
+			if d.Outcome == verify.Refused {
+				rec.Result = "Refused"
+				what = fmt.Sprintf("%s [%s] %s refused by rule [%s]: %s", n.Type, n.Policy.Name, orNone(d.Digest), d.Rule, d.Why)
+				refused = append(refused, what)
+				s.refusedEvent(def, prev, rec)
+			} else {
+				pending = append(pending, what)
+			}
+			rec.Held = holdInput(&out, prev, n.Type, n.Policy.Name)
+		}
+		c.records = append(c.records, rec)
+	}
+	if len(refused)+len(pending) == 0 {
+		return out, nil
+	}
+	cond := st.Cond(st.ResourceSubmitted, st.Unknown, ReasonInputVerifying, "verifying "+strings.Join(pending, "; "))
+	if len(refused) > 0 {
+		cond = st.Cond(st.ResourceSubmitted, st.False, ReasonInputNotVerified, strings.Join(append(refused, pending...), "; "))
+	}
+	c.hold = &cond
+	for _, r := range c.records {
+		if r.Result != "Verified" && !r.Held {
+			// Nothing to hold on to: the step does not render.
+			return out, &prepare.Refusal{Reason: cond.Reason, Message: cond.Message, Pending: cond.Status == st.Unknown}
+		}
+	}
+	return out, nil
+}
+
+// holdAll holds every input a policy names (a policy that cannot be used).
+func (s *steps) holdAll(def api.Step, in render.Inputs, c *checked, r *prepare.Refusal) (render.Inputs, *prepare.Refusal) {
+	out := copyInputs(in)
+	prev := s.prevStep(def.Name)
+	all := true
+	for _, n := range orderedPolicies(def) {
+		held := holdInput(&out, prev, n.Type, n.Policy.Name)
+		all = all && held
+		rec := st.InputVerification{Type: n.Type, Name: n.Policy.Name, Result: "Refused", Rule: verify.RulePolicy, Message: cut(strings.TrimPrefix(r.Message, "rule [policy]: ")), Held: held}
+		s.refusedEvent(def, prev, rec)
+		c.records = append(c.records, rec)
+	}
+	if !all {
+		return out, r
+	}
+	return out, nil
+}
+
+// verified is called as the step's status is built: it records the
+// inputs' verification and, when an input is held, replaces a True
+// ResourceSubmitted with why.
+func (s *steps) verified(sc *stepCtx, submitted metav1.Condition) (metav1.Condition, time.Duration) {
+	if s.verify == nil {
+		return submitted, 0
+	}
+	c := s.verify.byStep[sc.step.Name]
+	if c == nil {
+		return submitted, 0
+	}
+	sc.res.Verification = c.records
+	if c.hold != nil && (submitted.Status == st.True || submitted.Reason == c.hold.Reason) {
+		submitted = *c.hold
+	}
+	return submitted, c.recheck
+}
+
+// refusedEvent: a Warning event and the metric for a refusal the step's
+// previous status did not show (a new digest, or a new rule).
+func (s *steps) refusedEvent(def api.Step, prev *st.Resource, rec st.InputVerification) {
+	if prev != nil {
+		for _, p := range prev.Verification {
+			if p.Type == rec.Type && p.Name == rec.Name && p.Result == "Refused" && p.Digest == rec.Digest && p.Rule == rec.Rule {
+				return
+			}
+		}
+	}
+	s.events.Event(s.owner, corev1.EventTypeWarning, ReasonInputNotVerified, "step [%s]: %s [%s] %s refused by rule [%s]: %s",
+		def.Name, rec.Type, rec.Name, orNone(rec.Digest), rec.Rule, rec.Message)
+	if s.verify.onRefused != nil {
+		s.verify.onRefused(s.chainName, def.Name, strings.SplitN(rec.Rule, " ", 2)[0])
+	}
+}
+
+// orderedPolicies are a step's policies in the step's input order.
+func orderedPolicies(def api.Step) []verify.Named {
+	ps := verify.Policies(def.Verify)
+	var out []verify.Named
+	add := func(typ, name string) {
+		if n, ok := ps[typ+"/"+name]; ok {
+			out = append(out, n)
+		}
+	}
+	for _, i := range def.Sources {
+		add(verify.TypeSource, i.Name)
+	}
+	for _, i := range def.Images {
+		add(verify.TypeImage, i.Name)
+	}
+	for _, i := range def.Configs {
+		add(verify.TypeConfig, i.Name)
+	}
+	if def.Deployment != nil {
+		add(verify.TypeDeployment, verify.TypeDeployment)
+	}
+	return out
+}
+
+func inputValue(in render.Inputs, typ, name string) (any, bool) {
+	switch typ {
+	case verify.TypeImage:
+		v, ok := in.Images[name]
+		return v, ok
+	case verify.TypeSource:
+		s, ok := in.Sources[name]
+		return verify.Source{URL: s.URL, Revision: s.Revision}, ok
+	case verify.TypeConfig:
+		v, ok := in.Configs[name]
+		return v, ok
+	case verify.TypeDeployment:
+		if in.Deployment == nil {
+			return nil, false
+		}
+		return verify.Source{URL: in.Deployment.URL, Revision: in.Deployment.Revision}, true
+	}
+	return nil, false
+}
+
+// holdInput replaces an input with the step's previous value of it (the
+// input set its object has: latest, else current); false when there is
+// none to hold (a first value, a config, whose value the status does not
+// keep, or one cut to fit the status).
+func holdInput(in *render.Inputs, prev *st.Resource, typ, name string) bool {
+	if prev == nil || prev.Provenance == nil {
+		return false
+	}
+	set := prev.Provenance.Latest
+	if set == nil {
+		set = prev.Provenance.Current
+	}
+	if set == nil {
+		return false
+	}
+	whole := func(vs ...string) bool {
+		for _, v := range vs {
+			if strings.HasSuffix(v, st.TruncatedMarker) {
+				return false
+			}
+		}
+		return true
+	}
+	switch typ {
+	case verify.TypeImage:
+		for _, i := range set.Images {
+			if i.Name == name && i.Image != "" && whole(i.Image) {
+				in.Images[name] = i.Image
+				return true
+			}
+		}
+	case verify.TypeSource:
+		for _, i := range set.Sources {
+			if i.Name == name && whole(i.URL, i.Revision) {
+				in.Sources[name] = render.Source{URL: i.URL, Revision: i.Revision}
+				return true
+			}
+		}
+	case verify.TypeDeployment:
+		if d := set.Deployment; d != nil && whole(d.URL, d.Revision) {
+			in.Deployment = &render.Source{URL: d.URL, Revision: d.Revision}
+			return true
+		}
+	}
+	return false
+}
+
+func copyInputs(in render.Inputs) render.Inputs {
+	out := in
+	out.Images, out.Sources, out.Configs = map[string]any{}, map[string]render.Source{}, map[string]any{}
+	for k, v := range in.Images {
+		out.Images[k] = v
+	}
+	for k, v := range in.Sources {
+		out.Sources[k] = v
+	}
+	for k, v := range in.Configs {
+		out.Configs[k] = v
+	}
+	if in.Deployment != nil {
+		d := *in.Deployment
+		out.Deployment = &d
+	}
+	return out
+}
+
+func orNone(d string) string {
+	if d == "" {
+		return "(no digest)"
+	}
+	return d
+}
+
+func cut(s string) string {
+	if len(s) <= 512 {
+		return s
+	}
+	return s[:509] + "..."
+}

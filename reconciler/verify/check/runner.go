@@ -1,0 +1,397 @@
+// Package check runs verification off the reconcile workers: a reconcile
+// asks (Check) and gets a cached decision or Unknown at once; the evidence
+// is fetched by a few workers, at most PerNamespace at a time for one
+// namespace, served in turn (the fair queue's spirit), and the owner that
+// asked is woken when the decision is in. Decisions are cached by
+// (namespace, value, policy): one fetch per new digest; a registry that
+// fails (a timeout, a 5xx) is retried with backoff and delays only the
+// inputs that need it.
+//
+// The decision itself is reconciler/verify's (pure); the fetching is a
+// Fetcher's (fetch.go: the registry as the workload's service account, the
+// policy's keys and roots).
+package check
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/verify"
+)
+
+// Owner is who asked: woken when the decision is in.
+type Owner struct{ Kind, Namespace, Name string }
+
+// Request asks for the decision about one input value of a step.
+type Request struct {
+	Owner Owner
+	// Account is the service account the evidence is read as.
+	Account api.ServiceAccountRef
+	Type    string // verify.TypeImage, …
+	Input   string
+	Value   any
+	Policy  api.InputVerify
+	// Histories are the history ConfigMaps (in Owner.Namespace) whose
+	// Kontinue statements count for the kontinue rule: the owner's own,
+	// and the Workload's that stamped a Deliverable.
+	Histories []string
+}
+
+// Fetcher does the I/O of one decision.
+type Fetcher interface {
+	// Material reads the keys and trusted roots a policy names (and
+	// Kontinue's own key), as Kontinue.
+	Material(ctx context.Context, refs []verify.Ref) (verify.Material, error)
+	// Evidence reads what the policy needs about t (resolving its tag to a
+	// digest when it names none), as the request's service account.
+	Evidence(ctx context.Context, req Request, t verify.Target, registry bool) (verify.Evidence, error)
+}
+
+// Options bound a Runner.
+type Options struct {
+	Workers      int           // fetches at once (default 4)
+	PerNamespace int           // of them for one namespace (default 2)
+	Timeout      time.Duration // of one fetch (default 30s)
+	// Verified is how long a decision that passed is kept before it is
+	// checked again (default 1h); a refusal is checked again after 5s,
+	// doubling to RefusedMax (default 5m): a statement may be written a
+	// moment after the output it names, a key may be added.
+	Verified, RefusedMax time.Duration
+	// RetryMax bounds the backoff of a failed fetch (default 5m).
+	RetryMax time.Duration
+	// MaxEntries bounds the cache (default 10000).
+	MaxEntries int
+	// OnDecision, when set, is told of each decision made (its outcome,
+	// how long the fetch and decision took) and each failed fetch
+	// (outcome "Error").
+	OnDecision func(outcome string, took time.Duration)
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// Runner decides asynchronously, with a cache.
+type Runner struct {
+	f    Fetcher
+	wake func(Owner)
+	o    Options
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	entries map[string]*entry
+	queues  map[string][]string // namespace → keys waiting to be fetched
+	order   []string            // namespaces with a queue, in turn
+	running map[string]int      // namespace → fetches running
+	closed  bool
+}
+
+type entry struct {
+	req      Request
+	result   verify.Result
+	decided  bool      // result holds a decision (possibly stale)
+	until    time.Time // a decision is fresh until then; a failure retried then
+	pending  bool      // queued or being fetched
+	failures int       // in a row
+	refusals int       // in a row
+	err      error     // the last fetch's failure
+	waiters  map[Owner]bool
+	used     time.Time
+}
+
+// New returns a Runner fetching with f and waking owners with wake. Start
+// its workers with Run.
+func New(f Fetcher, wake func(Owner), o Options) *Runner {
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.PerNamespace <= 0 {
+		o.PerNamespace = 2
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Verified <= 0 {
+		o.Verified = time.Hour
+	}
+	if o.RefusedMax <= 0 {
+		o.RefusedMax = 5 * time.Minute
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = 5 * time.Minute
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = 10000
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	r := &Runner{f: f, wake: wake, o: o, entries: map[string]*entry{}, queues: map[string][]string{}, running: map[string]int{}}
+	r.cond = sync.NewCond(&r.mu)
+	return r
+}
+
+// key is what a decision is cached by: the namespace (evidence is read as
+// its accounts, statements from its ConfigMaps), the value as given (a tag
+// is resolved once per entry), the policy's spec and the histories read.
+func key(req Request, t verify.Target) string {
+	ref := t.Ref
+	if ref == "" || t.Type == verify.TypeConfig {
+		ref = t.ValueDigest
+	}
+	return fmt.Sprintf("%s|%s/%s|%s|%s|%v", req.Owner.Namespace, t.Type, ref, t.Digest, verify.SpecHash(req.Policy), req.Histories)
+}
+
+// Decision is Check's answer: the result, and when asking again may give
+// another (0: the owner is woken when it can).
+type Decision struct {
+	verify.Result
+	Recheck time.Duration
+}
+
+// Check returns the decision about req's value: cached, or Unknown while
+// it is fetched (req.Owner is woken when it is in). A decision past its
+// time is returned while it is checked again. It never blocks on I/O.
+func (r *Runner) Check(req Request) Decision {
+	t, err := verify.TargetOf(req.Type, req.Input, req.Value)
+	if err != nil {
+		return Decision{Result: verify.Result{Outcome: verify.Refused, Rule: verify.RuleDigest, Why: err.Error()}}
+	}
+	k := key(req, t)
+	now := r.o.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[k]
+	if e == nil {
+		r.evict()
+		e = &entry{req: req, waiters: map[Owner]bool{}}
+		r.entries[k] = e
+	}
+	e.used = now
+	if e.decided && now.Before(e.until) {
+		d := Decision{Result: e.result}
+		if e.result.Outcome != verify.Verified {
+			d.Recheck = e.until.Sub(now)
+		}
+		return d
+	}
+	e.waiters[req.Owner] = true
+	if !e.pending && !now.Before(e.until) {
+		e.req = req
+		r.enqueue(k, req.Owner.Namespace)
+	}
+	if e.decided {
+		return Decision{Result: e.result} // checked again meanwhile
+	}
+	res := verify.Result{Outcome: verify.Unknown, Digest: t.Digest, Why: "verifying"}
+	if e.err != nil {
+		res.Why = fmt.Sprintf("verifying: %v (attempt %d, next at %s)", e.err, e.failures, e.until.Format(time.TimeOnly))
+	}
+	return Decision{Result: res}
+}
+
+// enqueue queues k for a fetch; mu held.
+func (r *Runner) enqueue(k, ns string) {
+	r.entries[k].pending = true
+	if len(r.queues[ns]) == 0 {
+		r.order = append(r.order, ns)
+	}
+	r.queues[ns] = append(r.queues[ns], k)
+	r.cond.Signal()
+}
+
+// evict makes room for one more entry; mu held. Expired entries go first,
+// then the least recently used that nobody waits for.
+func (r *Runner) evict() {
+	if len(r.entries) < r.o.MaxEntries {
+		return
+	}
+	now := r.o.Now()
+	var oldest string
+	for k, e := range r.entries {
+		if e.pending {
+			continue
+		}
+		if !now.Before(e.until) {
+			delete(r.entries, k)
+			continue
+		}
+		if oldest == "" || e.used.Before(r.entries[oldest].used) {
+			oldest = k
+		}
+	}
+	if len(r.entries) >= r.o.MaxEntries && oldest != "" {
+		delete(r.entries, oldest)
+	}
+}
+
+// next takes the next key to fetch: namespaces in turn, none past
+// PerNamespace. It waits for one; "" when closed.
+func (r *Runner) next() (string, string) {
+	for {
+		if r.closed {
+			return "", ""
+		}
+		for i, ns := range r.order {
+			if r.running[ns] >= r.o.PerNamespace {
+				continue
+			}
+			q := r.queues[ns]
+			k := q[0]
+			r.order = append(r.order[:i:i], r.order[i+1:]...)
+			if len(q) > 1 {
+				r.queues[ns] = q[1:]
+				r.order = append(r.order, ns) // its turn again after the others
+			} else {
+				delete(r.queues, ns)
+			}
+			r.running[ns]++
+			return k, ns
+		}
+		r.cond.Wait()
+	}
+}
+
+// Run starts the workers; they stop with ctx.
+func (r *Runner) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := 0; i < r.o.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.work(ctx)
+		}()
+	}
+	<-ctx.Done()
+	r.mu.Lock()
+	r.closed = true
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	wg.Wait()
+}
+
+func (r *Runner) work(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		k, ns := r.next()
+		var req Request
+		if k != "" {
+			req = r.entries[k].req
+		}
+		r.mu.Unlock()
+		if k == "" {
+			return
+		}
+		start := r.o.Now()
+		res, err := r.decide(ctx, req)
+		took := r.o.Now().Sub(start)
+		if r.o.OnDecision != nil {
+			if err != nil {
+				r.o.OnDecision("Error", took)
+			} else {
+				r.o.OnDecision(string(res.Outcome), took)
+			}
+		}
+		r.done(k, ns, res, err)
+	}
+}
+
+// decide fetches and decides one request.
+func (r *Runner) decide(ctx context.Context, req Request) (verify.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
+	defer cancel()
+	t, err := verify.TargetOf(req.Type, req.Input, req.Value)
+	if err != nil {
+		return verify.Result{Outcome: verify.Refused, Rule: verify.RuleDigest, Why: err.Error()}, nil
+	}
+	m, err := r.f.Material(ctx, verify.Refs(req.Policy))
+	if err != nil {
+		return verify.Result{}, fmt.Errorf("reading the policy's keys: %w", err)
+	}
+	p, err := verify.Compile(req.Type, req.Policy, m)
+	if err != nil {
+		return verify.Result{Outcome: verify.Refused, Rule: verify.RulePolicy, Digest: t.Digest, Why: err.Error()}, nil
+	}
+	registry := len(req.Policy.Keys)+len(req.Policy.Keyless)+len(req.Policy.Attestations) > 0
+	if registry && t.Repository == "" {
+		// Decide says why; nothing to fetch from a registry.
+		registry = false
+	}
+	ev, err := r.f.Evidence(ctx, req, t, registry)
+	if err != nil {
+		return verify.Result{}, err
+	}
+	return verify.Decide(p, t, ev), nil
+}
+
+// done records a fetch's outcome and wakes who waited.
+func (r *Runner) done(k, ns string, res verify.Result, err error) {
+	now := r.o.Now()
+	r.mu.Lock()
+	r.running[ns]--
+	r.cond.Signal()
+	e := r.entries[k]
+	if e == nil {
+		r.mu.Unlock()
+		return
+	}
+	e.pending = false
+	waiters := e.waiters
+	if err != nil {
+		e.failures++
+		e.err = err
+		wait := backoff(time.Second, e.failures, r.o.RetryMax)
+		e.until = now.Add(wait)
+		klog.V(2).InfoS("verification fetch failed", "namespace", ns, "input", e.req.Input, "attempt", e.failures, "err", err)
+		// Tried again by itself; who waits is told now (the step says
+		// why it waits) and again when it is decided.
+		waiters = maps.Clone(e.waiters)
+		time.AfterFunc(wait, func() { r.retry(k) })
+	} else {
+		e.failures, e.err = 0, nil
+		e.result, e.decided = res, true
+		if res.Outcome == verify.Verified {
+			e.refusals = 0
+			e.until = now.Add(r.o.Verified)
+		} else {
+			e.refusals++
+			e.until = now.Add(backoff(5*time.Second, e.refusals, r.o.RefusedMax))
+		}
+		e.waiters = map[Owner]bool{}
+	}
+	r.mu.Unlock()
+	for o := range waiters {
+		r.wake(o)
+	}
+}
+
+// retry queues again a fetch that failed.
+func (r *Runner) retry(k string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[k]
+	if e == nil || e.pending || r.closed {
+		return
+	}
+	if r.o.Now().Sub(e.used) > 2*r.o.RetryMax {
+		delete(r.entries, k) // nobody asks any more
+		return
+	}
+	r.enqueue(k, e.req.Owner.Namespace)
+}
+
+// backoff is base doubled n-1 times, at most max.
+func backoff(base time.Duration, n int, max time.Duration) time.Duration {
+	d := base
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	return d
+}

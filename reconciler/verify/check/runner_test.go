@@ -1,0 +1,216 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/verify"
+	vt "kontinue.dev/kontinue/reconciler/verify/verifytest"
+)
+
+const digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+// fetcher is the Fetcher port played by the test: evidence by namespace,
+// a gate per namespace that holds its fetches, and a count of fetches.
+type fetcher struct {
+	mu      sync.Mutex
+	fetches map[string]int
+	ev      verify.Evidence
+	err     error
+	gate    map[string]chan struct{}
+}
+
+func (f *fetcher) Material(context.Context, []verify.Ref) (verify.Material, error) {
+	return verify.Material{}, nil
+}
+
+func (f *fetcher) Evidence(ctx context.Context, req Request, t verify.Target, registry bool) (verify.Evidence, error) {
+	f.mu.Lock()
+	f.fetches[req.Owner.Namespace]++
+	g := f.gate[req.Owner.Namespace]
+	ev, err := f.ev, f.err
+	f.mu.Unlock()
+	if g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return ev, ctx.Err()
+		}
+	}
+	return ev, err
+}
+
+func (f *fetcher) count(ns string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fetches[ns]
+}
+
+type woken chan Owner
+
+func start(t *testing.T, f Fetcher, o Options) (*Runner, woken) {
+	w := make(woken, 100)
+	r := New(f, func(o Owner) { w <- o }, o)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return r, w
+}
+
+func (w woken) wait(t *testing.T) Owner {
+	select {
+	case o := <-w:
+		return o
+	case <-time.After(30 * time.Second):
+		t.Fatal("no owner woken")
+	}
+	return Owner{}
+}
+
+func request(ns, name string, key *vt.Key) Request {
+	return Request{Owner: Owner{Kind: "Workload", Namespace: ns, Name: name}, Type: verify.TypeImage, Input: "image",
+		Value: "registry.example/app@" + digestA, Policy: api.InputVerify{Name: "image", Keys: []api.VerifyKey{{PublicKey: key.PublicPEM()}}}}
+}
+
+func TestCheckFetchesOnceAndWakes(t *testing.T) {
+	key := vt.NewKey("ecdsa")
+	f := &fetcher{fetches: map[string]int{}, ev: verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}}}
+	r, w := start(t, f, Options{})
+	req := request("team-a", "app", key)
+	assert.Equal(t, verify.Unknown, r.Check(req).Outcome, "nothing fetched yet: the step waits")
+	assert.Equal(t, req.Owner, w.wait(t))
+	for i := 0; i < 3; i++ {
+		other := req
+		other.Owner.Name = "other" // another owner of the namespace, same value and policy
+		d := r.Check(other)
+		assert.Equal(t, verify.Verified, d.Outcome, d.Why)
+	}
+	assert.Equal(t, 1, f.count("team-a"), "one fetch per new digest")
+	req.Policy.Keys = append(req.Policy.Keys, api.VerifyKey{PublicKey: vt.NewKey("ed25519").PublicPEM()})
+	assert.Equal(t, verify.Unknown, r.Check(req).Outcome, "another policy is decided anew")
+	w.wait(t)
+	assert.Equal(t, 2, f.count("team-a"))
+}
+
+func TestOneNamespaceDoesNotHoldAnother(t *testing.T) {
+	key := vt.NewKey("ecdsa")
+	stuck := make(chan struct{})
+	f := &fetcher{fetches: map[string]int{}, ev: verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}},
+		gate: map[string]chan struct{}{"slow": stuck}}
+	r, w := start(t, f, Options{Workers: 3, PerNamespace: 2})
+	for _, n := range []string{"a", "b", "c", "d"} {
+		req := request("slow", n, key)
+		req.Value = "registry.example/app-" + n + "@" + digestA
+		r.Check(req)
+	}
+	req := request("fast", "app", key)
+	assert.Equal(t, verify.Unknown, r.Check(req).Outcome)
+	assert.Equal(t, Owner{Kind: "Workload", Namespace: "fast", Name: "app"}, w.wait(t), "a registry that hangs for one namespace delays only its own inputs")
+	assert.Equal(t, verify.Verified, r.Check(req).Outcome)
+	require.Eventually(t, func() bool { return f.count("slow") == 2 }, 10*time.Second, 10*time.Millisecond, "fetches: %d", f.count("slow"))
+	r.mu.Lock()
+	assert.Equal(t, 2, r.running["slow"], "at most PerNamespace fetches of one namespace at a time")
+	assert.Len(t, r.queues["slow"], 2, "the others wait their turn")
+	r.mu.Unlock()
+	close(stuck)
+}
+
+func TestAFailedFetchIsRetriedWithBackoff(t *testing.T) {
+	key := vt.NewKey("ecdsa")
+	f := &fetcher{fetches: map[string]int{}, err: errors.New("registry: 503 Service Unavailable")}
+	r, w := start(t, f, Options{})
+	req := request("team-a", "app", key)
+	r.Check(req)
+	w.wait(t) // told of the failure
+	d := r.Check(req)
+	assert.Equal(t, verify.Unknown, d.Outcome, "a failing registry holds the input: fail closed")
+	assert.Contains(t, d.Why, "503")
+	f.mu.Lock()
+	f.err, f.ev = nil, verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}}
+	f.mu.Unlock()
+	w.wait(t) // the retry, by itself
+	require.Eventually(t, func() bool { return r.Check(req).Outcome == verify.Verified }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, 2, f.count("team-a"))
+}
+
+func TestARefusalIsCheckedAgainLater(t *testing.T) {
+	key := vt.NewKey("ecdsa")
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	f := &fetcher{fetches: map[string]int{}}
+	r, w := start(t, f, Options{Now: clock})
+	req := request("team-a", "app", key)
+	r.Check(req)
+	w.wait(t)
+	d := r.Check(req)
+	assert.Equal(t, verify.Refused, d.Outcome)
+	assert.Equal(t, 5*time.Second, d.Recheck, "the step looks again after the refusal's time")
+	mu.Lock()
+	now = now.Add(6 * time.Second)
+	mu.Unlock()
+	f.mu.Lock()
+	f.ev = verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}}
+	f.mu.Unlock()
+	assert.Equal(t, verify.Refused, r.Check(req).Outcome, "the old decision while it is checked again")
+	w.wait(t)
+	assert.Equal(t, verify.Verified, r.Check(req).Outcome, "a signature added since passes")
+}
+
+func TestCheckRefusesAValueThatIsNoReference(t *testing.T) {
+	r, _ := start(t, &fetcher{fetches: map[string]int{}}, Options{})
+	req := request("team-a", "app", vt.NewKey("ecdsa"))
+	req.Value = "NOT A REFERENCE"
+	d := r.Check(req)
+	assert.Equal(t, verify.Refused, d.Outcome)
+	assert.Equal(t, verify.RuleDigest, d.Rule)
+}
+
+// BenchmarkCheckCached is the cost a reconcile pays per verified input
+// once its decision is cached.
+func BenchmarkCheckCached(b *testing.B) {
+	key := vt.NewKey("ecdsa")
+	f := &fetcher{fetches: map[string]int{}, ev: verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}}}
+	w := make(woken, 1)
+	r := New(f, func(o Owner) { w <- o }, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.Run(ctx)
+	req := request("team-a", "app", key)
+	r.Check(req)
+	<-w
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r.Check(req).Outcome != verify.Verified {
+			b.Fatal("not verified")
+		}
+	}
+}
+
+// BenchmarkDecide is the cost of one decision (a key signature), paid once
+// per new digest on a verification worker.
+func BenchmarkDecide(b *testing.B) {
+	key := vt.NewKey("ecdsa")
+	req := request("team-a", "app", key)
+	p, err := verify.Compile(verify.TypeImage, req.Policy, verify.Material{})
+	require.NoError(b, err)
+	t, err := verify.TargetOf(verify.TypeImage, "image", req.Value)
+	require.NoError(b, err)
+	ev := verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if verify.Decide(p, t, ev).Outcome != verify.Verified {
+			b.Fatal("not verified")
+		}
+	}
+}

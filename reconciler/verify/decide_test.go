@@ -1,0 +1,211 @@
+package verify_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"strings"
+	"testing"
+	"time"
+
+	intoto "github.com/in-toto/attestation/go/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"kontinue.dev/kontinue/attest"
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/verify"
+	vt "kontinue.dev/kontinue/reconciler/verify/verifytest"
+)
+
+const (
+	repo    = "registry.example/app"
+	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+func kontinueKey(t testing.TB) *attest.Key {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	require.NoError(t, err)
+	k, err := attest.ParseKey(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	require.NoError(t, err)
+	return k
+}
+
+func statement(t testing.TB, k *attest.Key, digest string) []byte {
+	s := &intoto.Statement{Type: intoto.StatementTypeUri, PredicateType: "https://slsa.dev/provenance/v1",
+		Subject:   []*intoto.ResourceDescriptor{{Name: "image", Digest: map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}}},
+		Predicate: &structpb.Struct{Fields: map[string]*structpb.Value{"buildDefinition": structpb.NewStringValue("x")}}}
+	b, err := attest.Sign(context.Background(), k, s)
+	require.NoError(t, err)
+	return b
+}
+
+func TestDecide(t *testing.T) {
+	good, other := vt.NewKey("ecdsa"), vt.NewKey("ecdsa")
+	ed, rsaKey := vt.NewKey("ed25519"), vt.NewKey("rsa")
+	ca, otherCA := vt.NewCA(), vt.NewCA()
+	now := time.Now().Add(-time.Minute)
+	alice := ca.Keyless("alice@example.com", "https://issuer.example", now)
+	expired := ca.Keyless("alice@example.com", "https://issuer.example", time.Now().Add(-time.Hour))
+	stranger := otherCA.Keyless("alice@example.com", "https://issuer.example", now)
+	kk, otherKK := kontinueKey(t), kontinueKey(t)
+
+	rootRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "trusted_root.json"}
+	logRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "with-log.json"}
+	mat := verify.Material{Data: map[verify.Ref][]byte{
+		{Namespace: "platform", Name: "roots", Key: "trusted_root.json"}: ca.TrustedRoot(false),
+		{Namespace: "platform", Name: "roots", Key: "with-log.json"}:     ca.TrustedRoot(true),
+	}, Kontinue: kk}
+	keys := func(ks ...*vt.Key) []api.VerifyKey {
+		var out []api.VerifyKey
+		for _, k := range ks {
+			out = append(out, api.VerifyKey{PublicKey: k.PublicPEM()})
+		}
+		return out
+	}
+	keyless := []api.KeylessIdentity{{Subject: "alice@example.com", Issuer: "https://issuer.example", TrustedRoot: api.TrustedRootRef{ConfigMapRef: rootRef}}}
+	slsa := []api.AttestationRule{{PredicateType: vt.SLSAType, BuilderID: "https://ci.example/builder"}}
+	scan := []api.AttestationRule{{PredicateType: vt.VulnsType, MaxSeverity: "medium"}}
+	image := repo + "@" + digestA
+
+	cases := []struct {
+		name   string
+		typ    string
+		value  any
+		policy api.InputVerify
+		mat    *verify.Material
+		ev     verify.Evidence
+		want   verify.Outcome
+		rule   string
+		why    string
+	}{
+		{name: "signed by the key", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}}, want: verify.Verified, rule: "signature"},
+		{name: "signed by one of the keys", policy: api.InputVerify{Keys: keys(other, good)},
+			ev: verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}}, want: verify.Verified},
+		{name: "ed25519", policy: api.InputVerify{Keys: keys(ed)},
+			ev: verify.Evidence{Signatures: []verify.Layer{ed.Sign(repo, digestA)}}, want: verify.Verified},
+		{name: "rsa", policy: api.InputVerify{Keys: keys(rsaKey)},
+			ev: verify.Evidence{Signatures: []verify.Layer{rsaKey.Sign(repo, digestA)}}, want: verify.Verified},
+		{name: "signed by another key", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Signatures: []verify.Layer{other.Sign(repo, digestA)}}, want: verify.Refused, rule: "signature", why: "none of the 1 signatures"},
+		{name: "not signed", policy: api.InputVerify{Keys: keys(good)}, want: verify.Refused, rule: "signature", why: "no signature of " + digestA},
+		{name: "a signature moved from another digest", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestB)}}, want: verify.Refused, rule: "signature", why: "is of " + digestB},
+		{name: "a payload changed after signing", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Signatures: []verify.Layer{tamper(good.Sign(repo, digestB), digestB, digestA)}}, want: verify.Refused, rule: "signature"},
+		{name: "keyless", policy: api.InputVerify{Keyless: keyless},
+			ev: verify.Evidence{Signatures: []verify.Layer{alice.Sign(repo, digestA)}}, want: verify.Verified},
+		{name: "keyless, another identity", policy: api.InputVerify{Keyless: []api.KeylessIdentity{{Subject: "bob@example.com", Issuer: "https://issuer.example", TrustedRoot: api.TrustedRootRef{ConfigMapRef: rootRef}}}},
+			ev: verify.Evidence{Signatures: []verify.Layer{alice.Sign(repo, digestA)}}, want: verify.Refused, rule: "signature", why: "certificate identity"},
+		{name: "keyless, expired certificate", policy: api.InputVerify{Keyless: keyless},
+			ev: verify.Evidence{Signatures: []verify.Layer{expired.Sign(repo, digestA)}}, want: verify.Refused, rule: "signature", why: "certificate"},
+		{name: "keyless, untrusted authority", policy: api.InputVerify{Keyless: keyless},
+			ev: verify.Evidence{Signatures: []verify.Layer{stranger.Sign(repo, digestA)}}, want: verify.Refused, rule: "signature", why: "certificate"},
+		{name: "keyless, the root has a log and the signature no entry", policy: api.InputVerify{Keyless: []api.KeylessIdentity{{Subject: "alice@example.com", Issuer: "https://issuer.example", TrustedRoot: api.TrustedRootRef{ConfigMapRef: logRef}}}},
+			ev: verify.Evidence{Signatures: []verify.Layer{alice.Sign(repo, digestA)}}, want: verify.Refused, rule: "signature", why: "log"},
+		{name: "SLSA provenance from the builder", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{good.Attest(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
+			want: verify.Verified, rule: "signature, attestation " + vt.SLSAType},
+		{name: "SLSA provenance from another builder", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{good.Attest(digestA, vt.SLSAType, vt.SLSA("https://evil.example"))}},
+			want: verify.Refused, rule: "attestation " + vt.SLSAType, why: "builder id"},
+		{name: "an attestation of another digest", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{good.Attest(digestB, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
+			want: verify.Refused, rule: "attestation " + vt.SLSAType},
+		{name: "an attestation by another key", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{other.Attest(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
+			want: verify.Refused, rule: "attestation " + vt.SLSAType},
+		{name: "no attestation", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}},
+			want: verify.Refused, rule: "attestation " + vt.SLSAType, why: "no " + vt.SLSAType},
+		{name: "a scan with nothing above medium", policy: api.InputVerify{Keys: keys(good), Attestations: scan},
+			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{good.Attest(digestA, vt.VulnsType, vt.Vulns("LOW", "5.0", "medium"))}},
+			want: verify.Verified},
+		{name: "a scan with a high finding", policy: api.InputVerify{Keys: keys(good), Attestations: scan},
+			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{good.Attest(digestA, vt.VulnsType, vt.Vulns("low", "7.5"))}},
+			want: verify.Refused, why: "CVE-2026-0002 is high"},
+		{name: "a finding of unreadable severity counts as critical", policy: api.InputVerify{Keys: keys(good), Attestations: scan},
+			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{good.Attest(digestA, vt.VulnsType, vt.Vulns("bad"))}},
+			want: verify.Refused, why: "critical"},
+		{name: "kontinue: its statement names the digest", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestB), statement(t, kk, digestA)}}, want: verify.Verified, rule: "kontinue"},
+		{name: "kontinue: no statement names it", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestB)}}, want: verify.Refused, rule: "kontinue", why: "no statement signed by Kontinue"},
+		{name: "kontinue: signed by another key", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, otherKK, digestA)}}, want: verify.Refused, rule: "kontinue", why: "did not verify"},
+		{name: "kontinue: a tampered statement", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{tamperEnvelope(t, statement(t, kk, digestB), digestB, digestA)}}, want: verify.Refused, rule: "kontinue", why: "did not verify"},
+		{name: "kontinue without a controller key", policy: api.InputVerify{Kontinue: &api.KontinueRule{}}, mat: &verify.Material{},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestA)}}, want: verify.Refused, rule: "kontinue", why: "--attestation-key"},
+		{name: "kontinue of a config, by its value's digest", typ: verify.TypeConfig, value: map[string]any{"a": "b"}, policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, configDigest(map[string]any{"a": "b"}))}}, want: verify.Verified},
+		{name: "an image by tag: the digest it resolved to", value: repo + ":v1", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Digest: digestA, Signatures: []verify.Layer{good.Sign(repo, digestA)}}, want: verify.Verified},
+		{name: "evidence of another digest", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Digest: digestB, Signatures: []verify.Layer{good.Sign(repo, digestB)}}, want: verify.Refused, rule: "digest"},
+		{name: "a git source has no signature", typ: verify.TypeSource, value: verify.Source{URL: "https://git.example/app.git", Revision: "main@sha1:0123456789012345678901234567890123456789"},
+			policy: api.InputVerify{Keys: keys(good)}, want: verify.Refused, rule: "digest", why: "names no OCI digest"},
+		{name: "an OCI source", typ: verify.TypeSource, value: verify.Source{URL: "oci://" + repo, Revision: "latest@" + digestA},
+			policy: api.InputVerify{Keys: keys(good)}, ev: verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}}, want: verify.Verified},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			typ, value := c.typ, c.value
+			if typ == "" {
+				typ = verify.TypeImage
+			}
+			if value == nil {
+				value = image
+			}
+			m := mat
+			if c.mat != nil {
+				m = *c.mat
+			}
+			p, err := verify.Compile(typ, c.policy, m)
+			require.NoError(t, err)
+			target, err := verify.TargetOf(typ, "in", value)
+			require.NoError(t, err)
+			got := verify.Decide(p, target, c.ev)
+			assert.Equal(t, c.want, got.Outcome, got.Why)
+			if c.rule != "" {
+				assert.Equal(t, c.rule, got.Rule)
+			}
+			assert.Contains(t, got.Why, c.why)
+		})
+	}
+}
+
+// tamper replaces from with to in a signed layer's payload.
+func tamper(l verify.Layer, from, to string) verify.Layer {
+	l.Payload = []byte(strings.ReplaceAll(string(l.Payload), from, to))
+	return l
+}
+
+// tamperEnvelope rewrites the statement inside a DSSE envelope, keeping
+// its signature.
+func tamperEnvelope(t *testing.T, env []byte, from, to string) []byte {
+	var e struct {
+		PayloadType string           `json:"payloadType"`
+		Payload     []byte           `json:"payload"`
+		Signatures  []map[string]any `json:"signatures"`
+	}
+	require.NoError(t, json.Unmarshal(env, &e))
+	e.Payload = []byte(strings.ReplaceAll(string(e.Payload), strings.TrimPrefix(from, "sha256:"), strings.TrimPrefix(to, "sha256:")))
+	b, err := json.Marshal(e)
+	require.NoError(t, err)
+	return b
+}
+
+func configDigest(v any) string {
+	t, _ := verify.TargetOf(verify.TypeConfig, "c", v)
+	return t.ValueDigest
+}

@@ -1,0 +1,271 @@
+// Package verifytest makes what verification tests and the bench need:
+// keys, cosign signatures and attestations of a digest, test certificate
+// authorities and their trusted roots, and images signed in an OCI registry
+// (go-containerregistry's, in process). Signing is sigstore's and the
+// registry layout cosign's; nothing here is used by the controller.
+package verifytest
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/testing/ca"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+	sigdsse "github.com/sigstore/sigstore/pkg/signature/dsse"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
+
+	"kontinue.dev/kontinue/reconciler/verify"
+)
+
+// Key is a signing key.
+type Key struct {
+	Signer signature.Signer
+	Priv   crypto.PrivateKey
+	Cert   *x509.Certificate // keyless: the certificate of the key
+}
+
+// NewKey makes a key: "ecdsa" (P-256), "ed25519" or "rsa".
+func NewKey(kind string) *Key {
+	var priv crypto.PrivateKey
+	var err error
+	switch kind {
+	case "ed25519":
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	case "rsa":
+		priv, err = rsa.GenerateKey(rand.Reader, 2048)
+	default:
+		priv, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	}
+	if err != nil {
+		panic(err)
+	}
+	s, err := signature.LoadSigner(priv, crypto.SHA256)
+	if err != nil {
+		panic(err)
+	}
+	return &Key{Signer: s, Priv: priv}
+}
+
+// PublicPEM is the key's public half in PEM.
+func (k *Key) PublicPEM() string {
+	pub, err := k.Signer.PublicKey()
+	if err != nil {
+		panic(err)
+	}
+	b, err := cryptoutils.MarshalPublicKeyToPEM(pub)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// Sign is cosign's signature of an image (repo@digest): a simple-signing
+// layer with the signature (and certificate) annotations.
+func (k *Key) Sign(repo, digest string) verify.Layer {
+	ref, err := name.NewDigest(repo + "@" + digest)
+	if err != nil {
+		panic(err)
+	}
+	p, err := json.Marshal(payload.Cosign{Image: ref})
+	if err != nil {
+		panic(err)
+	}
+	sig, err := k.Signer.SignMessage(bytes.NewReader(p))
+	if err != nil {
+		panic(err)
+	}
+	l := verify.Layer{MediaType: verify.MediaTypeSimpleSigning, Payload: p,
+		Annotations: map[string]string{verify.AnnotationSignature: base64.StdEncoding.EncodeToString(sig)}}
+	k.certify(l.Annotations)
+	return l
+}
+
+// Attest is cosign's attestation of digest (sha256:…): a DSSE envelope of
+// an in-toto statement with this predicate.
+func (k *Key) Attest(digest, predicateType string, predicate any) verify.Layer {
+	stmt := map[string]any{
+		"_type":         "https://in-toto.io/Statement/v1",
+		"subject":       []any{map[string]any{"name": "image", "digest": map[string]any{"sha256": strings.TrimPrefix(digest, "sha256:")}}},
+		"predicateType": predicateType,
+		"predicate":     predicate,
+	}
+	b, err := json.Marshal(stmt)
+	if err != nil {
+		panic(err)
+	}
+	env, err := sigdsse.WrapSigner(k.Signer, "application/vnd.in-toto+json").SignMessage(bytes.NewReader(b))
+	if err != nil {
+		panic(err)
+	}
+	l := verify.Layer{MediaType: verify.MediaTypeDSSE, Payload: env,
+		Annotations: map[string]string{verify.AnnotationSignature: "", "predicateType": predicateType}}
+	k.certify(l.Annotations)
+	return l
+}
+
+func (k *Key) certify(ann map[string]string) {
+	if k.Cert == nil {
+		return
+	}
+	b, err := cryptoutils.MarshalCertificateToPEM(k.Cert)
+	if err != nil {
+		panic(err)
+	}
+	ann[verify.AnnotationCertificate] = string(b)
+}
+
+// SLSA is a SLSA provenance v1 predicate naming builderID.
+func SLSA(builderID string) map[string]any {
+	return map[string]any{
+		"buildDefinition": map[string]any{"buildType": "https://example.com/build/v1"},
+		"runDetails":      map[string]any{"builder": map[string]any{"id": builderID}},
+	}
+}
+
+// SLSAType and VulnsType are the predicate types of SLSA provenance v1 and
+// the in-toto vulnerability scan.
+const (
+	SLSAType  = "https://slsa.dev/provenance/v1"
+	VulnsType = "https://in-toto.io/attestation/vulns/v0.2"
+)
+
+// Vulns is an in-toto vulnerability scan with findings of these severities.
+func Vulns(severities ...string) map[string]any {
+	var res []any
+	for i, s := range severities {
+		res = append(res, map[string]any{"id": fmt.Sprintf("CVE-2026-%04d", i+1), "severity": []any{map[string]any{"method": "nvd", "score": s}}})
+	}
+	return map[string]any{"scanner": map[string]any{"uri": "pkg:github/aquasecurity/trivy", "result": res}}
+}
+
+// CA is a test certificate authority for keyless signatures.
+type CA struct {
+	rootCert, inter *x509.Certificate
+	interKey        crypto.Signer
+}
+
+// NewCA makes a root and an intermediate.
+func NewCA() *CA {
+	r, rk, err := ca.GenerateRootCa()
+	if err != nil {
+		panic(err)
+	}
+	i, ik, err := ca.GenerateFulcioIntermediate(r, rk)
+	if err != nil {
+		panic(err)
+	}
+	return &CA{rootCert: r, inter: i, interKey: ik}
+}
+
+// Keyless is a key with a Fulcio-like certificate for subject (an email)
+// and issuer, valid for ten minutes from notBefore.
+func (c *CA) Keyless(subject, issuer string, notBefore time.Time) *Key {
+	k := NewKey("ecdsa")
+	cert, err := ca.GenerateLeafCert(subject, issuer, notBefore, k.Priv, c.inter, c.interKey)
+	if err != nil {
+		panic(err)
+	}
+	k.Cert = cert
+	return k
+}
+
+// TrustedRoot is the CA's trusted_root.json; withLog adds a transparency
+// log (whose key signs nothing here: every signature then lacks its entry).
+func (c *CA) TrustedRoot(withLog bool) []byte {
+	fca := &root.FulcioCertificateAuthority{Root: c.rootCert, Intermediates: []*x509.Certificate{c.inter},
+		ValidityPeriodStart: time.Now().Add(-24 * time.Hour), URI: "https://fulcio.test"}
+	logs := map[string]*root.TransparencyLog{}
+	if withLog {
+		lk, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		logs["0123"] = &root.TransparencyLog{BaseURL: "https://rekor.test", ID: []byte{1, 2, 3}, HashFunc: crypto.SHA256,
+			PublicKey: lk.Public(), SignatureHashFunc: crypto.SHA256, ValidityPeriodStart: time.Now().Add(-24 * time.Hour)}
+	}
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, []root.CertificateAuthority{fca}, nil, nil, logs)
+	if err != nil {
+		panic(err)
+	}
+	b, err := tr.MarshalJSON()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Push writes a random image to repo:tag (repo is host/path) and returns
+// its digest.
+func Push(repo, tag string) (string, error) {
+	img, err := random.Image(256, 1)
+	if err != nil {
+		return "", err
+	}
+	ref, err := name.NewTag(repo+":"+tag, name.Insecure)
+	if err != nil {
+		return "", err
+	}
+	if err := remote.Write(ref, img); err != nil {
+		return "", err
+	}
+	d, err := img.Digest()
+	return d.String(), err
+}
+
+// Attach writes layers as cosign does beside repo@digest: the
+// sha256-<hex>.<suffix> tag (suffix sig or att) of an image whose layers
+// they are.
+func Attach(repo, digest, suffix string, layers ...verify.Layer) error {
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	for _, l := range layers {
+		var err error
+		img, err = mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(l.Payload, types.MediaType(l.MediaType)), Annotations: l.Annotations})
+		if err != nil {
+			return err
+		}
+	}
+	ref, err := name.NewTag(repo+":"+strings.Replace(digest, ":", "-", 1)+"."+suffix, name.Insecure)
+	if err != nil {
+		return err
+	}
+	return remote.Write(ref, img)
+}
+
+// Copy copies the image at from to the tag to (both host/path:tag), e.g.
+// to move a tag.
+func Copy(from, to string) error {
+	src, err := name.ParseReference(from, name.Insecure)
+	if err != nil {
+		return err
+	}
+	img, err := remote.Image(src)
+	if err != nil {
+		return err
+	}
+	dst, err := name.NewTag(to, name.Insecure)
+	if err != nil {
+		return err
+	}
+	return remote.Write(dst, img)
+}
+
+var _ v1.Image = empty.Image
