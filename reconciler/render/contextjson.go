@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strconv"
 
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // The template context encoded as JSON, directly for the types

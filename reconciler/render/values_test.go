@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // numberSeeds are JSON numbers at the edges of int64 and float64.

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/tracking"
 )
