@@ -242,7 +242,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
 	}
-	m.presence = newPresence(m, opts.Leases)
+	if m.presence, err = newPresence(m, cfg, opts.Leases); err != nil {
+		return nil, err
+	}
 	m.chains = newChainReconciler(m)
 	m.runnables = newRunnableReconciler(m)
 	g := gate.New(func(ctx context.Context) error {
@@ -355,7 +357,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.presence != nil {
 		// This replica's shard is served while its controllers run.
 		serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
-		released := m.presence.start(serving, m.dyn)
+		released := m.presence.start(serving)
 		defer func() { stopServing(); <-released; m.presence.timer.Stop() }()
 	}
 	go func() {

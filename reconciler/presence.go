@@ -19,7 +19,8 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/dynamic"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -44,19 +45,20 @@ type LeaseOptions struct {
 
 // presence is the shards served, as the Leases in the cache say.
 type presence struct {
-	m     *Manager
-	opts  LeaseOptions
-	key   tracking.Key
-	timer *time.Timer
+	m      *Manager
+	opts   LeaseOptions
+	key    tracking.Key
+	timer  *time.Timer
+	leases coordinationv1client.LeasesGetter // Keep: this replica's Lease is written through it
 
 	mu     sync.Mutex
 	served map[string]bool // nil: not known (the Leases not listed yet); never changed in place
 	dirty  bool            // a Lease changed since the last look
 }
 
-func newPresence(m *Manager, o LeaseOptions) *presence {
+func newPresence(m *Manager, cfg *rest.Config, o LeaseOptions) (*presence, error) {
 	if o.Namespace == "" {
-		return nil
+		return nil, nil
 	}
 	if o.ID == "" {
 		o.ID = "kontinue-leader"
@@ -64,7 +66,15 @@ func newPresence(m *Manager, o LeaseOptions) *presence {
 	if o.Duration <= 0 {
 		o.Duration = 15 * time.Second
 	}
-	return &presence{m: m, opts: o, key: tracking.Key{GVR: shard.LeaseGVR, Namespace: o.Namespace}}
+	p := &presence{m: m, opts: o, key: tracking.Key{GVR: shard.LeaseGVR, Namespace: o.Namespace}}
+	if o.Keep {
+		c, err := coordinationv1client.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		p.leases = c
+	}
+	return p, nil
 }
 
 // Served is the shards running replicas serve ("" the default); nil when
@@ -82,7 +92,7 @@ func (p *presence) Served() map[string]bool {
 // them decides as if every shard were served), and, with Keep, keeps this
 // replica's Lease fresh until ctx ends. done is closed once it has
 // released it.
-func (p *presence) start(ctx context.Context, dyn dynamic.Interface) (done <-chan struct{}) {
+func (p *presence) start(ctx context.Context) (done <-chan struct{}) {
 	p.timer = time.AfterFunc(time.Hour, p.look)
 	p.timer.Stop()
 	p.m.tracker.Ensure(p.key, tracking.Permanent)
@@ -100,7 +110,7 @@ func (p *presence) start(ctx context.Context, dyn dynamic.Interface) (done <-cha
 		_, _ = rand.Read(b)
 		id = host + "_" + hex.EncodeToString(b)
 	}
-	lock := shard.NewLeaseLock(dyn, p.opts.Namespace, api.ShardLease(p.opts.ID, p.m.opts.Shard), id)
+	lock := shard.NewLeaseLock(p.leases, p.opts.Namespace, api.ShardLease(p.opts.ID, p.m.opts.Shard), id)
 	go func() {
 		defer close(stopped)
 		shard.Announce(ctx, lock, p.opts.Duration, p.opts.Duration/3)

@@ -15,11 +15,27 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
 )
+
+// LeaseGVR is coordination.k8s.io/v1 leases.
+var LeaseGVR = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+
+// NewLeaseLock is client-go's lock of the Lease namespace/name, as
+// identity: leader election (package main) and Announce write a shard's
+// Lease through it.
+func NewLeaseLock(client coordinationv1client.LeasesGetter, namespace, name, identity string) resourcelock.Interface {
+	return &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Client:     client,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+}
 
 // UnservedAfter is how long past its duration a shard's Lease may go
 // without a renewal (or since it was released) before the shard counts as
