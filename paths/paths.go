@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // Path is a compiled path expression. It is immutable and safe for concurrent use.
@@ -98,7 +100,11 @@ func (p *Path) Value(doc []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return toValue(r), nil
+	v, err := jsonvalue.FromResult(r)
+	if err != nil {
+		return nil, fmt.Errorf("path %q: %w", p.expr, err)
+	}
+	return v, nil
 }
 
 // Exists reports whether p resolves to at least one value in doc. Several

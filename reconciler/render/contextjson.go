@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/tidwall/gjson"
+
 	"kontinue.dev/kontinue/jsonvalue"
 )
 
@@ -107,4 +109,14 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
+}
+
+// valueOf is a tag's whole value (res, in the context's JSON) as
+// unstructured objects hold it (jsonvalue.FromResult).
+func valueOf(res gjson.Result) (any, *walkError) {
+	v, err := jsonvalue.FromResult(res)
+	if err != nil {
+		return nil, &walkError{msg: "template context value is not JSON", err: err}
+	}
+	return v, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/api"
 )
 
@@ -162,7 +163,7 @@ func (r *renderer) walk(v any, depth int) (any, *walkError) {
 	if err := r.spend(8); err != nil {
 		return nil, err
 	}
-	if s, ok := scalar(v); ok {
+	if s, ok := jsonvalue.Scalar(v); ok {
 		return s, nil
 	}
 	// A template built in Go may hold other types (map[string]string,
@@ -209,7 +210,7 @@ func (r *renderer) leaf(s string) (any, *walkError) {
 		if err := r.spend(len(res.Raw)); err != nil {
 			return nil, err
 		}
-		return toValue(res), nil
+		return valueOf(res)
 	}
 	var b strings.Builder
 	for i := range l.segs {

@@ -56,8 +56,10 @@ func checkNumber(t *testing.T, lit string) {
 		return
 	}
 	text, _ := json.Marshal(stored)
-	assert.Equal(t, stored, toValue(gjson.Parse(string(text))), "the context's value of %s", lit)
-	if v, ok := scalar(decoded); ok {
+	v, werr := valueOf(gjson.Parse(string(text)))
+	require.Nil(t, werr)
+	assert.Equal(t, stored, v, "the context's value of %s", lit)
+	if v, ok := jsonvalue.Scalar(decoded); ok {
 		assert.Equal(t, stored, v, "a template's own %s", lit)
 	}
 	ctx, err := appendJSON(nil, map[string]any{"v": stored}, 0)
