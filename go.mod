@@ -7,6 +7,7 @@ require (
 	github.com/Masterminds/semver/v3 v3.5.0
 	github.com/Masterminds/sprig/v3 v3.3.0
 	github.com/cppforlife/go-cli-ui v0.0.0-20200505234325-512793797f05
+	github.com/go-json-experiment/json v1.27.2
 	github.com/google/go-containerregistry v0.19.2
 	github.com/in-toto/attestation v1.1.2
 	github.com/klauspost/compress v1.20.1

@@ -1,8 +1,6 @@
 package paths
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -107,13 +105,11 @@ func (p *Path) getFallback(doc string) (gjson.Result, error) {
 	if err != nil {
 		return gjson.Result{}, err
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := jsonvalue.MarshalUnescaped(v)
+	if err != nil {
 		return gjson.Result{}, fmt.Errorf("path %q: %w", p.expr, err)
 	}
-	return gjson.ParseBytes(bytes.TrimSpace(b.Bytes())), nil
+	return gjson.ParseBytes(b), nil
 }
 
 // valueFallback is the one value the template finds in doc, as decoded

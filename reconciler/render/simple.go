@@ -91,7 +91,7 @@ func (r *renderer) context() ([]byte, error) {
 		r.marshaled = true
 		// Interpolated objects should read `<` as `<`, not `\u003c`, hence
 		// no HTML escaping.
-		r.doc, r.docErr = appendJSON(make([]byte, 0, 4096), map[string]any(r.tc), 0)
+		r.doc, r.docErr = contextJSON(map[string]any(r.tc))
 	}
 	return r.doc, r.docErr
 }

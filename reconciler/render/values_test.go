@@ -62,7 +62,7 @@ func checkNumber(t *testing.T, lit string) {
 	if v, ok := jsonvalue.Scalar(decoded); ok {
 		assert.Equal(t, stored, v, "a template's own %s", lit)
 	}
-	ctx, err := appendJSON(nil, map[string]any{"v": stored}, 0)
+	ctx, err := contextJSON(map[string]any{"v": stored})
 	require.NoError(t, err)
 	var back map[string]any
 	require.NoError(t, jsonvalue.Unmarshal(ctx, &back))
