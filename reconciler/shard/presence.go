@@ -97,6 +97,12 @@ func Served(id, own string, leases []Lease, now time.Time) (served map[string]bo
 // previous run, until it expires; or a second replica of the shard, which
 // should not run without leader election). Failures are logged and tried
 // again at the next period.
+//
+// Not client-go's LeaderElector (which elects the leader, package main):
+// it calls back only once the Lease is won and returns at the first
+// renewal that fails, while this replica's controllers run whether or not
+// it holds the Lease, which only says that they do. The writes go through
+// client-go's LeaseLock, as the elector's.
 func Announce(ctx context.Context, lock resourcelock.Interface, duration, period time.Duration) {
 	secs := int(duration / time.Second)
 	var last string
