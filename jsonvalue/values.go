@@ -2,10 +2,12 @@ package jsonvalue
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -71,14 +73,22 @@ func smallInt[T string | []byte](lit T) (int64, bool) {
 	return n, true
 }
 
+// ErrNumber is FromResult's error for a number no object can hold: beyond
+// float64's range (apimachinery refuses the document) or not in JSON's
+// grammar (gjson reads invalid JSON leniently).
+var ErrNumber = errors.New("not a number an object can hold")
+
 // FromResult converts a gjson result (a path's value in a JSON document)
 // to the Go value unstructured objects hold: map[string]any, []any,
-// string, bool, nil, and numbers by the rule. The value shares no memory
-// with the document. A number beyond float64's range is an error, as it
-// is for apimachinery.
+// string (invalid UTF-8 as apimachinery reads it), bool, nil, and numbers
+// by the rule. The value shares no memory with the document. A number
+// beyond float64's range or outside JSON's grammar is ErrNumber.
 func FromResult(r gjson.Result) (any, error) {
 	switch r.Type {
 	case gjson.String:
+		if s := validUTF8(r.Str); s != r.Str {
+			return s, nil
+		}
 		return strings.Clone(r.Str), nil
 	case gjson.JSON:
 		// One copy of the raw text; strings and keys below point into it.
@@ -96,11 +106,11 @@ func fromResult(r gjson.Result) (any, error) {
 	case gjson.True:
 		return true, nil
 	case gjson.String:
-		return r.Str, nil
+		return validUTF8(r.Str), nil
 	case gjson.Number:
 		v, ok := numberValue(r.Raw)
-		if !ok {
-			return nil, fmt.Errorf("number %s is out of range", r.Raw)
+		if !ok || !numberSyntax.MatchString(r.Raw) {
+			return nil, fmt.Errorf("%s: %w", r.Raw, ErrNumber)
 		}
 		return v, nil
 	}
@@ -118,12 +128,22 @@ func fromResult(r gjson.Result) (any, error) {
 	case r.IsObject():
 		out := map[string]any{}
 		r.ForEach(func(k, e gjson.Result) bool {
-			out[k.Str], err = fromResult(e)
+			out[validUTF8(k.Str)], err = fromResult(e)
 			return err == nil
 		})
 		return out, err
 	}
 	return nil, nil
+}
+
+// validUTF8 is s with each byte of invalid UTF-8 replaced by U+FFFD, as
+// apimachinery's (encoding/json's) decoder reads a string; gjson keeps
+// the bytes.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return string([]rune(s)) // an invalid byte is one utf8.RuneError
 }
 
 // Scalar converts a Go scalar (nil, a bool, a number of any Go type, a

@@ -16,6 +16,8 @@ var numberDocs = []string{
 	"9223372036854775807", "-9223372036854775808", "9223372036854775808", "18446744073709551615",
 	"1e21", "100000000000000000000", "1e308", "5e-324", "1e400", "-1e400",
 	`{"a":[1,1.0,{"b":-0}],"c":"x","d":null,"e":true}`, `[]`, `{}`, `"s"`,
+	// Invalid UTF-8 (found by the fuzzer), raw and escaped.
+	"\"\x89\"", "{\"k\xff\":[\"a\xed\xa0\x80b\"]}", `"\ud800 \udc00x \ud83d\ude00"`,
 }
 
 // A gjson value converts to what apimachinery decodes from the same text.
