@@ -139,7 +139,7 @@ func loop(b *testing.B, f func()) {
 // number is the one rule (jsonvalue's): an integer literal that fits is
 // an int64, any other number a float64.
 func number(raw []byte) (any, error) {
-	if bytes.IndexAny(raw, ".eE") < 0 {
+	if !bytes.ContainsAny(raw, ".eE") {
 		if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 			return n, nil
 		}
