@@ -134,6 +134,12 @@ func runElected(sig context.Context, cfg *rest.Config, o electionOptions, lead *
 				mu.Lock()
 				workErr = err
 				mu.Unlock()
+				if sig.Err() == nil && leadCtx.Err() != nil {
+					// The lease was lost: OnStoppedLeading exits the
+					// process. Ending the election here would make it take
+					// the loss for a clean stop when the work drains first.
+					return
+				}
 				if sig.Err() == nil && leadCtx.Err() == nil {
 					// The work ended on its own: give the Lease to a healthy replica.
 					klog.ErrorS(err, "controllers stopped while leading; releasing the lease")
