@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"k8s.io/client-go/dynamic"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
@@ -92,12 +92,12 @@ func runElected(sig context.Context, cfg *rest.Config, o electionOptions, lead *
 	lcfg := rest.CopyConfig(cfg)
 	lcfg.QPS, lcfg.Burst = 5, 10
 	lcfg.UserAgent = "kontinue-leader-election"
-	dyn, err := dynamic.NewForConfig(lcfg)
+	leases, err := coordinationv1client.NewForConfig(lcfg)
 	if err != nil {
 		return err
 	}
 	id := candidateIdentity()
-	lock := shard.NewLeaseLock(dyn, o.namespace, o.id, id)
+	lock := shard.NewLeaseLock(leases, o.namespace, o.id, id)
 
 	// The elector's context ends after the work has drained, not on the
 	// signal itself: ReleaseOnCancel releases the Lease when it ends.
@@ -134,6 +134,12 @@ func runElected(sig context.Context, cfg *rest.Config, o electionOptions, lead *
 				mu.Lock()
 				workErr = err
 				mu.Unlock()
+				if sig.Err() == nil && leadCtx.Err() != nil {
+					// The lease was lost: OnStoppedLeading exits the
+					// process. Ending the election here would make it take
+					// the loss for a clean stop when the work drains first.
+					return
+				}
 				if sig.Err() == nil && leadCtx.Err() == nil {
 					// The work ended on its own: give the Lease to a healthy replica.
 					klog.ErrorS(err, "controllers stopped while leading; releasing the lease")

@@ -8,7 +8,7 @@
 //
 // Invoked as kubectl-kontinue it is a kubectl plugin. With --leader-elect,
 // replicas share a Lease and only its holder runs the controllers
-// (leader.go, reconciler/shard/leaselock.go); logs are JSON in a cluster and text locally
+// (leader.go: client-go's leader election and Lease lock); logs are JSON in a cluster and text locally
 // (logging.go).
 package main
 

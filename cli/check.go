@@ -24,8 +24,8 @@ import (
 	"kontinue.dev/kontinue/cli/view"
 	"kontinue.dev/kontinue/clientconfig"
 	"kontinue.dev/kontinue/crds"
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/step"
 )
 

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // LoadObjects reads YAML or JSON documents from files and folders (recursively,

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/util/jsonpath"
+
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // corpusDocs are Kubernetes-style objects the differential test, the fuzz
@@ -275,11 +277,9 @@ func ourOutcome(t testing.TB, p *Path, doc []byte) outcome {
 // integers as int64, other numbers as float64.
 func decodeUnstructured(t testing.TB, doc string) any {
 	t.Helper()
-	d := json.NewDecoder(strings.NewReader(doc))
-	d.UseNumber()
 	var v any
-	require.NoError(t, d.Decode(&v))
-	return unstructuredNumbers(v)
+	require.NoError(t, jsonvalue.Unmarshal([]byte(doc), &v))
+	return v
 }
 
 func TestDifferentialClientGo(t *testing.T) {

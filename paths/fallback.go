@@ -1,8 +1,6 @@
 package paths
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -10,6 +8,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"k8s.io/client-go/util/jsonpath"
+
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // The compiled gjson form covers what people write almost always. The rest
@@ -69,13 +69,12 @@ func compileFallback(expr string, compileErr error) *fallback {
 
 // results evaluates the template on doc and returns every value found.
 func (f *fallback) results(doc string) ([]any, error) {
+	// Numbers as apimachinery holds them: client-go's filters compare
+	// int64 and float64, not strings.
 	var obj any
-	dec := json.NewDecoder(strings.NewReader(doc))
-	dec.UseNumber()
-	if err := dec.Decode(&obj); err != nil {
+	if err := jsonvalue.Unmarshal([]byte(doc), &obj); err != nil {
 		return nil, err
 	}
-	obj = unstructuredNumbers(obj)
 	// A JSONPath holds parse state: one per evaluation keeps evaluations
 	// concurrency-safe (this is the slow path anyway).
 	jp := jsonpath.New("").AllowMissingKeys(true)
@@ -106,13 +105,11 @@ func (p *Path) getFallback(doc string) (gjson.Result, error) {
 	if err != nil {
 		return gjson.Result{}, err
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b, err := jsonvalue.MarshalUnescaped(v)
+	if err != nil {
 		return gjson.Result{}, fmt.Errorf("path %q: %w", p.expr, err)
 	}
-	return gjson.ParseBytes(bytes.TrimSpace(b.Bytes())), nil
+	return gjson.ParseBytes(b), nil
 }
 
 // valueFallback is the one value the template finds in doc, as decoded
@@ -154,27 +151,4 @@ func deref(v any) any {
 		return nil
 	}
 	return rv.Interface()
-}
-
-// unstructuredNumbers turns json.Numbers into int64 (when integral) or
-// float64, as Kubernetes unstructured objects hold them: client-go's filters
-// compare those types, not strings.
-func unstructuredNumbers(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			v[k] = unstructuredNumbers(e)
-		}
-	case []any:
-		for i, e := range v {
-			v[i] = unstructuredNumbers(e)
-		}
-	case json.Number:
-		if i, err := v.Int64(); err == nil {
-			return i
-		}
-		f, _ := v.Float64()
-		return f
-	}
-	return v
 }

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // Path is a compiled path expression. It is immutable and safe for concurrent use.
@@ -88,8 +90,10 @@ func (p *Path) GetString(doc string) (gjson.Result, error) {
 // Value is Get, then the result converted to plain Go values as
 // encoding/json decodes them into an any (map[string]any, []any, string,
 // bool, nil), except numbers: integers that fit an int64 become int64, other
-// numbers float64, as in Kubernetes unstructured objects. The value shares
-// no memory with doc.
+// numbers float64, as in Kubernetes unstructured objects; invalid UTF-8 in
+// a string is U+FFFD. The value shares no memory with doc. A number no
+// object can hold (1e400; or malformed, in a doc that is not JSON) is an
+// error (jsonvalue.ErrNumber) where Get finds it.
 func (p *Path) Value(doc []byte) (any, error) {
 	if p.fallback != nil {
 		return p.valueFallback(string(doc))
@@ -98,7 +102,11 @@ func (p *Path) Value(doc []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return toValue(r), nil
+	v, err := jsonvalue.FromResult(r)
+	if err != nil {
+		return nil, fmt.Errorf("path %q: %w", p.expr, err)
+	}
+	return v, nil
 }
 
 // Exists reports whether p resolves to at least one value in doc. Several

@@ -262,7 +262,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
 	}
-	m.presence = shard.NewPresence(m.tracker, opts.Leases, opts.Shard, func() { m.chains.enqueueAll() })
+	if m.presence, err = shard.NewPresence(m.tracker, cfg, opts.Leases, opts.Shard, func() { m.chains.enqueueAll() }); err != nil {
+		return nil, err
+	}
 	m.chains = newChainReconciler(m)
 	// ...and the other shards' owners, for roll-outs, trimmed (chain/route.go).
 	m.tracker.TrimWith(m.chains.rec.Trim)
@@ -378,7 +380,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	if m.presence != nil {
 		// This replica's shard is served while its controllers run.
 		serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
-		released := m.presence.Start(serving, m.dyn)
+		released := m.presence.Start(serving)
 		defer func() { stopServing(); <-released; m.presence.Stop() }()
 	}
 	go func() {

@@ -11,14 +11,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // NewDynamic returns a dynamic client for cfg, as dynamic.NewForConfig
 // does, except that JSON answers and watch events are decoded in one
-// read (decodeObject, splitEvent), and a watch's events are framed
-// without a depth limit (eventFramer): an object as deep as the API server
-// sends it is read. What they cannot read (a Status, an error, a kind
-// apimachinery types itself) goes to apimachinery's decoder as before.
+// read (jsonvalue.DecodeObject, jsonvalue.SplitEvent), and a watch's
+// events are framed without a depth limit (eventFramer): an object as
+// deep as the API server sends it is read. What they cannot read (a
+// Status, an error, a kind apimachinery types itself) goes to
+// apimachinery's decoder as before.
 func NewDynamic(cfg *rest.Config) (*dynamic.DynamicClient, error) {
 	c := dynamic.ConfigFor(cfg)
 	c.NegotiatedSerializer = newFastSerializer(c.NegotiatedSerializer)
@@ -62,9 +65,9 @@ func typed(gvk schema.GroupVersionKind) bool {
 	return byName[gvk.Kind] || metaScheme.Recognizes(gvk)
 }
 
-// plainKind reports whether apimachinery reads m's kind and apiVersion as
-// decodeObject did: it reads them first with encoding/json, which matches
-// keys case-insensitively ("Kind", "KIND") and refuses a value that is not
+// plainKind reports whether apimachinery reads m's kind and apiVersion
+// as jsonvalue.DecodeObject did: it reads them first with encoding/json,
+// which matches keys case-insensitively ("Kind", "KIND") and refuses a value that is not
 // a string.
 func plainKind(m map[string]any) bool {
 	for k, v := range m {
@@ -79,6 +82,12 @@ func plainKind(m map[string]any) bool {
 	}
 	return true
 }
+
+// eventFramer frames a watch's events with jsonvalue.NewFrameReader: as
+// deep as the API server sends them.
+type eventFramer struct{ runtime.Framer }
+
+func (eventFramer) NewFrameReader(r io.ReadCloser) io.ReadCloser { return jsonvalue.NewFrameReader(r) }
 
 var watchEventGVK = schema.GroupVersionKind{Version: "v1", Kind: "WatchEvent"}
 
@@ -107,7 +116,7 @@ func newFastSerializer(base runtime.NegotiatedSerializer) fastSerializer {
 func (s fastSerializer) SupportedMediaTypes() []runtime.SerializerInfo { return s.infos }
 
 // objectCodec decodes an object into an Unstructured, and encodes an
-// Unstructured request body, with MarshalJSON: the same bytes as
+// Unstructured request body, with jsonvalue.Marshal: the same bytes as
 // apimachinery's (compact JSON and a newline), without reflection.
 type objectCodec struct{ runtime.Serializer }
 
@@ -116,7 +125,7 @@ func (d objectCodec) Encode(obj runtime.Object, w io.Writer) error {
 	if !ok {
 		return d.Serializer.Encode(obj, w)
 	}
-	doc, err := MarshalJSON(u.Object)
+	doc, err := jsonvalue.Marshal(u.Object)
 	if err != nil {
 		return d.Serializer.Encode(obj, w) // its error
 	}
@@ -129,7 +138,7 @@ func (d objectCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into
 	if (into != nil && !isU) || defaults != nil {
 		return d.Serializer.Decode(data, defaults, into)
 	}
-	m, ok := decodeObject(data)
+	m, ok := jsonvalue.DecodeObject(data)
 	if !ok {
 		return d.Serializer.Decode(data, defaults, into)
 	}
@@ -154,7 +163,7 @@ func (d eventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, int
 	if !isEvent || defaults != nil {
 		return d.Serializer.Decode(data, defaults, into)
 	}
-	typ, object, ok := splitEvent(data)
+	typ, object, ok := jsonvalue.SplitEvent(data)
 	if !ok {
 		return d.Serializer.Decode(data, defaults, into)
 	}

@@ -2,11 +2,12 @@ package tracking
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
+
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // Packed objects keep their JSON compressed (s2, block format, with a
@@ -90,11 +91,11 @@ var dict = makeDict(dictSamples)
 func makeDict(samples []string) *s2.Dict {
 	var all []byte
 	for _, s := range samples {
-		var v any
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			panic(fmt.Sprintf("tracking: dictionary sample: %v", err)) // programming error, caught by every test
+		v, ok := jsonvalue.DecodeObject([]byte(s))
+		if !ok {
+			panic("tracking: a dictionary sample is not a JSON object") // programming error, caught by every test
 		}
-		doc, _ := json.Marshal(v)
+		doc, _ := jsonvalue.Marshal(v) // as pack marshals
 		all = append(all, doc...)
 	}
 	// An object starts as the samples do: the first match is the repeat.

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // packed is how the cache holds an object of a packed watch (the many
@@ -53,7 +55,7 @@ func (p *packed) object() (*unstructured.Unstructured, error) {
 	}
 	// The decoders copy what they keep: the buffer can be reused.
 	u := &unstructured.Unstructured{}
-	m, ok := decodeObject(doc)
+	m, ok := jsonvalue.DecodeObject(doc)
 	if kind, _ := m["kind"].(string); ok && kind != "" {
 		u.Object = m
 	} else {
@@ -83,7 +85,7 @@ func pack(obj any) (any, error) {
 		return obj, err
 	}
 	Compact(u)
-	doc, err := MarshalJSON(u.Object)
+	doc, err := jsonvalue.Marshal(u.Object)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +143,7 @@ func jsonOf(item any, buf []byte) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	doc, err := MarshalJSON(u.Object)
+	doc, err := jsonvalue.Marshal(u.Object)
 	return doc, err == nil
 }
 

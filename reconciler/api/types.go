@@ -17,7 +17,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // Group and version of every kind Kontinue serves.

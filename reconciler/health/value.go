@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // ValuesEqual compares two JSON values (as decoded by encoding/json or

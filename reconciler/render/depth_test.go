@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // nested is a value nested levels deep ({"a": ...}).

@@ -67,7 +67,7 @@ type goTemplateResult struct {
 // goTemplateStep names a step of an owner in goTemplateResults: the owner,
 // the step's labels (which name the step) and the template.
 func goTemplateStep(tc Context, template []byte) string {
-	labels, _ := appendJSON(nil, tc["labels"], 0)
+	labels, _ := contextJSON(tc["labels"])
 	l, t := sha256.Sum256(labels), sha256.Sum256(template)
 	return ownerKey(tc) + "/" + string(l[:]) + string(t[:])
 }
@@ -92,7 +92,7 @@ func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc C
 	}
 	// The child decodes its own copy of the context: Sprig's set, unset
 	// and merge modify the maps they are given, and the owner is shared.
-	doc, err := appendJSON(make([]byte, 0, 4096), map[string]any(tc), 0)
+	doc, err := contextJSON(map[string]any(tc))
 	if err != nil {
 		return nil, contextError(GoTemplateName, "template context", err)
 	}

@@ -96,7 +96,7 @@ func (h *helmEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Cont
 	if err != nil {
 		return nil, err
 	}
-	vdoc, err := appendJSON(nil, values, 0)
+	vdoc, err := contextJSON(values)
 	if err != nil {
 		return nil, contextError(HelmName, "helm.values", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
 )
@@ -93,7 +94,7 @@ func (r *renderer) context() ([]byte, error) {
 		r.marshaled = true
 		// Interpolated objects should read `<` as `<`, not `\u003c`, hence
 		// no HTML escaping.
-		r.doc, r.docErr = appendJSON(make([]byte, 0, 4096), map[string]any(r.tc), 0)
+		r.doc, r.docErr = contextJSON(map[string]any(r.tc))
 	}
 	return r.doc, r.docErr
 }
@@ -165,7 +166,7 @@ func (r *renderer) walk(v any, depth int) (any, *walkError) {
 	if err := r.spend(8); err != nil {
 		return nil, err
 	}
-	if s, ok := scalar(v); ok {
+	if s, ok := jsonvalue.Scalar(v); ok {
 		return s, nil
 	}
 	// A template built in Go may hold other types (map[string]string,
@@ -216,7 +217,7 @@ func (r *renderer) leaf(s string) (any, *walkError) {
 		if err := r.spend(len(res.Raw)); err != nil {
 			return nil, err
 		}
-		return toValue(res), nil
+		return valueOf(res)
 	}
 	var b strings.Builder
 	for i := range l.segs {

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // numberSeeds are JSON numbers at the edges of int64 and float64.
@@ -56,11 +56,13 @@ func checkNumber(t *testing.T, lit string) {
 		return
 	}
 	text, _ := json.Marshal(stored)
-	assert.Equal(t, stored, toValue(gjson.Parse(string(text))), "the context's value of %s", lit)
-	if v, ok := scalar(decoded); ok {
+	v, werr := valueOf(gjson.Parse(string(text)))
+	require.Nil(t, werr)
+	assert.Equal(t, stored, v, "the context's value of %s", lit)
+	if v, ok := jsonvalue.Scalar(decoded); ok {
 		assert.Equal(t, stored, v, "a template's own %s", lit)
 	}
-	ctx, err := appendJSON(nil, map[string]any{"v": stored}, 0)
+	ctx, err := contextJSON(map[string]any{"v": stored})
 	require.NoError(t, err)
 	var back map[string]any
 	require.NoError(t, jsonvalue.Unmarshal(ctx, &back))

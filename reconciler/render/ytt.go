@@ -70,7 +70,7 @@ func (yttEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context)
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 
-	values, err := appendJSON(make([]byte, 0, 4096), map[string]any(tc), 0)
+	values, err := contextJSON(map[string]any(tc))
 	if err != nil {
 		return nil, contextError(YttName, "template context", err)
 	}

@@ -480,7 +480,7 @@ func BenchmarkYttRender(b *testing.B) {
 		}
 	})
 	b.Run("library", func(b *testing.B) {
-		values, err := appendJSON(nil, map[string]any(tc), 0)
+		values, err := contextJSON(map[string]any(tc))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,8 +3,8 @@ package rollout
 import (
 	"fmt"
 
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // Annotations on a chain that steer its roll-out (`kontinue rollout`).

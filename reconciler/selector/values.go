@@ -7,7 +7,7 @@ import (
 	"math"
 	"strconv"
 
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
+	"kontinue.dev/kontinue/jsonvalue"
 )
 
 // wantValue is a listed In/NotIn value, normalised once at compile time.

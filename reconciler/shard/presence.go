@@ -15,11 +15,27 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
 )
+
+// LeaseGVR is coordination.k8s.io/v1 leases.
+var LeaseGVR = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+
+// NewLeaseLock is client-go's lock of the Lease namespace/name, as
+// identity: leader election (package main) and Announce write a shard's
+// Lease through it.
+func NewLeaseLock(client coordinationv1client.LeasesGetter, namespace, name, identity string) resourcelock.Interface {
+	return &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Client:     client,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+}
 
 // UnservedAfter is how long past its duration a shard's Lease may go
 // without a renewal (or since it was released) before the shard counts as
@@ -81,6 +97,12 @@ func Served(id, own string, leases []Lease, now time.Time) (served map[string]bo
 // previous run, until it expires; or a second replica of the shard, which
 // should not run without leader election). Failures are logged and tried
 // again at the next period.
+//
+// Not client-go's LeaderElector (which elects the leader, package main):
+// it calls back only once the Lease is won and returns at the first
+// renewal that fails, while this replica's controllers run whether or not
+// it holds the Lease, which only says that they do. The writes go through
+// client-go's LeaseLock, as the elector's.
 func Announce(ctx context.Context, lock resourcelock.Interface, duration, period time.Duration) {
 	secs := int(duration / time.Second)
 	var last string

@@ -2,13 +2,56 @@ package shard
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
+
+// fakeLeases is a fake whose Leases behave like the API server's: every
+// write bumps resourceVersion and an update carrying a stale one is
+// refused with Conflict (the fake alone accepts any update).
+func fakeLeases(t *testing.T) coordinationv1client.LeasesGetter {
+	t.Helper()
+	c := fake.NewClientset()
+	var (
+		mu sync.Mutex
+		rv int
+	)
+	c.PrependReactor("create", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		rv++
+		a.(clienttesting.CreateAction).GetObject().(*coordinationv1.Lease).ResourceVersion = strconv.Itoa(rv)
+		return false, nil, nil
+	})
+	c.PrependReactor("update", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		l := a.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		cur, err := c.Tracker().Get(coordinationv1.SchemeGroupVersion.WithResource("leases"), l.Namespace, l.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if cur.(*coordinationv1.Lease).ResourceVersion != l.ResourceVersion {
+			return true, nil, apierrors.NewConflict(LeaseGVR.GroupResource(), l.Name, nil)
+		}
+		rv++
+		l.ResourceVersion = strconv.Itoa(rv)
+		return false, nil, nil
+	})
+	return c.CoordinationV1()
+}
 
 // TestServed: which shards count as served, from their Leases: the
 // caller's own always; another while its Lease was renewed (or released)
@@ -66,7 +109,7 @@ func TestReadLease(t *testing.T) {
 // and releases its own when it stops.
 func TestAnnounce(t *testing.T) {
 	ctx := context.Background()
-	c, _ := fakeLeases(t)
+	c := fakeLeases(t)
 	read := func() *resourcelock.LeaderElectionRecord {
 		rec, _, err := NewLeaseLock(c, "ns", "kl-shard-a", "reader").Get(ctx)
 		require.NoError(t, err)

@@ -19,7 +19,8 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/dynamic"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -49,6 +50,7 @@ type Presence struct {
 	changed func() // told when the shards served change
 	key     tracking.Key
 	timer   *time.Timer
+	leases  coordinationv1client.LeasesGetter // Keep: this replica's Lease is written through it
 
 	mu     sync.Mutex
 	served map[string]bool // nil: not known (the Leases not listed yet); never changed in place
@@ -57,10 +59,11 @@ type Presence struct {
 
 // NewPresence watches, through tracker, the Leases o names, for replica
 // of shard; changed is told when the shards served change (nil: o names
-// no namespace, nothing is known).
-func NewPresence(tracker *tracking.Tracker, o LeaseOptions, shard string, changed func()) *Presence {
+// no namespace, nothing is known). With o.Keep, this replica's Lease is
+// written with a client of cfg.
+func NewPresence(tracker *tracking.Tracker, cfg *rest.Config, o LeaseOptions, shard string, changed func()) (*Presence, error) {
 	if o.Namespace == "" {
-		return nil
+		return nil, nil
 	}
 	if o.ID == "" {
 		o.ID = "kontinue-leader"
@@ -68,7 +71,15 @@ func NewPresence(tracker *tracking.Tracker, o LeaseOptions, shard string, change
 	if o.Duration <= 0 {
 		o.Duration = 15 * time.Second
 	}
-	return &Presence{tracker: tracker, opts: o, shard: shard, changed: changed, key: tracking.Key{GVR: LeaseGVR, Namespace: o.Namespace}}
+	p := &Presence{tracker: tracker, opts: o, shard: shard, changed: changed, key: tracking.Key{GVR: LeaseGVR, Namespace: o.Namespace}}
+	if o.Keep {
+		c, err := coordinationv1client.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		p.leases = c
+	}
+	return p, nil
 }
 
 // Served is the shards running replicas serve ("" the default); nil when
@@ -86,7 +97,7 @@ func (p *Presence) Served() map[string]bool {
 // them decides as if every shard were served), and, with Keep, keeps this
 // replica's Lease fresh until ctx ends. done is closed once it has
 // released it; Stop ends the timer.
-func (p *Presence) Start(ctx context.Context, dyn dynamic.Interface) (done <-chan struct{}) {
+func (p *Presence) Start(ctx context.Context) (done <-chan struct{}) {
 	p.timer = time.AfterFunc(time.Hour, p.look)
 	p.timer.Stop()
 	p.tracker.Ensure(p.key, tracking.Permanent)
@@ -104,7 +115,7 @@ func (p *Presence) Start(ctx context.Context, dyn dynamic.Interface) (done <-cha
 		_, _ = rand.Read(b)
 		id = host + "_" + hex.EncodeToString(b)
 	}
-	lock := NewLeaseLock(dyn, p.opts.Namespace, api.ShardLease(p.opts.ID, p.shard), id)
+	lock := NewLeaseLock(p.leases, p.opts.Namespace, api.ShardLease(p.opts.ID, p.shard), id)
 	go func() {
 		defer close(stopped)
 		Announce(ctx, lock, p.opts.Duration, p.opts.Duration/3)

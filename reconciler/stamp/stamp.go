@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -139,7 +139,7 @@ func (w *Writer) WriteStatus(ctx context.Context, gvr schema.GroupVersionResourc
 // int64 3 and float64 3 alike, so the cache's copy (int64) and ours (from a
 // JSON round trip, float64) compare equal. One marshal each, no decoding.
 func StatusDigest(status map[string]any) [32]byte {
-	b, _ := tracking.MarshalJSON(status)
+	b, _ := jsonvalue.Marshal(status)
 	return sha256.Sum256(b)
 }
 

@@ -1,21 +1,17 @@
-package tracking
+package jsonvalue
 
 import (
 	"bufio"
 	"io"
-
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// eventFramer splits a watch stream into its events as apimachinery's JSON
-// framer does (one JSON value after another), but without parsing them:
-// that framer reads each event with encoding/json, whose 10,000 levels the
-// event of an object 10,000 levels deep exceeds by one, which ended the
-// watch for every object of the kind. What a frame holds is checked by
-// the event decoder (splitEvent, else apimachinery's).
-type eventFramer struct{ runtime.Framer }
-
-func (f eventFramer) NewFrameReader(r io.ReadCloser) io.ReadCloser {
+// NewFrameReader splits a watch stream into its events as apimachinery's
+// JSON framer does (one JSON value after another), but without parsing
+// them: that framer reads each event with encoding/json, whose 10,000
+// levels the event of an object 10,000 levels deep exceeds by one, which
+// ended the watch for every object of the kind (readDepth). What a frame
+// holds is checked by whoever decodes it (SplitEvent, else apimachinery).
+func NewFrameReader(r io.ReadCloser) io.ReadCloser {
 	return &frameReader{r: r, in: bufio.NewReaderSize(r, 32<<10)}
 }
 

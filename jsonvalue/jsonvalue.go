@@ -1,13 +1,3 @@
-// Package jsonvalue compares JSON values the way Kontinue reads them: from
-// the cache (int64), from a JSON round trip (float64), from a template or a
-// test (int, json.Number). Numbers compare by exact value, so int64 2^53+1
-// differs from float64 2^53 even though a float64 conversion would merge them.
-//
-// Unmarshal and Remarshal decode JSON as the API server and apimachinery's
-// unstructured objects do: every JSON decode of a value that may reach a
-// stamped object or a status goes through them, never encoding/json's
-// decoder into an any (which makes every number a float64 and alters
-// integers past 2^53).
 package jsonvalue
 
 import (

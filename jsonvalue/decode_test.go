@@ -1,4 +1,4 @@
-package tracking
+package jsonvalue
 
 import (
 	"os"
@@ -11,7 +11,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
-// reference decodes as apimachinery does; ok as decodeObject must say it.
+// reference decodes as apimachinery does; ok as DecodeObject must say it.
 func reference(data []byte) (map[string]any, bool) {
 	var m map[string]any
 	if err := utiljson.Unmarshal(data, &m); err != nil || m == nil {
@@ -43,7 +43,7 @@ func TestDecodeObjectAsApimachinery(t *testing.T) {
 	for _, c := range decodeCases {
 		t.Run(c, func(t *testing.T) {
 			want, wantOK := reference([]byte(c))
-			got, ok := decodeObject([]byte(c))
+			got, ok := DecodeObject([]byte(c))
 			require.Equal(t, wantOK, ok)
 			assert.Equal(t, want, got)
 		})
@@ -54,21 +54,21 @@ func TestDecodeObjectDeepNesting(t *testing.T) {
 	for _, depth := range []int{9999, 10000, 10001} {
 		doc := strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)
 		want, wantOK := reference([]byte(doc))
-		got, ok := decodeObject([]byte(doc))
+		got, ok := DecodeObject([]byte(doc))
 		assert.Equal(t, wantOK, ok, "depth %d", depth)
 		assert.Equal(t, want, got, "depth %d", depth)
 	}
 }
 
 func TestDecodeObjectTestdata(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.json")
+	files, err := filepath.Glob("../tracking/testdata/*.json")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	for _, f := range files {
 		doc, err := os.ReadFile(f)
 		require.NoError(t, err)
 		want, wantOK := reference(doc)
-		got, ok := decodeObject(doc)
+		got, ok := DecodeObject(doc)
 		require.True(t, wantOK, f)
 		require.True(t, ok, f)
 		assert.Equal(t, want, got, f)
@@ -81,31 +81,10 @@ func FuzzDecodeObject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		want, wantOK := reference(doc)
-		got, ok := decodeObject(doc)
+		got, ok := DecodeObject(doc)
 		if ok != wantOK {
 			t.Fatalf("ok %v, apimachinery %v: %q", ok, wantOK, doc)
 		}
 		assert.Equal(t, want, got)
-	})
-}
-
-func BenchmarkDecodeObject(b *testing.B) {
-	doc, err := os.ReadFile("testdata/workload.json")
-	require.NoError(b, err)
-	b.Run("decodeObject", func(b *testing.B) {
-		b.SetBytes(int64(len(doc)))
-		for b.Loop() {
-			if _, ok := decodeObject(doc); !ok {
-				b.Fatal("not decoded")
-			}
-		}
-	})
-	b.Run("apimachinery", func(b *testing.B) {
-		b.SetBytes(int64(len(doc)))
-		for b.Loop() {
-			if _, ok := reference(doc); !ok {
-				b.Fatal("not decoded")
-			}
-		}
 	})
 }
