@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -120,7 +121,7 @@ Flags and defaults: docs/operations.md#flags.`,
 	fs.BoolVar(&o.installCRDs, "install-crds", false, "apply Kontinue's CRDs at start")
 	fs.BoolVar(&o.kstatus, "kstatus-conditions", false, "add kstatus's Reconciling and Stalled conditions to Workloads and Deliverables, so that Flux, Argo CD and other kstatus users see failures (the Helm chart turns it on)")
 	fs.IntVar(&o.history, "history-revisions", 10, "input revisions each Workload's and Deliverable's history keeps (a ConfigMap beside it, written as its service account; docs/status.md#history); 0: no history")
-	fs.StringVar(&o.otlpTraces, "otlp-traces-endpoint", "", "send OpenTelemetry traces over OTLP/HTTP to this URL (http://collector:4318): a trace per input revision of an owner, a span per step (docs/operations.md#traces); empty: off")
+	fs.StringVar(&o.otlpTraces, "otlp-traces-endpoint", "", "send OpenTelemetry traces over OTLP/HTTP to this URL (http://collector:4318): a trace per input revision of an owner, a span per step (docs/operations.md#traces); empty: OpenTelemetry's OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else off")
 	fs.StringVar(&o.attestKey, "attestation-key", "", "PEM file of an ECDSA P-256 or ed25519 private key: sign an in-toto SLSA provenance statement of each step's outputs as its input set succeeds, kept in the owner's history ConfigMap (docs/attestation.md); empty: none signed")
 	fs.BoolVar(&o.helm.AllowPrivateNetworks, "helm-allow-private-networks", false, "let helm templates fetch charts from loopback, private and link-local addresses (refused by default: a template author could otherwise make Kontinue reach in-cluster services or a cloud metadata endpoint)")
 	fs.BoolVar(&o.helm.AllowHTTP, "helm-allow-http", false, "let helm templates fetch charts over plain http (by default https and oci only)")
@@ -165,16 +166,19 @@ func attestations(path string, history int) (*attest.Signer, error) {
 	return attest.NewSigner(key, version.Version), nil
 }
 
-// traces turns on the OpenTelemetry spans when an endpoint is set; stop
-// sends what is batched.
+// traces turns on the OpenTelemetry spans when an endpoint is set, by the
+// flag or OpenTelemetry's standard environment (OTEL_EXPORTER_OTLP_...,
+// spans.ConfigFromEnv); stop sends what is batched.
 func traces(ctx context.Context, endpoint string, opts *reconciler.Options) (stop func(), err error) {
-	if endpoint == "" {
-		return nil, nil
+	cfg, on, err := spans.ConfigFromEnv(endpoint, os.Getenv)
+	if err != nil || !on {
+		return nil, err
 	}
-	x, err := spans.New(ctx, endpoint)
+	x, err := spans.NewWith(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--otlp-traces-endpoint: %w", err)
+		return nil, err
 	}
+	klog.InfoS("sending traces", "endpoint", cfg.URL, "protobuf", cfg.Protobuf, "gzip", cfg.Gzip)
 	opts.Spans = x.StatusWritten
 	return func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
