@@ -48,6 +48,7 @@ import (
 	"kontinue.dev/kontinue/dashboard"
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/dora"
 	"kontinue.dev/kontinue/reconciler/metrics"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/version"
@@ -119,6 +120,9 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	m.OnStatusConflict = metrics.StatusConflict
 	m.OnInputSetEnded = metrics.InputSetEnded
 	m.OnChainDelivered = metrics.ChainDelivered
+	m.OnDeployment = func(chain, namespace, kind, owner string, d dora.Deployment) {
+		metrics.DORADeployment(chain, namespace, kind, owner, d.Failed, d.Shadowed, d.Lead, d.Restore)
+	}
 	for _, c := range m.Controllers() {
 		c.Observer = metrics.Observer{}
 		c.OnEcho = metrics.OwnWriteWake

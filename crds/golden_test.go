@@ -49,6 +49,16 @@ var knownDifferences = map[string]string{
 	"ClusterSupplyChain|.spec.resources[].deployment.resource|exists":                      "one step type: deployment is typed",
 	"ClusterSupplyChain|.spec.resources[].deployment.resource|type":                        "one step type: deployment is typed",
 	"ClusterSupplyChain|.spec.resources[].deployment.resource|maxLength":                   "one step type: deployment is typed",
+
+	// Kontinue's field added since: which steps are deployments for the
+	// DORA metrics (docs/dora.md).
+	"chains|.spec.deploymentSteps|exists":                 "new field: DORA deployment steps",
+	"chains|.spec.deploymentSteps|type":                   "new field: DORA deployment steps",
+	"chains|.spec.deploymentSteps|maxItems":               "new field: DORA deployment steps",
+	"chains|.spec.deploymentSteps|x-kubernetes-list-type": "new field: DORA deployment steps",
+	"chains|.spec.deploymentSteps[]|exists":               "new field: DORA deployment steps",
+	"chains|.spec.deploymentSteps[]|type":                 "new field: DORA deployment steps",
+	"chains|.spec.deploymentSteps[]|maxLength":            "new field: DORA deployment steps",
 }
 
 // differenceKinds expands the kind part of a knownDifferences key.

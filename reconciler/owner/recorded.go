@@ -15,6 +15,9 @@ import (
 // account the owner's objects are written as, so it needs no rights of
 // Kontinue's own; an owner without a usable account has none.
 func recorded(ctx context.Context, obj *unstructured.Unstructured, op *pass) {
+	if op.env.Written != nil {
+		op.env.Written(written(obj, op)) // written.go
+	}
 	if op.noAccount {
 		return
 	}
