@@ -44,7 +44,7 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 		StatusConflict: func() { m.statusConflict(f.OwnerKind) },
 		StatusWritten:  m.inputSetsEnded,
 		History:        m.history, Spans: m.opts.Spans, TraceContext: m.opts.Spans != nil,
-		Written:        m.written}) // written.go
+		Written: m.written}) // written.go
 	r.ctrl = NewController(f.OwnerKind, ReconcileFunc(r.Reconcile))
 	return r
 }

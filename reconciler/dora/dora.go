@@ -145,13 +145,13 @@ type Numbers struct {
 	PerDay float64
 	// LeadTimes counts the successes whose lead time is known; the
 	// median and mean of them.
-	LeadTimes                  int
+	LeadTimes                    int
 	LeadTimeMedian, LeadTimeMean time.Duration
 	// ChangeFailureRate is Failed / (Deployments + Failed).
 	ChangeFailureRate float64
 	// Restores counts the failures that a later success ended; the
 	// median and mean time to restore.
-	Restores                             int
+	Restores                               int
 	TimeToRestoreMedian, TimeToRestoreMean time.Duration
 }
 

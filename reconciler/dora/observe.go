@@ -27,7 +27,9 @@ type Observer struct {
 const DefaultMaxFailing = 100000
 
 // NewObserver remembers up to DefaultMaxFailing failing owners.
-func NewObserver() *Observer { return &Observer{failing: map[string]time.Time{}, Max: DefaultMaxFailing} }
+func NewObserver() *Observer {
+	return &Observer{failing: map[string]time.Time{}, Max: DefaultMaxFailing}
+}
 
 // Observe is the deployments of the owner uid that ended between prev and
 // next (its steps' statuses before and after a write), steps being its

@@ -28,8 +28,8 @@ var (
 		Buckets: prometheus.ExponentialBuckets(10, 2, 16),
 	}, []string{"chain", "namespace"})
 	doraRestore = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "kontinue_dora_time_to_restore_seconds",
-		Help: "Time to restore: from a failed deployment to the next successful one, by chain and namespace.",
+		Name:    "kontinue_dora_time_to_restore_seconds",
+		Help:    "Time to restore: from a failed deployment to the next successful one, by chain and namespace.",
 		Buckets: prometheus.ExponentialBuckets(10, 2, 16),
 	}, []string{"chain", "namespace"})
 	doraOwnerDeployments = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -84,7 +84,7 @@ func DORADeployment(chain, namespace, kind, owner string, failed, shadowed bool,
 	if !failed && restore > 0 {
 		doraRestore.WithLabelValues(chain, namespace).Observe(restore.Seconds())
 	}
-	if owner == "" || !ownerSeries(kind + "/" + namespace + "/" + owner) {
+	if owner == "" || !ownerSeries(kind+"/"+namespace+"/"+owner) {
 		return
 	}
 	doraOwnerDeployments.WithLabelValues(kind, namespace, owner, outcome).Inc()
