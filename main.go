@@ -101,6 +101,9 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 		ropts.Attest = o.signer.Extra
 		klog.InfoS("signing attestations", "keyid", o.signer.Key.ID)
 	}
+	if err := notifications(ctx, cfg, o.notify, &ropts); err != nil {
+		return err
+	}
 	if stop, err := traces(ctx, o.otlpTraces, &ropts); err != nil {
 		return err
 	} else if stop != nil {
