@@ -81,7 +81,9 @@ type Deployment struct {
 // lead times and times to restore.
 func FromHistory(h history.History, steps map[string]bool) []Deployment {
 	var out []Deployment
-	for i := range h.Revisions {
+	// Oldest first (h is newest first): deployments in the same second
+	// (status times are whole seconds) keep the revisions' order.
+	for i := len(h.Revisions) - 1; i >= 0; i-- {
 		r := &h.Revisions[i]
 		d, ok := ofRow(r, steps)
 		if !ok {

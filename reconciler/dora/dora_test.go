@@ -217,3 +217,23 @@ func TestTwoDeploymentSteps(t *testing.T) {
 	assert.True(t, deps[1].Failed)
 	assert.Equal(t, "smoke", deps[1].Step)
 }
+
+// TestSameSecond: a success and the next revision's failure in the same
+// second (status times are whole seconds) keep the revisions' order
+// (History is newest first): the later success restores the failure.
+func TestSameSecond(t *testing.T) {
+	h := history.History{Revisions: []history.Revision{
+		{Roots: []history.Root{{Key: "source@4", Label: "c4"}}, Since: at(10), Steps: []history.Cell{
+			{Step: "deploy", Outcome: st.OutcomeSucceeded, EndedAt: at(12)}}},
+		{Roots: []history.Root{{Key: "source@2", Label: "c2"}}, Since: at(10), Steps: []history.Cell{
+			{Step: "deploy", Outcome: st.OutcomeFailed, EndedAt: at(10)}}},
+		{Roots: []history.Root{{Key: "source@1", Label: "c1"}}, Since: at(9), Steps: []history.Cell{
+			{Step: "deploy", Outcome: st.OutcomeSucceeded, EndedAt: at(10)}}},
+	}}
+	deps := FromHistory(h, map[string]bool{"deploy": true})
+	require.Len(t, deps, 3)
+	assert.Equal(t, []string{"c1", "c2", "c4"}, []string{deps[0].Label, deps[1].Label, deps[2].Label})
+	assert.Equal(t, 2*time.Second, deps[2].Restore, "c4 restored c2")
+	n := Summarize(deps, t0, t0.Add(time.Hour))
+	assert.Equal(t, 1, n.Restores)
+}
