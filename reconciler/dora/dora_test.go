@@ -158,10 +158,6 @@ func TestScriptedHistory(t *testing.T) {
 	for name, deps := range map[string][]Deployment{"observed": observed, "history": recorded} {
 		t.Run(name, func(t *testing.T) {
 			require.Len(t, deps, 5)
-			var labels []string
-			for _, d := range deps {
-				labels = append(labels, d.Label)
-			}
 			assert.Equal(t, []bool{false, true, true, false, false}, []bool{deps[0].Failed, deps[1].Failed, deps[2].Failed, deps[3].Failed, deps[4].Failed})
 			assert.Equal(t, at(3400).Time, deps[3].At)
 			assert.Equal(t, 2200*time.Second, deps[3].Restore)
