@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	cdapi "github.com/cdevents/sdk-go/pkg/api"
+	cdv05 "github.com/cdevents/sdk-go/pkg/api/v05"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,6 +32,7 @@ type receiver struct {
 
 type received struct {
 	path   string
+	raw    string // the path as sent (escaped)
 	header http.Header
 	body   []byte
 }
@@ -39,7 +42,7 @@ func newReceiver(t *testing.T) *receiver {
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
-		r.reqs = append(r.reqs, received{path: req.URL.Path, header: req.Header.Clone(), body: b})
+		r.reqs = append(r.reqs, received{path: req.URL.Path, raw: req.URL.EscapedPath(), header: req.Header.Clone(), body: b})
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	}))
@@ -125,6 +128,7 @@ func TestNotifications(t *testing.T) {
 	k := newKit(t)
 	other := newNamespace(t)
 	generic, slack, github, otherHook := newReceiver(t), newReceiver(t), newReceiver(t), newReceiver(t)
+	teams, gitlab, cdevents := newReceiver(t), newReceiver(t), newReceiver(t)
 	k.apply(fmt.Sprintf(`
 apiVersion: v1
 kind: Secret
@@ -150,6 +154,36 @@ apiVersion: notification.kontinue.dev/v1alpha1
 kind: Provider
 metadata: {name: github}
 spec: {type: github, address: %q, secretRef: {name: github}}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Provider
+metadata: {name: teams}
+spec: {type: msteams, address: %q}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Provider
+metadata: {name: gitlab}
+spec: {type: gitlab, address: %q, repository: group/sub/app, secretRef: {name: github}}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Provider
+metadata: {name: cdevents}
+spec: {type: cdevents, address: %q}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Alert
+metadata: {name: teams}
+spec: {providerRef: {name: teams}, events: [StepFailed]}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Alert
+metadata: {name: gitlab}
+spec: {providerRef: {name: gitlab}, steps: [test]}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Alert
+metadata: {name: cdevents}
+spec: {providerRef: {name: cdevents}, events: [StepFailed, StepRecovered]}
 ---
 apiVersion: notification.kontinue.dev/v1alpha1
 kind: Provider
@@ -185,7 +219,7 @@ apiVersion: notification.kontinue.dev/v1alpha1
 kind: Alert
 metadata: {name: metadata}
 spec: {providerRef: {name: metadata}, severity: error}
-`, generic.URL+"/hook", slack.URL+"/services/T/B/X", github.URL, env.cfg.Host))
+`, generic.URL+"/hook", slack.URL+"/services/T/B/X", github.URL, teams.URL, gitlab.URL, cdevents.URL, env.cfg.Host))
 	// Namespace B names A's owner, by name and in namespaces: it is not a
 	// platform namespace, so it watches its own namespace only.
 	apply(t, other, fmt.Sprintf(`
@@ -256,6 +290,49 @@ spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 	q = github.waitFor(t, "github status failure", ghStatus("failure"))
 	assert.Equal(t, "Bearer gh-token", q.header.Get("Authorization"))
 
+	q = teams.waitFor(t, "teams card", func(q received) bool { return strings.Contains(string(q.body), "failed at commit") })
+	var card struct {
+		Type        string `json:"type"`
+		Attachments []struct {
+			ContentType string `json:"contentType"`
+			Content     struct {
+				Type string `json:"type"`
+				Body []struct {
+					Text string `json:"text"`
+				} `json:"body"`
+			} `json:"content"`
+		} `json:"attachments"`
+	}
+	require.NoError(t, json.Unmarshal(q.body, &card))
+	require.Len(t, card.Attachments, 1)
+	assert.Equal(t, "application/vnd.microsoft.card.adaptive", card.Attachments[0].ContentType)
+	assert.Equal(t, "AdaptiveCard", card.Attachments[0].Content.Type)
+	assert.Contains(t, card.Attachments[0].Content.Body[0].Text, "2 of 40 tests failed")
+
+	glPath := "/api/v4/projects/group%2Fsub%2Fapp/statuses/" + commit
+	glStatus := func(state string) func(received) bool {
+		return func(q received) bool {
+			var s map[string]string
+			_ = json.Unmarshal(q.body, &s)
+			return q.raw == glPath && s["state"] == state && s["name"] == "kontinue/"+k.ns+"/app/test"
+		}
+	}
+	q = gitlab.waitFor(t, "gitlab status failed", glStatus("failed"))
+	assert.Equal(t, "gh-token", q.header.Get("PRIVATE-TOKEN"))
+
+	// A CDEvent in CloudEvents' HTTP binary mode, valid by the SDK's schema.
+	q = cdevents.waitFor(t, "cdevent incident detected", func(q received) bool {
+		return strings.HasPrefix(q.header.Get("Ce-Type"), "dev.cdevents.incident.detected.")
+	})
+	ev, err := cdv05.NewFromJsonBytes(q.body)
+	require.NoError(t, err, "%s", q.body)
+	require.NoError(t, cdapi.Validate(ev))
+	assert.Equal(t, notify.Source, q.header.Get("Ce-Source"))
+	assert.Equal(t, "Workload/"+k.ns+"/app/test", ev.GetSubjectId())
+	// The step's span in the owner's trace (W3C trace context), as
+	// `kontinue trace` and the OTLP spans name it.
+	assert.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, q.header.Get("Ce-Traceparent"))
+
 	// The tests pass again: resolved.
 	setStatus(t, testGVR, k.ns, "app-test", map[string]any{"conditions": []any{
 		map[string]any{"type": "Ready", "status": "True", "reason": "TestsPassed"}}})
@@ -263,6 +340,13 @@ spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 	generic.waitFor(t, "generic StepRecovered", func(q received) bool { return strings.Contains(string(q.body), `"type":"StepRecovered"`) })
 	slack.waitFor(t, "slack resolved", func(q received) bool { return strings.Contains(string(q.body), "recovered (resolved)") })
 	github.waitFor(t, "github status success", ghStatus("success"))
+	gitlab.waitFor(t, "gitlab status success", glStatus("success"))
+	q = cdevents.waitFor(t, "cdevent incident resolved", func(q received) bool {
+		return strings.HasPrefix(q.header.Get("Ce-Type"), "dev.cdevents.incident.resolved.")
+	})
+	ev, err = cdv05.NewFromJsonBytes(q.body)
+	require.NoError(t, err, "%s", q.body)
+	require.NoError(t, cdapi.Validate(ev))
 
 	// Refused addresses, said on the alerts.
 	for _, name := range []string{"apiserver", "metadata"} {
