@@ -187,6 +187,16 @@ spec: {providerRef: {name: cdevents}, events: [StepFailed, StepRecovered]}
 ---
 apiVersion: notification.kontinue.dev/v1alpha1
 kind: Provider
+metadata: {name: locked}
+spec: {type: generic, secretRef: {name: hook}, serviceAccountName: no-secrets}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Alert
+metadata: {name: locked}
+spec: {providerRef: {name: locked}, severity: error}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Provider
 metadata: {name: apiserver}
 spec: {type: generic, address: %q}
 ---
@@ -349,11 +359,13 @@ spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 	require.NoError(t, cdapi.Validate(ev))
 
 	// Refused addresses, said on the alerts.
-	for _, name := range []string{"apiserver", "metadata"} {
+	// The Secret of a provider whose service account may not read it is
+	// not read with Kontinue's rights instead.
+	for name, reason := range map[string]string{"apiserver": "AddressRefused", "metadata": "AddressRefused", "locked": "SecretNotReadable"} {
 		k.waitObj(notify.AlertGVR, name, func(u *unstructured.Unstructured) string {
 			c := condition(u.Object, "Ready", "status")
-			if c == nil || c["reason"] != "AddressRefused" {
-				return fmt.Sprintf("alert [%s] Ready %v, want AddressRefused", name, c)
+			if c == nil || c["reason"] != reason {
+				return fmt.Sprintf("alert [%s] Ready %v, want %s", name, c, reason)
 			}
 			if d, _ := nested(u.Object, "status", "dropped").(int64); d < 1 {
 				return "nothing counted as dropped"
