@@ -84,6 +84,18 @@ func TestChartValues(t *testing.T) {
 	require.EqualValues(t, 3, replicas)
 	require.NotContains(t, fmt.Sprint(nested(d.Object, "spec", "template", "spec", "containers")), "--leader-elect")
 
+	args := fmt.Sprint(nested(d.Object, "spec", "template", "spec", "containers"))
+	require.NotContains(t, args, "--notification", "notifications on by default, their defaults")
+
+	objs = render(map[string]any{"notifications": map[string]any{"enabled": false}})
+	require.Contains(t, fmt.Sprint(nested(byKind(objs, "Deployment")[0].Object, "spec", "template", "spec", "containers")), "--notifications=false")
+	objs = render(map[string]any{"notifications": map[string]any{"platformNamespaces": []any{"platform", "sre"},
+		"allowPrivateNetworks": true, "dashboardURL": "https://kontinue.example.com"}})
+	args = fmt.Sprint(nested(byKind(objs, "Deployment")[0].Object, "spec", "template", "spec", "containers"))
+	for _, want := range []string{"--notification-platform-namespaces=platform,sre", "--notification-allow-private-networks", "--dashboard-url=https://kontinue.example.com"} {
+		require.Contains(t, args, want)
+	}
+
 	objs = render(map[string]any{"metrics": map[string]any{"enabled": false}, "rbac": map[string]any{"create": false}})
 	require.Empty(t, byKind(objs, "Service"))
 	require.Empty(t, byKind(objs, "ClusterRole"))
