@@ -47,7 +47,10 @@ func Requests(t Target, summary string, evs []Event) ([]*http.Request, error) {
 		}
 		return []*http.Request{req}, nil
 	case api.TypeSlack:
-		b, _ := json.Marshal(map[string]any{"text": Text(summary, evs, t.Dashboard)})
+		// Slack's control sequences (<!channel>, <@user>, links) start
+		// with < and are escaped as Slack asks: a step's message is
+		// whatever the stamped object said, not a way to ping a channel.
+		b, _ := json.Marshal(map[string]any{"text": slackEscape.Replace(Text(summary, evs, t.Dashboard))})
 		req, err := post(t.Address, b)
 		return []*http.Request{req}, err
 	case api.TypeMSTeams:
@@ -67,6 +70,8 @@ func Requests(t Target, summary string, evs []Event) ([]*http.Request, error) {
 	}
 	return nil, fmt.Errorf("unknown provider type [%s]", t.Type)
 }
+
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // Sign is the hex HMAC-SHA256 of body with key: a generic webhook's
 // X-Signature header is sha256=<Sign>.

@@ -153,6 +153,13 @@ func TestRequests(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body(t, reqs[0]), &slack))
 	assert.Equal(t, "team x\nWorkload team/app: step [test] failed at commit 0123456789ab of org/app: HealthyConditionRule: 3 tests failed (https://dash.example/#/owner/Workload/team/app)", slack["text"])
 
+	ping := failed
+	ping.Message = "<!channel> see <https://evil.example|here> & there"
+	reqs, err = Requests(Target{Type: api.TypeSlack, Address: "https://hooks.slack.example/x"}, "", []Event{ping})
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(body(t, reqs[0]), &slack))
+	assert.Contains(t, slack["text"], "&lt;!channel&gt; see &lt;https://evil.example|here&gt; &amp; there", "no ping, no disguised link")
+
 	recovered := failed
 	recovered.Type, recovered.Reason, recovered.Message = api.EventStepRecovered, "", ""
 	reqs, err = Requests(Target{Type: api.TypeGitHub, Address: "https://gh.example/api/v3", Token: "t"}, "", []Event{failed, recovered})
