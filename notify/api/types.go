@@ -60,8 +60,9 @@ type ProviderSpec struct {
 	// for github and gitlab the API's base URL (default
 	// https://api.github.com, https://gitlab.com). The Secret's address
 	// key, when present, wins (a Slack webhook URL is a secret). Addresses
-	// of the cluster's API server, loopback and link-local addresses
-	// (cloud metadata endpoints) are refused.
+	// of the cluster's API server and link-local ones (cloud metadata
+	// endpoints) are refused, loopback and private ones too unless
+	// Kontinue runs with --notification-allow-private-networks.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^https?://`
 	Address string `json:"address,omitempty"`
@@ -145,9 +146,10 @@ type OwnerSelector struct {
 type AlertStatus struct {
 	// The generation the status was written for.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Ready: True when its provider can be used; False with why
-	// (ProviderNotFound, ProviderInvalid, AddressRefused,
-	// SecretNotReadable, DeliveryFailing).
+	// Ready: True when its events were delivered; False with why, as of
+	// the last delivery (ProviderNotFound, ProviderInvalid,
+	// ProviderSuspended, AddressRefused, SecretNotReadable,
+	// DeliveryFailing, QueueFull).
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
