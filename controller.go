@@ -5,16 +5,20 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/cli"
 	"kontinue.dev/kontinue/clientconfig"
+	"kontinue.dev/kontinue/notify"
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/metrics"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/spans"
 	"kontinue.dev/kontinue/version"
@@ -43,6 +47,7 @@ type options struct {
 	shutdownGrace time.Duration
 	helm          render.HelmOptions
 	shard         string
+	notify        notifyOptions
 
 	leaderElect bool
 	election    electionOptions
@@ -120,10 +125,14 @@ Flags and defaults: docs/operations.md#flags.`,
 	fs.BoolVar(&o.installCRDs, "install-crds", false, "apply Kontinue's CRDs at start")
 	fs.BoolVar(&o.kstatus, "kstatus-conditions", false, "add kstatus's Reconciling and Stalled conditions to Workloads and Deliverables, so that Flux, Argo CD and other kstatus users see failures (the Helm chart turns it on)")
 	fs.IntVar(&o.history, "history-revisions", 10, "input revisions each Workload's and Deliverable's history keeps (a ConfigMap beside it, written as its service account; docs/status.md#history); 0: no history")
-	fs.StringVar(&o.otlpTraces, "otlp-traces-endpoint", "", "send OpenTelemetry traces over OTLP/HTTP to this URL (http://collector:4318): a trace per input revision of an owner, a span per step (docs/operations.md#traces); empty: off")
+	fs.StringVar(&o.otlpTraces, "otlp-traces-endpoint", "", "send OpenTelemetry traces over OTLP/HTTP to this URL (http://collector:4318): a trace per input revision of an owner, a span per step (docs/operations.md#traces); empty: OpenTelemetry's OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else off")
 	fs.StringVar(&o.attestKey, "attestation-key", "", "PEM file of an ECDSA P-256 or ed25519 private key: sign an in-toto SLSA provenance statement of each step's outputs as its input set succeeds, kept in the owner's history ConfigMap (docs/attestation.md); empty: none signed")
 	fs.BoolVar(&o.helm.AllowPrivateNetworks, "helm-allow-private-networks", false, "let helm templates fetch charts from loopback, private and link-local addresses (refused by default: a template author could otherwise make Kontinue reach in-cluster services or a cloud metadata endpoint)")
 	fs.BoolVar(&o.helm.AllowHTTP, "helm-allow-http", false, "let helm templates fetch charts over plain http (by default https and oci only)")
+	fs.BoolVar(&o.notify.on, "notifications", true, "send the events of Workloads and Deliverables to the Providers their namespaces' Alerts name (docs/notifications.md)")
+	fs.StringSliceVar(&o.notify.platform, "notification-platform-namespaces", nil, "namespaces whose Alerts may watch owners of other namespaces (a platform team's); others watch their own namespace only")
+	fs.BoolVar(&o.notify.allowPrivate, "notification-allow-private-networks", false, "let notification Providers send to loopback and private addresses (refused by default, as the Helm fetches; link-local/metadata addresses and the API server stay refused)")
+	fs.StringVar(&o.notify.dashboard, "dashboard-url", "", "the dashboard's URL as people reach it: notifications link to the owner's page there")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 30*time.Second, "time in-flight reconciles get to finish on SIGTERM")
 	fs.StringVar(&o.shard, "shard", "", "serve only the owners labelled kontinue.dev/shard=<shard> and cache only them and what they stamped; empty: the owners without the label (docs/operations.md#sharding)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run the controllers only while holding a Lease, so that replicas can wait as standbys (the Deployment sets it)")
@@ -138,6 +147,30 @@ Flags and defaults: docs/operations.md#flags.`,
 	pv.Usage = "klog verbosity of the logs (--log-level sets it too)"
 	fs.AddFlag(pv)
 	return c
+}
+
+// notifyOptions are the notifications' flags.
+type notifyOptions struct {
+	on           bool
+	platform     []string
+	allowPrivate bool
+	dashboard    string
+}
+
+// notifications starts the notifier, when on, and hooks it to owners'
+// status writes.
+func notifications(ctx context.Context, cfg *rest.Config, o notifyOptions, opts *reconciler.Options) error {
+	if !o.on {
+		return nil
+	}
+	n, err := notify.New(cfg, notify.Options{PlatformNamespaces: o.platform, Dashboard: o.dashboard, AllowPrivateNetworks: o.allowPrivate,
+		OnSent: metrics.NotificationSent, OnDropped: metrics.NotificationDropped})
+	if err != nil {
+		return err
+	}
+	go n.Run(ctx)
+	opts.Written = n.Written
+	return nil
 }
 
 // historyRevisions maps --history-revisions to the Manager's option: 0
@@ -165,16 +198,19 @@ func attestations(path string, history int) (*attest.Signer, error) {
 	return attest.NewSigner(key, version.Version), nil
 }
 
-// traces turns on the OpenTelemetry spans when an endpoint is set; stop
-// sends what is batched.
+// traces turns on the OpenTelemetry spans when an endpoint is set, by the
+// flag or OpenTelemetry's standard environment (OTEL_EXPORTER_OTLP_...,
+// spans.ConfigFromEnv); stop sends what is batched.
 func traces(ctx context.Context, endpoint string, opts *reconciler.Options) (stop func(), err error) {
-	if endpoint == "" {
-		return nil, nil
+	cfg, on, err := spans.ConfigFromEnv(endpoint, os.Getenv)
+	if err != nil || !on {
+		return nil, err
 	}
-	x, err := spans.New(ctx, endpoint)
+	x, err := spans.NewWith(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--otlp-traces-endpoint: %w", err)
+		return nil, err
 	}
+	klog.InfoS("sending traces", "endpoint", cfg.URL, "protobuf", cfg.Protobuf, "gzip", cfg.Gzip)
 	opts.Spans = x.StatusWritten
 	return func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)

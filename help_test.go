@@ -115,6 +115,7 @@ func TestControllerFlags(t *testing.T) {
 		"leader-elect": "false", "leader-election-namespace": "", "leader-election-id": "kontinue-leader",
 		"leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s", "leader-elect-retry-period": "2s",
 		"log-format": "", "log-level": "", "v": "0", "attestation-key": "",
+		"notifications": "true", "notification-platform-namespaces": "[]", "notification-allow-private-networks": "false", "dashboard-url": "",
 	} {
 		f := lookup(name)
 		require.NotNil(t, f, name)

@@ -48,6 +48,7 @@ import (
 	"kontinue.dev/kontinue/dashboard"
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/dora"
 	"kontinue.dev/kontinue/reconciler/metrics"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/version"
@@ -103,6 +104,9 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 		ropts.Verify.Key = o.signer.Key
 		klog.InfoS("signing attestations", "keyid", o.signer.Key.ID)
 	}
+	if err := notifications(ctx, cfg, o.notify, &ropts); err != nil {
+		return err
+	}
 	if stop, err := traces(ctx, o.otlpTraces, &ropts); err != nil {
 		return err
 	} else if stop != nil {
@@ -122,6 +126,9 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	m.OnStatusConflict = metrics.StatusConflict
 	m.OnInputSetEnded = metrics.InputSetEnded
 	m.OnChainDelivered = metrics.ChainDelivered
+	m.OnDeployment = func(chain, namespace, kind, owner string, d dora.Deployment) {
+		metrics.DORADeployment(chain, namespace, kind, owner, d.Failed, d.Shadowed, d.Lead, d.Restore)
+	}
 	for _, c := range m.Controllers() {
 		c.Observer = metrics.Observer{}
 		c.OnEcho = metrics.OwnWriteWake

@@ -221,7 +221,7 @@ func checkCRDs(ctx context.Context, c *checker, dyn dynamic.Interface) error {
 		c.note("install this binary's CRDs: kontinue crds | kubectl apply --server-side -f -")
 		return nil
 	}
-	c.ok("%d CustomResourceDefinitions of %s/%s installed, established, served, and the same as this binary's", len(want), api.Group, api.Version)
+	c.ok("%d CustomResourceDefinitions (%s/%s and Kontinue's own) installed, established, served, and the same as this binary's", len(want), api.Group, api.Version)
 	return nil
 }
 

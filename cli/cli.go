@@ -121,7 +121,7 @@ command line to look at and act on what it does.`,
 		&cobra.Group{ID: "run", Title: "Run and install:"}, &cobra.Group{ID: "other", Title: "Other:"})
 	root.SetHelpCommandGroupID("other")
 	root.SetCompletionCommandGroupID("other")
-	for _, c := range []*cobra.Command{getCommand(a), eventsCommand(a), traceCommand(a), historyCommand(a), attestCommand(a), reconcileCommand(a), checkCommand(a), dashboardCommand(a)} {
+	for _, c := range []*cobra.Command{getCommand(a), eventsCommand(a), traceCommand(a), historyCommand(a), doraCommand(a), attestCommand(a), reconcileCommand(a), checkCommand(a), dashboardCommand(a)} {
 		c.GroupID = "use"
 		root.AddCommand(c)
 	}

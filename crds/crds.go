@@ -14,20 +14,42 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"path"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed *.yaml
+// The carto.run CRDs, and Kontinue's own groups' in their folders
+// (notification/: notification.kontinue.dev, docs/notifications.md).
+//
+//go:embed *.yaml notification/*.yaml
 var files embed.FS
 
-// fileNames lists the embedded CRD files in name order. Files are named
-// carto.run_<plural>.yaml and CRDs <plural>.carto.run, so this is also the
-// order of the CRD names.
-func fileNames() []string {
-	names, err := fs.Glob(files, "*.yaml")
+// fileNames lists the embedded carto.run CRD files in name order. Files
+// are named carto.run_<plural>.yaml and CRDs <plural>.carto.run, so this
+// is also the order of the CRD names.
+func fileNames() []string { return glob("*.yaml") }
+
+// ownFileNames lists the CRD files of Kontinue's own groups.
+func ownFileNames() []string { return glob("notification/*.yaml") }
+
+// ordered are every CRD file, in the order of the CRDs' names
+// (<plural>.<group> of a file [folder/]<group>_<plural>.yaml).
+func ordered() []string {
+	names := append(fileNames(), ownFileNames()...)
+	crd := func(f string) string {
+		group, plural, _ := strings.Cut(path.Base(f), "_")
+		return strings.TrimSuffix(plural, ".yaml") + "." + group
+	}
+	sort.Slice(names, func(i, j int) bool { return crd(names[i]) < crd(names[j]) })
+	return names
+}
+
+func glob(pattern string) []string {
+	names, err := fs.Glob(files, pattern)
 	if err != nil {
 		// Only a malformed pattern fails, and the pattern is a constant.
 		return nil
@@ -36,10 +58,11 @@ func fileNames() []string {
 	return names
 }
 
-// All returns every CRD as an unstructured object, sorted by name.
+// All returns every CRD Kontinue serves, carto.run's and its own groups',
+// as unstructured objects, sorted by name.
 func All() ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
-	for _, name := range fileNames() {
+	for _, name := range append(fileNames(), ownFileNames()...) {
 		obj, err := parse(name)
 		if err != nil {
 			return nil, err
@@ -71,7 +94,7 @@ func parse(name string) (*unstructured.Unstructured, error) {
 // in the same order as All.
 func YAML() []byte {
 	var buf bytes.Buffer
-	for _, name := range fileNames() {
+	for _, name := range ordered() {
 		b, err := files.ReadFile(name)
 		if err != nil {
 			// Embedded files are always readable; skip rather than panic.

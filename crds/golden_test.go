@@ -75,6 +75,7 @@ var addedFields = map[string]string{
 	"chains|.spec.resources[].verify":             "issue 49: verify a step's inputs (docs/verification.md)",
 	"owners|.status.resources[].verification":     "issue 49: how each input of a step was verified (docs/verification.md)",
 	"chains|.spec.rollout.waves[].maxUnavailable": "issue 47.9: a wave's roll-out cap (docs/rollouts.md)",
+	"chains|.spec.deploymentSteps":                "issue 50: which steps are deployments for the DORA metrics (docs/dora.md)",
 }
 
 // nullable is why a field is nullable.

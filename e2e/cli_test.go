@@ -450,7 +450,7 @@ spec: {holderIdentity: kontinue-abc_123, leaseDurationSeconds: 15, renewTime: %q
 
 	code, out, _ := check()
 	require.Equal(t, 1, code, out)
-	require.Contains(t, out, "✔ 11 CustomResourceDefinitions of carto.run/v1alpha1 installed, established, served, and the same as this binary's")
+	require.Contains(t, out, "✔ 13 CustomResourceDefinitions (carto.run/v1alpha1 and Kontinue's own) installed, established, served, and the same as this binary's")
 	require.Contains(t, out, "✗ no Lease check-leader and no Deployment kontinue in namespace "+ns)
 
 	// install.yaml's Deployment, its Pods available (as kwok's fake nodes

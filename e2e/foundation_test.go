@@ -23,7 +23,7 @@ import (
 func TestCRDsAreServedWithSchemas(t *testing.T) {
 	all, err := crds.All()
 	require.NoError(t, err)
-	require.Len(t, all, 11)
+	require.Len(t, all, 13, "carto.run's eleven, and Provider and Alert")
 	for _, c := range all {
 		got := get(t, crds.GVR, "", c.GetName())
 		assert.True(t, crds.Established(got), "%s established", c.GetName())

@@ -19,8 +19,10 @@ import (
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/blocked"
+	"kontinue.dev/kontinue/reconciler/dora"
 	"kontinue.dev/kontinue/reconciler/gate"
 	"kontinue.dev/kontinue/reconciler/history"
+	"kontinue.dev/kontinue/reconciler/owner"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/shard"
 	"kontinue.dev/kontinue/reconciler/spans"
@@ -71,6 +73,9 @@ type Options struct {
 	// Attest, when set, adds signed attestations to owners' histories
 	// (attest.Signer.Extra): it needs the history on.
 	Attest func(o history.Owner, prev, next []st.Resource) map[string]string
+	// Written, when set, is told of every owner's status write
+	// (notifications: notify.Hook). It must only enqueue.
+	Written func(owner.Written)
 	// Leases is where the shards' Leases are: a roll-out does not wait for
 	// the owners of a shard no live Lease serves (shard/served.go).
 	Leases LeaseOptions
@@ -142,6 +147,12 @@ type Manager struct {
 	// OnChainDelivered, when set, is told of each end-to-end lead time
 	// (st.ChainLeadTimes) an owner's status write shows.
 	OnChainDelivered func(chain string, lead time.Duration)
+	// OnDeployment, when set, is told of each DORA deployment an owner's
+	// status write shows (reconciler/dora): of kind, on chain, in
+	// namespace; owner is the owner's name when it opted in to series of
+	// its own (dora.OwnerAnnotation), else empty.
+	OnDeployment func(chain, namespace, kind, owner string, d dora.Deployment)
+	dora         *dora.Observer
 	// OnForeign, when set, is told of each object of another shard a
 	// sharded watch delivered (none while the API server filters).
 	OnForeign func()
@@ -206,6 +217,7 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 		clients: stamp.NewClients(cfg, opts.MaxClients),
 		opts:    opts,
 		history: history.ForRevisions(opts.HistoryRevisions),
+		dora:    dora.NewObserver(),
 
 		owners: map[string]*ownerReconciler{},
 	}

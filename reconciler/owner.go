@@ -43,7 +43,8 @@ func newOwnerReconciler(m *Manager, f *api.Flavor, idx *index) *ownerReconciler 
 		StatusWritten:  m.inputSetsEnded,
 		History:        m.history, Spans: m.opts.Spans, TraceContext: m.opts.Spans != nil,
 		Schema: func() *render.Schema { return m.schemas.For(f.OwnerKind) },
-		Verify: m.verifier, InputRefused: m.opts.Verify.OnRefused})
+		Verify: m.verifier, InputRefused: m.opts.Verify.OnRefused,
+		Written: m.written}) // written.go
 	r.ctrl = loop.NewController(f.OwnerKind, loop.ReconcileFunc(r.Reconcile))
 	return r
 }

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 
 	"golang.org/x/tools/go/packages"
 	"sigs.k8s.io/controller-tools/pkg/crd"
@@ -53,11 +54,14 @@ func run(root, out string) error {
 	addKnownTypes()
 	omit := true // the header names the version instead
 	var gen genall.Generator = generator{crd.Generator{OmitToolVersion: &omit}}
-	rt, err := genall.Generators{&gen}.ForRootsWithConfig(&packages.Config{Dir: root}, "./crds")
+	rt, err := genall.Generators{&gen}.ForRootsWithConfig(&packages.Config{Dir: root}, "./crds", "./crds/notification")
 	if err != nil {
 		return err
 	}
-	rt.OutputRules = genall.OutputRules{Default: headerOutput{dir: out, header: header()}}
+	// Each group's files beside its kinds: crds/ (carto.run), and
+	// crds/notification/ (Kontinue's own notification.kontinue.dev).
+	rt.OutputRules = genall.OutputRules{Default: headerOutput{dir: out, header: header(),
+		sub: map[string]string{"notification.kontinue.dev": "notification"}}}
 	if rt.Run() {
 		return fmt.Errorf("generation failed (errors above)")
 	}
@@ -90,15 +94,26 @@ func header() string {
 		"# `make generate`. DO NOT EDIT.\n"
 }
 
-// headerOutput writes each file into dir, with header first.
-type headerOutput struct{ dir, header string }
+// headerOutput writes each file into dir (a group's in its sub-folder of
+// dir, when sub names one: files are named <group>_<plural>.yaml), with
+// header first.
+type headerOutput struct {
+	dir, header string
+	sub         map[string]string
+}
 
 func (o headerOutput) Open(_ *loader.Package, itemPath string) (io.WriteCloser, error) {
-	f, err := os.Create(filepath.Join(o.dir, itemPath))
+	dir, header := o.dir, o.header
+	group, _, _ := strings.Cut(itemPath, "_")
+	if sub := o.sub[group]; sub != "" {
+		dir = filepath.Join(dir, sub)
+		header = strings.Replace(header, "crds/kinds.go, reconciler/api and reconciler/status", "crds/"+sub+"/kinds.go and notify/api", 1)
+	}
+	f, err := os.Create(filepath.Join(dir, itemPath))
 	if err != nil {
 		return nil, err
 	}
-	if _, err := io.WriteString(f, o.header); err != nil {
+	if _, err := io.WriteString(f, header); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -55,8 +55,8 @@ func TestCRDsApart(t *testing.T) {
 		require.NotContains(t, d, "kind: CustomResourceDefinition", "CRDs live in the chart's crds/ folder, which helm never deletes")
 	}
 	objs := parse(t, CRDs())
-	require.Len(t, byKind(objs, "CustomResourceDefinition"), 11)
-	require.Len(t, objs, 11)
+	require.Len(t, byKind(objs, "CustomResourceDefinition"), 13, "carto.run's eleven, Provider and Alert")
+	require.Len(t, objs, 13)
 }
 
 func TestChartValues(t *testing.T) {
@@ -83,6 +83,18 @@ func TestChartValues(t *testing.T) {
 	replicas, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
 	require.EqualValues(t, 3, replicas)
 	require.NotContains(t, fmt.Sprint(nested(d.Object, "spec", "template", "spec", "containers")), "--leader-elect")
+
+	args := fmt.Sprint(nested(d.Object, "spec", "template", "spec", "containers"))
+	require.NotContains(t, args, "--notification", "notifications on by default, their defaults")
+
+	objs = render(map[string]any{"notifications": map[string]any{"enabled": false}})
+	require.Contains(t, fmt.Sprint(nested(byKind(objs, "Deployment")[0].Object, "spec", "template", "spec", "containers")), "--notifications=false")
+	objs = render(map[string]any{"notifications": map[string]any{"platformNamespaces": []any{"platform", "sre"},
+		"allowPrivateNetworks": true, "dashboardURL": "https://kontinue.example.com"}})
+	args = fmt.Sprint(nested(byKind(objs, "Deployment")[0].Object, "spec", "template", "spec", "containers"))
+	for _, want := range []string{"--notification-platform-namespaces=platform,sre", "--notification-allow-private-networks", "--dashboard-url=https://kontinue.example.com"} {
+		require.Contains(t, args, want)
+	}
 
 	objs = render(map[string]any{"metrics": map[string]any{"enabled": false}, "rbac": map[string]any{"create": false}})
 	require.Empty(t, byKind(objs, "Service"))
@@ -296,7 +308,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			for _, res := range r.Resources {
 				// Generated ClusterRunTemplates (runnable: true) are the one
 				// kind of its own that Kontinue writes.
-				if slices.Contains(r.APIGroups, "carto.run") && !strings.HasSuffix(res, "/status") && res != "clusterruntemplates" {
+				if (slices.Contains(r.APIGroups, "carto.run") || slices.Contains(r.APIGroups, "notification.kontinue.dev")) &&
+					!strings.HasSuffix(res, "/status") && res != "clusterruntemplates" {
 					for _, v := range r.Verbs {
 						require.Contains(t, readOnly, v, "Kontinue writes only the status of its own kinds: %s", where)
 					}
@@ -343,7 +356,7 @@ func aggregated(o *unstructured.Unstructured) bool {
 
 // TestAggregatedRoles: view reads Kontinue's kinds, edit writes only what
 // developers submit; neither is bound by the chart, nor grants anything
-// beyond carto.run.
+// beyond carto.run and Kontinue's notification kinds.
 func TestAggregatedRoles(t *testing.T) {
 	objs := installObjects(t)
 	byName := map[string]*unstructured.Unstructured{}
@@ -359,14 +372,19 @@ func TestAggregatedRoles(t *testing.T) {
 	require.Equal(t, "true", view.GetLabels()["rbac.authorization.k8s.io/aggregate-to-view"])
 	require.Equal(t, "true", edit.GetLabels()["rbac.authorization.k8s.io/aggregate-to-edit"])
 	require.Empty(t, edit.GetLabels()["rbac.authorization.k8s.io/aggregate-to-view"], "view may not write")
-	for _, r := range rules(t, view) {
-		require.Equal(t, []string{"carto.run"}, r.APIGroups)
+	viewRules := rules(t, view)
+	require.Len(t, viewRules, 2)
+	for _, r := range viewRules {
 		require.Equal(t, []string{"get", "list", "watch"}, r.Verbs)
-		for _, kind := range []string{"workloads", "deliverables", "runnables", "clustersupplychains", "clusterdeliveries", "clustertemplates", "clusterruntemplates"} {
-			require.Contains(t, r.Resources, kind)
-		}
 	}
+	require.Equal(t, []string{"carto.run"}, viewRules[0].APIGroups)
+	for _, kind := range []string{"workloads", "deliverables", "runnables", "clustersupplychains", "clusterdeliveries", "clustertemplates", "clusterruntemplates"} {
+		require.Contains(t, viewRules[0].Resources, kind)
+	}
+	require.Equal(t, rule{APIGroups: []string{"notification.kontinue.dev"}, Resources: []string{"providers", "providers/status", "alerts", "alerts/status"},
+		Verbs: []string{"get", "list", "watch"}}, viewRules[1])
 	require.Equal(t, []rule{{APIGroups: []string{"carto.run"}, Resources: []string{"workloads", "deliverables", "runnables"},
+		Verbs: []string{"create", "update", "patch", "delete"}}, {APIGroups: []string{"notification.kontinue.dev"}, Resources: []string{"providers", "alerts"},
 		Verbs: []string{"create", "update", "patch", "delete"}}}, rules(t, edit))
 	for _, b := range append(byKind(objs, "ClusterRoleBinding"), byKind(objs, "RoleBinding")...) {
 		name, _, _ := unstructured.NestedString(b.Object, "roleRef", "name")

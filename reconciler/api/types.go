@@ -107,6 +107,16 @@ type ChainSpec struct {
 	// (docs/rollouts.md). Without it every owner renders with the new
 	// definitions at once.
 	Rollout *RolloutPolicy `json:"rollout,omitempty"` // reconciler/rollout decides
+	// A Kontinue addition: the steps whose success is a deployment for the
+	// DORA metrics (docs/dora.md): deployment frequency, lead time for
+	// changes, change failure rate and time to restore. A revision is
+	// deployed when every one of them succeeded with it, and a failed
+	// deployment when one of them failed with it. Default: the
+	// ClusterDeploymentTemplate steps and the chain's last step.
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	DeploymentSteps []string `json:"deploymentSteps,omitempty"` // reconciler/dora decides
 }
 
 // The service account whose permissions stamp objects.

@@ -79,6 +79,9 @@ type Env struct {
 	History *history.Recorder
 	// Spans, when set, is told the same: OpenTelemetry spans of what ended.
 	Spans func(o spans.Owner, prev, next []st.Resource)
+	// Written, when set, is told of every status write of an owner
+	// (written.go): the DORA metrics and notifications. It only enqueues.
+	Written func(Written)
 	// TraceContext puts on each stamped object the W3C trace context of
 	// its step's span (api.AnnotationTraceParent), with Spans.
 	TraceContext bool

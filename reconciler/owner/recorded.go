@@ -16,6 +16,9 @@ import (
 // account the owner's objects are written as, so it needs no rights of
 // Kontinue's own; an owner without a usable account has none.
 func recorded(ctx context.Context, env *Env, obj *unstructured.Unstructured, l *loaded, status *st.OwnerStatus) {
+	if env.Written != nil {
+		env.Written(written(env, obj, l, status)) // written.go
+	}
 	if l.noAccount {
 		return
 	}

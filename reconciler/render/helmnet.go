@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"time"
+
+	"kontinue.dev/kontinue/reconciler/netguard"
 )
 
 // HelmOptions bound what a template author can make Kontinue fetch with a
@@ -29,33 +30,9 @@ func HelmWith(o HelmOptions) Engine { return newHelmEngineWith(o, nil) }
 // maxRedirects bounds the redirects of one download.
 const maxRedirects = 5
 
-// nonPublic are address ranges refused unless AllowPrivateNetworks, beyond
-// what net.IP's predicates cover.
-var nonPublic = []netip.Prefix{
-	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (carrier NAT, often cluster networks)
-	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
-	netip.MustParsePrefix("64:ff9b::/96"),  // NAT64 (reaches IPv4, private ones included)
-}
-
-// publicIP reports whether ip is an address charts may be fetched from.
-func publicIP(ip net.IP) bool {
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() {
-		return false
-	}
-	a, ok := netip.AddrFromSlice(ip)
-	if !ok {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range nonPublic {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	return true
-}
+// publicIP reports whether ip is an address charts may be fetched from
+// (netguard.Public, shared with notification providers).
+func publicIP(ip net.IP) bool { return netguard.Public(ip) }
 
 // refusedError is a download refused by the bounds: not transient, the
 // template must change (or the platform team's flags).

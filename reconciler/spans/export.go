@@ -2,12 +2,13 @@ package spans
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,15 +20,17 @@ import (
 	"kontinue.dev/kontinue/version"
 )
 
-// Exporter sends spans to an OTLP/HTTP endpoint in the protocol's JSON
-// encoding, batched by one goroutine, off the reconciles' path: a full
-// queue drops spans rather than slow a reconcile. It is written here
-// rather than with OpenTelemetry's SDK and exporter, whose packages add
-// about 8 MiB of resident executable pages to every Kontinue, traced or
-// not (make bench); what Kontinue sends is a few finished spans with IDs
-// of its own, which needs none of the SDK.
+// Exporter sends spans to an OTLP/HTTP endpoint, batched by one
+// goroutine, off the reconciles' path: a full queue drops spans rather
+// than slow a reconcile. It is written here rather than with
+// OpenTelemetry's SDK and exporter, whose packages add about 8 MiB of
+// resident executable pages to every Kontinue, traced or not (make
+// bench); what Kontinue sends is a few finished spans with IDs of its
+// own, which needs none of the SDK. It behaves as the SDK's exporter does
+// all the same: the standard environment (otlpenv.go), gzip, and retries
+// as the OTLP specification asks (retry.go).
 type Exporter struct {
-	url    string
+	cfg    Config
 	client *http.Client
 	queue  chan item
 	stop   chan struct{}
@@ -36,8 +39,10 @@ type Exporter struct {
 	// Now is the clock (tests).
 	Now func() time.Time
 	// Dropped counts spans dropped: queue full, or the endpoint refused
-	// them.
+	// them (or kept failing past the retries).
 	Dropped atomic.Int64
+	// Retry bounds retries (tests shorten it).
+	Retry RetryPolicy
 }
 
 type item struct {
@@ -52,17 +57,30 @@ const (
 )
 
 // New sends spans to endpoint, an OTLP/HTTP URL (http://collector:4318;
-// /v1/traces is added when it has no path).
-func New(_ context.Context, endpoint string) (*Exporter, error) {
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("want an http or https URL, got %q", endpoint)
+// /v1/traces is added when it has no path), as JSON.
+func New(ctx context.Context, endpoint string) (*Exporter, error) {
+	u, err := endpointURL(endpoint, false)
+	if err != nil {
+		return nil, err
 	}
-	if u.Path == "" || u.Path == "/" {
-		u.Path = "/v1/traces"
+	res, _ := resourceOf(func(string) string { return "" })
+	return NewWith(ctx, Config{URL: u, Timeout: 10 * time.Second, Resource: res})
+}
+
+// NewWith sends spans as c says (ConfigFromEnv).
+func NewWith(_ context.Context, c Config) (*Exporter, error) {
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Second
 	}
-	x := &Exporter{url: u.String(), client: &http.Client{Timeout: 10 * time.Second}, queue: make(chan item, queueSize),
-		stop: make(chan struct{}), done: make(chan struct{}), Now: time.Now}
+	if len(c.Resource) == 0 {
+		c.Resource, _ = resourceOf(func(string) string { return "" })
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if c.TLS != nil {
+		tr.TLSClientConfig = c.TLS
+	}
+	x := &Exporter{cfg: c, client: &http.Client{Timeout: c.Timeout, Transport: tr}, queue: make(chan item, queueSize),
+		stop: make(chan struct{}), done: make(chan struct{}), Now: time.Now, Retry: DefaultRetry}
 	go x.run()
 	return x, nil
 }
@@ -123,21 +141,72 @@ func (x *Exporter) run() {
 }
 
 func (x *Exporter) send(batch []item) {
-	body, err := Encode(batch)
+	body, ctype, err := x.encode(batch)
 	if err == nil {
-		var res *http.Response
-		res, err = x.client.Post(x.url, "application/json", bytes.NewReader(body))
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode/100 != 2 {
-				err = fmt.Errorf("%s answered %s", x.url, res.Status)
-			}
-		}
+		err = x.Retry.Do(x.stop, func() (time.Duration, bool, error) { return x.post(body, ctype) })
 	}
 	if err != nil {
 		x.Dropped.Add(int64(len(batch)))
 		klog.V(1).InfoS("spans not sent", "spans", len(batch), "err", err)
 	}
+}
+
+func (x *Exporter) encode(batch []item) ([]byte, string, error) {
+	req := request(batch, x.cfg.Resource)
+	var body []byte
+	ctype := "application/json"
+	if x.cfg.Protobuf {
+		body, ctype = req.protobuf(), "application/x-protobuf"
+	} else {
+		var err error
+		if body, err = json.Marshal(req); err != nil {
+			return nil, "", err
+		}
+	}
+	if x.cfg.Gzip {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		if _, err := zw.Write(body); err != nil {
+			return nil, "", err
+		}
+		if err := zw.Close(); err != nil {
+			return nil, "", err
+		}
+		body = buf.Bytes()
+	}
+	return body, ctype, nil
+}
+
+// post sends one request: retry says whether the failure is one the OTLP
+// specification retries (429, 502, 503, 504, or no answer), after (when
+// positive) what the server's Retry-After asked.
+func (x *Exporter) post(body []byte, ctype string) (after time.Duration, retry bool, err error) {
+	req, err := http.NewRequest(http.MethodPost, x.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, false, err
+	}
+	for k, v := range x.cfg.Headers {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", ctype)
+	req.Header.Set("User-Agent", "kontinue/"+version.Version)
+	if x.cfg.Gzip {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	res, err := x.client.Do(req)
+	if err != nil {
+		return 0, true, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	res.Body.Close()
+	if res.StatusCode/100 == 2 {
+		return 0, false, nil
+	}
+	err = fmt.Errorf("%s answered %s", x.cfg.URL, res.Status)
+	if !Retryable(res.StatusCode) {
+		return 0, false, err
+	}
+	return RetryAfter(res.Header.Get("Retry-After"), x.Now()), true, err
 }
 
 // The OTLP/HTTP JSON encoding of an ExportTraceServiceRequest
@@ -198,8 +267,15 @@ const (
 	statusError      = 2
 )
 
-// Encode is the OTLP/HTTP JSON body of spans.
+// Encode is the OTLP/HTTP JSON body of spans, with Kontinue's default
+// resource.
 func Encode(items []item) ([]byte, error) {
+	res, _ := resourceOf(func(string) string { return "" })
+	return json.Marshal(request(items, res))
+}
+
+// request is the ExportTraceServiceRequest of spans under resource.
+func request(items []item, resource [][2]string) otlpRequest {
 	attr := func(k, v string) otlpAttr { return otlpAttr{Key: k, Value: otlpValue{String: v}} }
 	var spans []otlpSpan
 	for _, it := range items {
@@ -225,8 +301,14 @@ func Encode(items []item) ([]byte, error) {
 		}
 		spans = append(spans, sp)
 	}
-	return json.Marshal(otlpRequest{ResourceSpans: []otlpResourceSpans{{
-		Resource:   otlpResource{Attributes: []otlpAttr{attr("service.name", "kontinue"), attr("service.version", version.Version)}},
+	var res []otlpAttr
+	for _, kv := range resource {
+		res = append(res, attr(kv[0], kv[1]))
+	}
+	return otlpRequest{ResourceSpans: []otlpResourceSpans{{
+		Resource:   otlpResource{Attributes: res},
 		ScopeSpans: []otlpScopeSpans{{Scope: otlpScope{Name: "kontinue.dev/kontinue/reconciler/spans", Version: version.Version}, Spans: spans}},
-	}}})
+	}}}
 }
+
+func versionString() string { return version.Version }

@@ -258,6 +258,18 @@ func ChainLeadTimes(prev, next []Resource) []time.Duration {
 	return out
 }
 
+// Origin is when the revision step's current set was made from appeared
+// at the chain's first steps (the earliest of them), if every link from
+// step back to them is proven (steps: next, the statuses just written):
+// the start of the chain lead time and of DORA's lead time for changes.
+func Origin(steps []Resource, step string) (time.Time, bool) {
+	byName := map[string]*Resource{}
+	for i := range steps {
+		byName[steps[i].Name] = &steps[i]
+	}
+	return origin(byName, step)
+}
+
 // origin is when the outputs step's current set was made from appeared at
 // the chain's first steps (the earliest of them), if every link is proven.
 // Steps read only earlier steps (prepare refuses others): no cycle.

@@ -189,6 +189,18 @@ spec:
         {{- if $v.kstatusConditions }}
         - --kstatus-conditions
         {{- end }}
+        {{- if not $v.notifications.enabled }}
+        - --notifications=false
+        {{- end }}
+        {{- with $v.notifications.platformNamespaces }}
+        - --notification-platform-namespaces={{ join "," . }}
+        {{- end }}
+        {{- if $v.notifications.allowPrivateNetworks }}
+        - --notification-allow-private-networks
+        {{- end }}
+        {{- with $v.notifications.dashboardURL }}
+        - --dashboard-url={{ . }}
+        {{- end }}
         - --log-format={{ $v.logFormat }}
         {{- with $v.logLevel }}
         - --log-level={{ . }}
