@@ -1,0 +1,98 @@
+package check
+
+import (
+	"fmt"
+
+	"github.com/tidwall/gjson"
+)
+
+// Lifetimes is invariant 5, on the cluster read at the end (final) and
+// after every owner was deleted and the garbage collector had its turn
+// (afterGC, may be nil):
+//
+//   - (a) nothing Kontinue created outlives its owner: after the owners'
+//     deletion no object Kontinue created is left;
+//   - (b) a shadow (kontinue.dev/shadow) exists only while its primary
+//     fails: its owner's status names it (shadowRef) and the step's
+//     Healthy is False;
+//   - (c) every mutable object Kontinue stamped that is still there is
+//     named by its owner's status (stampedRef, stampedObjects or orphans):
+//     nothing a step stopped wanting is left behind.
+//
+// (b) and (c) judge only owners a replica serves whose status describes
+// their current generation (invariant 8 says when one does not).
+func Lifetimes(h *History, final, afterGC *Snapshot, served Served) []Violation {
+	mine := createdByKontinue(h)
+	var vs []Violation
+	if afterGC != nil {
+		for _, k := range afterGC.Keys() {
+			m := MetaOf(afterGC.Objects[k])
+			if m != nil && mine[m.UID] {
+				vs = append(vs, Violation{Invariant: 5, Check: "lifetimes", At: afterGC.At, Object: k.String(),
+					Message: fmt.Sprintf("left after its owner was deleted and garbage-collected (owners %v)", m.Owners)})
+			}
+		}
+	}
+	if final == nil {
+		return vs
+	}
+	for _, k := range final.Keys() {
+		if k.Group == OwnGroup {
+			continue
+		}
+		m := MetaOf(final.Objects[k])
+		if m == nil || !mine[m.UID] || m.Deleting {
+			continue
+		}
+		role := RoleOf(m)
+		if role.Step == "" {
+			continue // a history ConfigMap: garbage-collected with its owner, (a) says
+		}
+		o := final.OwnerByUID(role.OwnerUID)
+		if o == nil || !o.served(served) || !o.Settled() {
+			continue
+		}
+		st := o.Step(role.Step)
+		if role.Shadow {
+			healthy := condition(st.Get("conditions"), "Healthy").Get("status").String()
+			if st.Get("shadowRef.name").String() != k.Name || healthy != "False" {
+				vs = append(vs, Violation{Invariant: 5, Check: "lifetimes", At: final.At, Object: k.String(),
+					Message: fmt.Sprintf("a shadow of %s, whose status has shadowRef %q and Healthy %q: a shadow exists only while its primary fails",
+						role, st.Get("shadowRef.name").String(), healthy)})
+			}
+			continue
+		}
+		if lc := m.Labels[LabelLifecycle]; lc != "" && lc != "mutable" {
+			continue // runs: retention decides
+		}
+		if !names(o, st, k) {
+			vs = append(vs, Violation{Invariant: 5, Check: "lifetimes", At: final.At, Object: k.String(),
+				Message: fmt.Sprintf("stamped by Kontinue for %s, still there, and its owner's status does not name it (stampedRef %s, orphans %s)",
+					role, st.Get("stampedRef.name").String(), gjson.GetBytes(o.JSON, "status.orphans").Raw)})
+		}
+	}
+	return vs
+}
+
+// names says whether the owner's status names k: the step's stampedRef or
+// stampedObjects, or the owner's orphans.
+func names(o *Owner, st gjson.Result, k Key) bool {
+	is := func(ref gjson.Result) bool {
+		rk := KeyOfRef(ref)
+		return rk.Name == k.Name && rk.Resource == k.Resource && rk.Group == k.Group
+	}
+	if is(st.Get("stampedRef")) {
+		return true
+	}
+	found := false
+	for _, list := range []gjson.Result{st.Get("stampedObjects"), gjson.GetBytes(o.JSON, "status.orphans")} {
+		list.ForEach(func(_, r gjson.Result) bool {
+			if is(r) || (r.Get("name").String() == k.Name && r.Get("kind").Exists() && !r.Get("resource").Exists()) {
+				found = true
+				return false
+			}
+			return true
+		})
+	}
+	return found
+}
