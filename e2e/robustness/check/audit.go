@@ -23,7 +23,7 @@ type Event struct {
 	Time time.Time // when the response was complete (stageTimestamp)
 	Verb string    // create, update, patch, delete, deletecollection
 	// User wrote it; As is the user it impersonated ("" if none).
-	User, As string
+	User, As                     string
 	Group, Resource, Subresource string
 	Namespace, Name              string
 	Code                         int

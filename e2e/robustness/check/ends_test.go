@@ -21,7 +21,9 @@ func ownerStatus(prov map[string]any) obj {
 	return object("Workload", "t1", "app", "w1", with("status", map[string]any{"resources": []any{st}}))
 }
 
-func set(digest, outcome string) map[string]any { return map[string]any{"digest": digest, "outcome": outcome} }
+func set(digest, outcome string) map[string]any {
+	return map[string]any{"digest": digest, "outcome": outcome}
+}
 
 func TestEndsRecorded(t *testing.T) {
 	gated := func(tmpl string) bool { return tmpl == "tmpl-deploy" }

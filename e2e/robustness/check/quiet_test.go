@@ -8,7 +8,9 @@ import (
 )
 
 func TestNoFights(t *testing.T) {
-	shadow := func() obj { return object("Deployment", "t1", "app-last-good", "d1", stamped("app", LabelShadow, "true")) }
+	shadow := func() obj {
+		return object("Deployment", "t1", "app-last-good", "d1", stamped("app", LabelShadow, "true"))
+	}
 	bounds := QuietBounds{Object: 3, Status: 5, Final: 1, QuietFrom: at(100)}
 
 	t.Run("a shadow written again and again with nothing changed", func(t *testing.T) {
