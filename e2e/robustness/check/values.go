@@ -14,6 +14,10 @@ type ValueRule struct {
 	Template string // carto.run/cluster-template-name
 	Param    string // the owner's spec.params[].name
 	Path     string // gjson path in the stamped object
+	// OwnerReady: judge only when the owner is Ready (the value came
+	// through an earlier step's outputs, which keep the last good value
+	// while that step fails).
+	OwnerReady bool
 }
 
 // ExactValues is invariant 6, on the cluster read at the end: for every
@@ -49,7 +53,11 @@ func ExactValues(h *History, final *Snapshot, rules []ValueRule, served Served) 
 		if condition(st.Get("conditions"), "ResourceSubmitted").Get("status").String() != "True" || st.Get("heldInputDigest").String() != "" {
 			continue
 		}
+		ready := condition(gjson.GetBytes(o.JSON, "status.conditions"), "Ready").Get("status").String() == "True"
 		for _, r := range rs {
+			if r.OwnerReady && !ready {
+				continue
+			}
 			want, ok := o.Param(r.Param)
 			if !ok {
 				continue
