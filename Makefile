@@ -8,8 +8,9 @@ BIN      := _output/bin
 STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
 E2E_REAL_TIMEOUT ?= 20m
+ROBUSTNESS_TIMEOUT ?= 20m
 
-.PHONY: all build test unit e2e e2e-real chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
+.PHONY: all build test unit e2e e2e-real robustness robustness-seeds kwok chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
 all: build
 
@@ -28,11 +29,38 @@ test: lint unit e2e conformance
 unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 
-## e2e: the two e2e suites, one after the other (each starts a cluster; side
-## by side they would share 2 cores).
+## e2e: the e2e suites, one after the other (each starts a cluster; side
+## by side they would share 2 cores), then the robustness suite's fixed
+## seeds.
 e2e: controlplane realcontrollers chromium
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e
 	$(GO) test -count=1 -timeout $(E2E_REAL_TIMEOUT) ./e2e/real
+	$(MAKE) robustness-seeds
+
+## robustness-seeds: the robustness suite's fixed seeds and its checks' own
+## tests (e2e/robustness/README.md); part of e2e.
+robustness-seeds: controlplane kwok
+	$(GO) test -count=1 -timeout $(ROBUSTNESS_TIMEOUT) ./e2e/robustness/...
+
+## robustness: random traffic and faults on the cluster with real
+## controllers, every write checked against the API server's audit log
+## (e2e/robustness/README.md): seeds one after the other for DURATION,
+## from SEED (0: from the clock), TRAFFIC of traffic each; REPEAT runs
+## each seed that many times; SHRINK=1 shrinks a failing op list.
+DURATION ?= 30m
+SEED ?= 0
+TRAFFIC ?= 90s
+REPEAT ?= 1
+SHRINK ?=
+robustness: controlplane kwok
+	$(GO) test -count=1 -timeout 0 -v -run 'TestRobustness$$' ./e2e/robustness -args \
+	  -robustness.duration=$(DURATION) -robustness.seed=$(SEED) -robustness.traffic=$(TRAFFIC) \
+	  -robustness.repeat=$(REPEAT) $(if $(SHRINK),-robustness.shrink) $(ROBUSTNESS_ARGS)
+
+## kwok: build kwok once (the played kubelet of the cluster with real
+## controllers).
+kwok:
+	@hack/install-kwok.sh >/dev/null
 
 ## e2e-real: the suite on real workload controllers, kwok's fake nodes and
 ## Tekton alone (docs/testing.md).

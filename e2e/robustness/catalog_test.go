@@ -14,7 +14,8 @@ import (
 //
 //	main    (Workloads)  src → cfg (options a/b on param variant) → widget (gated) → echo
 //	                     with a roll-out: a canary wave by label, then everyone
-//	apps    (Workloads)  src → app (Deployment; options: healthRule with shadow, or
+//	apps    (Workloads)  src → yaml (goTemplate: a Widget from a YAML param, fromYaml)
+//	                     → app (Deployment; options: healthRule with shadow, or
 //	                     observedCompletion) → test (a Job per input set) → go (goTemplate)
 //	canary  (Workloads)  cwidget (gated) → cfinal (goTemplate): the quiet tenant's chain
 //	deliver (Deliverables) dsrc → deploy (ClusterDeploymentTemplate, a real
@@ -22,7 +23,8 @@ import (
 //
 // Params name what they feed: value (the widget's spec.value, any JSON),
 // variant (a/b), text, srcSuffix and cfgSuffix (object names: collisions),
-// fail and hang (the widget controller's verdict), image (crash in the tag
+// fail and hang (the widget controller's verdict), yaml (a YAML text the
+// yaml step turns into a Widget's value), image (crash in the tag
 // crash-loops), rule (health/completion), exit and runFor (the Job),
 // loops (the goTemplate's work), tick (the canary), revision (deliverables).
 var catalogDocs = map[string]string{
@@ -164,6 +166,19 @@ spec:
           - name: app
             image: {{ .params.image | quote }}
             env: [{name: KWOK_EXIT_CODE, value: "{{ if contains "crash" .params.image }}1{{ else }}0{{ end }}"}]`,
+	"yaml": `
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: @P@-yaml}
+spec:
+  params: [{name: yaml, default: "{}"}]
+  goTemplate: |
+    apiVersion: robustness.kontinue.dev/v1
+    kind: Widget
+    metadata: {name: {{ .workload.metadata.name }}-y}
+    spec:
+      value: {{ .params.yaml | fromYaml | toJson }}
+      edition: "@E:yaml@"`,
 	"test": `
 apiVersion: carto.run/v1alpha1
 kind: ClusterImageTemplate
@@ -342,6 +357,8 @@ spec:
   resources:
   - name: src
     templateRef: {kind: ClusterSourceTemplate, name: @P@-src}
+  - name: yaml
+    templateRef: {kind: ClusterTemplate, name: @P@-yaml}
   - name: app
     templateRef:
       kind: ClusterTemplate

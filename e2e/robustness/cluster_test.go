@@ -268,6 +268,22 @@ func kontinueIdentity(ctx context.Context, a api, root, server, path string) err
 		}
 		keep = append(keep, doc)
 	}
+	// The Lease of shard b, as the chart grants it with sharding.shards: [b].
+	keep = append(keep, `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: kontinue-leader-election-shards, namespace: kontinue-system}
+rules:
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [kontinue-leader-shard-b]
+  verbs: [get, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: kontinue-leader-election-shards, namespace: kontinue-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: kontinue-leader-election-shards}
+subjects: [{kind: ServiceAccount, name: kontinue, namespace: kontinue-system}]`)
 	if err := a.applyYAML(ctx, strings.Join(keep, "\n---"), "robustness"); err != nil {
 		return err
 	}

@@ -162,6 +162,9 @@ func (r *run) updateOwner(ctx context.Context, o Op) error {
 		case "param":
 			var v any
 			switch {
+			case o.Args["deep"] != "" && o.Args["as"] == "text":
+				n, _ := strconv.Atoi(o.Args["deep"])
+				v = strings.Repeat(`{"d":`, n) + "1" + strings.Repeat("}", n)
 			case o.Args["deep"] != "":
 				// Too deep for encoding/json: spliced in as text.
 				n, _ := strconv.Atoi(o.Args["deep"])
@@ -204,7 +207,7 @@ func setParam(spec map[string]any, name string, v any) {
 }
 
 // stepOfSuffix: the step that stamps an object named <owner>-<suffix>.
-var stepOfSuffix = map[string]string{"src": "src", "cfg": "cfg", "w": "widget", "echo": "echo", "go": "go",
+var stepOfSuffix = map[string]string{"src": "src", "cfg": "cfg", "w": "widget", "echo": "echo", "go": "go", "y": "yaml",
 	"manifest": "dsrc", "notify": "notify", "x1": "src", "x2": "src", "x3": "src"}
 
 // squat: a person's own object at a name a step stamps; with labels

@@ -51,6 +51,7 @@ type genTenant struct {
 
 type generator struct {
 	r       *rand.Rand
+	end     time.Duration // no op after it
 	ops     []Op
 	now     time.Duration
 	tenants []*genTenant
@@ -62,7 +63,7 @@ type generator struct {
 // generate is the traffic of a seed: ops over traffic, then nothing.
 // The main chain's pauseOnFailure at the start comes with it.
 func generate(seed uint64, traffic time.Duration) ([]Op, bool) {
-	g := &generator{r: rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), edition: map[string]int{}}
+	g := &generator{r: rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), edition: map[string]int{}, end: traffic}
 	pof := g.r.IntN(2) == 0
 	for _, n := range tenants {
 		g.tenants = append(g.tenants, &genTenant{name: n, owners: map[string]*genOwner{}, squats: map[string]string{},
@@ -105,6 +106,9 @@ func (g *generator) jitter(d time.Duration) time.Duration {
 }
 
 func (g *generator) add(o Op) {
+	if o.At >= g.end {
+		return // the tail of a compound op past the traffic's end
+	}
 	if len(o.Args) == 0 {
 		o.Args = nil // as a saved list reads back
 	}
@@ -232,7 +236,7 @@ func stepObjects(chain, owner string) map[string]string {
 	case "main":
 		return map[string]string{owner + "-src": "ConfigMap", owner + "-cfg": "ConfigMap", owner + "-w": "Widget", owner + "-echo": "Widget"}
 	case "apps":
-		return map[string]string{owner + "-src": "ConfigMap", owner + "-go": "ConfigMap"}
+		return map[string]string{owner + "-src": "ConfigMap", owner + "-y": "Widget", owner + "-go": "ConfigMap"}
 	default:
 		return map[string]string{owner + "-manifest": "ConfigMap", owner + "-notify": "ConfigMap"}
 	}
@@ -379,11 +383,17 @@ func (g *generator) tenantOp(t *genTenant) {
 		g.add(Op{At: g.now, Actor: "rogue", Do: "forge", Tenant: t.name, Kind: "Widget", Name: name + "-w",
 			Args: map[string]string{"how": g.pick([]string{"stale", "ready", "fail"})}})
 	case "deep":
-		if o.chain != "main" {
+		// As deep as the API server takes: a Workload whose param is
+		// 9,996 levels deep (10,001 in a watch event), or a YAML text the
+		// yaml step turns into a Widget 10,000 levels deep.
+		switch o.chain {
+		case "main":
+			g.op(t, "param", o.kind, name, map[string]string{"param": "value", "deep": "9996"})
+		case "apps":
+			g.op(t, "param", o.kind, name, map[string]string{"param": "yaml", "deep": "9998", "as": "text"})
+		default:
 			g.paramOp(t, name, o)
-			return
 		}
-		g.op(t, "param", o.kind, name, map[string]string{"param": "value", "deep": strconv.Itoa(g.pick2(9990, 10000))})
 	case "spin":
 		if o.chain != "apps" {
 			g.paramOp(t, name, o)
@@ -400,13 +410,6 @@ func (g *generator) tenantOp(t *genTenant) {
 			g.now += 500*time.Millisecond + g.jitter(2500*time.Millisecond)
 		}
 	}
-}
-
-func (g *generator) pick2(a, b int) int {
-	if g.r.IntN(2) == 0 {
-		return a
-	}
-	return b
 }
 
 // paramOp changes a param the owner's chain reads.
@@ -449,38 +452,59 @@ func (g *generator) paramOp(t *genTenant, name string, o *genOwner) {
 	g.op(t, "param", o.kind, name, map[string]string{"param": p, "value": v})
 }
 
-// squat: a person makes an object at a name a step of the owner stamps
-// (or will, once a param moves it there), sometimes with the owner's
-// labels (labels are not proof), then maybe points the step at it.
+// squat: a person makes an object at a name a step stamps, sometimes with
+// the owner's labels (labels are not proof): before the owner is made
+// (then it is made), at a fresh name a step then moves onto (its suffix
+// param), or at a step's current name (which then already exists).
 func (g *generator) squat(t *genTenant, o *genOwner, name string) {
-	objs := stepObjects(o.chain, name)
-	var names []string
-	for n := range objs {
-		names = append(names, n)
+	args := func(owner string) map[string]string {
+		if g.r.IntN(5) < 2 {
+			return map[string]string{"labels": "kontinue", "owner": owner}
+		}
+		return nil
 	}
-	sort.Strings(names)
-	target, kind := "", ""
-	if o.chain == "main" && g.r.IntN(2) == 0 {
+	switch mode := g.r.IntN(5); {
+	case mode < 2:
+		// A name before its owner: the owner is (made again) after it.
+		n := g.ownerName(t, g.r.IntN(8))
+		if ex := t.owners[n]; ex != nil && ex.live {
+			g.op(t, "delete", ex.kind, n, nil)
+			ex.live = false
+			g.now += 300 * time.Millisecond
+		}
+		target := n + "-src"
+		kind := "Workload"
+		if n[:3] == "dl-" {
+			target, kind = n+"-manifest", "Deliverable"
+		}
+		t.squats[target] = "ConfigMap"
+		g.op(t, "squat", "ConfigMap", target, args(kind+"/"+n))
+		g.now += 300*time.Millisecond + g.jitter(2*time.Second)
+		g.create(t, n)
+	case mode < 4 && o.chain != "deliver":
 		// A fresh name, then the step moves onto it.
 		suffix := g.pick([]string{"x1", "x2", "x3"})
-		target, kind = name+"-"+suffix, "ConfigMap"
-		defer func() {
-			g.now += 300 * time.Millisecond
-			p := g.pick([]string{"srcSuffix", "cfgSuffix"})
-			o.params[p] = strconv.Quote(suffix)
-			g.op(t, "param", o.kind, name, map[string]string{"param": p, "value": strconv.Quote(suffix)})
-		}()
-	} else {
-		target = g.pick(names)
-		kind = objs[target]
+		target := name + "-" + suffix
+		t.squats[target] = "ConfigMap"
+		g.op(t, "squat", "ConfigMap", target, args(o.kind+"/"+name))
+		g.now += 300*time.Millisecond + g.jitter(time.Second)
+		p := "srcSuffix"
+		if o.chain == "main" && g.r.IntN(2) == 0 {
+			p = "cfgSuffix"
+		}
+		o.params[p] = strconv.Quote(suffix)
+		g.op(t, "param", o.kind, name, map[string]string{"param": p, "value": strconv.Quote(suffix)})
+	default:
+		objs := stepObjects(o.chain, name)
+		var names []string
+		for n := range objs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		target := g.pick(names)
+		t.squats[target] = objs[target]
+		g.op(t, "squat", objs[target], target, args(o.kind+"/"+name))
 	}
-	args := map[string]string{}
-	if g.r.IntN(5) < 2 {
-		args["labels"] = "kontinue"
-		args["owner"] = o.kind + "/" + name
-	}
-	t.squats[target] = kind
-	g.op(t, "squat", kind, target, args)
 }
 
 // platform: the platform team edits a template, the roll-out policy, or

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,10 +36,15 @@ type replica struct {
 	name, shard             string
 	bin, kubeconfig, logDir string
 
+	// exited is told when a process ends that no fault killed (it is
+	// restarted, as a Deployment would).
+	exited func(rep *replica, log string, err error)
+
 	mu      sync.Mutex
 	n       int // processes started
 	cmd     *exec.Cmd
 	done    chan struct{}
+	killed  *atomic.Bool // this process's: killed on purpose
 	metrics string
 	pprof   string
 }
@@ -47,7 +53,8 @@ func (r *replica) start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.n++
-	log, err := os.Create(filepath.Join(r.logDir, fmt.Sprintf("kontinue-%s-%d.log", r.name, r.n)))
+	logPath := filepath.Join(r.logDir, fmt.Sprintf("kontinue-%s-%d.log", r.name, r.n))
+	log, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
@@ -69,17 +76,22 @@ func (r *replica) start() error {
 	}
 	cmd := exec.Command(r.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = dieWithParent() // a test that dies leaves no replica behind
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return err
 	}
 	done := make(chan struct{})
+	killed := &atomic.Bool{}
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
 		log.Close()
 		close(done)
+		if !killed.Load() && r.exited != nil {
+			r.exited(r, logPath, err)
+		}
 	}()
-	r.cmd, r.done = cmd, done
+	r.cmd, r.done, r.killed = cmd, done, killed
 	return nil
 }
 
@@ -87,6 +99,9 @@ func (r *replica) start() error {
 func (r *replica) kill() {
 	r.mu.Lock()
 	cmd, done := r.cmd, r.done
+	if r.killed != nil {
+		r.killed.Store(true)
+	}
 	r.mu.Unlock()
 	if cmd == nil {
 		return

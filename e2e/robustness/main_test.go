@@ -194,7 +194,7 @@ func TestRobustness(t *testing.T) {
 		seed++
 	}
 	t.Logf("%d run(s), %d failing, in %s", runs, failures, time.Since(start).Round(time.Second))
-	for inv := 1; inv <= 8; inv++ {
+	for inv := 0; inv <= 8; inv++ {
 		if w, ok := found[inv]; ok {
 			t.Logf("invariant %d (%s) first failed %s", inv, check.Names[inv], w)
 		}

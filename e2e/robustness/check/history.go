@@ -200,6 +200,7 @@ func (v Violation) String() string {
 
 // Names of the invariants, by number.
 var Names = map[int]string{
+	0: "no crash",
 	1: "ownership",
 	2: "no fights",
 	3: "ends recorded",
@@ -221,7 +222,8 @@ func Summary(vs []Violation, n int) string {
 			b.WriteByte('\n')
 		}
 	}
-	for inv, c := range count {
+	for inv := range 9 {
+		c := count[inv]
 		if c > n {
 			fmt.Fprintf(&b, "invariant %d: %d more\n", inv, c-n)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // OneRunPerSet is invariant 4: Kontinue creates at most one run (an object
@@ -12,7 +13,20 @@ import (
 // (kontinue.dev/retry on the run: a retry asks for one more run), across
 // kills, outages, failovers and replicas. That every final input set has
 // its run is invariant 8's (the step's stampedRef names an existing run).
-func OneRunPerSet(h *History) []Violation {
+//
+// A run created after its owner's deletion is on the record (the API
+// server has the delete) is not counted: an informer's cache lags the
+// delete by a moment, and the garbage collector removes such a run at
+// once; late is their number.
+func OneRunPerSet(h *History) (vs []Violation, late int) {
+	gone := map[string]time.Time{}
+	for _, e := range h.Events {
+		if e.OK() && e.Verb == "delete" && e.Group == OwnGroup && e.Obj != nil && e.Subresource == "" {
+			if _, ok := gone[e.Obj.UID]; !ok {
+				gone[e.Obj.UID] = e.Time
+			}
+		}
+	}
 	type key struct{ owner, step, digest, retry string }
 	runs := map[key][]*Event{}
 	var order []key
@@ -25,6 +39,10 @@ func OneRunPerSet(h *History) []Violation {
 			continue
 		}
 		r := RoleOf(e.Obj)
+		if t, ok := gone[r.OwnerUID]; ok && e.Time.After(t) {
+			late++
+			continue
+		}
 		step := r.Step
 		if step == "" {
 			step = "runnable " + e.Obj.Labels[LabelRunnable]
@@ -36,7 +54,6 @@ func OneRunPerSet(h *History) []Violation {
 		runs[k] = append(runs[k], e)
 	}
 	sort.SliceStable(order, func(i, j int) bool { return runs[order[i]][0].Seq < runs[order[j]][0].Seq })
-	var vs []Violation
 	for _, k := range order {
 		if es := runs[k]; len(es) > 1 {
 			var names []string
@@ -47,5 +64,5 @@ func OneRunPerSet(h *History) []Violation {
 				Message: fmt.Sprintf("%d runs of owner %s %s for input digest %s: %s", len(es), short(k.owner), k.step, short12(k.digest), strings.Join(names, ", "))})
 		}
 	}
-	return vs
+	return vs, late
 }
