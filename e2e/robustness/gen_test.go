@@ -91,7 +91,9 @@ func generate(seed uint64, traffic time.Duration) ([]Op, bool) {
 			d := g.fault()
 			nextFault = g.now + d + 6*time.Second + g.jitter(12*time.Second)
 		}
-		if nextPlatform <= g.now {
+		// The platform's last change comes well before the end, so that a
+		// roll-out it starts has the settle time to finish (invariant 7c).
+		if nextPlatform <= g.now && g.now < traffic-25*time.Second {
 			g.platform()
 			nextPlatform = g.now + 5*time.Second + g.jitter(10*time.Second)
 		}
@@ -173,7 +175,7 @@ func (g *generator) create(t *genTenant, name string) {
 		o.params["value"] = g.pick(edgeValues)
 		o.params["variant"] = strconv.Quote(g.pick([]string{"a", "b"}))
 		o.params["text"] = g.pick(oddStrings[:4])
-		if g.r.IntN(3) == 0 {
+		if g.r.IntN(2) == 0 {
 			o.labels["robustness.kontinue.dev/wave"] = "canary"
 		}
 	case "apps":
@@ -253,7 +255,7 @@ func (g *generator) tenantOp(t *genTenant) {
 	switch g.weighted(
 		"value", 12, "param", 16, "commit", 8, "create", 5, "delete", 3, "label", 6, "sa", 3, "annotate", 4,
 		"squat", 6, "collide", 3, "release", 5, "handedit", 3, "rbac", 3, "account", 2, "forge", 3,
-		"deep", 1, "spin", 2, "burst", 4) {
+		"deep", 1, "spin", 2, "burst", 4, "away", 2) {
 	case "value":
 		if o.chain != "main" {
 			g.paramOp(t, name, o)
@@ -402,6 +404,17 @@ func (g *generator) tenantOp(t *genTenant) {
 		v := g.pick([]string{"3000", "20000", "1"})
 		o.params["loops"] = v
 		g.op(t, "param", o.kind, name, map[string]string{"param": "loops", "value": v})
+	case "away":
+		// A tenant joins the canary wave, then moves its owner to a shard
+		// no replica serves.
+		if o.chain != "main" {
+			g.paramOp(t, name, o)
+			return
+		}
+		g.op(t, "label", o.kind, name, map[string]string{"key": "robustness.kontinue.dev/wave", "value": "canary"})
+		g.now += 200*time.Millisecond + g.jitter(time.Second)
+		o.labels[shardLabel] = "nowhere"
+		g.op(t, "label", o.kind, name, map[string]string{"key": shardLabel, "value": "nowhere"})
 	case "burst":
 		// Two changes a moment apart: the second arrives while the
 		// object works on the first (a held input set).
