@@ -79,7 +79,6 @@ func (r *run) exec(ctx context.Context, o Op) error {
 		return r.forge(ctx, o)
 	case "edit":
 		ed, _ := strconv.Atoi(o.Args["edition"])
-		r.editions[o.Name] = ed
 		return r.actor(o).applyYAML(ctx, render(catalogDocs[o.Name], r.prefix, ed, r.pauseOnFailure), "platform")
 	case "policy":
 		r.pauseOnFailure = o.Args["pauseOnFailure"] == "true"

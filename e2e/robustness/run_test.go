@@ -55,7 +55,6 @@ type run struct {
 
 	replicas       map[string]*replica
 	pauseOnFailure bool
-	editions       map[string]int
 	faults         sync.WaitGroup
 
 	mu      sync.Mutex
@@ -146,7 +145,6 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 		cluster:        suite.cluster,
 		replicas:       map[string]*replica{},
 		pauseOnFailure: pof,
-		editions:       map[string]int{},
 	}
 	r.dir = filepath.Join(suite.out, fmt.Sprintf("%d-%s-%s", seed, time.Now().Format("150405"), r.prefix))
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
@@ -249,6 +247,9 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 	}
 	res.Took = time.Since(t0)
 	if len(res.Violations) > 0 {
+		if err := r.saveMarks(quietFrom, end); err != nil {
+			res.Notes = append(res.Notes, "saving the marks: "+err.Error())
+		}
 		if err := r.saveAudit(auditFrom); err != nil {
 			res.Notes = append(res.Notes, "saving the audit log: "+err.Error())
 		}
@@ -491,6 +492,22 @@ func (r *run) check(h *check.History, final, afterGC *check.Snapshot, quietFrom 
 	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Invariant < vs[j].Invariant })
 	notes = append(notes, fmt.Sprintf("%d audit events of the run, %d marks, %d outages", len(h.Events), len(h.Marks), len(h.Outages)))
 	return vs, notes
+}
+
+// saveMarks writes what the checks were told besides the audit log: the
+// marks, the outages, the quiet window.
+func (r *run) saveMarks(quietFrom, end time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, m := range r.marks {
+		fmt.Fprintf(&b, "mark %s %q %s\n", m.At.Format(time.RFC3339Nano), m.Scope, m.What)
+	}
+	for _, o := range r.outages {
+		fmt.Fprintf(&b, "outage %s %s\n", o.From.Format(time.RFC3339Nano), o.To.Format(time.RFC3339Nano))
+	}
+	fmt.Fprintf(&b, "quiet %s %s\n", quietFrom.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
+	return os.WriteFile(filepath.Join(r.dir, "marks.txt"), []byte(b.String()), 0o644)
 }
 
 // saveAudit copies the run's part of the audit log next to its report.
