@@ -135,7 +135,6 @@ func (w *widgetController) loop() {
 	defer close(w.done)
 	seen := map[string]time.Time{} // ns/name@gen → first seen
 	a := w.r.api.as("widget-controller")
-	var mu sync.Mutex
 	for {
 		select {
 		case <-w.stop:
@@ -143,37 +142,34 @@ func (w *widgetController) loop() {
 		case <-time.After(250 * time.Millisecond):
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		body, err := w.r.api.do(ctx, http.MethodGet, "/apis/robustness.kontinue.dev/v1/widgets", "", nil)
-		if err != nil {
-			cancel()
-			continue
-		}
 		now := time.Now()
-		gjson.GetBytes(body, "items").ForEach(func(_, item gjson.Result) bool {
-			ns := item.Get("metadata.namespace").String()
-			if !strings.HasPrefix(ns, w.r.prefix+"-") {
-				return true
+		// Namespace by namespace: a tenant's Widget too deep for a list
+		// blinds that namespace's list, not the canary's.
+		for _, t := range append(append([]string{}, tenants...), "canary") {
+			items, err := listObjects(ctx, w.r.api, "Widget", w.r.prefix+"-"+t)
+			if err != nil {
+				continue
 			}
-			name := item.Get("metadata.name").String()
-			gen := item.Get("metadata.generation").Int()
-			if item.Get("status.observedGeneration").Int() == gen || item.Get("spec.hang").Bool() {
-				return true
+			for _, raw := range items {
+				item := gjson.ParseBytes(raw)
+				ns, name := item.Get("metadata.namespace").String(), item.Get("metadata.name").String()
+				gen := item.Get("metadata.generation").Int()
+				if item.Get("status.observedGeneration").Int() == gen || item.Get("spec.hang").Bool() {
+					continue
+				}
+				key := fmt.Sprintf("%s/%s@%d", ns, name, gen)
+				first, ok := seen[key]
+				if !ok {
+					seen[key] = now
+					first = now
+				}
+				if now.Sub(first) < widgetDelay {
+					continue
+				}
+				st := fmt.Sprintf(`{"status":{"observedGeneration":%d,"ready":%t}}`, gen, !item.Get("spec.fail").Bool())
+				_, _ = a.do(ctx, http.MethodPatch, objectPath("Widget", ns, name)+"/status", mergePatch, []byte(st))
 			}
-			key := fmt.Sprintf("%s/%s@%d", ns, name, gen)
-			mu.Lock()
-			first, ok := seen[key]
-			if !ok {
-				seen[key] = now
-				first = now
-			}
-			mu.Unlock()
-			if now.Sub(first) < widgetDelay {
-				return true
-			}
-			st := fmt.Sprintf(`{"status":{"observedGeneration":%d,"ready":%t}}`, gen, !item.Get("spec.fail").Bool())
-			_, _ = a.do(ctx, http.MethodPatch, objectPath("Widget", ns, name)+"/status", mergePatch, []byte(st))
-			return true
-		})
+		}
 		cancel()
 	}
 }

@@ -109,10 +109,16 @@ type api struct {
 	host   string
 	client *http.Client
 	user   string // impersonated; "" is the admin itself
+	media  string // Accept; "": application/json
 }
 
 func (a api) as(user string) api {
 	a.user = user
+	return a
+}
+
+func (a api) accepting(mediaType string) api {
+	a.media = mediaType
 	return a
 }
 
@@ -130,7 +136,11 @@ func (a api) do(ctx context.Context, method, path, contentType string, body []by
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	req.Header.Set("Accept", "application/json")
+	accept := a.media
+	if accept == "" {
+		accept = "application/json"
+	}
+	req.Header.Set("Accept", accept)
 	if a.user != "" {
 		req.Header.Set("Impersonate-User", a.user)
 	}

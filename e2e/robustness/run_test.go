@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -63,8 +64,9 @@ type run struct {
 	crashes []crashed
 	stopped bool // the run is over: exits are expected
 	// deep: a tenant made an object as deep as the API server takes, which
-	// also blinds the garbage collector's own watches.
-	deep bool
+	// also blinds the garbage collector's own watches; deepOps made them.
+	deep    bool
+	deepOps []Op
 }
 
 // replicaExited: a process no fault killed has ended. It is started again
@@ -152,6 +154,9 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 	}
 	res := &result{Seed: seed, Prefix: r.prefix, Dir: r.dir, Ops: ops}
 	if err := saveOps(filepath.Join(r.dir, "ops.jsonl"), ops); err != nil {
+		return nil, err
+	}
+	if err := waitNamespacesGone(ctx, suite.api, 3*time.Minute); err != nil {
 		return nil, err
 	}
 	auditFrom, err := fileSize(suite.cluster.AuditLog)
@@ -291,8 +296,9 @@ func (r *run) traffic(ctx context.Context, ops []Op) {
 		octx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := r.exec(octx, o)
 		cancel()
-		if err == nil && o.Args["deep"] != "" {
-			r.deep = true
+		if o.Args["deep"] != "" {
+			r.deepOps = append(r.deepOps, o)
+			r.deep = r.deep || err == nil
 		}
 		if err != nil {
 			failed++
@@ -338,30 +344,66 @@ func (r *run) snapshot(ctx context.Context) (*check.Snapshot, error) {
 }
 
 func (r *run) list(ctx context.Context, s *check.Snapshot, kind, ns string) error {
-	body, err := r.api.do(ctx, http.MethodGet, resourcePath(kind, ns), "", nil)
+	items, err := listObjects(ctx, r.api, kind, ns)
 	if err != nil {
 		return fmt.Errorf("list %s in %q: %w", kind, ns, err)
 	}
 	res := kinds[kind]
-	gjson.GetBytes(body, "items").ForEach(func(_, item gjson.Result) bool {
+	for _, raw := range items {
+		item := gjson.ParseBytes(raw)
 		if ns == "" && !strings.HasPrefix(item.Get("metadata.name").String(), r.prefix+"-") &&
 			!strings.Contains(item.Get("metadata.labels").Raw, r.prefix+"-") {
-			return true
+			continue
 		}
-		raw := item.Raw
 		if !item.Get("kind").Exists() {
-			raw = `{"kind":"` + kind + `",` + strings.TrimPrefix(strings.TrimSpace(raw), "{")
+			raw = append([]byte(`{"kind":"`+kind+`",`), bytes.TrimPrefix(bytes.TrimSpace(raw), []byte("{"))...)
 		}
-		s.Put(res.group, res.plural, []byte(raw))
+		s.Put(res.group, res.plural, raw)
+	}
+	return nil
+}
+
+// listObjects lists a kind in a namespace ("" for cluster-scoped kinds).
+// The API server cannot send a list holding an object as deep as it
+// accepts (the list adds two levels): then the names come from a list of
+// metadata only, and each object is read by name (one it cannot send
+// either is left out).
+func listObjects(ctx context.Context, a api, kind, ns string) ([][]byte, error) {
+	var out [][]byte
+	body, err := a.do(ctx, http.MethodGet, resourcePath(kind, ns), "", nil)
+	if err == nil {
+		gjson.GetBytes(body, "items").ForEach(func(_, item gjson.Result) bool {
+			out = append(out, []byte(item.Raw))
+			return true
+		})
+		return out, nil
+	}
+	if !isCode(err, http.StatusInternalServerError) {
+		return nil, err
+	}
+	meta, merr := a.accepting("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io").do(ctx, http.MethodGet, resourcePath(kind, ns), "", nil)
+	if merr != nil {
+		return nil, fmt.Errorf("%w (and the list of metadata: %v)", err, merr)
+	}
+	gjson.GetBytes(meta, "items").ForEach(func(_, item gjson.Result) bool {
+		obj, err := a.do(ctx, http.MethodGet, objectPath(kind, item.Get("metadata.namespace").String(), item.Get("metadata.name").String()), "", nil)
+		if err == nil {
+			out = append(out, obj)
+		}
 		return true
 	})
-	return nil
+	return out, nil
 }
 
 // deleteOwners deletes every Workload and Deliverable of the run, waits
 // (at most a minute) until nothing Kontinue labelled as stamped is left in
 // the run's namespaces, and reads what is left.
 func (r *run) deleteOwners(ctx context.Context) (*check.Snapshot, error) {
+	// An owner too deep for a list is deleted by name (a collection's
+	// delete lists).
+	for _, o := range r.deepOps {
+		_, _ = r.api.do(ctx, http.MethodDelete, objectPath(o.Kind, r.ns(o), o.Name), "", nil)
+	}
 	for _, t := range append(append([]string{}, tenants...), "canary") {
 		ns := r.prefix + "-" + t
 		for _, kind := range []string{"Workload", "Deliverable"} {
@@ -399,8 +441,19 @@ func (r *run) deleteOwners(ctx context.Context) (*check.Snapshot, error) {
 	}
 }
 
-// teardown deletes the run's namespaces and cluster-scoped objects.
+// teardown deletes the run's namespaces and cluster-scoped objects. The API
+// server cannot list a kind that holds an object as deep as it accepts, so
+// the namespace controller could never empty a namespace holding one:
+// those objects (the owner a deep op changed, the Widgets it stamps) are
+// deleted by name first.
 func (r *run) teardown(ctx context.Context) {
+	for _, o := range r.deepOps {
+		ns := r.ns(o)
+		_, _ = r.api.do(ctx, http.MethodDelete, objectPath(o.Kind, ns, o.Name), "", nil)
+		for _, suffix := range []string{"-w", "-w-last-good", "-echo", "-y", "-y-last-good"} {
+			_, _ = r.api.do(ctx, http.MethodDelete, objectPath("Widget", ns, o.Name+suffix), "", nil)
+		}
+	}
 	for _, t := range append(append([]string{}, tenants...), "canary") {
 		_, _ = r.api.do(ctx, http.MethodDelete, objectPath("Namespace", "", r.prefix+"-"+t), "", nil)
 	}
@@ -414,6 +467,33 @@ func (r *run) teardown(ctx context.Context) {
 	_, _ = r.api.do(ctx, http.MethodDelete, objectPath("ClusterDelivery", "", r.prefix+"-deliver"), "", nil)
 	for _, role := range []string{"full", "noget"} {
 		_, _ = r.api.do(ctx, http.MethodDelete, objectPath("ClusterRole", "", r.prefix+"-"+role), "", nil)
+	}
+}
+
+// waitNamespacesGone waits (at most timeout) until no namespace of an
+// earlier run is left: what one run leaves must not be the next one's
+// traffic (an object no list can return blinds every watch of its kind).
+func waitNamespacesGone(ctx context.Context, a api, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		body, err := a.do(ctx, http.MethodGet, resourcePath("Namespace", ""), "", nil)
+		if err != nil {
+			return err
+		}
+		var left []string
+		gjson.GetBytes(body, "items").ForEach(func(_, ns gjson.Result) bool {
+			if n := ns.Get("metadata.name").String(); strings.HasPrefix(n, "rb") && strings.Contains(n, "-") {
+				left = append(left, n+" ("+ns.Get("status.phase").String()+")")
+			}
+			return true
+		})
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespaces of earlier runs still there after %s: %v", timeout, left)
+		}
+		sleep(ctx, time.Second)
 	}
 }
 

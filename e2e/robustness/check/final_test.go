@@ -9,30 +9,33 @@ import (
 )
 
 func TestOneRunPerSet(t *testing.T) {
-	job := func(uid string, extra ...func(obj)) obj {
-		return object("Job", "t1", "app-test-"+uid, uid, append([]func(obj){stamped("test", LabelInputDigest, "d1", LabelLifecycle, "immutable")}, extra...)...)
+	job := func(uid, digest string, extra ...func(obj)) obj {
+		return object("Job", "t1", "app-test-"+uid, uid, append([]func(obj){stamped("test", LabelInputDigest, digest, LabelLifecycle, "immutable")}, extra...)...)
 	}
 	b := newBuilder()
-	b.write(1, "create", kontinue, sa, "jobs.batch", 201, job("j1"))
+	b.write(1, "create", kontinue, sa, "jobs.batch", 201, job("j1", "d1"))
 	b.write(2, "create", kontinue, sa, "jobs.batch", 500, nil)
 	// A retry asked with a token is one more run.
-	b.write(3, "create", kontinue, sa, "jobs.batch", 201, job("j2", annotations(AnnotationRetry, "tok")))
+	b.write(3, "create", kontinue, sa, "jobs.batch", 201, job("j2", "d1", annotations(AnnotationRetry, "tok")))
+	// Other inputs, then back to the first ones: run again.
+	b.write(4, "create", kontinue, sa, "jobs.batch", 201, job("j3", "d2"))
+	b.write(5, "create", kontinue, sa, "jobs.batch", 201, job("j4", "d1"))
 	vs, _ := OneRunPerSet(b.h)
 	assert.Empty(t, vs)
 	// A second replica (or a restart) creates another for the same set.
-	b.write(4, "create", kontinue, sa, "jobs.batch", 201, job("j3"))
+	b.write(6, "create", kontinue, sa, "jobs.batch", 201, job("j5", "d1"))
 	vs, _ = OneRunPerSet(b.h)
 	require.Len(t, vs, 1)
-	assert.Contains(t, vs[0].Message, "2 runs")
-	assert.Contains(t, vs[0].Message, "app-test-j1")
-	assert.Contains(t, vs[0].Message, "app-test-j3")
+	assert.Contains(t, vs[0].Message, "a second run")
+	assert.Contains(t, vs[0].Message, "app-test-j5")
+	assert.Contains(t, vs[0].Message, "right after app-test-j4")
 
 	// After the owner's deletion, a cache a moment behind creates one
 	// more, which the garbage collector removes: counted apart.
 	b = newBuilder()
-	b.write(1, "create", kontinue, sa, "jobs.batch", 201, job("j1"))
+	b.write(1, "create", kontinue, sa, "jobs.batch", 201, job("j1", "d1"))
 	b.write(2, "delete", "admin", "person-a", "workloads.carto.run", 200, object("Workload", "t1", "app", "w1"))
-	b.write(2.1, "create", kontinue, sa, "jobs.batch", 201, job("j2"))
+	b.write(2.1, "create", kontinue, sa, "jobs.batch", 201, job("j2", "d1"))
 	vs, late := OneRunPerSet(b.h)
 	assert.Empty(t, vs)
 	assert.Equal(t, 1, late)
@@ -95,7 +98,8 @@ func TestLifetimes(t *testing.T) {
 	final := snap(
 		workload([]any{
 			stepEntry("src", map[string]any{"stampedRef": ref("ConfigMap", "app-src", "configmaps")}, "Ready", "True"),
-			stepEntry("app", map[string]any{"stampedRef": ref("Deployment", "app", "deployments.apps")}, "Healthy", "True"),
+			stepEntry("app", map[string]any{"stampedRef": ref("Deployment", "app", "deployments.apps"),
+				"shadowRef": ref("Deployment", "app-last-good", "deployments.apps")}, "Healthy", "True"),
 		}),
 		object("ConfigMap", "t1", "app-src", "c1", stamped("src")),
 		object("ConfigMap", "t1", "app-old", "c2", stamped("src")),

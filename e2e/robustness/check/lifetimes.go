@@ -14,7 +14,8 @@ import (
 //     deletion no object Kontinue created is left;
 //   - (b) a shadow (kontinue.dev/shadow) exists only while its primary
 //     fails: its owner's status names it (shadowRef) and the step's
-//     Healthy is False;
+//     Healthy is not True (False, or Unknown while the primary works on
+//     newer inputs, or waits for them);
 //   - (c) every mutable object Kontinue stamped that is still there is
 //     named by its owner's status (stampedRef, stampedObjects or orphans):
 //     nothing a step stopped wanting is left behind.
@@ -55,7 +56,7 @@ func Lifetimes(h *History, final, afterGC *Snapshot, served Served) []Violation 
 		st := o.Step(role.Step)
 		if role.Shadow {
 			healthy := condition(st.Get("conditions"), "Healthy").Get("status").String()
-			if st.Get("shadowRef.name").String() != k.Name || healthy != "False" {
+			if st.Get("shadowRef.name").String() != k.Name || healthy == "True" {
 				vs = append(vs, Violation{Invariant: 5, Check: "lifetimes", At: final.At, Object: k.String(),
 					Message: fmt.Sprintf("a shadow of %s, whose status has shadowRef %q and Healthy %q: a shadow exists only while its primary fails",
 						role, st.Get("shadowRef.name").String(), healthy)})

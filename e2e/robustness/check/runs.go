@@ -2,17 +2,19 @@ package check
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 )
 
-// OneRunPerSet is invariant 4: Kontinue creates at most one run (an object
-// carrying kontinue.dev/input-digest) per owner incarnation (controller
-// reference uid), step (or Runnable), input digest and retry token
-// (kontinue.dev/retry on the run: a retry asks for one more run), across
-// kills, outages, failovers and replicas. That every final input set has
-// its run is invariant 8's (the step's stampedRef names an existing run).
+// OneRunPerSet is invariant 4: Kontinue creates one run (an object
+// carrying kontinue.dev/input-digest) per input set a step (or Runnable)
+// takes, across kills, outages, failovers and replicas: of one owner
+// incarnation's (controller reference uid) runs of one step, in the order
+// they were created, no run has the input digest of the run before it,
+// unless it carries a retry token (kontinue.dev/retry) the one before did
+// not (a retry asks for one more run). Going back to earlier inputs is a
+// new input set and runs them again (reconciler/runs: the newest run
+// always matches the current inputs). That every final input set has its
+// run is invariant 8's (the step's stampedRef names an existing run).
 //
 // A run created after its owner's deletion is on the record (the API
 // server has the delete) is not counted: an informer's cache lags the
@@ -27,15 +29,11 @@ func OneRunPerSet(h *History) (vs []Violation, late int) {
 			}
 		}
 	}
-	type key struct{ owner, step, digest, retry string }
+	type key struct{ owner, step string }
 	runs := map[key][]*Event{}
 	var order []key
 	for _, e := range h.Events {
-		if !h.ByKontinue(e) || !e.Creates() || e.Obj == nil {
-			continue
-		}
-		d := e.Obj.Labels[LabelInputDigest]
-		if d == "" {
+		if !h.ByKontinue(e) || !e.Creates() || e.Obj == nil || e.Obj.Labels[LabelInputDigest] == "" {
 			continue
 		}
 		r := RoleOf(e.Obj)
@@ -47,21 +45,26 @@ func OneRunPerSet(h *History) (vs []Violation, late int) {
 		if step == "" {
 			step = "runnable " + e.Obj.Labels[LabelRunnable]
 		}
-		k := key{r.OwnerUID, step, d, e.Obj.Annotations[AnnotationRetry]}
+		k := key{r.OwnerUID, step}
 		if runs[k] == nil {
 			order = append(order, k)
 		}
 		runs[k] = append(runs[k], e)
 	}
-	sort.SliceStable(order, func(i, j int) bool { return runs[order[i]][0].Seq < runs[order[j]][0].Seq })
 	for _, k := range order {
-		if es := runs[k]; len(es) > 1 {
-			var names []string
-			for _, e := range es {
-				names = append(names, fmt.Sprintf("%s at %s (%s)", e.Obj.Name, e.Time.Format("15:04:05.000"), who(e)))
+		es := runs[k]
+		SortByTime(es)
+		for i := 1; i < len(es); i++ {
+			prev, cur := es[i-1], es[i]
+			d := cur.Obj.Labels[LabelInputDigest]
+			retry := cur.Obj.Annotations[AnnotationRetry]
+			if d != prev.Obj.Labels[LabelInputDigest] || (retry != "" && retry != prev.Obj.Annotations[AnnotationRetry]) {
+				continue
 			}
-			vs = append(vs, Violation{Invariant: 4, Check: "one run per input set", At: es[1].Time, Object: es[0].Key().String(),
-				Message: fmt.Sprintf("%d runs of owner %s %s for input digest %s: %s", len(es), short(k.owner), k.step, short12(k.digest), strings.Join(names, ", "))})
+			vs = append(vs, Violation{Invariant: 4, Check: "one run per input set", At: cur.Time, Object: cur.Key().String(),
+				Message: fmt.Sprintf("a second run of owner %s %s for input digest %s: %s at %s (%s), right after %s at %s (%s)",
+					short(k.owner), k.step, short12(d), cur.Obj.Name, cur.Time.Format("15:04:05.000"), who(cur),
+					prev.Obj.Name, prev.Time.Format("15:04:05.000"), who(prev))})
 		}
 	}
 	return vs, late
