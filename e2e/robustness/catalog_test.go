@@ -404,6 +404,14 @@ spec:
     sources: [{name: deployed, resource: deploy}]`,
 }
 
+// chainTemplates are the templates each chain's steps name.
+var chainTemplates = map[string][]string{
+	"main":    {"src", "cfg-a", "cfg-b", "widget", "echo"},
+	"apps":    {"src", "yaml", "app-hr", "app-oc", "test", "go"},
+	"deliver": {"dsrc", "deploy", "notify"},
+	"canary":  {"cwidget", "cfinal"},
+}
+
 // chainsOfKind: the chains an owner kind selects.
 var chainsOfKind = map[string][]string{
 	"Workload":    {"main", "apps"},

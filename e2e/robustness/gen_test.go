@@ -93,9 +93,9 @@ func generate(seed uint64, traffic time.Duration) ([]Op, bool) {
 		}
 		// The platform's last change comes well before the end, so that a
 		// roll-out it starts has the settle time to finish (invariant 7c).
-		if nextPlatform <= g.now && g.now < traffic-25*time.Second {
+		if nextPlatform <= g.now && g.now < traffic-20*time.Second {
 			g.platform()
-			nextPlatform = g.now + 5*time.Second + g.jitter(10*time.Second)
+			nextPlatform = g.now + 3*time.Second + g.jitter(5*time.Second)
 		}
 		g.tenantOp(g.tenants[g.r.IntN(len(g.tenants))])
 	}
@@ -525,7 +525,8 @@ func (g *generator) squat(t *genTenant, o *genOwner, name string) {
 func (g *generator) platform() {
 	switch g.weighted("edit", 7, "policy", 2, "pause", 1) {
 	case "edit":
-		n := g.pick(templateNames())
+		// A chain's template, the main chain's (with a roll-out) most often.
+		n := g.pick(chainTemplates[g.weighted("main", 8, "apps", 5, "deliver", 4, "canary", 3)])
 		g.edition[n]++
 		g.add(Op{At: g.now, Actor: "platform", Do: "edit", Kind: "template", Name: n,
 			Args: map[string]string{"edition": strconv.Itoa(1 + g.edition[n])}})

@@ -62,6 +62,11 @@ func TestGenerateCoversEveryOp(t *testing.T) {
 }
 
 func TestCatalogRenders(t *testing.T) {
+	for chain, ts := range chainTemplates {
+		for _, n := range ts {
+			assert.Contains(t, chainDocs[chain], "@P@-"+n, "chain %s names %s", chain, n)
+		}
+	}
 	for _, n := range templateNames() {
 		out := render(catalogDocs[n], "rbx", 3, false)
 		assert.NotContains(t, out, "@P@")
