@@ -48,6 +48,7 @@ var (
 	flagShrink     = flag.Bool("robustness.shrink", false, "TestRobustness: shrink a failing op list (each try is a full run)")
 	flagShrinkRuns = flag.Int("robustness.shrink-runs", 30, "TestRobustness: at most this many runs to shrink one failure")
 	flagKeep       = flag.Bool("robustness.keep", false, "keep the folder of passing runs too")
+	flagKontinue   = flag.String("robustness.kontinue", "", "run this kontinue binary instead of building the worktree's (another branch's, a mutant's)")
 	flagNoProxy    = flag.Bool("robustness.noproxy", false, "Kontinue talks to the API server directly (no slow or 429 answers)")
 	flagRepeat     = flag.Int("robustness.repeat", 1, "TestRobustness: run each seed this many times (a flake shows)")
 	flagStop       = flag.Bool("robustness.failfast", false, "TestRobustness: stop at the first failing seed")
@@ -100,8 +101,10 @@ func needCluster(t *testing.T) {
 		}
 		client.Timeout = time.Minute
 		suite.api = api{host: suite.cluster.Host, client: client}
-		if suite.bin, suite.err = buildKontinue(suite.root); suite.err != nil {
-			return
+		if suite.bin = *flagKontinue; suite.bin == "" {
+			if suite.bin, suite.err = buildKontinue(suite.root); suite.err != nil {
+				return
+			}
 		}
 		fmt.Fprintf(os.Stderr, "robustness: cluster (state and logs in %s) and Kontinue ready in %s\n", suite.dir, time.Since(t0).Round(time.Second))
 	})

@@ -251,7 +251,7 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 		}
 	}
 	res.Took = time.Since(t0)
-	if len(res.Violations) > 0 {
+	if len(res.Violations) > 0 || *flagKeep {
 		if err := r.saveMarks(quietFrom, end); err != nil {
 			res.Notes = append(res.Notes, "saving the marks: "+err.Error())
 		}
@@ -261,7 +261,8 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 		report := fmt.Sprintf("seed %d (run %s), %d violation(s):\n%s\nops:\n%s", seed, r.prefix, len(res.Violations),
 			check.Summary(res.Violations, 1000), opsText(ops))
 		_ = os.WriteFile(filepath.Join(r.dir, "report.txt"), []byte(report), 0o644)
-	} else if !*flagKeep {
+	}
+	if len(res.Violations) == 0 && !*flagKeep {
 		_ = os.RemoveAll(r.dir)
 	}
 	return res, nil

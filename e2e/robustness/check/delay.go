@@ -36,7 +36,9 @@ type DelayBounds struct {
 //     the owner is deleted first: Kontinue never stops seeing owners;
 //   - (c) a chain's roll-out that cannot halt (spec.rollout.pauseOnFailure
 //     false, not paused) does not stay Progressing on one target for
-//     longer than b.Rollout: no owner, served or not, holds a wave.
+//     longer than b.Rollout (outages excused), and is not Progressing at
+//     the end on a target older than b.Rollout (the suite's settle time
+//     has no fault): no owner, served or not, holds a wave.
 func BoundedDelay(h *History, canaries []Canary, b DelayBounds, served Served) []Violation {
 	var vs []Violation
 	for _, c := range canaries {
@@ -276,8 +278,15 @@ func rolloutDelay(h *History, bound time.Duration) []Violation {
 		}
 		stuck(k, s, e.Time)
 	}
+	// At the end the suite has given the roll-out its settle time without
+	// any fault: an outage earlier excuses nothing any more.
 	for k, s := range chains {
-		stuck(k, s, h.End)
+		if s.target == "" || s.reported || s.canHalt || s.paused || h.End.Sub(s.since) <= bound {
+			continue
+		}
+		vs = append(vs, Violation{Invariant: 7, Check: "bounded delay", At: s.since, Object: k.String(),
+			Message: fmt.Sprintf("roll-out of %s still Progressing at the end, %s after it began (pauseOnFailure false; bound %s): %s",
+				s.target, h.End.Sub(s.since).Round(time.Second), bound, s.msg)})
 	}
 	return vs
 }

@@ -88,8 +88,13 @@ func TestBoundedDelayRollout(t *testing.T) {
 	b.write(50, "update", kontinue, "", res, 200, chain(false, "Progressing", "r3"))
 	vs := BoundedDelay(b.h, nil, bounds, nil)
 	require.Len(t, vs, 1)
-	assert.Contains(t, vs[0].Message, "roll-out of r3 Progressing for 7m30s")
+	assert.Contains(t, vs[0].Message, "roll-out of r3 still Progressing at the end, 7m30s after it began")
 	assert.Contains(t, vs[0].Message, "1 of 2 admitted owner(s) Ready")
+	// An outage excuses a stall during the run, not at the end.
+	b.h.Outages = []Interval{{at(50), at(480)}}
+	assert.Len(t, BoundedDelay(b.h, nil, bounds, nil), 1)
+	b.write(490, "update", kontinue, "", res, 200, chain(false, "Complete", ""))
+	assert.Empty(t, BoundedDelay(b.h, nil, bounds, nil))
 
 	// A roll-out that may halt may wait.
 	b = newBuilder()

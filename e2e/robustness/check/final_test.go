@@ -39,6 +39,14 @@ func TestOneRunPerSet(t *testing.T) {
 	vs, late := OneRunPerSet(b.h)
 	assert.Empty(t, vs)
 	assert.Equal(t, 1, late)
+	// The same after the namespace's owners are deleted at once.
+	b = newBuilder()
+	b.write(1, "create", kontinue, sa, "jobs.batch", 201, job("j1", "d1"))
+	b.write(2, "deletecollection", "admin", "", "workloads.carto.run", 200, nil).Namespace = "t1"
+	b.write(2.1, "create", kontinue, sa, "jobs.batch", 201, job("j2", "d1"))
+	vs, late = OneRunPerSet(b.h)
+	assert.Empty(t, vs)
+	assert.Equal(t, 1, late)
 }
 
 // snap builds a snapshot of objects.

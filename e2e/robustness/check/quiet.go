@@ -75,7 +75,7 @@ func NoFights(h *History, b QuietBounds) []Violation {
 		if !b.QuietFrom.IsZero() {
 			var late []*Event
 			for _, e := range ws {
-				if !e.Time.Before(b.QuietFrom) {
+				if !e.Time.Before(b.QuietFrom) && !e.Time.After(h.End) {
 					late = append(late, e)
 				}
 			}

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -17,17 +18,34 @@ import (
 // run is invariant 8's (the step's stampedRef names an existing run).
 //
 // A run created after its owner's deletion is on the record (the API
-// server has the delete) is not counted: an informer's cache lags the
+// server has the delete, or a delete of every owner of its kind in the
+// namespace) is not counted: an informer's cache lags the
 // delete by a moment, and the garbage collector removes such a run at
 // once; late is their number.
 func OneRunPerSet(h *History) (vs []Violation, late int) {
-	gone := map[string]time.Time{}
+	gone := map[string]time.Time{}   // owner uid → deleted
+	goneNS := map[string]time.Time{} // namespace/resource → every owner deleted
 	for _, e := range h.Events {
-		if e.OK() && e.Verb == "delete" && e.Group == OwnGroup && e.Obj != nil && e.Subresource == "" {
+		if !e.OK() || e.Group != OwnGroup || e.Subresource != "" {
+			continue
+		}
+		if e.Verb == "delete" && e.Obj != nil {
 			if _, ok := gone[e.Obj.UID]; !ok {
 				gone[e.Obj.UID] = e.Time
 			}
 		}
+		if e.Verb == "deletecollection" {
+			if _, ok := goneNS[e.Namespace+"/"+e.Resource]; !ok {
+				goneNS[e.Namespace+"/"+e.Resource] = e.Time
+			}
+		}
+	}
+	deleted := func(r Role, ns string, at time.Time) bool {
+		if t, ok := gone[r.OwnerUID]; ok && at.After(t) {
+			return true
+		}
+		t, ok := goneNS[ns+"/"+strings.ToLower(r.OwnerKind)+"s"]
+		return ok && at.After(t)
 	}
 	type key struct{ owner, step string }
 	runs := map[key][]*Event{}
@@ -37,7 +55,7 @@ func OneRunPerSet(h *History) (vs []Violation, late int) {
 			continue
 		}
 		r := RoleOf(e.Obj)
-		if t, ok := gone[r.OwnerUID]; ok && e.Time.After(t) {
+		if deleted(r, e.Namespace, e.Time) {
 			late++
 			continue
 		}
