@@ -443,12 +443,14 @@ func (g *generator) paramOp(t *genTenant, name string, o *genOwner) {
 			p, v = "cfgSuffix", g.weighted(`"cfg"`, 4, `"x1"`, 1)
 		}
 	case "apps":
-		switch g.r.IntN(5) {
-		case 0, 1:
+		// Images most often: a Deployment that rolled out a few times, then
+		// crash-loops, is what a shadow is made for.
+		switch g.r.IntN(7) {
+		case 0, 1, 2, 3:
 			p, v = "image", g.image(o)
-		case 2:
+		case 4:
 			p, v = "rule", strconv.Quote(g.pick([]string{"health", "completion"}))
-		case 3:
+		case 5:
 			p, v = "exit", strconv.Quote(g.weighted("0", 3, "1", 1))
 		default:
 			p, v = "runFor", strconv.Quote(g.weighted("1s", 3, "4s", 2, "600s", 1))
