@@ -114,11 +114,15 @@ func TestLifetimes(t *testing.T) {
 		object("Deployment", "t1", "app-last-good", "d2", stamped("app", LabelShadow, "true")),
 		object("ConfigMap", "t1", "mine", "p1", stamped("src")), // a person's: not judged
 	)
-	afterGC := snap(object("ConfigMap", "t1", "app-src", "c1", stamped("src")), object("ConfigMap", "t1", "mine", "p1", stamped("src")))
-	vs := Lifetimes(b.h, final, afterGC, nil)
+	b.write(0.5, "create", "admin", "person-a", "workloads.carto.run", 201, object("Workload", "t1", "app", "w1"))
+	b.write(5, "create", kontinue, sa, "configmaps", 201, object("ConfigMap", "t1", "stray", "c3", stamped("src"), controlledBy("Workload", "app", "w9")))
+	afterGC := snap(object("ConfigMap", "t1", "app-src", "c1", stamped("src")), object("ConfigMap", "t1", "mine", "p1", stamped("src")),
+		object("ConfigMap", "t1", "stray", "c3", stamped("src"), controlledBy("Workload", "app", "w9")))
+	vs, gcLag := Lifetimes(b.h, final, afterGC, nil)
+	assert.Equal(t, 1, gcLag, "app-src names an owner that was: the garbage collector's to remove")
 	require.Len(t, vs, 3, "%v", vs)
 	msgs := Summary(vs, 10)
-	assert.Contains(t, msgs, "configmaps/t1/app-src: left after its owner was deleted")
+	assert.Contains(t, msgs, "configmaps/t1/stray: left after the owners were deleted, with no controller reference to an owner")
 	assert.Contains(t, msgs, "configmaps/t1/app-old: stamped by Kontinue for")
 	assert.Contains(t, msgs, "deployments.apps/t1/app-last-good: a shadow of")
 
@@ -143,10 +147,12 @@ func TestLifetimes(t *testing.T) {
 		return raw
 	}()
 	final.Put("", "configmaps", mustJSON(object("ConfigMap", "t1", "app-old", "c2", stamped("src"))))
-	assert.Empty(t, Lifetimes(b.h, final, nil, nil))
+	vs, _ = Lifetimes(b.h, final, nil, nil)
+	assert.Empty(t, vs)
 	// An owner no replica serves is not judged.
-	assert.Empty(t, Lifetimes(b.h, snap(object("Workload", "t1", "app", "w1", labels(LabelShard, "nowhere")),
-		object("ConfigMap", "t1", "app-old", "c2", stamped("src"))), nil, func(s string) bool { return s == "" }))
+	vs, _ = Lifetimes(b.h, snap(object("Workload", "t1", "app", "w1", labels(LabelShard, "nowhere")),
+		object("ConfigMap", "t1", "app-old", "c2", stamped("src"))), nil, func(s string) bool { return s == "" })
+	assert.Empty(t, vs)
 }
 
 func mustJSON(o obj) []byte {

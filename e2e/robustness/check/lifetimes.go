@@ -11,7 +11,12 @@ import (
 // (afterGC, may be nil):
 //
 //   - (a) nothing Kontinue created outlives its owner: after the owners'
-//     deletion no object Kontinue created is left;
+//     deletion, an object Kontinue created that is still there carries a
+//     controller reference to an owner that existed (the garbage
+//     collector's to remove: counted in gcLag, not a violation; the
+//     collector itself can lag after an API server restart); one without
+//     such a reference (cluster-scoped, or naming no owner that ever was)
+//     is Kontinue's leftover;
 //   - (b) a shadow (kontinue.dev/shadow) exists only while its primary
 //     fails: its owner's status names it (shadowRef) and the step's
 //     Healthy is not True (False, or Unknown while the primary works on
@@ -22,20 +27,30 @@ import (
 //
 // (b) and (c) judge only owners a replica serves whose status describes
 // their current generation (invariant 8 says when one does not).
-func Lifetimes(h *History, final, afterGC *Snapshot, served Served) []Violation {
+func Lifetimes(h *History, final, afterGC *Snapshot, served Served) (vs []Violation, gcLag int) {
 	mine := createdByKontinue(h)
-	var vs []Violation
+	owners := map[string]bool{} // uids of every owner the history saw
+	for uid, in := range h.Incarnations() {
+		if in.Key.Group == OwnGroup && (in.Key.Resource == "workloads" || in.Key.Resource == "deliverables" || in.Key.Resource == "runnables") {
+			owners[uid] = true
+		}
+	}
 	if afterGC != nil {
 		for _, k := range afterGC.Keys() {
 			m := MetaOf(afterGC.Objects[k])
-			if m != nil && mine[m.UID] {
-				vs = append(vs, Violation{Invariant: 5, Check: "lifetimes", At: afterGC.At, Object: k.String(),
-					Message: fmt.Sprintf("left after its owner was deleted and garbage-collected (owners %v)", m.Owners)})
+			if m == nil || !mine[m.UID] {
+				continue
 			}
+			if c := m.Controller(); c != nil && owners[c.UID] {
+				gcLag++
+				continue
+			}
+			vs = append(vs, Violation{Invariant: 5, Check: "lifetimes", At: afterGC.At, Object: k.String(),
+				Message: fmt.Sprintf("left after the owners were deleted, with no controller reference to an owner the garbage collector could follow (owners %v)", m.Owners)})
 		}
 	}
 	if final == nil {
-		return vs
+		return vs, gcLag
 	}
 	for _, k := range final.Keys() {
 		if k.Group == OwnGroup {
@@ -72,7 +87,7 @@ func Lifetimes(h *History, final, afterGC *Snapshot, served Served) []Violation 
 					role, st.Get("stampedRef.name").String(), gjson.GetBytes(o.JSON, "status.orphans").Raw)})
 		}
 	}
-	return vs
+	return vs, gcLag
 }
 
 // names says whether the owner's status names k: the step's stampedRef or
