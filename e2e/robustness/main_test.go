@@ -49,6 +49,7 @@ var (
 	flagShrinkRuns = flag.Int("robustness.shrink-runs", 30, "TestRobustness: at most this many runs to shrink one failure")
 	flagKeep       = flag.Bool("robustness.keep", false, "keep the folder of passing runs too")
 	flagKontinue   = flag.String("robustness.kontinue", "", "run this kontinue binary instead of building the worktree's (another branch's, a mutant's)")
+	flagRecheck    = flag.String("robustness.recheck", "", "TestRecheck: check kept runs again (a glob of their folders)")
 	flagNoProxy    = flag.Bool("robustness.noproxy", false, "Kontinue talks to the API server directly (no slow or 429 answers)")
 	flagRepeat     = flag.Int("robustness.repeat", 1, "TestRobustness: run each seed this many times (a flake shows)")
 	flagStop       = flag.Bool("robustness.failfast", false, "TestRobustness: stop at the first failing seed")

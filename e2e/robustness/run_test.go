@@ -254,6 +254,12 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 		if err := r.saveMarks(quietFrom, end); err != nil {
 			res.Notes = append(res.Notes, "saving the marks: "+err.Error())
 		}
+		if err := saveSnapshot(filepath.Join(r.dir, "final.jsonl"), final); err != nil {
+			res.Notes = append(res.Notes, "saving the final read: "+err.Error())
+		}
+		if err := saveSnapshot(filepath.Join(r.dir, "aftergc.jsonl"), afterGC); err != nil {
+			res.Notes = append(res.Notes, "saving the read after the owners' deletion: "+err.Error())
+		}
 		if err := r.saveAudit(auditFrom); err != nil {
 			res.Notes = append(res.Notes, "saving the audit log: "+err.Error())
 		}

@@ -238,6 +238,9 @@ func rolloutDelay(h *History, bound time.Duration) []Violation {
 				now.Sub(s.since).Round(time.Second), bound, s.msg)})
 	}
 	for _, e := range h.Events {
+		if e.Time.After(h.End) {
+			break // the end's deletions complete what was stuck
+		}
 		if !e.OK() || e.Group != OwnGroup || (e.Resource != "clustersupplychains" && e.Resource != "clusterdeliveries") {
 			continue
 		}

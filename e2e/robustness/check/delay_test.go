@@ -93,7 +93,10 @@ func TestBoundedDelayRollout(t *testing.T) {
 	// An outage excuses a stall during the run, not at the end.
 	b.h.Outages = []Interval{{at(50), at(480)}}
 	assert.Len(t, BoundedDelay(b.h, nil, bounds, nil), 1)
-	b.write(490, "update", kontinue, "", res, 200, chain(false, "Complete", ""))
+	// Completed after the end (the owners' deletion unblocks it): stuck.
+	b.write(510, "update", kontinue, "", res, 200, chain(false, "Complete", ""))
+	assert.Len(t, BoundedDelay(b.h, nil, bounds, nil), 1)
+	b.h.End = at(520)
 	assert.Empty(t, BoundedDelay(b.h, nil, bounds, nil))
 
 	// A roll-out that may halt may wait.

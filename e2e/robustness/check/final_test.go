@@ -105,7 +105,7 @@ func TestLifetimes(t *testing.T) {
 	b.write(4, "create", "admin", "person-a", "configmaps", 201, object("ConfigMap", "t1", "mine", "p1", stamped("src")))
 	final := snap(
 		workload([]any{
-			stepEntry("src", map[string]any{"stampedRef": ref("ConfigMap", "app-src", "configmaps")}, "Ready", "True"),
+			stepEntry("src", map[string]any{"stampedRef": ref("ConfigMap", "app-src", "configmaps")}, "Ready", "True", "ResourceSubmitted", "True"),
 			stepEntry("app", map[string]any{"stampedRef": ref("Deployment", "app", "deployments.apps"),
 				"shadowRef": ref("Deployment", "app-last-good", "deployments.apps")}, "Healthy", "True"),
 		}),
@@ -122,7 +122,7 @@ func TestLifetimes(t *testing.T) {
 	assert.Equal(t, 1, gcLag, "app-src names an owner that was: the garbage collector's to remove")
 	require.Len(t, vs, 3, "%v", vs)
 	msgs := Summary(vs, 10)
-	assert.Contains(t, msgs, "configmaps/t1/stray: left after the owners were deleted, with no controller reference to an owner")
+	assert.Contains(t, msgs, "configmaps/t1/stray: left after the owners were deleted, with no owner reference")
 	assert.Contains(t, msgs, "configmaps/t1/app-old: stamped by Kontinue for")
 	assert.Contains(t, msgs, "deployments.apps/t1/app-last-good: a shadow of")
 

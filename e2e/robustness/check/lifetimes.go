@@ -11,8 +11,8 @@ import (
 // (afterGC, may be nil):
 //
 //   - (a) nothing Kontinue created outlives its owner: after the owners'
-//     deletion, an object Kontinue created that is still there carries a
-//     controller reference to an owner that existed (the garbage
+//     deletion, an object Kontinue created that is still there carries an
+//     owner reference to an owner that existed (the garbage
 //     collector's to remove: counted in gcLag, not a violation; the
 //     collector itself can lag after an API server restart); one without
 //     such a reference (cluster-scoped, or naming no owner that ever was)
@@ -22,8 +22,10 @@ import (
 //     Healthy is not True (False, or Unknown while the primary works on
 //     newer inputs, or waits for them);
 //   - (c) every mutable object Kontinue stamped that is still there is
-//     named by its owner's status (stampedRef, stampedObjects or orphans):
-//     nothing a step stopped wanting is left behind.
+//     named by its owner's status (stampedRef, stampedObjects or orphans)
+//     when its step stamped its current object (ResourceSubmitted True)
+//     or is gone from the chain: nothing a step stopped wanting is left
+//     behind.
 //
 // (b) and (c) judge only owners a replica serves whose status describes
 // their current generation (invariant 8 says when one does not).
@@ -41,12 +43,12 @@ func Lifetimes(h *History, final, afterGC *Snapshot, served Served) (vs []Violat
 			if m == nil || !mine[m.UID] {
 				continue
 			}
-			if c := m.Controller(); c != nil && owners[c.UID] {
+			if ownedByKnown(m, owners) {
 				gcLag++
 				continue
 			}
 			vs = append(vs, Violation{Invariant: 5, Check: "lifetimes", At: afterGC.At, Object: k.String(),
-				Message: fmt.Sprintf("left after the owners were deleted, with no controller reference to an owner the garbage collector could follow (owners %v)", m.Owners)})
+				Message: fmt.Sprintf("left after the owners were deleted, with no owner reference the garbage collector could follow (owners %v)", m.Owners)})
 		}
 	}
 	if final == nil {
@@ -81,6 +83,9 @@ func Lifetimes(h *History, final, afterGC *Snapshot, served Served) (vs []Violat
 		if lc := m.Labels[LabelLifecycle]; lc != "" && lc != "mutable" {
 			continue // runs: retention decides
 		}
+		if st.Exists() && condition(st.Get("conditions"), "ResourceSubmitted").Get("status").String() != "True" {
+			continue // the step waits (for inputs, for a refusal): what it stamped before stays
+		}
 		if !names(o, st, k) {
 			vs = append(vs, Violation{Invariant: 5, Check: "lifetimes", At: final.At, Object: k.String(),
 				Message: fmt.Sprintf("stamped by Kontinue for %s, still there, and its owner's status does not name it (stampedRef %s, orphans %s)",
@@ -88,6 +93,17 @@ func Lifetimes(h *History, final, afterGC *Snapshot, served Served) (vs []Violat
 		}
 	}
 	return vs, gcLag
+}
+
+// ownedByKnown: an owner reference (a stamped object's is its controller,
+// a history ConfigMap's is not) names an owner the history saw.
+func ownedByKnown(m *Meta, owners map[string]bool) bool {
+	for _, o := range m.Owners {
+		if owners[o.UID] {
+			return true
+		}
+	}
+	return false
 }
 
 // names says whether the owner's status names k: the step's stampedRef or
