@@ -155,7 +155,7 @@ func (g *generator) nextCommit() string {
 
 func (g *generator) image(o *genOwner) string {
 	o.image++
-	if g.r.IntN(10) < 3 {
+	if o.image > 1 && g.r.IntN(10) < 4 { // the first rolls out: a later one may crash
 		return strconv.Quote("registry.example/app:crash-" + strconv.Itoa(o.image))
 	}
 	return strconv.Quote("registry.example/app:v" + strconv.Itoa(o.image))
@@ -445,12 +445,12 @@ func (g *generator) paramOp(t *genTenant, name string, o *genOwner) {
 	case "apps":
 		// Images most often: a Deployment that rolled out a few times, then
 		// crash-loops, is what a shadow is made for.
-		switch g.r.IntN(7) {
-		case 0, 1, 2, 3:
+		switch g.r.IntN(8) {
+		case 0, 1, 2, 3, 4:
 			p, v = "image", g.image(o)
-		case 4:
-			p, v = "rule", strconv.Quote(g.pick([]string{"health", "completion"}))
 		case 5:
+			p, v = "rule", strconv.Quote(g.pick([]string{"health", "completion"}))
+		case 6:
 			p, v = "exit", strconv.Quote(g.weighted("0", 3, "1", 1))
 		default:
 			p, v = "runFor", strconv.Quote(g.weighted("1s", 3, "4s", 2, "600s", 1))
