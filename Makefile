@@ -8,17 +8,21 @@ BIN      := _output/bin
 STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
 E2E_REAL_TIMEOUT ?= 20m
+E2E_RELEASE_TIMEOUT ?= 20m
 ROBUSTNESS_TIMEOUT ?= 20m
 
-.PHONY: all build test unit e2e e2e-real robustness robustness-seeds kwok chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
+.PHONY: all build generate test unit e2e e2e-real robustness robustness-seeds kwok chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
 all: build
 
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X kontinue.dev/kontinue/version.Version=$(VERSION)
+# The version of the next release: version/VERSION is the one source
+# (CHANGELOG.md's newest entry and the chart's version agree with it:
+# hack/release's TestOneVersion). `make release` builds it; `make build`
+# stamps none, so the binary says VERSION-dev and its commit.
+VERSION ?= $(shell cat version/VERSION)
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kontinue .
+	$(GO) build -o $(BIN)/kontinue .
 
 ## test: lint, unit tests, the e2e suite on the local control plane (or
 ## $KUBECONFIG), the e2e suite on real workload controllers and Tekton
@@ -28,13 +32,17 @@ test: lint unit e2e conformance
 
 unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
+	$(GO) -C hack/crdgen test -count=1 ./...
 
 ## e2e: the e2e suites, one after the other (each starts a cluster; side
-## by side they would share 2 cores), then the robustness suite's fixed
-## seeds.
+## by side they would share 2 cores): ./e2e, ./e2e/real, ./e2e/release
+## (a release built by the recipe, its chart installed, its image's binary
+## run as the chart's Deployment would: needs root), then the robustness
+## suite's fixed seeds.
 e2e: controlplane realcontrollers chromium
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e
 	$(GO) test -count=1 -timeout $(E2E_REAL_TIMEOUT) ./e2e/real
+	$(GO) test -count=1 -timeout $(E2E_RELEASE_TIMEOUT) ./e2e/release
 	$(MAKE) robustness-seeds
 
 ## robustness-seeds: the robustness suite's fixed seeds and its checks' own
@@ -120,6 +128,16 @@ $(BIN)/staticcheck:
 run-local: controlplane build
 	$(GO) run ./hack/runlocal
 
+## generate: write every generated file. The CRDs (crds/*.yaml) from their Go
+## types (crds/kinds.go, reconciler/api, reconciler/status) with hack/crdgen,
+## controller-gen's generator pinned in its own module; deploy/crds.yaml, the
+## chart's crds/ and deploy/install.yaml (hack/installyaml); docs/crds.md
+## (hack/crddocs). Unit tests fail when one is stale.
+generate:
+	$(GO) run -C hack/crdgen .
+	$(GO) run ./hack/installyaml -image $(IMAGE)
+	$(GO) run ./hack/crddocs
+
 ## crds: print the CRDs Kontinue serves.
 crds: build
 	@$(BIN)/kontinue crds
@@ -139,10 +157,11 @@ e2e-kind:
 ## release: everything a release needs, without Docker, in
 ## _output/release/$(VERSION): CLI archives for linux/darwin × amd64/arm64
 ## with SBOMs, the image as an OCI layout, install.yaml and crds.yaml and the
-## chart pinned to the image's digest, the krew manifest, SHA256SUMS
-## (hack/release; docs/install.md). VERSION=v0.x.y REGISTRY=ghcr.io/you
-## RELEASE_URL=<folder the archives are downloaded from>.
-## `make test` runs it as a dry run (hack/release's test).
+## chart pinned to the image's digest, the krew manifest (with RELEASE_URL),
+## SHA256SUMS (hack/release; docs/install.md). Pushes nothing: it says what
+## `make publish` would push. Optional: REGISTRY=ghcr.io/you (default: the
+## chart's image.repository), RELEASE_URL=<folder the archives are downloaded
+## from>. `make test` runs it (hack/release's test, e2e/release).
 release:
 	$(GO) run ./hack/release -version "$(VERSION)" -registry "$(REGISTRY)" -url "$(RELEASE_URL)" $(RELEASE_ARGS)
 
@@ -151,15 +170,16 @@ release:
 ## ~/.docker/config.json and `helm registry login`; no Docker, no helm CLI).
 publish:
 	$(GO) run ./hack/release -version "$(VERSION)" -registry "$(REGISTRY)" -url "$(RELEASE_URL)" -push $(RELEASE_ARGS)
-IMAGE ?= kontinue:latest
+IMAGE ?= kontinue:dev
 
-## install-yaml: regenerate deploy/install.yaml (namespace + the chart deploy/chart rendered) for $(IMAGE), deploy/crds.yaml and the chart's crds/.
+## install-yaml: regenerate deploy/install.yaml (namespace + the chart deploy/chart rendered with its defaults), deploy/crds.yaml and the chart's crds/.
 install-yaml:
-	$(GO) run ./hack/installyaml -image $(IMAGE)
+	$(GO) run ./hack/installyaml
 
-## image: build the container image $(IMAGE) (needs Docker).
+## image: build the container image $(IMAGE) with Docker: the release's
+## image (Dockerfile). It says VERSION-dev unless VERSION is given.
 image:
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	docker build $(if $(filter file,$(origin VERSION)),,--build-arg VERSION=$(VERSION)) -t $(IMAGE) .
 
 ## e2e-rbac: the e2e suite with Kontinue running as the kontinue service account of deploy/ (not part of `test`).
 e2e-rbac: controlplane build

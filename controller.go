@@ -127,7 +127,7 @@ Flags and defaults: docs/operations.md#flags.`,
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", 30*time.Second, "time in-flight reconciles get to finish on SIGTERM")
 	fs.StringVar(&o.shard, "shard", "", "serve only the owners labelled kontinue.dev/shard=<shard> and cache only them and what they stamped; empty: the owners without the label (docs/operations.md#sharding)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run the controllers only while holding a Lease, so that replicas can wait as standbys (the Deployment sets it)")
-	fs.StringVar(&o.election.namespace, "leader-election-namespace", "", "namespace of the Lease; default: the pod's namespace")
+	fs.StringVar(&o.election.namespace, "leader-election-namespace", "", "namespace of the shards' Leases (leader election; which shards run, read by roll-outs, and kept fresh without --leader-elect too); default: the pod's namespace")
 	fs.StringVar(&o.election.id, "leader-election-id", "kontinue-leader", "name of the Lease; with --shard, <name>-shard-<shard>")
 	fs.DurationVar(&o.election.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long standbys wait after the last renewal before taking the Lease")
 	fs.DurationVar(&o.election.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before it gives up (and exits)")

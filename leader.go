@@ -18,6 +18,7 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/metrics"
+	"kontinue.dev/kontinue/reconciler/shard"
 )
 
 // leadership is what the probes and the gauge know about leader election
@@ -96,7 +97,7 @@ func runElected(sig context.Context, cfg *rest.Config, o electionOptions, lead *
 		return err
 	}
 	id := candidateIdentity()
-	lock := newLeaseLock(dyn, o.namespace, o.id, id)
+	lock := shard.NewLeaseLock(dyn, o.namespace, o.id, id)
 
 	// The elector's context ends after the work has drained, not on the
 	// signal itself: ReleaseOnCancel releases the Lease when it ends.

@@ -8,12 +8,14 @@
 //
 // Invoked as kubectl-kontinue it is a kubectl plugin. With --leader-elect,
 // replicas share a Lease and only its holder runs the controllers
-// (leader.go, leaselock.go); logs are JSON in a cluster and text locally
+// (leader.go, reconciler/shard/leaselock.go); logs are JSON in a cluster and text locally
 // (logging.go).
 package main
 
-// Generated files: deploy/install.yaml (deploy/namespace.yaml + the chart deploy/chart), deploy/crds.yaml and
+// Generated files (`make generate`): crds/*.yaml (from the Go types of crds/kinds.go, reconciler/api and
+// reconciler/status), deploy/install.yaml (deploy/namespace.yaml + the chart deploy/chart), deploy/crds.yaml and
 // docs/crds.md (from the CRDs' descriptions). Unit tests fail when stale.
+//go:generate go run -C hack/crdgen .
 //go:generate go run ./hack/installyaml
 //go:generate go run ./hack/crddocs
 
@@ -29,6 +31,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	// CA roots in the binary, used only where the system has none (the
+	// image is scratch: no /etc/ssl): Helm charts fetched over https, an
+	// https traces endpoint, registries. Mozilla's roots as the Go team
+	// ships them, kept current by bumping the module (govulncheck flags
+	// an old one), rather than a CA bundle copied into the image's layer,
+	// so the same binary works in the release image, the Dockerfile's and
+	// any other; a system bundle, where there is one, still wins.
+	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -72,9 +82,20 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	if err := api.ValidShard(o.shard); err != nil {
 		return fmt.Errorf("--shard: %w", err)
 	}
+	// Roll-outs read which shards run from the shards' Leases, which a
+	// replica keeps fresh by leader election, or itself without it
+	// (reconciler/presence.go). Outside a cluster without
+	// --leader-election-namespace there is no namespace for them: every
+	// shard counts as served.
+	leases := reconciler.LeaseOptions{ID: o.election.id, Keep: !o.leaderElect, Duration: o.election.leaseDuration}
+	if ns, err := electionNamespace(o.election.namespace); err == nil {
+		leases.Namespace = ns
+	} else {
+		klog.InfoS("no namespace for the shards' Leases (--leader-election-namespace): roll-outs count every shard as served")
+	}
 	o.election.id = leaseName(o.election.id, o.shard)
 	ropts := reconciler.Options{Workers: o.workers, FIFOQueue: !o.fairQueue, Resync: o.resync, ShutdownGrace: o.shutdownGrace, KstatusConditions: o.kstatus, Helm: o.helm,
-		HistoryRevisions: historyRevisions(o.history), Shard: o.shard}
+		HistoryRevisions: historyRevisions(o.history), Shard: o.shard, Leases: leases}
 	if o.signer != nil {
 		ropts.Attest = o.signer.Extra
 		klog.InfoS("signing attestations", "keyid", o.signer.Key.ID)
@@ -93,6 +114,7 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 	}
 	m.OnForeign = metrics.Foreign
 	m.OnApply = metrics.Applied
+	m.OnFight = metrics.Fought
 	m.OnEventDropped = metrics.EventDropped
 	m.OnStatusConflict = metrics.StatusConflict
 	m.OnInputSetEnded = metrics.InputSetEnded

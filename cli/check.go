@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
@@ -26,6 +25,7 @@ import (
 	"kontinue.dev/kontinue/clientconfig"
 	"kontinue.dev/kontinue/crds"
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 type checkOptions struct {
@@ -58,6 +58,8 @@ func checkCommand(a *app) *cobra.Command {
     the controller's namespace) is held and renewed, and no Workload,
     Deliverable or Runnable is labelled kontinue.dev/shard for a shard no
     live Lease serves, or with an empty label;
+  - no chain's roll-out passes over owners that nothing moves (a shard no
+    running replica serves, an owner being deleted, one no chain renders);
   - with --chain: what the service account that stamps for the chain may
     not do (create, patch, delete) to the kinds its templates stamp and the
     kinds its owners' steps stamped, asked with SubjectAccessReviews.
@@ -129,6 +131,7 @@ func (a *app) runCheck(ctx context.Context, o *checkOptions) error {
 	if ns, leases, listed := checkController(ctx, c, dyn, md, o, a.env.Now()); listed {
 		checkShards(ctx, c, md, ns, o.leaseID, leases)
 	}
+	checkRollouts(ctx, c, dyn)
 	if o.chain != "" {
 		if err := checkChainRBAC(ctx, c, dyn, loaded, o); err != nil {
 			return err
@@ -179,14 +182,13 @@ func crdProblem(installed, want *unstructured.Unstructured) string {
 	return ""
 }
 
-// normalize makes JSON-equal values deep-equal (numbers as float64).
+// normalize makes JSON-equal values deep-equal (numbers as the API server
+// holds them).
 func normalize(v any) any {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var out any
+	if jsonvalue.Remarshal(v, &out) != nil {
 		return v
 	}
-	var out any
-	_ = json.Unmarshal(b, &out)
 	return out
 }
 

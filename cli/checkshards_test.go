@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"kontinue.dev/kontinue/reconciler/rollout"
 )
 
 func TestShardFindings(t *testing.T) {
@@ -141,4 +143,32 @@ func TestLeaseOf(t *testing.T) {
 		_, ok := leaseOf(lease(name), "kontinue-leader", now)
 		require.False(t, ok, name)
 	}
+}
+
+// TestRolloutFindings: `kontinue check` names the owners a chain's
+// roll-out passed over (a few, and how many), chain by chain; a chain
+// whose roll-out passed over none says nothing.
+func TestRolloutFindings(t *testing.T) {
+	ownerKind := func(k string) string {
+		if k == "ClusterDelivery" {
+			return "Deliverable"
+		}
+		return "Workload"
+	}
+	fs := rolloutFindings([]rolloutPassed{
+		{kind: "ClusterDelivery", name: "prod", revision: "bbb", passed: []rollout.PassedOwner{{Owner: "dev/gone", Reason: rollout.ReasonDeleting}}, count: 3},
+		{kind: "ClusterSupplyChain", name: "web", revision: "aaa", passed: []rollout.PassedOwner{{Owner: "t/tenant", Reason: rollout.ReasonUnserved}}, count: 1},
+		{kind: "ClusterSupplyChain", name: "api", revision: "ccc"},
+	}, ownerKind)
+	var buf bytes.Buffer
+	c := &checker{w: &buf}
+	c.section("roll-outs")
+	for _, f := range fs {
+		require.Equal(t, findingNote, f.level)
+		c.note("%s", f.text)
+	}
+	require.Equal(t, `► roll-outs
+! ClusterSupplyChain web: its roll-out of revision aaa passed over 1 owner(s) that nothing moves to it (Workload t/tenant: Unserved); each moves once it can
+! ClusterDelivery prod: its roll-out of revision bbb passed over 3 owner(s) that nothing moves to it (Deliverable dev/gone: Deleting, and 2 more); each moves once it can
+`, buf.String())
 }

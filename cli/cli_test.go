@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/cli/view"
+	"kontinue.dev/kontinue/version"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/ with what the code prints")
@@ -44,7 +45,7 @@ func TestVersion(t *testing.T) {
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		code, out, _ := run(args...)
 		require.Equal(t, 0, code)
-		require.Equal(t, "kontinue dev\n", out, "a plain build is dev")
+		require.Equal(t, "kontinue "+version.Next()+"-dev\n", out, "a build that stamps no version is version/VERSION-dev")
 	}
 }
 
@@ -95,6 +96,7 @@ func TestUnknownCommandSuggests(t *testing.T) {
 	code, _, errOut = run("get", "workloadz")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, `did you mean workloads?`)
+	require.Contains(t, errOut, `unknown kind "workloadz"`, "the message names what was typed, not the suggestion")
 }
 
 // TestGlobalFlagsBeforeCommand: `kontinue -n dev get wl` is kubectl's

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // LoadObjects reads YAML or JSON documents from files and folders (recursively,
@@ -21,11 +24,18 @@ func LoadObjects(paths []string, stdin io.Reader) ([]*unstructured.Unstructured,
 	read := func(name string, r io.Reader) error {
 		d := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 		for {
-			var m map[string]any
-			if err := d.Decode(&m); err != nil {
+			// Each document as JSON text first, then decoded as the API
+			// server decodes it (integers exact): the decoder's own
+			// numbers are float64.
+			var raw json.RawMessage
+			if err := d.Decode(&raw); err != nil {
 				if errors.Is(err, io.EOF) {
 					return nil
 				}
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			var m map[string]any
+			if err := jsonvalue.Unmarshal(raw, &m); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 			if len(m) == 0 {

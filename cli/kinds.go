@@ -86,8 +86,8 @@ func parseKinds(s string) ([]kindInfo, error) {
 		}
 	}
 	msg := "unknown kind %q: want workloads, deliverables, clustersupplychains, clusterdeliveries, templates (or one template kind) or runnables"
-	if s := suggest(l, kindWords()); len(s) > 0 {
-		return nil, usagef(msg+"; did you mean %s?", s, strings.Join(s, " or "))
+	if near := suggest(l, kindWords()); len(near) > 0 {
+		return nil, usagef(msg+"; did you mean %s?", s, strings.Join(near, " or "))
 	}
 	return nil, usagef(msg, s)
 }

@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"kontinue.dev/kontinue/paths"
 	"kontinue.dev/kontinue/reconciler/api"
@@ -248,7 +248,7 @@ func (r *offline) given(rs RenderedStep, in map[string]any) map[string]any {
 	}
 	if s, ok := out["config"].(string); ok && !r.configIsText(rs) {
 		var v any
-		if err := yaml.Unmarshal([]byte(s), &v); err == nil {
+		if err := utilyaml.Unmarshal([]byte(s), &v); err == nil { // integers exact
 			out["config"] = v
 		}
 	}

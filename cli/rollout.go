@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/rollout"
 )
 
@@ -223,12 +224,12 @@ func undoRollout(ctx context.Context, dyn dynamic.Interface, f *api.Flavor, chai
 }
 
 // sameJSON compares two JSON values as the API server holds them (int64 and
-// float64 alike).
+// float64 alike, integers exact).
 func sameJSON(a, b any) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	var va, vb any
-	_ = json.Unmarshal(ja, &va)
-	_ = json.Unmarshal(jb, &vb)
+	_ = jsonvalue.Unmarshal(ja, &va)
+	_ = jsonvalue.Unmarshal(jb, &vb)
 	return reflect.DeepEqual(va, vb)
 }

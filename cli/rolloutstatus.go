@@ -111,6 +111,16 @@ func printRolloutStatus(w io.Writer, out RolloutStatus) {
 	if len(s.Failing) > 0 {
 		fmt.Fprintf(w, "  failed owners:    %s\n", strings.Join(s.Failing, ", "))
 	}
+	if s.PassedOverCount > 0 {
+		names := make([]string, 0, len(s.PassedOver))
+		for _, p := range s.PassedOver {
+			names = append(names, p.Owner+" ("+p.Reason+")")
+		}
+		if more := s.PassedOverCount - len(s.PassedOver); more > 0 {
+			names = append(names, fmt.Sprintf("and %d more", more))
+		}
+		fmt.Fprintf(w, "  passed over:      %d, which nothing moves to the target now: %s\n", s.PassedOverCount, strings.Join(names, ", "))
+	}
 	if c := out.Condition; c != nil {
 		fmt.Fprintf(w, "  %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
@@ -149,10 +159,22 @@ func printWaves(w io.Writer, out RolloutStatus) {
 		tally := fmt.Sprintf("%d owner(s)", wv.Owners)
 		if wv.Reached {
 			tally += fmt.Sprintf(": %d Ready on the target, %d failed", wv.Updated, wv.Failing)
+			if wv.PassedOver > 0 {
+				tally += fmt.Sprintf(", %d passed over", wv.PassedOver)
+			}
 		}
 		fmt.Fprintf(w, "    %d  %-*s  %-7s  %s\n", i+1, width, rules[i], place, tally)
 		for _, m := range wv.Members {
-			fmt.Fprintf(w, "         %-7s  %s/%s\n", m.State, m.Namespace, m.Name)
+			why := ""
+			switch m.State {
+			case view.WaveUnserved:
+				why = "  (no running replica serves its shard: not waited for)"
+			case view.WaveDeleting:
+				why = "  (being deleted: not waited for)"
+			case view.WaveDetached:
+				why = "  (" + m.Reason + ": no chain renders it: not waited for)"
+			}
+			fmt.Fprintf(w, "         %-8s  %s/%s%s\n", m.State, m.Namespace, m.Name, why)
 		}
 		if more := wv.Owners - len(wv.Members); more > 0 {
 			fmt.Fprintf(w, "         ... and %d more\n", more)

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
@@ -99,6 +101,42 @@ func TestRolloutStatusWaves(t *testing.T) {
 	text.Reset()
 	printRolloutStatus(&text, out)
 	require.Contains(t, text.String(), fmt.Sprintf("         ... and %d more\n", out.Plan[1].Owners-view.MaxWaveMembers))
+
+	// Owners nothing moves: passed over, said why, not "moving".
+	paused := yamlObj(t, `
+apiVersion: carto.run/v1alpha1
+kind: ClusterDelivery
+metadata: {name: prod, annotations: {kontinue.dev/rollout-paused: "true"}}
+spec:
+  rollout:
+    waves:
+    - selector: {matchLabels: {canary: "true"}}
+    pauseOnFailure: false
+  resources: []
+status:
+  conditions:
+  - {type: RolledOut, status: Unknown, reason: Paused, message: "wave 1 of 2 paused: 1 of 5 admitted owner(s) Ready on revision bbb; 3 owner(s) passed over, which nothing can move now: dev/gone (Deleting), dev/left (DeliveryNotFound), dev/tenant (Unserved)"}
+  rollout: {stable: aaa, target: bbb, wave: 0, waves: 2, phase: Paused, admitted: 5, updated: 1, owners: 6,
+    passedOver: [{owner: dev/gone, reason: Deleting}, {owner: dev/left, reason: DeliveryNotFound}, {owner: dev/tenant, reason: Unserved}], passedOverCount: 3}
+`)
+	_, st, err = rollout.Read(paused.Object)
+	require.NoError(t, err)
+	tenant := func(name, shard string) *unstructured.Unstructured {
+		return yamlObj(t, fmt.Sprintf(`{apiVersion: carto.run/v1alpha1, kind: Deliverable, metadata: {name: %s, namespace: dev, generation: 1, labels: {canary: "true", kontinue.dev/shard: %s}},
+status: {observedGeneration: 1, chainRevision: aaa, deliveryRef: {kind: ClusterDelivery, name: prod}, conditions: [{type: Ready, status: "True"}]}}`, name, shard))
+	}
+	gone := deliverable(t, "gone", true, "aaa", "True")
+	gone.SetDeletionTimestamp(&metav1.Time{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)})
+	left := yamlObj(t, `{apiVersion: carto.run/v1alpha1, kind: Deliverable, metadata: {name: left, namespace: dev, generation: 1, labels: {canary: "true"}},
+status: {observedGeneration: 1, chainRevision: aaa, deliveryRef: {kind: ClusterDelivery, name: prod}, conditions: [
+  {type: DeliveryReady, status: "False", reason: DeliveryNotFound}, {type: Ready, status: "False", reason: DeliveryNotFound}]}}`)
+	out = rolloutReport(api.DeliverableFlavor, paused, st, []*unstructured.Unstructured{
+		deliverable(t, "c2", true, "bbb", "True"), deliverable(t, "c3", true, "aaa", "True"),
+		tenant("tenant", "nowhere"), tenant("tenant-2", "nowhere"), gone, left}, nil)
+	text.Reset()
+	printRolloutStatus(&text, out)
+	golden(t, "rollout/passedover.txt", text.String())
+	require.Equal(t, 4, out.Plan[0].PassedOver, "the tenant's second owner too: its shard is the one the status names")
 
 	done := yamlObj(t, `{apiVersion: carto.run/v1alpha1, kind: ClusterDelivery, metadata: {name: prod},
 spec: {rollout: {waves: [{percent: 10}]}, resources: []}, status: {rollout: {stable: aaa, phase: Complete, owners: 4}}}`)

@@ -1,6 +1,12 @@
-// Package crds holds the CustomResourceDefinitions of Kontinue's carto.run/v1alpha1
-// kinds. The YAML files next to this one are the source: they are written by
-// hand, one per kind, and embedded so that the binary can install them.
+// Package crds holds the CustomResourceDefinitions of Kontinue's
+// carto.run/v1alpha1 kinds. Their source is Go: the kinds in kinds.go, with
+// the spec and status types the controller uses (reconciler/api,
+// reconciler/status). hack/crdgen generates the YAML files next to this one
+// from them (`make generate`; a test fails when they are stale), one per
+// kind, and they are embedded so that the binary can install them.
+//
+// +groupName=carto.run
+// +versionName=v1alpha1
 package crds
 
 import (
@@ -72,8 +78,21 @@ func YAML() []byte {
 			continue
 		}
 		buf.WriteString("---\n")
-		buf.Write(bytes.TrimRight(b, "\n"))
+		buf.Write(bytes.TrimRight(document(b), "\n"))
 		buf.WriteString("\n")
 	}
 	return buf.Bytes()
+}
+
+// document is a generated file without its header: the comment lines and
+// the "---" that open it.
+func document(b []byte) []byte {
+	for len(b) > 0 && b[0] == '#' {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return nil
+		}
+		b = b[i+1:]
+	}
+	return bytes.TrimPrefix(b, []byte("---\n"))
 }

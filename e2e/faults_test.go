@@ -747,7 +747,9 @@ func TestFaultAPIServerRestart(t *testing.T) {
 	// before: 55-108). Conflicts are counted as PUTs answered 409, which
 	// main counts too: status writes are Kontinue's updates here (applies
 	// are patches, events are created or patched).
-	assert.LessOrEqual(t, resumed, 3*time.Second, "first write after the API server was ready")
+	// 5 s, not 3: on a machine loaded 7-fold (load average 15 on 2 cores)
+	// it took 3.1 s; without the gate it took 7-9 s on an idle one.
+	assert.LessOrEqual(t, resumed, 5*time.Second, "first write after the API server was ready")
 	assert.LessOrEqual(t, converged, 20*time.Second, "convergence of the work in flight after the API server was ready")
 	assert.LessOrEqual(t, put409, 10.0, "updates (status writes) refused as conflicts after the outage")
 	assert.LessOrEqual(t, conflicts, put409, "kontinue_status_conflicts_total counts only refused updates")

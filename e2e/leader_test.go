@@ -124,6 +124,9 @@ func startKontinueProcOnce(t *testing.T, name string, args ...string) *kontinueP
 		"--health-probe-bind-address=" + probeAddr,
 		"--log-format=json",
 		"--shutdown-grace-period=5s",
+		// The shards' Leases, where the suite's own Kontinue keeps its
+		// (a test's own flag comes later and wins).
+		"--leader-election-namespace=" + suiteLeaseNamespace,
 		// The suite's chart repositories listen on 127.0.0.1, over http.
 		"--helm-allow-private-networks", "--helm-allow-http",
 	}, args...)

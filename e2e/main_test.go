@@ -149,6 +149,9 @@ type kontinueProcess struct {
 	done   chan struct{}
 }
 
+// suiteLeaseNamespace holds the Leases of the suite's replicas (reconciler.LeaseOptions).
+const suiteLeaseNamespace = "default"
+
 func startKontinue(cfg *rest.Config) *kontinueProcess {
 	return startKontinueWith(cfg, func(*reconciler.Options) {})
 }
@@ -158,7 +161,11 @@ func startKontinueWith(cfg *rest.Config, set func(*reconciler.Options)) *kontinu
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := reconciler.Options{Workers: 4, Resync: 10 * time.Hour, ShutdownGrace: 5 * time.Second, OnReconcile: reconciles.add,
 		// The suite's chart repositories listen on 127.0.0.1, over http.
-		Helm: render.HelmOptions{AllowPrivateNetworks: true, AllowHTTP: true}}
+		Helm: render.HelmOptions{AllowPrivateNetworks: true, AllowHTTP: true},
+		// Which shards run: the replicas of the suite keep their shard's
+		// Lease there (startKontinueProc's too), as main.go does without
+		// --leader-elect.
+		Leases: reconciler.LeaseOptions{Namespace: suiteLeaseNamespace, ID: "kontinue-leader", Keep: true}}
 	set(&opts)
 	m, err := reconciler.NewManager(cfg, opts)
 	if err != nil {

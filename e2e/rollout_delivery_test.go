@@ -139,10 +139,10 @@ spec:
 	require.Equal(t, 1, code, "halted: %s %s", out, errOut)
 	require.Contains(t, out, "ClusterDelivery "+chain+": Halted")
 	require.Contains(t, out, "failed owners:    "+k.ns+"/canary")
-	require.Regexp(t, `1  selector `+canaryLabel+`=true\s+current  1 owner\(s\): 0 Ready on the target, 1 failed\n         failed   `+k.ns+`/canary\n`, out)
+	require.Regexp(t, `1  selector `+canaryLabel+`=true\s+current  1 owner\(s\): 0 Ready on the target, 1 failed\n         failed    `+k.ns+`/canary\n`, out)
 	require.Regexp(t, `2  50%\s+waiting  2 owner\(s\)\n`, out)
 	for _, n := range others {
-		require.Contains(t, out, "         waiting  "+k.ns+"/"+n+"\n")
+		require.Contains(t, out, "         waiting   "+k.ns+"/"+n+"\n")
 	}
 	code, out, errOut = kontinueCLI(t, "rollout", "status", "--delivery", chain, "-o", "json")
 	require.Equal(t, 1, code, errOut)

@@ -62,7 +62,7 @@ echo "e2e-kind: building $image" >&2
 docker build -t "$image" "$root"
 kind load docker-image "$image" --name "$cluster"
 
-# install.yaml for this image (the committed one names kontinue:latest).
+# install.yaml for this image (the committed one names the release of version/VERSION, by tag).
 go run -C "$root" ./hack/installyaml -image "$image" -o "$work/install.yaml"
 kubectl apply --server-side --field-manager=e2e-kind --force-conflicts -f "$root/deploy/crds.yaml"
 kubectl apply --server-side --field-manager=e2e-kind --force-conflicts -f "$work/install.yaml"

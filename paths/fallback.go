@@ -102,24 +102,35 @@ func (f *fallback) results(doc string) ([]any, error) {
 }
 
 func (p *Path) getFallback(doc string) (gjson.Result, error) {
-	vals, err := p.fallback.results(doc)
+	v, err := p.valueFallback(doc)
 	if err != nil {
-		return gjson.Result{}, fmt.Errorf("path %q: %w", p.expr, err)
-	}
-	switch len(vals) {
-	case 0:
-		return gjson.Result{}, p.notFound
-	case 1:
-	default:
-		return gjson.Result{}, &AmbiguousError{Path: p.expr, Count: len(vals)}
+		return gjson.Result{}, err
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(deref(vals[0])); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return gjson.Result{}, fmt.Errorf("path %q: %w", p.expr, err)
 	}
 	return gjson.ParseBytes(bytes.TrimSpace(b.Bytes())), nil
+}
+
+// valueFallback is the one value the template finds in doc, as decoded
+// (numbers as apimachinery holds them: no JSON round trip, which would
+// turn 1.0 into 1).
+func (p *Path) valueFallback(doc string) (any, error) {
+	vals, err := p.fallback.results(doc)
+	if err != nil {
+		return nil, fmt.Errorf("path %q: %w", p.expr, err)
+	}
+	switch len(vals) {
+	case 0:
+		return nil, p.notFound
+	case 1:
+		return deref(vals[0]), nil
+	default:
+		return nil, &AmbiguousError{Path: p.expr, Count: len(vals)}
+	}
 }
 
 func (p *Path) existsFallback(doc []byte) (bool, error) {

@@ -91,6 +91,9 @@ func (p *Path) GetString(doc string) (gjson.Result, error) {
 // numbers float64, as in Kubernetes unstructured objects. The value shares
 // no memory with doc.
 func (p *Path) Value(doc []byte) (any, error) {
+	if p.fallback != nil {
+		return p.valueFallback(string(doc))
+	}
 	r, err := p.Get(doc)
 	if err != nil {
 		return nil, err

@@ -28,7 +28,7 @@ func newChainReconciler(m *Manager) *chainReconciler {
 			m.owners[f.OwnerKind].ctrl.EnqueueFanOut(m.owners[f.OwnerKind].key(namespace, name))
 		},
 		Book:     func(f *api.Flavor) *book.Book { return m.owners[f.OwnerKind].book },
-		Everyone: m.everyone, Shard: m.opts.Shard,
+		Everyone: m.everyone, Shard: m.opts.Shard, Served: m.presence.Served,
 		Template: func(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
 			return m.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
 		}})}

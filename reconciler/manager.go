@@ -68,6 +68,9 @@ type Options struct {
 	// Attest, when set, adds signed attestations to owners' histories
 	// (attest.Signer.Extra): it needs the history on.
 	Attest func(o history.Owner, prev, next []st.Resource) map[string]string
+	// Leases is where the shards' Leases are: a roll-out does not wait for
+	// the owners of a shard no live Lease serves (presence.go).
+	Leases LeaseOptions
 }
 
 // Manager wires Kontinue together: the tracker, the controllers and the
@@ -86,6 +89,7 @@ type Manager struct {
 
 	owners    map[string]*ownerReconciler // by owner kind
 	chains    *chainReconciler
+	presence  *presence // the shards served (nil: not known)
 	runnables *runnableReconciler
 	gate      *gate.APIGate // one outage of the API server, for controllers and watches
 
@@ -120,6 +124,10 @@ type Manager struct {
 	// OnForeign, when set, is told of each object of another shard a
 	// sharded watch delivered (none while the API server filters).
 	OnForeign func()
+	// OnFight, when set, is told of each write Kontinue stopped because
+	// another writer sets a field back after each of its writes
+	// (stamp.Fights).
+	OnFight func()
 }
 
 // noteApply counts applies and skipped no-op applies (metrics).
@@ -211,8 +219,9 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	m.tracker.FilterWith(func(k tracking.Key) string { return shard.Selector(opts.Shard, k) })
 	// ...and the other shards' owners, for roll-outs, trimmed (rollout.go).
 	m.tracker.TrimWith(m.trimOthers)
-	// Of service accounts Kontinue only needs to know which exist.
-	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR })
+	// Of service accounts Kontinue only needs to know which exist, and of
+	// an object watched by its name (a write's blocker) that it changed.
+	m.tracker.SlimWhen(func(k tracking.Key) bool { return k.GVR == ServiceAccountGVR || k.Name != "" })
 	m.clients.Exists = m.accountExists
 	events := stamp.NewEvents(evDyn)
 	events.Dropped = func(reason string) {
@@ -222,12 +231,18 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	m.w = stamp.NewWriter(dyn, m.mapper, m.tracker, events, m.noteApply)
 	m.w.Shard = opts.Shard
+	m.w.Fights.Declared = func() {
+		if m.OnFight != nil {
+			m.OnFight()
+		}
+	}
 	m.templates = specs.NewTemplates(m.tracker)
 	m.blocked = blocked.New(m.enqueueFanOut)
 	idx := newIndex()
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
 	}
+	m.presence = newPresence(m, opts.Leases)
 	m.chains = newChainReconciler(m)
 	m.runnables = newRunnableReconciler(m)
 	g := gate.New(func(ctx context.Context) error {
@@ -337,6 +352,12 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	if m.presence != nil {
+		// This replica's shard is served while its controllers run.
+		serving, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+		released := m.presence.start(serving, m.dyn)
+		defer func() { stopServing(); <-released; m.presence.timer.Stop() }()
+	}
 	go func() {
 		<-ctx.Done()
 		grace := m.opts.ShutdownGrace

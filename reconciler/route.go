@@ -24,6 +24,10 @@ import (
 // it must not block, list a cache or marshal an object; work that needs to is
 // handed to a worker as a key of its own (a chain or template key).
 func (m *Manager) route(ev tracking.Event) {
+	if ev.Key.Name != "" {
+		m.blockerChanged(ev)
+		return
+	}
 	gvr := ev.Key.GVR
 	if f, ok := m.othersFlavor(ev.Key); ok {
 		m.noteOwner(f, book.Others, ev) // other shards' owners: for roll-outs only (rollout.go)
@@ -84,6 +88,10 @@ func (m *Manager) route(ev tracking.Event) {
 		m.crdChanged(ev)
 	case gvr.Group == rbacGroupVersion.Group:
 		m.blocked.News(blocked.RBAC)
+	case gvr == shard.LeaseGVR:
+		if m.presence != nil {
+			m.presence.changed() // which shards run (presence.go)
+		}
 	case gvr == ServiceAccountGVR:
 		// An account created or deleted: its owners and Runnables say so
 		// (or write at last). Updates (its secrets) change nothing. The
@@ -136,6 +144,7 @@ func (m *Manager) accountChanged(namespace, name string) {
 func (m *Manager) routeStamped(ev tracking.Event) {
 	if ev.Type == tracking.Deleted {
 		m.w.Echoes.Gone(ev.Obj.GetUID())
+		m.w.Fights.Forget(ev.Obj.GetUID())
 	}
 	cur, hasCur := m.stampedBy(ev.Obj)
 	if hasCur {
@@ -150,6 +159,24 @@ func (m *Manager) routeStamped(ev tracking.Event) {
 	if ev.Old != nil {
 		if prev, ok := m.stampedBy(ev.Old); ok && (!hasCur || prev != cur) {
 			m.owners[prev.Kind].ctrl.EnqueueProgress(prev) // it left that owner
+		}
+	}
+}
+
+// blockerChanged wakes the owners that watch one object by its name
+// (tracking.Key.Name): an object that blocks a write of theirs, watched
+// while the refusal stands (owner/write.go). Its removal or change (a
+// hand over) may free the name. The first list's Added is not news: the
+// owner looks again once the watch has synced.
+func (m *Manager) blockerChanged(ev tracking.Event) {
+	if ev.Type == tracking.Added {
+		return
+	}
+	for _, u := range m.tracker.Users(ev.Key) {
+		if k, ok := parseKey(u); ok {
+			if o := m.owners[k.Kind]; o != nil {
+				o.ctrl.EnqueueProgress(k)
+			}
 		}
 	}
 }

@@ -15,9 +15,10 @@ import (
 
 // NewDynamic returns a dynamic client for cfg, as dynamic.NewForConfig
 // does, except that JSON answers and watch events are decoded in one
-// read (decodeObject, splitEvent). What they cannot read (a Status, an
-// error, a kind apimachinery types itself) goes to apimachinery's
-// decoder as before.
+// read (decodeObject, splitEvent), and a watch's events are framed
+// without a depth limit (eventFramer): an object as deep as the API server
+// sends it is read. What they cannot read (a Status, an error, a kind
+// apimachinery types itself) goes to apimachinery's decoder as before.
 func NewDynamic(cfg *rest.Config) (*dynamic.DynamicClient, error) {
 	c := dynamic.ConfigFor(cfg)
 	c.NegotiatedSerializer = newFastSerializer(c.NegotiatedSerializer)
@@ -96,6 +97,7 @@ func newFastSerializer(base runtime.NegotiatedSerializer) fastSerializer {
 		if ss := infos[i].StreamSerializer; ss != nil {
 			events := *ss
 			events.Serializer = eventDecoder{ss.Serializer}
+			events.Framer = eventFramer{ss.Framer}
 			infos[i].StreamSerializer = &events
 		}
 	}

@@ -1,7 +1,14 @@
 package tracking
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -10,6 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -91,7 +102,6 @@ func TestEventDecoderAsDynamic(t *testing.T) {
 		`{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap"},}`,
 		`{"type":"ADDED","object":{"apiVersion":"v1","kind":"ConfigMap"} , }`,
 		`{"type":"ADDED","object":{"kind":"X","a":` + strings.Repeat("[", 9997) + "[]" + strings.Repeat("]", 9997) + `}}`,
-		`{"type":"ADDED","object":{"kind":"X","a":` + strings.Repeat("[", 9998) + "[]" + strings.Repeat("]", 9998) + `}}`,
 		`{"type":"ADDED","object":{"kind":"X","a":` + strings.Repeat("[", 9998) + "1" + strings.Repeat("]", 9998) + `}}`,
 	} {
 		t.Run(c, func(t *testing.T) {
@@ -108,6 +118,40 @@ func TestEventDecoderAsDynamic(t *testing.T) {
 			gotObj, _, err := fast.Serializer.Decode(got.Object.Raw, nil, nil)
 			require.Equal(t, wantErr, err)
 			assert.Equal(t, wantObj, gotObj)
+		})
+	}
+}
+
+// deepObject is a ConfigMap-like object whose JSON nests depth levels (the
+// object itself is one).
+func deepObject(depth int) string {
+	return `{"apiVersion":"v1","kind":"X","metadata":{"name":"deep"},"spec":` +
+		strings.Repeat(`{"a":`, depth-1) + "1" + strings.Repeat("}", depth-1) + "}"
+}
+
+// The API server reads and sends objects up to 10,000 levels deep, and
+// sends one in a watch event one level deeper, which apimachinery's
+// decoder refuses for the whole event (and so for the watch). An event's
+// object decodes here whenever apimachinery decodes the object alone.
+func TestEventDecoderDecodesWhatTheAPIServerSends(t *testing.T) {
+	base, fast := serializers(t)
+	for _, depth := range []int{9998, 9999, 10000, 10001} {
+		t.Run(fmt.Sprint(depth), func(t *testing.T) {
+			obj := deepObject(depth)
+			wantObj, _, wantErr := base.Serializer.Decode([]byte(obj), nil, nil)
+			frame := `{"type":"MODIFIED","object":` + obj + "}"
+			var ev metav1.WatchEvent
+			_, _, err := fast.StreamSerializer.Serializer.Decode([]byte(frame), nil, &ev)
+			if wantErr != nil {
+				require.Error(t, err, "an object apimachinery cannot read alone is not one the API server sends")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, "MODIFIED", ev.Type)
+			assert.Equal(t, obj, string(ev.Object.Raw))
+			got, _, err := fast.Serializer.Decode(ev.Object.Raw, nil, nil)
+			require.NoError(t, err)
+			assert.True(t, reflect.DeepEqual(wantObj, got), "the event's object decodes as apimachinery decodes it alone")
 		})
 	}
 }
@@ -138,6 +182,12 @@ func FuzzEventDecoder(f *testing.F) {
 		var want, got metav1.WatchEvent
 		_, _, wantErr := base.StreamSerializer.Serializer.Decode(frame, nil, &want)
 		_, _, err := fast.StreamSerializer.Serializer.Decode(frame, nil, &got)
+		if wantErr != nil && err == nil && strings.Contains(wantErr.Error(), "exceeded max depth") {
+			// Only the event's one level more: its object reads alone.
+			var v any
+			require.NoError(t, utiljson.Unmarshal(got.Object.Raw, &v), "%q", frame)
+			return
+		}
 		if (wantErr == nil) != (err == nil) {
 			t.Fatalf("base: %v, fast: %v: %q", wantErr, err, frame)
 		}
@@ -192,4 +242,144 @@ func TestObjectEncoderAsDynamic(t *testing.T) {
 	require.NoError(t, base.Serializer.Encode(st, &want))
 	require.NoError(t, fast.Serializer.Encode(st, &got))
 	assert.Equal(t, want.String(), got.String())
+}
+
+// A watch through NewDynamic reads every object the API server sends,
+// however deep (10,000 levels, the event one more), and goes on with the
+// next event.
+func TestWatchReadsTheDeepestObject(t *testing.T) {
+	deep := deepObject(10000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", deep)
+		fmt.Fprint(w, `{"type":"ADDED","object":{"apiVersion":"v1","kind":"X","metadata":{"name":"next"}}}`+"\n")
+	}))
+	defer srv.Close()
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "xs"}
+	for _, c := range []struct {
+		name string
+		new  func(*rest.Config) (dynamic.Interface, error)
+		ok   bool
+	}{
+		{"NewDynamic", func(c *rest.Config) (dynamic.Interface, error) { return NewDynamic(c) }, true},
+		{"apimachinery's", func(c *rest.Config) (dynamic.Interface, error) { return dynamic.NewForConfig(c) }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, err := c.new(&rest.Config{Host: srv.URL})
+			require.NoError(t, err)
+			w, err := cl.Resource(gvr).Namespace("ns").Watch(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			defer w.Stop()
+			ev := <-w.ResultChan()
+			if !c.ok {
+				assert.Equal(t, watch.Error, ev.Type, "apimachinery's framer refuses the event")
+				return
+			}
+			require.Equal(t, watch.Added, ev.Type, "%v", ev.Object)
+			assert.Equal(t, "deep", ev.Object.(*unstructured.Unstructured).GetName())
+			ev = <-w.ResultChan()
+			require.Equal(t, watch.Added, ev.Type)
+			assert.Equal(t, "next", ev.Object.(*unstructured.Unstructured).GetName())
+		})
+	}
+}
+
+// frames reads every frame of stream with the framer f, through a buffer
+// of size n (small: frames come in parts), as a watch's decoder does.
+func frames(f runtime.Framer, stream []byte, n int) (out []string, err error) {
+	r := f.NewFrameReader(io.NopCloser(bytes.NewReader(stream)))
+	buf := make([]byte, n)
+	var frame []byte
+	for {
+		k, err := r.Read(buf)
+		frame = append(frame, buf[:k]...)
+		if err == io.ErrShortBuffer {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, string(frame))
+		frame = nil
+	}
+}
+
+var frameStreams = []string{
+	`{"type":"ADDED","object":{"a":"}]\"\\"}}` + "\n" + `{"type":"DELETED","object":{"b":[1,{"c":null}]}}` + "\n",
+	` {"a":1} [1,2]  {"b":"x y"}`,
+	`{"a":[{"b":"\u00e9\\\""}]}{}[]`,
+	"{\"a\":\"\xff\"}\r\n\t{\"b\":1}",
+	`"x" 1 true {"a":1}`,
+	``, `   `, `{"a":1`, `{"a":"x`,
+}
+
+// Frames are apimachinery's, for every stream its framer reads.
+func FuzzEventFramer(f *testing.F) {
+	_, fast := serializers(f)
+	base := json.Framer
+	for _, s := range frameStreams {
+		f.Add([]byte(s), 3)
+	}
+	f.Fuzz(func(t *testing.T, stream []byte, n int) {
+		n = 1 + (n&0xff)%64
+		want, wantErr := frames(base, stream, n)
+		got, err := frames(fast.StreamSerializer.Framer, stream, n)
+		for i, w := range want {
+			if w[0] != '{' && w[0] != '[' {
+				// Not an event: the watch ends there (either event decoder
+				// refuses it), whatever follows.
+				want, wantErr = append([]string(nil), want[:i]...), nil
+				break
+			}
+		}
+		if wantErr == io.EOF {
+			require.Equal(t, io.EOF, err, "%q", stream)
+			assert.Equal(t, want, got)
+			return
+		}
+		// A stream apimachinery's framer cannot read (bad JSON): the frames
+		// before it are the same.
+		require.GreaterOrEqual(t, len(got), len(want), "%q", stream)
+		assert.Equal(t, want, append([]string(nil), got[:len(want)]...))
+	})
+}
+
+func TestEventFramer(t *testing.T) {
+	for _, s := range frameStreams {
+		for _, n := range []int{1, 3, 64} {
+			want, wantErr := frames(json.Framer, []byte(s), n)
+			got, err := frames(eventFramer{}, []byte(s), n)
+			if wantErr == io.EOF {
+				assert.Equal(t, io.EOF, err, "%q", s)
+				assert.Equal(t, want, got, "%q", s)
+				continue
+			}
+			assert.Equal(t, want, append([]string(nil), got[:min(len(want), len(got))]...), "%q", s)
+		}
+	}
+	deep := `{"type":"ADDED","object":` + deepObject(10000) + "}\n"
+	_, err := frames(json.Framer, []byte(deep), 4096)
+	assert.ErrorContains(t, err, "exceeded max depth", "apimachinery's framer")
+	got, err := frames(eventFramer{}, []byte(deep+deep), 4096)
+	assert.Equal(t, io.EOF, err)
+	assert.Equal(t, []string{strings.TrimSpace(deep), strings.TrimSpace(deep)}, got)
+}
+
+func BenchmarkEventFramer(b *testing.B) {
+	doc, err := os.ReadFile("testdata/workload.json")
+	require.NoError(b, err)
+	var stream []byte
+	for range 100 {
+		stream = append(append(append(stream, `{"type":"MODIFIED","object":`...), bytes.TrimSpace(doc)...), "}\n"...)
+	}
+	for name, f := range map[string]runtime.Framer{"apimachinery": json.Framer, "fast": eventFramer{}} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(stream)))
+			for b.Loop() {
+				if got, err := frames(f, stream, 64<<10); err != io.EOF || len(got) != 100 {
+					b.Fatal(len(got), err)
+				}
+			}
+		})
+	}
 }

@@ -35,7 +35,13 @@ func decodeObject(data []byte) (obj map[string]any, ok bool) {
 	return v.(map[string]any), true
 }
 
-// maxDepth is the nesting the standard decoder accepts.
+// maxDepth is the nesting the standard decoder accepts, and so the deepest
+// object the API server reads (from a request or from etcd) and sends.
+// It counts from the object's own top, wherever the object sits: the API
+// server sends an object 10,000 levels deep (managedFields included) in a
+// watch event, one level more, which apimachinery's decoder refuses for
+// the whole event, so that one object would stop the watch of its kind
+// for every object (splitEvent).
 const maxDepth = 10000
 
 type jsonDecoder struct {
@@ -389,7 +395,7 @@ func splitEvent(data []byte) (typ string, object []byte, ok bool) {
 				return "", nil, false
 			}
 		case k == "object" && d.i < len(d.data) && d.data[d.i] == '{':
-			if !d.skip(1) { // the event is the first level
+			if !d.skip(0) { // as deep as an object on its own (maxDepth)
 				return "", nil, false
 			}
 			object = d.data[start:d.i]

@@ -3,6 +3,7 @@ package tracking
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 var errAway = errors.New("connection refused")
@@ -96,4 +98,24 @@ func TestThroughOutage(t *testing.T) {
 	// Without an outage to wait at: once.
 	_, err = throughOutage[int](nil, ctx, "watch z", func(context.Context) (int, error) { return 0, errAway })
 	assert.ErrorIs(t, err, errAway)
+}
+
+// TestRefused: only a missing right is logged as a refusal (once per
+// watch); an outage, a removed kind or an expired version pass quietly.
+func TestRefused(t *testing.T) {
+	gr := schema.GroupResource{Resource: "configmaps"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewForbidden(gr, "", errors.New(`User "system:serviceaccount:kontinue-system:kontinue" cannot watch resource "configmaps"`)), true},
+		{fmt.Errorf("failed to list: %w", apierrors.NewForbidden(gr, "", errors.New("no"))), true},
+		{apierrors.NewUnauthorized("token expired"), true},
+		{apierrors.NewNotFound(gr, ""), false},
+		{apierrors.NewResourceExpired("too old resource version"), false},
+		{apierrors.NewServiceUnavailable("away"), false},
+		{errAway, false},
+	} {
+		assert.Equal(t, tc.want, refused(tc.err), tc.err.Error())
+	}
 }

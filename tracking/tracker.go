@@ -15,8 +15,10 @@ import (
 	"time"
 	"unique"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,18 +34,25 @@ import (
 // watches as that service account ("namespace/name"), so that its cache
 // holds only what the account may read; with Namespace, only that
 // namespace: what a tenant asks Kontinue to watch never reaches further
-// than the tenant's own rights.
+// than the tenant's own rights. A watch with Name holds at most that one
+// object (a field selector on metadata.name): a watch on one name, for
+// the few objects that matter by their name alone (an object that blocks
+// an owner's write: its removal or hand over is news).
 type Key struct {
 	GVR       schema.GroupVersionResource
 	Selector  string
 	Namespace string
 	As        string
+	Name      string
 }
 
 func (k Key) String() string {
 	s := k.GVR.String()
 	if k.Selector != "" {
 		s += "{" + k.Selector + "}"
+	}
+	if k.Name != "" {
+		s += " named " + k.Name
 	}
 	if k.Namespace != "" {
 		s += " in " + k.Namespace
@@ -132,8 +141,12 @@ func dynamicInformers(client dynamic.Interface, as Impersonate, t *Tracker) Info
 		if t != nil && t.serverSelector != nil {
 			sel = t.serverSelector(k)
 		}
+		var field string
+		if k.Name != "" {
+			field = fields.OneTermEqualSelector("metadata.name", k.Name).String()
+		}
 		return dynamicinformer.NewFilteredDynamicInformer(gated(cl, t, k.String()), k.GVR, k.Namespace, resync, indexers,
-			func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
+			func(o *metav1.ListOptions) { o.LabelSelector, o.FieldSelector = sel, field }).Informer()
 	}
 }
 
@@ -548,6 +561,23 @@ func (t *Tracker) Active() map[Key]int {
 	return out
 }
 
+// Users returns the users of the watch k (none when it does not run):
+// who an event of a watch that names no owner concerns. A map lookup, for
+// event handlers.
+func (t *Tracker) Users(k Key) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[k]
+	if e == nil {
+		return nil
+	}
+	out := make([]string, 0, len(e.users))
+	for u := range e.users {
+		out = append(out, u)
+	}
+	return out
+}
+
 // CachedObjects counts the objects held by all informers.
 func (t *Tracker) CachedObjects() int {
 	t.mu.Lock()
@@ -586,16 +616,31 @@ func (t *Tracker) ensureLocked(k Key) *entry {
 	ctx, cancel := context.WithCancel(t.ctx)
 	e := &entry{informer: inf, cancel: cancel, users: map[string]struct{}{}}
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		klog.V(1).InfoS("watch error", "watch", k.String(), "err", err.Error())
 		e.errMu.Lock()
+		repeated := e.lastErr != nil && e.lastErr.Error() == err.Error()
 		e.lastErr = err
 		e.errMu.Unlock()
+		if refused(err) && !repeated {
+			// A right missing from RBAC: not the passing noise of an
+			// outage or a removed kind, and nothing else would say it
+			// when only the watch is refused (the informer re-lists, so
+			// its objects arrive late, at each retry). Once per message.
+			klog.ErrorS(err, "watch refused: its objects are seen only when the informer lists again", "watch", k.String())
+			return
+		}
+		klog.V(1).InfoS("watch error", "watch", k.String(), "err", err.Error())
 	})
 	e.handler, _ = inf.AddEventHandler(t.handlerFor(k, e))
 	t.entries[k] = e
 	go inf.RunWithContext(ctx)
 	klog.V(2).InfoS("started watch", "watch", k.String())
 	return e
+}
+
+// refused is true for an error that says the identity of a list or watch
+// lacks the right (RBAC), which no retry fixes.
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
 }
 
 // keySet is the watches one user holds: a short list (a reconcile uses a

@@ -400,3 +400,26 @@ func TestTrimWith(t *testing.T) {
 	assert.Equal(t, "1", got.GetResourceVersion())
 	assert.Nil(t, got.Object["metadata"].(map[string]any)["managedFields"])
 }
+
+// A watch of one object by its name is a watch of its own, whose users an
+// event names (Users): who to tell when it changes.
+func TestWatchByName(t *testing.T) {
+	w := newWorld()
+	tr, _ := startTracker(t, w)
+	one := Key{GVR: cms.GVR, Namespace: "a", Name: "blocker"}
+	assert.Equal(t, "/v1, Resource=configmaps named blocker in a", one.String())
+	assert.Empty(t, tr.Users(one), "not watched")
+
+	for _, u := range []string{"Workload/a/x", "Workload/a/y"} {
+		h := tr.Begin(u)
+		h.Watch(one)
+		h.Done()
+	}
+	assert.ElementsMatch(t, []string{"Workload/a/x", "Workload/a/y"}, tr.Users(one))
+	assert.Equal(t, 1, w.started[one])
+	tr.Begin("Workload/a/x").Done() // no longer refused: let go
+	assert.Equal(t, []string{"Workload/a/y"}, tr.Users(one))
+	tr.ReleaseAll("Workload/a/y")
+	assert.Empty(t, tr.Users(one))
+	assert.Empty(t, tr.Active())
+}

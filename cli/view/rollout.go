@@ -41,6 +41,11 @@ type Rollout struct {
 	Updated  int      `json:"updated"`
 	Owners   int      `json:"owners"`
 	Failing  []string `json:"failing,omitempty"`
+	// PassedOver and PassedOverCount are the admitted owners the roll-out
+	// does not wait for, since nothing moves them (rollout.Stand): a few
+	// named with why, and how many.
+	PassedOver      []rollout.PassedOwner `json:"passedOver,omitempty"`
+	PassedOverCount int                   `json:"passedOverCount,omitempty"`
 	// Condition is the chain's RolledOut condition, if any.
 	Condition *Condition `json:"condition,omitempty"`
 	// Plan is every wave of the policy, the implied last one included;
@@ -60,10 +65,11 @@ type RolloutWave struct {
 	Reached bool `json:"reached,omitempty"`
 	// Owners counts the owners this wave admits first (an earlier wave
 	// admits none of them); Updated, those Ready on the target; Failing,
-	// those that failed on it.
-	Owners  int `json:"owners"`
-	Updated int `json:"updated"`
-	Failing int `json:"failing"`
+	// those that failed on it; PassedOver, those nothing moves to it.
+	Owners     int `json:"owners"`
+	Updated    int `json:"updated"`
+	Failing    int `json:"failing"`
+	PassedOver int `json:"passedOver,omitempty"`
 	// Members are the wave's owners, failed first, at most MaxWaveMembers.
 	Members []WaveMember `json:"members,omitempty"`
 }
@@ -77,6 +83,11 @@ const (
 	WaveMoving  = "moving"  // admitted, not yet Ready on the target
 	WaveReady   = "ready"   // Ready on the target
 	WaveFailed  = "failed"  // failed on the target
+	// Passed over: admitted, but nothing moves it to the target
+	// (rollout.Stand), so its wave does not wait for it; Reason says why.
+	WaveUnserved = "unserved" // its shard is served by no running replica
+	WaveDeleting = "deleting" // being deleted
+	WaveDetached = "detached" // its status says no chain renders it (its Reason)
 )
 
 // WaveMember is one owner of a wave.
@@ -85,6 +96,9 @@ type WaveMember struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	State     string `json:"state"`
+	// Reason is why it is passed over (rollout.ReasonUnserved,
+	// ReasonDeleting, or its chain condition's reason).
+	Reason string `json:"reason,omitempty"`
 }
 
 // buildRollout reads a chain's roll-out; nil without a policy.
@@ -111,6 +125,7 @@ func buildRollout(u *unstructured.Unstructured, spec api.ChainSpec, conds []Cond
 	r.Phase, r.Stable, r.Target, r.Previous = s.Phase, s.Stable, s.Target, s.Previous
 	r.Wave, r.Waves = s.Wave, policy.Waves()
 	r.Admitted, r.Updated, r.Owners, r.Failing = s.Admitted, s.Updated, s.Owners, s.Failing
+	r.PassedOver, r.PassedOverCount = s.PassedOver, s.PassedOverCount
 	for i := 0; i < policy.Waves(); i++ {
 		w := RolloutWave{Rule: "100%", Implied: true}
 		if spec.Rollout != nil && i < len(spec.Rollout.Waves) {
@@ -137,32 +152,42 @@ func countWaves(r *Rollout, ownerKind string, owners []Owner) {
 	if r.policy == nil || r.Target == "" || len(r.Plan) == 0 {
 		return
 	}
+	served := servedShards(r, owners)
 	members := make([][]WaveMember, len(r.Plan))
 	for _, o := range owners {
-		ro := rollout.Owner{Namespace: o.Namespace, Name: o.Name, Labels: o.labels, Revision: o.ChainRevision,
-			Ready: o.Ready.Status, Current: !o.Stale}
+		ro := rolloutOwner(o)
 		i := 0
 		for i < len(r.Plan)-1 && !r.policy.Admitted(i, ro) {
 			i++
 		}
 		w := &r.Plan[i]
 		m := WaveMember{OwnerKind: ownerKind, Namespace: o.Namespace, Name: o.Name, State: WaveWaiting}
-		on := ro.Revision == r.Target && ro.Current
-		switch {
-		case !w.Reached:
-		case on && ro.Ready == string(st.True):
-			m.State = WaveReady
-			w.Updated++
-		case on && ro.Ready == string(st.False):
-			m.State = WaveFailed
-			w.Failing++
-		default:
-			m.State = WaveMoving
+		if w.Reached {
+			// Placed as the controller places it (rollout.Stand).
+			switch stand, why := rollout.Stand(ro, r.Target, served); stand {
+			case rollout.Updated:
+				m.State = WaveReady
+				w.Updated++
+			case rollout.Failed:
+				m.State = WaveFailed
+				w.Failing++
+			case rollout.PassedOver:
+				m.State, m.Reason = WaveDetached, why
+				switch why {
+				case rollout.ReasonUnserved:
+					m.State = WaveUnserved
+				case rollout.ReasonDeleting:
+					m.State = WaveDeleting
+				}
+				w.PassedOver++
+			default:
+				m.State = WaveMoving
+			}
 		}
 		w.Owners++
 		members[i] = append(members[i], m)
 	}
-	order := map[string]int{WaveFailed: 0, WaveMoving: 1, WaveReady: 2, WaveWaiting: 3}
+	order := map[string]int{WaveFailed: 0, WaveMoving: 1, WaveUnserved: 2, WaveDeleting: 2, WaveDetached: 2, WaveReady: 3, WaveWaiting: 4}
 	for i, ms := range members {
 		sort.Slice(ms, func(a, b int) bool {
 			if order[ms[a].State] != order[ms[b].State] {
@@ -178,4 +203,44 @@ func countWaves(r *Rollout, ownerKind string, owners []Owner) {
 		}
 		r.Plan[i].Members = ms
 	}
+}
+
+// rolloutOwner is what the controller decides on of an owner.
+func rolloutOwner(o Owner) rollout.Owner {
+	ro := rollout.Owner{Namespace: o.Namespace, Name: o.Name, Labels: o.labels, Revision: o.ChainRevision,
+		Ready: o.Ready.Status, Current: !o.Stale, Deleting: o.deleting}
+	for _, c := range o.Conditions {
+		if (c.Type == api.WorkloadFlavor.ChainReadyCondition || c.Type == api.DeliverableFlavor.ChainReadyCondition) && c.Status == string(st.False) {
+			ro.ChainReason = c.Reason
+		}
+	}
+	return ro
+}
+
+// servedShards is which of the owners' shards a running replica serves,
+// as far as the chain's status tells: the controller reads the shards'
+// Leases, the status names (some of) the owners it found in a shard no
+// replica serves, and so their shards. The others count as served.
+func servedShards(r *Rollout, owners []Owner) map[string]bool {
+	byKey := make(map[string]Owner, len(owners))
+	for _, o := range owners {
+		byKey[o.Namespace+"/"+o.Name] = o
+	}
+	down := map[string]bool{}
+	for _, p := range r.PassedOver {
+		o, ok := byKey[p.Owner]
+		if !ok || p.Reason != rollout.ReasonUnserved {
+			continue
+		}
+		if v, labelled := o.labels[api.ShardLabel]; !labelled || (v != "" && api.ValidShard(v) == nil) {
+			down[v] = true // a shard no running replica serves (an empty or bad label never is)
+		}
+	}
+	served := map[string]bool{}
+	for _, o := range owners {
+		if v := o.labels[api.ShardLabel]; !down[v] && api.ValidShard(v) == nil {
+			served[v] = true
+		}
+	}
+	return served
 }

@@ -98,6 +98,31 @@ status: {observedGeneration: 2, chainRevision: bbb, supplyChainRef: {kind: Clust
 	require.Equal(t, []WaveMember{{OwnerKind: "Workload", Namespace: "dev", Name: high, State: WaveWaiting}}, plan[2].Members)
 	require.Nil(t, c.Rollout.Plan[0].Members, "Count works on a copy: the chain given keeps its own")
 
+	// Owners nothing moves are placed as the controller places them
+	// (rollout.Stand): an owner of a shard the status names as unserved
+	// (named or not), one being deleted, one no chain renders; an owner of
+	// another shard, and one whose label is served, are moving.
+	passed := BuildChain(obj(t, `{apiVersion: carto.run/v1alpha1, kind: ClusterSupplyChain, metadata: {name: web},
+spec: {rollout: {waves: [{selector: {matchLabels: {canary: "true"}}}]}, resources: []},
+status: {rollout: {stable: aaa, target: bbb, wave: 0, phase: Progressing, passedOver: [{owner: dev/t1, reason: Unserved}], passedOverCount: 2}}}`))
+	shard := func(v string) map[string]string { return map[string]string{"canary": "true", "kontinue.dev/shard": v} }
+	deleting := owner("d", canary, "aaa", "True", false)
+	deleting.deleting = true
+	left := owner("l", canary, "aaa", "False", false)
+	left.Conditions = []Condition{{Type: "SupplyChainReady", Status: "False", Reason: "MultipleSupplyChainMatches"}}
+	chains = []Chain{passed}
+	Count(chains, []Owner{owner("t1", shard("nowhere"), "aaa", "True", false), owner("t2", shard("nowhere"), "aaa", "True", false),
+		owner("b", shard("b"), "aaa", "True", false), owner("e", shard(""), "aaa", "True", false), deleting, left})
+	require.Equal(t, []WaveMember{
+		{OwnerKind: "Workload", Namespace: "dev", Name: "b", State: WaveMoving},
+		{OwnerKind: "Workload", Namespace: "dev", Name: "d", State: WaveDeleting, Reason: rollout.ReasonDeleting},
+		{OwnerKind: "Workload", Namespace: "dev", Name: "e", State: WaveUnserved, Reason: rollout.ReasonUnserved},
+		{OwnerKind: "Workload", Namespace: "dev", Name: "l", State: WaveDetached, Reason: "MultipleSupplyChainMatches"},
+		{OwnerKind: "Workload", Namespace: "dev", Name: "t1", State: WaveUnserved, Reason: rollout.ReasonUnserved},
+		{OwnerKind: "Workload", Namespace: "dev", Name: "t2", State: WaveUnserved, Reason: rollout.ReasonUnserved}}, chains[0].Rollout.Plan[0].Members)
+	require.Equal(t, 5, chains[0].Rollout.Plan[0].PassedOver)
+	require.Equal(t, 2, chains[0].Rollout.PassedOverCount)
+
 	// Complete: no roll-out under way, no wave is reached or counted.
 	done := BuildChain(obj(t, `{apiVersion: carto.run/v1alpha1, kind: ClusterDelivery, metadata: {name: d},
 spec: {rollout: {waves: [{percent: 10}]}, resources: []}, status: {rollout: {stable: aaa, phase: Complete}}}`))

@@ -62,7 +62,8 @@ type Owner struct {
 	// with (status.chainRevision), under a chain's roll-out policy.
 	ChainRevision string `json:"chainRevision,omitempty"`
 
-	labels map[string]string // which wave admits it (Count); not shown
+	labels   map[string]string // which wave admits it (Count); not shown
+	deleting bool              // it has a deletionTimestamp (Count); not shown
 }
 
 // List is several owners.
@@ -198,6 +199,7 @@ func Build(owner *unstructured.Unstructured, runnables map[string]*unstructured.
 	v.ObservedGeneration = status.ObservedGeneration
 	v.ChainRevision = status.ChainRevision
 	v.labels = owner.GetLabels()
+	v.deleting = owner.GetDeletionTimestamp() != nil
 	v.LastHandledReconcileAt = status.LastHandledReconcileAt
 	v.Stale = status.ObservedGeneration < v.Generation
 	switch {

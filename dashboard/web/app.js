@@ -487,11 +487,11 @@ function rolloutSection(c) {
           h('td', {}, String(i + 1)), h('td', {}, w.rule + (w.implied ? ' (implied)' : '')), h('td', {}, st),
           h('td', {}, r.target ? String(w.owners) : '–'), h('td', {}, r.target ? String(w.updated) : '–'),
           h('td', { class: w.failing ? 'bad' : null }, r.target ? String(w.failing) : '–'),
-          h('td', {}, (w.members || []).map((m) => h('a', { class: 'wm wm-' + m.state, href: ownerHref(m), 'data-member': m.namespace + '/' + m.name, 'data-state': m.state, title: m.state },
+          h('td', {}, (w.members || []).map((m) => h('a', { class: 'wm wm-' + m.state, href: ownerHref(m), 'data-member': m.namespace + '/' + m.name, 'data-state': m.state, title: m.state + (m.reason ? ': ' + m.reason : '') },
             m.namespace + '/' + m.name)), w.owners > (w.members || []).length ? h('span', { class: 'muted' }, ' and ' + (w.owners - w.members.length) + ' more') : null));
       })));
     out.push(h('p', { class: 'note' }, r.target
-      ? 'Each owner is in the first wave that admits it: failed on the target (red), moving to it (amber), Ready on it (green), waiting for its wave (grey).'
+      ? 'Each owner is in the first wave that admits it: failed on the target (red), moving to it (amber), Ready on it (green), waiting for its wave (grey), passed over because nothing moves it (struck out: unserved by any running replica, being deleted, or no chain renders it).'
       : 'No roll-out under way: an edit of the chain or of a template it uses rolls out in these waves.'));
   }
   return h('section', { class: 'rollout', id: 'rollout', 'data-phase': r.phase || 'Pending', 'data-paused': r.paused ? 'true' : 'false' }, out);

@@ -194,19 +194,50 @@ func freeAddr() string {
 	return l.Addr().String()
 }
 
-// writes sums kontinue_api_requests_total over the verbs that write.
-func (p *kontinueProc) writes() (float64, error) {
-	resp, err := http.Get(p.metrics + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+// counter sums the series of metric name (every label set).
+func (p *kontinueProc) counter(name string) (float64, error) {
+	body, err := p.scrape()
 	if err != nil {
 		return 0, err
 	}
 	var total float64
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		_, value, _ := strings.Cut(rest, " ")
+		if i := strings.LastIndex(rest, "} "); i >= 0 {
+			value = rest[i+2:]
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, fmt.Errorf("metrics line %q: %v", line, err)
+		}
+		total += v
+	}
+	return total, nil
+}
+
+// scrape reads the process's /metrics.
+func (p *kontinueProc) scrape() (string, error) {
+	resp, err := http.Get(p.metrics + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// writes sums kontinue_api_requests_total over the verbs that write.
+func (p *kontinueProc) writes() (float64, error) {
+	body, err := p.scrape()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(body, "\n") {
 		rest, ok := strings.CutPrefix(line, "kontinue_api_requests_total{")
 		if !ok {
 			continue

@@ -27,7 +27,9 @@ func repo(t *testing.T) string {
 
 func TestInstallYAMLUpToDate(t *testing.T) {
 	root := repo(t)
-	want, err := Generate(root, DefaultImage)
+	image, err := DefaultImage(root)
+	require.NoError(t, err)
+	want, err := Generate(root, image)
 	require.NoError(t, err)
 	got, err := os.ReadFile(filepath.Join(root, "deploy", "install.yaml"))
 	require.NoError(t, err)
@@ -164,6 +166,8 @@ func TestChartDashboard(t *testing.T) {
 
 func TestGenerateSetsImage(t *testing.T) {
 	digest := "sha256:" + strings.Repeat("ab", 32)
+	def, err := DefaultImage(repo(t))
+	require.NoError(t, err)
 	for image, want := range map[string]string{
 		"registry.example/kontinue:v1":                 "registry.example/kontinue:v1",
 		"localhost:5000/kontinue:v0.1.0":               "localhost:5000/kontinue:v0.1.0",
@@ -174,7 +178,7 @@ func TestGenerateSetsImage(t *testing.T) {
 		b, err := Generate(repo(t), image)
 		require.NoError(t, err)
 		require.Contains(t, string(b), "image: "+want+"\n", image)
-		require.NotContains(t, string(b), "image: "+DefaultImage)
+		require.NotContains(t, string(b), "image: "+def)
 	}
 }
 
@@ -303,8 +307,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			}
 			if slices.Contains(r.Resources, "leases") {
 				require.Equal(t, "Role", role.GetKind(), "leases only in Kontinue's namespace: %s", where)
-				if !slices.Equal(r.Verbs, []string{"create"}) {
-					require.Equal(t, []string{"kontinue-leader"}, r.ResourceNames, where)
+				if !slices.Equal(r.Verbs, []string{"create"}) && !slices.Equal(r.Verbs, []string{"list", "watch"}) {
+					require.Equal(t, []string{"kontinue-leader"}, r.ResourceNames, "only its own Lease is written: %s", where)
 				}
 			}
 		}
@@ -527,7 +531,7 @@ func TestChartShards(t *testing.T) {
 	}
 	roleLeases := func(objs []*unstructured.Unstructured) []string {
 		for _, r := range rules(t, byKind(objs, "Role")[0]) {
-			if slices.Contains(r.Resources, "leases") && !slices.Equal(r.Verbs, []string{"create"}) {
+			if slices.Contains(r.Resources, "leases") && slices.Contains(r.Verbs, "update") {
 				return r.ResourceNames
 			}
 		}
@@ -630,5 +634,23 @@ func TestChartShards(t *testing.T) {
 	} {
 		_, err := RenderChart(repo(t), bad)
 		require.ErrorContains(t, err, "schema", "%v", bad)
+	}
+}
+
+// TestChartGracePeriod: the Pod's termination grace period follows
+// shutdownGracePeriod (plus 15 s to release the Lease), whatever form the
+// duration takes; a fixed 45 s cut a 60 s shutdown short.
+func TestChartGracePeriod(t *testing.T) {
+	for in, want := range map[string]int64{"": 45, "60s": 75, "1m30s": 105, "1.5h": 5415, "500ms": 16, "2m0.5s": 136} {
+		var values map[string]any
+		if in != "" {
+			values = map[string]any{"shutdownGracePeriod": in}
+		}
+		docs, err := RenderChart(repo(t), values)
+		require.NoError(t, err, in)
+		d := byKind(parse(t, []byte(strings.Join(docs, "\n---\n"))), "Deployment")[0]
+		got, _, _ := unstructured.NestedInt64(d.Object, "spec", "template", "spec", "terminationGracePeriodSeconds")
+		require.Equal(t, want, got, "shutdownGracePeriod %q", in)
+		require.Contains(t, fmt.Sprint(nested(d.Object, "spec", "template", "spec", "containers")), "--shutdown-grace-period="+map[bool]string{true: "30s", false: in}[in == ""])
 	}
 }

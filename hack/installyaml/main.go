@@ -11,7 +11,10 @@
 // removes Kontinue but not the CRDs, and with them every Workload. `make
 // install-yaml` runs it; a unit test fails when a committed file is stale.
 //
-//	go run ./hack/installyaml [-image kontinue:latest] [-o deploy/install.yaml]
+//	go run ./hack/installyaml [-image REGISTRY/kontinue:TAG] [-o deploy/install.yaml]
+//
+// The image defaults to the chart's (DefaultImage): the release of
+// version/VERSION in the registry of values.yaml's image.repository.
 package main
 
 import (
@@ -26,25 +29,31 @@ import (
 
 // The library's names, for this command and its tests.
 const (
-	DefaultImage = render.DefaultImage
-	Namespace    = render.Namespace
-	Release      = render.Release
+	Namespace = render.Namespace
+	Release   = render.Release
 )
 
 var (
-	RenderChart = render.RenderChart
-	Generate    = render.Generate
-	CRDs        = render.CRDs
+	RenderChart  = render.RenderChart
+	Generate     = render.Generate
+	CRDs         = render.CRDs
+	DefaultImage = render.DefaultImage
 )
 
 func main() {
-	image := flag.String("image", DefaultImage, "container image of the Deployment")
+	image := flag.String("image", "", "container image of the Deployment (default: the chart's, image.repository:appVersion)")
 	out := flag.String("o", "", "install.yaml output file (default: deploy/install.yaml in the repository, and the CRD files next to it; - for stdout)")
 	flag.Parse()
 	root, err := localcluster.RepoRoot(".")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "installyaml:", err)
 		os.Exit(1)
+	}
+	if *image == "" {
+		if *image, err = DefaultImage(root); err != nil {
+			fmt.Fprintln(os.Stderr, "installyaml:", err)
+			os.Exit(1)
+		}
 	}
 	b, err := Generate(root, *image)
 	if err != nil {

@@ -74,6 +74,9 @@ var semver = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-
 // ImageName is the image's repository in a registry.
 const ImageName = "kontinue"
 
+// KrewManifest is the krew manifest's file, written when RELEASE_URL is set.
+const KrewManifest = "kontinue.krew.yaml"
+
 // Release builds every artefact of a release into o.Out (emptied first).
 func Release(o Options) (*Result, error) {
 	if !semver.MatchString(o.Version) {
@@ -82,7 +85,7 @@ func Release(o Options) (*Result, error) {
 	if o.Registry == "" || strings.Contains(o.Registry, "@") || strings.HasSuffix(o.Registry, "/") {
 		return nil, fmt.Errorf("REGISTRY %q: the registry and path the image goes to, e.g. ghcr.io/you", o.Registry)
 	}
-	if !strings.HasPrefix(o.DownloadURL, "https://") && !strings.HasPrefix(o.DownloadURL, "http://") {
+	if o.DownloadURL != "" && !strings.HasPrefix(o.DownloadURL, "https://") && !strings.HasPrefix(o.DownloadURL, "http://") {
 		// krew fetches archives over HTTP(S) only: a file:// URL would give a
 		// manifest no one can install from.
 		return nil, fmt.Errorf("RELEASE_URL %q: the http:// or https:// URL of the folder users download the archives from (the krew manifest names it; krew fetches only over HTTP)", o.DownloadURL)
@@ -194,12 +197,16 @@ func Release(o Options) (*Result, error) {
 		return nil, err
 	}
 
-	krew, err := Krew(o, archives)
-	if err != nil {
-		return nil, err
-	}
-	if err := add("kontinue.krew.yaml", krew); err != nil {
-		return nil, err
+	// The krew manifest names each archive's URL: without RELEASE_URL
+	// there is none to name.
+	if o.DownloadURL != "" {
+		krew, err := Krew(o, archives)
+		if err != nil {
+			return nil, err
+		}
+		if err := add(KrewManifest, krew); err != nil {
+			return nil, err
+		}
 	}
 
 	sort.Strings(r.Files)
@@ -222,14 +229,22 @@ func ArchiveName(version string, p Platform) string {
 	return fmt.Sprintf("kontinue_%s_%s_%s.tar.gz", version, p.OS, p.Arch)
 }
 
-// GoBuild builds a static, reproducible binary: no cgo, no paths of this
-// machine, no build ID.
+// BuildFlags are the arguments of `go build` for a release binary of
+// version, and BuildEnv its environment: static (no cgo), no paths of this
+// machine, no build ID, no symbol table. The Dockerfile builds with the
+// same (TestDockerfileBuildsTheReleaseImage).
+func BuildFlags(version string) []string {
+	return []string{"-trimpath", "-ldflags", "-s -w -buildid= -X kontinue.dev/kontinue/version.Version=" + version}
+}
+
+// BuildEnv is the environment BuildFlags need.
+var BuildEnv = []string{"CGO_ENABLED=0"}
+
+// GoBuild builds a static, reproducible binary (BuildFlags).
 func GoBuild(root, version string, p Platform, path string) error {
-	cmd := exec.Command("go", "build", "-trimpath",
-		"-ldflags", "-s -w -buildid= -X kontinue.dev/kontinue/version.Version="+version,
-		"-o", path, ".")
+	cmd := exec.Command("go", append(append([]string{"build"}, BuildFlags(version)...), "-o", path, ".")...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)
+	cmd.Env = append(append(os.Environ(), BuildEnv...), "GOOS="+p.OS, "GOARCH="+p.Arch)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return cmd.Run()
 }
@@ -280,13 +295,26 @@ func targz(files []tarFile, epoch time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Image builds the multi-platform image: one layer holding /kontinue, no
-// base image (the binary is static; it needs no CA bundle, since it reaches
-// only the API server, whose CA comes with the ServiceAccount token; no
-// /etc/passwd, since it runs as the numeric user 65532).
+// ImageUser is the user the image runs as: numeric, so that the kubelet
+// can check runAsNonRoot without /etc/passwd (the chart's runAsUser too).
+const ImageUser = "65532:65532"
+
+// RootsModule is the module that carries CA roots in the binary.
+const RootsModule = "golang.org/x/crypto/x509roots/fallback"
+
+// Image builds the multi-platform image: one layer holding /kontinue on
+// no base image, as the Dockerfile's `FROM scratch`. The binary is static,
+// runs as the numeric user ImageUser (no /etc/passwd needed), and carries
+// its CA roots (RootsModule, which main.go imports), for what it reaches
+// over https besides the API server (whose CA comes with the
+// ServiceAccount token): Helm chart repositories, a traces endpoint. A
+// binary without them is refused: the image has no CA bundle.
 func Image(o Options, platforms []Platform, bins map[Platform]string) (v1.ImageIndex, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range platforms {
+		if err := hasRoots(bins[p]); err != nil {
+			return nil, err
+		}
 		b, err := os.ReadFile(bins[p])
 		if err != nil {
 			return nil, err
@@ -315,7 +343,7 @@ func Image(o Options, platforms []Platform, bins map[Platform]string) (v1.ImageI
 		cf.OS, cf.Architecture = p.OS, p.Arch
 		cf.Created = v1.Time{Time: o.Epoch}
 		cf.Config.Entrypoint = []string{"/kontinue"}
-		cf.Config.User = "65532:65532"
+		cf.Config.User = ImageUser
 		cf.Config.Labels = map[string]string{
 			"org.opencontainers.image.title":   "kontinue",
 			"org.opencontainers.image.version": o.Version,
@@ -329,6 +357,20 @@ func Image(o Options, platforms []Platform, bins map[Platform]string) (v1.ImageI
 			MediaType: types.OCIManifestSchema1, Platform: &v1.Platform{OS: p.OS, Architecture: p.Arch}}})
 	}
 	return idx, nil
+}
+
+// hasRoots is nil when the binary at bin links RootsModule.
+func hasRoots(bin string) error {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return fmt.Errorf("%s: %w", bin, err)
+	}
+	for _, d := range info.Deps {
+		if d.Path == RootsModule {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s does not link %s: the image has no CA bundle, so it would trust no https server (main.go imports the module)", bin, RootsModule)
 }
 
 // Chart packages deploy/chart for the release: version and appVersion set,

@@ -28,13 +28,13 @@ import (
 	"kontinue.dev/kontinue/hack/localcluster"
 )
 
-// tinyBuild builds testdata/tiny once and copies it for every platform:
-// the release's logic is what is tested, not Go's cross-compiler (make
-// release builds the real binaries).
-func tinyBuild(t *testing.T, root string) func(Platform, string) error {
+// tinyBuild builds testdata/NAME (tiny: a stand-in for kontinue) once and
+// copies it for every platform: the release's logic is what is tested, not
+// Go's cross-compiler (make release builds the real binaries).
+func tinyBuild(t *testing.T, root, name string) func(Platform, string) error {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tiny")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./hack/release/testdata/tiny")
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./hack/release/testdata/"+name)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
@@ -54,7 +54,7 @@ func options(t *testing.T, root, out string, build func(Platform, string) error)
 func TestRelease(t *testing.T) {
 	root, err := localcluster.RepoRoot(".")
 	require.NoError(t, err)
-	build := tinyBuild(t, root)
+	build := tinyBuild(t, root, "tiny")
 	out := filepath.Join(t.TempDir(), "a")
 	r, err := Release(options(t, root, out, build))
 	require.NoError(t, err)
@@ -258,7 +258,6 @@ func TestReleaseRefusesBadInput(t *testing.T) {
 		{func(o *Options) { o.Version = "latest" }, "VERSION"},
 		{func(o *Options) { o.Registry = "" }, "REGISTRY"},
 		{func(o *Options) { o.Registry = "ghcr.io/you/" }, "REGISTRY"},
-		{func(o *Options) { o.DownloadURL = "" }, "RELEASE_URL"},
 		{func(o *Options) { o.DownloadURL = "file:///tmp/release/v0.3.1" }, "http:// or https:// URL"},
 	} {
 		o := options(t, root, filepath.Join(t.TempDir(), "x"), never)
@@ -309,4 +308,45 @@ func goModVersion(t *testing.T, root, module string) string {
 	}
 	t.Fatalf("%s not in go.mod", module)
 	return ""
+}
+
+// TestReleaseSaysWhatItWouldPush: without RELEASE_URL there is no krew
+// manifest (it would name no URL), and the release says what publishing
+// would push, where, and with which command; nothing is pushed.
+func TestReleaseSaysWhatItWouldPush(t *testing.T) {
+	root, err := localcluster.RepoRoot(".")
+	require.NoError(t, err)
+	o := options(t, root, filepath.Join(t.TempDir(), "a"), tinyBuild(t, root, "tiny"))
+	o.DownloadURL = ""
+	o.Platforms = []Platform{{"linux", "amd64"}}
+	r, err := Release(o)
+	require.NoError(t, err)
+	require.NoFileExists(t, filepath.Join(o.Out, KrewManifest))
+	require.NotContains(t, r.Files, KrewManifest)
+
+	s := Summary(o, r, false, false)
+	for _, want := range []string{
+		"No REGISTRY given: install.yaml and the chart name registry.example:5000/team/kontinue",
+		"Nothing was pushed. Publishing would push the image (digest " + r.Digest + ") to registry.example:5000/team/kontinue:v0.3.1 and the chart to oci://registry.example:5000/team/charts/kontinue:0.3.1",
+		"make publish VERSION=v0.3.1 REGISTRY=registry.example:5000/team RELEASE_URL=",
+		"No RELEASE_URL given: no kontinue.krew.yaml",
+		"  install.yaml\n", "  kontinue-0.3.1.tgz\n", "  SHA256SUMS\n", "  kontinue_v0.3.1_linux_amd64.tar.gz\n",
+	} {
+		require.Contains(t, s, want)
+	}
+	o.DownloadURL = "https://downloads.example/v0.3.1"
+	s = Summary(o, r, true, false)
+	require.NotContains(t, s, "No REGISTRY")
+	require.NotContains(t, s, "No RELEASE_URL")
+	require.Contains(t, s, "make publish VERSION=v0.3.1 REGISTRY=registry.example:5000/team RELEASE_URL=https://downloads.example/v0.3.1\n")
+}
+
+// TestImageNeedsRoots: the image has no CA bundle, so a binary that does
+// not carry its roots is refused before any image is made.
+func TestImageNeedsRoots(t *testing.T) {
+	root, err := localcluster.RepoRoot(".")
+	require.NoError(t, err)
+	o := options(t, root, filepath.Join(t.TempDir(), "a"), tinyBuild(t, root, "bare"))
+	_, err = Release(o)
+	require.ErrorContains(t, err, "does not link golang.org/x/crypto/x509roots/fallback: the image has no CA bundle")
 }

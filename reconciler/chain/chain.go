@@ -37,8 +37,9 @@ import (
 // (rollout.go): Everyone tells the Manager whether a chain needs the
 // facts of every shard's owners (it has a policy) and says whether the
 // book holds them all yet; Shard is the shard whose owners this replica
-// wakes; Template reads a template from the API server, to confirm a
-// revision before it moves a roll-out.
+// wakes; Served, the shards running replicas serve (nil: not known);
+// Template reads a template from the API server, to confirm a revision
+// before it moves a roll-out.
 type Env struct {
 	Tracker        *tracking.Tracker
 	Writer         *stamp.Writer
@@ -48,6 +49,7 @@ type Env struct {
 	Book           func(f *api.Flavor) *book.Book
 	Everyone       func(f *api.Flavor, chain string, need bool) bool
 	Shard          string
+	Served         func() map[string]bool
 	Template       func(ctx context.Context, gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error)
 }
 

@@ -90,10 +90,14 @@ func (r *Reconciler) rollout(ctx context.Context, f *api.Flavor, obj *unstructur
 		}
 	}
 	ann := obj.GetAnnotations()
+	var served map[string]bool
+	if r.env.Served != nil {
+		served = r.env.Served()
+	}
 	// Watched from the read on: an owner that changes after it wakes the
-	// chain again.
+	// chain again (and a change of the shards served, every chain).
 	out := rollout.Next(rollout.Input{Policy: policy, Prev: *prev, Live: live, Owners: book.Watch(name),
-		Paused: ann[rollout.AnnotationPaused] == "true", Resume: ann[rollout.AnnotationResume], Shard: r.env.Shard})
+		Paused: ann[rollout.AnnotationPaused] == "true", Resume: ann[rollout.AnnotationResume], Shard: r.env.Shard, Served: served})
 	if b, _ := json.Marshal(out.Status); len(b) > maxRolloutBytes {
 		// The chain's status holds every kept revision's definitions: past
 		// this bound it could no longer be written (or would crowd the

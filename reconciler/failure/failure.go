@@ -36,6 +36,11 @@ const (
 	// NotOwned: an object of the name exists that the writer did not stamp
 	// (stamp.Claim); it is left alone, and only its removal helps.
 	NotOwned
+	// Contested: another writer sets back a field Kontinue applies after
+	// each of its writes (stamp.Fight); Kontinue stops writing that
+	// content for a while. A change of what Kontinue renders, or the other
+	// writer leaving the field alone, helps.
+	Contested
 )
 
 // Error is a failed call with its Class.
@@ -98,11 +103,14 @@ const (
 	Scope
 	// Taken: the object exists and is someone else's (NotOwned).
 	Taken
+	// Fought: another writer keeps setting a field back (Contested).
+	Fought
 )
 
-// Reasons name the causes for one kind of condition.
+// Reasons name the causes for one kind of condition (Fought: Refused's
+// when unset).
 type Reasons struct {
-	Unknown, Refused, Account, NameTaken, Scope, Taken string
+	Unknown, Refused, Account, NameTaken, Scope, Taken, Fought string
 }
 
 // Subject is what was being done when the call failed, for the message.
@@ -139,6 +147,11 @@ func (c Condition) Cond(typ string, r Reasons) metav1.Condition {
 		reason = r.Scope
 	case Taken:
 		reason = r.Taken
+	case Fought:
+		reason = r.Fought
+		if reason == "" {
+			reason = r.Refused
+		}
 	}
 	return metav1.Condition{Type: typ, Status: c.Status, Reason: reason, Message: c.Message}
 }
@@ -176,6 +189,8 @@ func Write(s Subject, name string, err error) Condition {
 		return Condition{Cause: NameTaken, Status: metav1.ConditionFalse, Message: fmt.Sprintf("%s: an object named [%s] already exists; give the template metadata.generateName so that each new set of inputs creates a new object", s.unable(), name)}
 	case NotOwned:
 		return Condition{Cause: Taken, Status: metav1.ConditionFalse, Message: fmt.Sprintf("%s: %v", s.unable(), err)}
+	case Contested:
+		return Condition{Cause: Fought, Status: metav1.ConditionFalse, Message: fmt.Sprintf("%s: %v", s.unable(), err)}
 	case Unauthorized:
 		return Condition{Cause: Account, Status: metav1.ConditionFalse, Message: fmt.Sprintf("%s as service account [%s]: %v", s.unable(), s.Account, err), Retry: err}
 	}

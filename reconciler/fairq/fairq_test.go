@@ -283,9 +283,9 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, 2.0, a, "adds: a key moved up is not a new add")
 	_, lat := p.latency.get()
 	assert.Equal(t, 1, lat)
-	time.Sleep(600 * time.Millisecond)
-	u, _ := p.unfinished.get()
-	assert.Greater(t, u, 0.0, "a/1 is being processed")
+	// The gauge is set by a ticker every 500 ms: wait for its first tick
+	// (a fixed sleep lost the race on a loaded machine).
+	assert.Eventually(t, func() bool { u, _ := p.unfinished.get(); return u > 0 }, 30*time.Second, 20*time.Millisecond, "a/1 is being processed")
 	q.Done("a/1")
 	_, w := p.work.get()
 	assert.Equal(t, 1, w)

@@ -43,3 +43,49 @@ func TestParseNumber(t *testing.T) {
 	m, _ := NumberOf(int64(9007199254740993))
 	assert.True(t, n.Equal(m))
 }
+
+func nest(levels int) any {
+	var v any = "leaf"
+	for i := 0; i < levels; i++ {
+		if i%2 == 0 {
+			v = map[string]any{"a": v}
+		} else {
+			v = []any{1, v}
+		}
+	}
+	return v
+}
+
+func TestDeeperThan(t *testing.T) {
+	for _, tt := range []struct {
+		v    any
+		n    int
+		want bool
+	}{
+		{"scalar", 0, false},
+		{map[string]any{}, 0, true},
+		{map[string]any{}, 1, false},
+		{[]any{}, 1, false},
+		{map[string]any{"a": []any{map[string]any{}}}, 2, true},
+		{map[string]any{"a": []any{map[string]any{}}}, 3, false},
+		{nest(MaxDepth), MaxDepth, false},
+		{nest(MaxDepth + 1), MaxDepth, true},
+		{map[string]any{"a": 1, "b": nest(5)}, 5, true},
+	} {
+		assert.Equal(t, tt.want, DeeperThan(tt.v, tt.n), "%v within %d", tt.v, tt.n)
+	}
+}
+
+// Unmarshal is apimachinery's decoding: integers exact, 1.0 a float64.
+func TestUnmarshalKeepsIntegers(t *testing.T) {
+	var v struct {
+		A any            `json:"a"`
+		M map[string]any `json:"m"`
+	}
+	assert.NoError(t, Unmarshal([]byte(`{"a":9223372036854775807,"m":{"b":[9007199254740993,1.0,1e3,-0]}}`), &v))
+	assert.Equal(t, int64(9223372036854775807), v.A)
+	assert.Equal(t, []any{int64(9007199254740993), float64(1), float64(1000), int64(0)}, v.M["b"])
+	var out map[string]any
+	assert.NoError(t, Remarshal(map[string]any{"x": int64(9007199254740993), "f": 1.5}, &out))
+	assert.Equal(t, map[string]any{"x": int64(9007199254740993), "f": 1.5}, out)
+}

@@ -45,13 +45,16 @@ var (
 	conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kontinue_status_conflicts_total", Help: "Status writes the API server refused as conflicts (decided on a stale cached copy), by kind.",
 	}, []string{"kind"})
+	fights = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kontinue_stamped_object_fights_total", Help: "Writes of a stamped object Kontinue stopped because another writer set a field back after each of its writes (a fight over a field).",
+	})
 	echoes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kontinue_own_write_wakes_total", Help: "Keys woken only by the watch events of versions Kontinue itself wrote, and so not reconciled, by controller.",
 	}, []string{"controller"})
 )
 
 func init() {
-	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped, clients, conflicts, foreign, echoes,
+	Registry.MustRegister(reconcileDuration, applies, apiRequests, apiLatency, informers, cached, dropped, clients, conflicts, foreign, echoes, fights,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerWorkqueue()
 	registerStandard()
@@ -86,6 +89,9 @@ func Applied(applied bool) {
 		applies.WithLabelValues("skipped").Inc()
 	}
 }
+
+// Fought counts a fight over a field Kontinue stopped (stamp.Fights).
+func Fought() { fights.Inc() }
 
 // Foreign counts an object of another shard a sharded watch delivered.
 func Foreign() { foreign.Inc() }

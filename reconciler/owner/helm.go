@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -37,11 +38,12 @@ func (op *helm) release(ctx context.Context, def api.Step) (context.Context, fun
 		return nil, nil, render.Transient(fmt.Errorf("unable to read the Secret [%s] that keeps the step's Helm release: %w", name, err))
 	}
 	live = op.env.Writer.Record(live, ns, name)
-	rec := &helmRecord{exists: live != nil}
+	rec := &helmRecord{}
 	if live != nil {
 		if !ownedByUID(live, op.owner) {
-			return nil, nil, fmt.Errorf("the Secret [%s] that keeps the step's Helm release is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
+			return nil, nil, op.refusedRecord(ns, name, op.notOurs(name))
 		}
+		rec.uid = live.GetUID()
 		if rec.Stored, err = render.ParseReleaseSecret(live); err != nil {
 			// Edited by hand: render anew, as a first install.
 			klog.InfoS("helm release unreadable, rendering anew", "owner", op.user, "step", def.Name, "secret", name, "err", err)
@@ -58,7 +60,7 @@ func (op *helm) release(ctx context.Context, def api.Step) (context.Context, fun
 
 type helmRecord struct {
 	render.ReleaseRecord
-	exists bool // the Secret exists (readable or not)
+	uid types.UID // of the Secret read, proven the owner's ("": none)
 }
 
 // keepRelease writes the release the engine rendered, if it rendered.
@@ -76,18 +78,37 @@ func (op *helm) keepRelease(stepName string, rec *helmRecord) error {
 		return render.Transient(err)
 	}
 	sa := op.serviceAccount()
-	if err := op.w.KeepRecord(op.ctx, cl, secret, !rec.exists); err != nil {
+	if err := op.w.KeepRecord(op.ctx, cl, secret, rec.uid); err != nil {
 		switch failure.Classify(err) {
 		case failure.Forbidden:
 			return fmt.Errorf("service account [%s/%s] may not write the Secret [%s] that keeps the step's Helm release (it needs get, create and patch on secrets in its namespace): %w", sa.Namespace, sa.Name, name, err)
 		case failure.AlreadyExists:
-			return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and was not written by Kontinue for this %s: it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
+			return op.refusedRecord(ns, name, op.notOurs(name))
 		case failure.Rejected:
 			return fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err)
 		}
 		return render.Transient(fmt.Errorf("unable to keep the step's Helm release in Secret [%s]: %w", name, err))
 	}
 	return nil
+}
+
+// notOurs is the refusal of a release Secret someone else holds: one
+// message whether the cache or a create found it, so that the look again
+// that follows writes no other status.
+func (op *helm) notOurs(name string) error {
+	return fmt.Errorf("the Secret [%s] that keeps the step's Helm release exists and is not this %s's (its ownerReferences do not name it): it is left as it is; delete or rename it", name, op.env.Flavor.OwnerKind)
+}
+
+// refusedRecord is err, the refusal of a release Secret someone else holds,
+// with the Secret watched while the refusal stands (as ownerIO.refused
+// does for stamped objects): its removal wakes the owner. Until that watch
+// has synced, err is retried (render.Transient, with backoff): the Secret
+// may have gone before the watch's first list.
+func (op *helm) refusedRecord(ns, name string, err error) error {
+	if !op.watch.Watch(blocker(secretGVR, ns, name)) {
+		return render.Transient(err)
+	}
+	return err
 }
 
 func (op *helm) releaseSecretName(stepName string) string {

@@ -18,5 +18,5 @@ func TestHelmReleaseNames(t *testing.T) {
 	h := &helm{op}
 	assert.Equal(t, render.ReleaseSecretName(api.KindWorkload, "app", "chart"), h.releaseSecretName("chart"))
 	assert.NotEqual(t, h.releaseSecretName("chart"), h.releaseSecretName("other"))
-	assert.NoError(t, h.keepRelease("chart", &helmRecord{exists: true}))
+	assert.NoError(t, h.keepRelease("chart", &helmRecord{uid: "u-secret"}))
 }

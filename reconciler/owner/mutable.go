@@ -52,7 +52,7 @@ func (w *mutableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 		// Only this owner's object may hold the step or lend it health: an
 		// object of that name someone else made (with our labels, in the
 		// cache) is refused at the write instead (stamp.Claim).
-		if w.io.controls(live) {
+		if w.io.stamps(w.sc.step.Name, w.targets[o.Desired].ref, live) {
 			o.LiveSet = step.LiveSetOf(*o, live)
 			if step.NeedsLive(w.sc.spec) {
 				seen.Live = live

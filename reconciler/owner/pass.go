@@ -51,6 +51,8 @@ type pass struct {
 	watch         *tracking.Handle // the watches this reconcile used
 	w             *stamp.Session   // every write; what blocks the owner (blocked.CauseOf, in the Manager)
 	keep          *keepSet         // what removal must leave alone (keep.go)
+	steps         *stepObjects     // which step stamps which object (claims.go)
+	blockerWait   bool             // the requeue waits for a blocker's watch to sync (claims.go)
 	noAccount     bool             // the service account does not exist: write nothing
 	sweepLater    bool             // a cache removeUnrecorded reads had not synced: look again (sweepRetry)
 	// chainsCached are the flavor's chains in the cache, and writerOf the
@@ -217,9 +219,18 @@ func (op *pass) chooseChain() (selector.ChainChoice, *specs.Chain) {
 // walk realizes the chain's steps in order (walk.go), then sums up the
 // conditions.
 func (op *pass) walk(chainReady metav1.Condition) (time.Duration, error) {
+	op.steps = newStepObjects(op.defs.spec.Resources, op.prev.Resources)
 	s := &steps{ctx: op.ctx, owner: op.owner, user: op.user, chainName: op.chainName, now: op.now, prev: op.prev.Resources,
 		keep: op.keep, events: op.env.Events, prepare: op.prepareEnv(), io: op.writerOf, traced: op.env.TraceContext}
 	resources, requeue, transient := s.walk(op.defs.spec.Resources)
+	if op.steps.stale() && (requeue == 0 || requeue > heldRecheck) {
+		// A step refused an object judged held by another step, which
+		// stamped other objects since: look again, from this status.
+		requeue = heldRecheck
+	}
+	if op.steps.waiting() && (requeue == 0 || requeue > blockerSync) {
+		requeue, op.blockerWait = blockerSync, true
+	}
 	op.status.Resources = resources
 	op.keep.resources(resources)
 	var submitted []metav1.Condition
@@ -266,7 +277,7 @@ func (op *pass) io() *ownerIO {
 	f, ns, name := op.env.Flavor, op.owner.GetNamespace(), op.owner.GetName()
 	return &ownerIO{ctx: op.ctx, w: op.w, watch: op.watch.Watch, keep: op.keep, owner: op.owner,
 		claim: stamp.Owner{Kind: f.OwnerKind, Name: name, UID: op.owner.GetUID()}, account: op.serviceAccount(), client: op.stampClient,
-		user: op.user, labels: labels.Set{api.StampedLabel: "true", f.LabelOwnerName: name, f.LabelOwnerNS: ns}}
+		user: op.user, labels: labels.Set{api.StampedLabel: "true", f.LabelOwnerName: name, f.LabelOwnerNS: ns}, steps: op.steps}
 }
 
 // serviceAccount is the account whose permissions stamp objects:

@@ -121,9 +121,17 @@ func TestOwnerIO(t *testing.T) {
 	mine.SetOwnerReferences([]metav1.OwnerReference{{UID: own.GetUID(), Controller: ptr.To(true)}})
 	other := obj("ConfigMap", "b", "v1")
 	other.SetOwnerReferences([]metav1.OwnerReference{{UID: own.GetUID()}}) // an owner, not the controller
-	assert.True(t, x.controls(mine))
-	assert.False(t, x.controls(other))
-	assert.False(t, x.controls(nil))
+	ref := st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "dev", Name: "a"}
+	assert.True(t, x.stamps("build", ref, mine))
+	assert.False(t, x.stamps("build", ref, other))
+	assert.False(t, x.stamps("build", ref, nil))
+	// Another step of the owner that still stamps it holds it.
+	x.steps = newStepObjects([]api.Step{{Name: "build"}, {Name: "deploy"}}, []st.Resource{{Name: "deploy", StampedRef: &ref}})
+	mine.SetLabels(map[string]string{api.LabelResourceName: "deploy"})
+	assert.False(t, x.stamps("build", ref, mine), "deploy's")
+	assert.True(t, x.stamps("deploy", ref, mine))
+	x.steps.resolved("deploy", st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "dev", Name: "other"})
+	assert.True(t, x.stamps("build", ref, mine), "deploy stamps another object now")
 	assert.True(t, ownedByUID(other, own), "a Helm release Secret needs only an owner reference")
 	assert.False(t, ownedByUID(obj("Secret", "s", "v1"), own))
 }

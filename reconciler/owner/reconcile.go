@@ -191,7 +191,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	if op.sweepLater && (requeue == 0 || requeue > sweepRetry) {
 		requeue = sweepRetry
 	}
-	out := Outcome{Requeue: requeue, Session: op.w, Used: op.used()}
+	out := Outcome{Requeue: requeue, Wait: op.blockerWait && requeue == blockerSync, Session: op.w, Used: op.used()}
 	if runErr != nil {
 		return out, runErr
 	}

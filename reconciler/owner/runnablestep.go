@@ -72,7 +72,7 @@ func (w *runnableWriter) load(o *step.Observed) (step.Seen, *stepFail) {
 	w.io.watch(key)
 	if step.NeedsLiveSet(*o) {
 		// The Runnable of this render names its set (step.SetID).
-		if live, err := w.io.live(key, rn.GetNamespace(), rn.GetName()); err == nil && w.io.controls(live) && live.GetAnnotations()[api.AnnotationDigest] == rn.GetAnnotations()[api.AnnotationDigest] {
+		if live, err := w.io.live(key, rn.GetNamespace(), rn.GetName()); err == nil && w.io.stamps(w.sc.step.Name, w.ref(rn), live) && live.GetAnnotations()[api.AnnotationDigest] == rn.GetAnnotations()[api.AnnotationDigest] {
 			o.LiveSet = live.GetAnnotations()[api.AnnotationInputSet]
 		}
 	}

@@ -8,6 +8,7 @@ package owner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,8 +40,9 @@ type ownerIO struct {
 	claim   stamp.Owner
 	account api.ServiceAccountRef
 	client  func() (dynamic.Interface, error)
-	user    string     // the owner, for logs and the memory of runs just created
-	labels  labels.Set // what every object stamped for the owner carries
+	user    string       // the owner, for logs and the memory of runs just created
+	labels  labels.Set   // what every object stamped for the owner carries
+	steps   *stepObjects // which step stamps which object (claims.go)
 }
 
 // stamper is what the step writers do through stamp: a *stamp.Session,
@@ -99,6 +101,7 @@ func (x *ownerIO) resolveObject(sc *stepCtx, desired *unstructured.Unstructured)
 	if fail == nil {
 		x.keep.ref(t.ref)
 		x.keep.want(t.ref)
+		x.steps.resolved(sc.step.Name, t.ref)
 	}
 	return t, fail
 }
@@ -118,12 +121,50 @@ func (x *ownerIO) put(stepName string, r riders, t target, desired *unstructured
 	if err != nil {
 		return nil, false, failed(failure.Client(err))
 	}
-	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, TraceParent: r.trace, InputSet: r.set, LooksAgain: looksAgain}
+	x.steps.resolved(stepName, t.ref)
+	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, Holds: x.steps.holds(t.ref),
+		TraceParent: r.trace, InputSet: r.set, LooksAgain: looksAgain}
 	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
-		return nil, false, failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
+		if failure.Classify(err) == failure.NotOwned {
+			x.refused(t, desired, err)
+		}
+		sf := failed(failure.Write(x.subject("apply", t.what), desired.GetName(), err))
+		if fight := (*stamp.Fight)(nil); errors.As(err, &fight) {
+			// Nothing may wake the step when the hold ends: look again then.
+			sf.requeue = time.Until(fight.Until) + time.Second
+		}
+		return nil, false, sf
 	}
 	return live, wrote, nil
+}
+
+// blocker is the watch of the one object namespace/name of gvr that
+// refused a write (refused).
+func blocker(gvr schema.GroupVersionResource, namespace, name string) tracking.Key {
+	return tracking.Key{GVR: gvr, Namespace: namespace, Name: name}
+}
+
+// refused keeps the owner informed of the object that refused a write:
+// while the refusal stands (each reconcile that is refused again asks
+// again; the first that is not lets the watch go, tracking.Handle.Done),
+// the object is watched by its name (tracking.Key.Name, slim: names and
+// versions only), and its removal or change (a person's kontinue.dev/adopt-by)
+// wakes the owner within the watch's latency (route.go, blockerChanged).
+// The cost is one watch per refused object for as long as it is refused:
+// a LIST of one object when it starts, then an idle watch stream, and
+// nothing when nothing changes; no timer, whatever the number of
+// refusals. Until the watch has synced, the owner looks again (claims.go,
+// blockerSync): the object may have gone before its first list.
+func (x *ownerIO) refused(t target, desired *unstructured.Unstructured, err error) {
+	if held := (*stamp.HeldByStep)(nil); errors.As(err, &held) {
+		// Another step of this owner: its writes wake the owner already.
+		x.steps.refused(t.ref, held.Step)
+		return
+	}
+	if !x.watch(blocker(t.gvr, desired.GetNamespace(), desired.GetName())) {
+		x.steps.unsynced()
+	}
 }
 
 // live is the live object (nil: missing), watched for this owner.
@@ -131,9 +172,12 @@ func (x *ownerIO) live(key tracking.Key, namespace, name string) (*unstructured.
 	return x.w.Live(x.ctx, key, x.watch, namespace, name)
 }
 
-// controls reports whether obj's controller reference names this owner.
-func (x *ownerIO) controls(obj *unstructured.Unstructured) bool {
-	return controlledBy(obj, x.owner.GetUID())
+// stamps reports whether obj, the object of ref, is what step stamped: its
+// controller reference names this owner, and no other step of the owner
+// holds it (stamp.Stamps). Only such an object may hold the step or lend
+// it health.
+func (x *ownerIO) stamps(stepName string, ref st.StampedRef, obj *unstructured.Unstructured) bool {
+	return stamp.Stamps(obj, stamp.Claimant{Owner: x.claim, Step: stepName, Holds: x.steps.holds(ref)})
 }
 
 // controlledBy reports whether obj's controller reference names uid.

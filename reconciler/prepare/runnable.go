@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/render"
 	"kontinue.dev/kontinue/reconciler/step"
 )
@@ -157,7 +158,7 @@ func runtimeJSON(v any) (map[string]any, error) {
 		return nil, err
 	}
 	var m map[string]any
-	return m, json.Unmarshal(b, &m)
+	return m, jsonvalue.Unmarshal(b, &m)
 }
 
 // quoteKey makes an input name usable inside a path's ['…'].

@@ -54,7 +54,11 @@ func TestRenderSlotsPerNamespace(t *testing.T) {
 		tc["workload"], tc["deliverable"] = owner, owner
 		return tc
 	}
-	spin := `{{ range until 60000 }}{{ range until 60000 }}{{ end }}{{ end }}{apiVersion: v1, kind: ConfigMap, metadata: {name: x}}`
+	// One list, ranged over in both loops: a spin that allocates next to
+	// nothing (`until` in the inner loop made a new list each time, and on
+	// a loaded machine the child's garbage outgrew its 256 MiB before the
+	// deadline: the render failed on memory, not time).
+	spin := `{{ $l := until 60000 }}{{ range $l }}{{ range $l }}{{ end }}{{ end }}{apiVersion: v1, kind: ConfigMap, metadata: {name: x}}`
 	errs := make(chan error, nsShare)
 	for i := range nsShare {
 		go func() {

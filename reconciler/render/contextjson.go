@@ -3,17 +3,32 @@ package render
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // The template context encoded as JSON, directly for the types
 // unstructured objects hold.
 
-// maxContextDepth bounds the nesting of the context while encoding it, as
-// encoding/json does to detect cycles.
-const maxContextDepth = 1000
+// maxContextDepth bounds the nesting of the context while encoding it (a
+// cycle, or an owner, param or input nested deeper than anything Kontinue
+// writes: jsonvalue.MaxDepth).
+const maxContextDepth = jsonvalue.MaxDepth
+
+// errContextTooDeep is appendJSON's error past maxContextDepth.
+var errContextTooDeep = fmt.Errorf("nested deeper than %d levels (the owner, a param or an input)", maxContextDepth)
+
+// contextError is the StampError of a context that does not encode.
+func contextError(engine, what string, err error) *StampError {
+	if errors.Is(err, errContextTooDeep) {
+		return &StampError{Engine: engine, Message: what + " is " + errContextTooDeep.Error()}
+	}
+	return &StampError{Engine: engine, Message: what + " is not JSON", Err: err}
+}
 
 // appendJSON appends v as compact JSON with sorted keys and no HTML escaping,
 // like encoding/json with SetEscapeHTML(false). The JSON-like types of
@@ -21,7 +36,7 @@ const maxContextDepth = 1000
 // the context most of the cost of a render; other types go to encoding/json.
 func appendJSON(b []byte, v any, depth int) ([]byte, error) {
 	if depth > maxContextDepth {
-		return b, fmt.Errorf("nested deeper than %d levels (a cycle?)", maxContextDepth)
+		return b, errContextTooDeep
 	}
 	var err error
 	switch t := v.(type) {

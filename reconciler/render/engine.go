@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // Engine renders a template with a context into one or more objects.
@@ -83,7 +84,7 @@ func EngineForWith(spec *api.TemplateSpec, own map[string]Engine) (Engine, error
 	}
 	field := set[0]
 	if e := own[field]; e != nil {
-		return e, nil
+		return depthBounded{e}, nil
 	}
 	enginesMu.RLock()
 	e := engines[field]
@@ -95,7 +96,28 @@ func EngineForWith(spec *api.TemplateSpec, own map[string]Engine) (Engine, error
 		}
 		return nil, &StampError{Engine: field, Message: msg}
 	}
-	return e, nil
+	return depthBounded{e}, nil
+}
+
+// depthBounded refuses, whatever the engine, an object nested deeper than
+// jsonvalue.MaxDepth: a template (fromYaml of a param, a ytt loop, a
+// chart) can build one from a shallow context, and the API server,
+// which stores it, then fails every LIST of its kind, or cannot read it
+// back at all.
+type depthBounded struct{ Engine }
+
+func (b depthBounded) Render(ctx context.Context, spec *api.TemplateSpec, tc Context) ([]*unstructured.Unstructured, error) {
+	objs, err := b.Engine.Render(ctx, spec, tc)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if jsonvalue.DeeperThan(o.Object, jsonvalue.MaxDepth) {
+			return nil, &StampError{Engine: b.Name(), Message: fmt.Sprintf("%s rendered %s [%s] nested deeper than %d levels, more than Kontinue writes",
+				b.Name(), o.GetKind(), o.GetName(), jsonvalue.MaxDepth)}
+		}
+	}
+	return objs, nil
 }
 
 // setEngineFields lists the engine fields set in spec, in engineFields order.

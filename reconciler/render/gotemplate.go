@@ -14,6 +14,8 @@ import (
 
 	"github.com/Masterminds/sprig/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/reconciler/api"
@@ -92,7 +94,7 @@ func (goTemplateEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc C
 	// and merge modify the maps they are given, and the owner is shared.
 	doc, err := appendJSON(make([]byte, 0, 4096), map[string]any(tc), 0)
 	if err != nil {
-		return nil, &StampError{Engine: GoTemplateName, Message: "template context is not JSON", Err: err}
+		return nil, contextError(GoTemplateName, "template context", err)
 	}
 	t, c := sha256.Sum256([]byte(spec.GoTemplate)), sha256.Sum256(doc)
 	key := GoTemplateName + "/" + string(t[:]) + string(c[:])
@@ -308,10 +310,23 @@ var goTemplateFuncs = func() template.FuncMap {
 		b, err := yaml.Marshal(v)
 		return strings.TrimSuffix(string(b), "\n"), err
 	}
+	// Decoded as apimachinery decodes objects: integers stay int64, exact
+	// past 2^53 (Sprig's and sigs.k8s.io/yaml's decoders make every
+	// number a float64).
 	f["fromYaml"] = func(s string) (map[string]any, error) {
 		var m map[string]any
-		err := yaml.Unmarshal([]byte(s), &m)
+		err := utilyaml.Unmarshal([]byte(s), &m)
 		return m, err
+	}
+	f["mustFromJson"] = func(s string) (any, error) {
+		var v any
+		err := utiljson.Unmarshal([]byte(s), &v)
+		return v, err
+	}
+	f["fromJson"] = func(s string) any {
+		var v any
+		_ = utiljson.Unmarshal([]byte(s), &v) // as Sprig's: nil when it is not JSON
+		return v
 	}
 	f["required"] = func(msg string, v any) (any, error) {
 		if v == nil {

@@ -98,7 +98,7 @@ func (h *helmEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Cont
 	}
 	vdoc, err := appendJSON(nil, values, 0)
 	if err != nil {
-		return nil, &StampError{Engine: HelmName, Message: "helm.values are not JSON", Err: err}
+		return nil, contextError(HelmName, "helm.values", err)
 	}
 	inputs := digest([]byte(digest(archive) + "/" + digest(vdoc) + "/" + rel + "/" + ns))
 

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -129,7 +130,9 @@ func renderChartChild(req *helmRequest, lookups engine.ClientProvider) helmMessa
 		return fail("cannot be rendered", err)
 	}
 	var values map[string]any
-	if err := json.Unmarshal(req.Values, &values); err != nil {
+	// Integers as int64, exact: as Helm's own --set gives them, and as the
+	// other engines see the context.
+	if err := utiljson.Unmarshal(req.Values, &values); err != nil {
 		return fail("cannot be rendered: values are not a JSON object", err)
 	}
 	vals := chartutil.Values(values)

@@ -195,6 +195,9 @@ func (r *renderer) leaf(s string) (any, *walkError) {
 	}
 	doc, err := r.context()
 	if err != nil {
+		if se := contextError(SimpleName, "template context", err); se.Err == nil {
+			return nil, &walkError{msg: se.Message}
+		}
 		return nil, &walkError{msg: "template context is not JSON", err: err}
 	}
 	if l.whole {

@@ -36,10 +36,15 @@ func plainValue(r gjson.Result) any {
 	case gjson.String:
 		return r.Str
 	case gjson.Number:
+		// As apimachinery decodes the same text (jsonvalue.Unmarshal):
+		// int64 when it parses as one, else float64.
 		if n, err := strconv.ParseInt(r.Raw, 10, 64); err == nil {
 			return n
 		}
-		return normFloat(r.Num)
+		if f, err := strconv.ParseFloat(r.Raw, 64); err == nil {
+			return f
+		}
+		return r.Num
 	}
 	if r.IsArray() {
 		out := []any{}

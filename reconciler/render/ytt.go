@@ -72,7 +72,7 @@ func (yttEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context)
 
 	values, err := appendJSON(make([]byte, 0, 4096), map[string]any(tc), 0)
 	if err != nil {
-		return nil, &StampError{Engine: YttName, Message: "template context is not JSON", Err: err}
+		return nil, contextError(YttName, "template context", err)
 	}
 	key := YttName + "/" + digest([]byte(spec.Ytt)) + "/" + digest(values)
 	var res yttResult

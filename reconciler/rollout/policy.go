@@ -74,6 +74,12 @@ type Owner struct {
 	// generation.
 	Ready   string
 	Current bool
+	// Deleting: it has a deletionTimestamp. Kontinue no longer reconciles
+	// it (another finalizer holds it).
+	Deleting bool
+	// ChainReason is the reason of its SupplyChainReady (DeliveryReady)
+	// condition when that is False ("" otherwise).
+	ChainReason string
 }
 
 // Key names an owner in messages and lists: namespace/name.

@@ -1,8 +1,10 @@
 package rollout
 
 import (
-	"encoding/json"
 	"fmt"
+
+	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 )
 
 // Annotations on a chain that steer its roll-out (`kontinue rollout`).
@@ -39,13 +41,9 @@ func Read(obj map[string]any) (*Compiled, *Status, error) {
 	return c, st, nil
 }
 
-func remarshal(in, out any) error {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
-}
+// remarshal keeps the revisions' definitions exact (integers past 2^53):
+// owners render with them.
+func remarshal(in, out any) error { return jsonvalue.Remarshal(in, out) }
 
 // Status references of the two owner kinds: the chain an owner's status
 // names.
@@ -74,13 +72,28 @@ func ReadOwner(obj map[string]any, ref string) (chain string, o Owner) {
 	}
 	o.Revision, _ = status["chainRevision"].(string)
 	o.Current = asInt64(status["observedGeneration"]) == asInt64(md["generation"])
+	o.Deleting = md["deletionTimestamp"] != nil
 	conds, _ := status["conditions"].([]any)
 	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+		m, ok := c.(map[string]any)
+		switch {
+		case !ok:
+		case m["type"] == "Ready":
 			o.Ready, _ = m["status"].(string)
+		case chainReady(m["type"]):
+			o.ChainReason = ""
+			if m["status"] == "False" {
+				o.ChainReason, _ = m["reason"].(string)
+			}
 		}
 	}
 	return chain, o
+}
+
+// chainReady reports whether a condition's type is an owner's chain
+// condition (SupplyChainReady, DeliveryReady).
+func chainReady(t any) bool {
+	return t == api.WorkloadFlavor.ChainReadyCondition || t == api.DeliverableFlavor.ChainReadyCondition
 }
 
 // asInt64 reads a JSON number as decoded into a map (int64 from the API
@@ -99,14 +112,15 @@ func asInt64(v any) int64 {
 
 // Trim keeps of an owner (obj: as a map) only what ReadOwner reads, for
 // either kind, and what a cache needs to tell versions apart: name,
-// namespace, UID, resourceVersion, generation, labels; the status's chain
-// references, chainRevision, observedGeneration and its Ready condition.
+// namespace, UID, resourceVersion, generation, labels, deletionTimestamp;
+// the status's chain references, chainRevision, observedGeneration, its
+// Ready condition and its chain condition (SupplyChainReady, DeliveryReady).
 // The replicas of a shard watch the other shards' owners for roll-outs
 // only (reconciler/rollout.go): their cache holds this, not the owner.
 func Trim(obj map[string]any) map[string]any {
 	md, _ := obj["metadata"].(map[string]any)
 	keep := map[string]any{}
-	for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "generation", "labels"} {
+	for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "generation", "labels", "deletionTimestamp"} {
 		if v, ok := md[k]; ok {
 			keep[k] = v
 		}
@@ -127,11 +141,30 @@ func Trim(obj map[string]any) map[string]any {
 			st[k] = v
 		}
 	}
+	// The last of each, as ReadOwner reads them.
+	var ready, chain any
 	conds, _ := status["conditions"].([]any)
 	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
-			st["conditions"] = []any{map[string]any{"type": "Ready", "status": m["status"]}}
+		m, ok := c.(map[string]any)
+		switch {
+		case !ok:
+		case m["type"] == "Ready":
+			ready = map[string]any{"type": "Ready", "status": m["status"]}
+		case chainReady(m["type"]):
+			chain = nil // only its reason when False is read
+			if m["status"] == "False" {
+				chain = map[string]any{"type": m["type"], "status": "False", "reason": m["reason"]}
+			}
 		}
+	}
+	var kept []any
+	for _, c := range []any{chain, ready} {
+		if c != nil {
+			kept = append(kept, c)
+		}
+	}
+	if kept != nil {
+		st["conditions"] = kept
 	}
 	out["status"] = st
 	return out

@@ -29,6 +29,14 @@ func TestReadOwner(t *testing.T) {
 			want: Owner{Namespace: "ns", Name: "d", Ready: "False"}},
 		{name: "no status yet", ref: RefSupplyChain, doc: `{"metadata": {"namespace": "ns", "name": "new", "generation": 1}}`,
 			want: Owner{Namespace: "ns", Name: "new"}},
+		{name: "being deleted, no chain selects it", ref: RefSupplyChain, chain: "web",
+			doc: `{"metadata": {"namespace": "ns", "name": "gone", "generation": 2, "deletionTimestamp": "2024-01-01T00:00:00Z", "finalizers": ["x"]},
+				"status": {"observedGeneration": 2, "supplyChainRef": {"name": "web"}, "conditions": [{"type": "SupplyChainReady", "status": "False", "reason": "SupplyChainNotFound", "message": "m"}, {"type": "Ready", "status": "False", "reason": "SupplyChainNotFound"}]}}`,
+			want: Owner{Namespace: "ns", Name: "gone", Ready: "False", Current: true, Deleting: true, ChainReason: "SupplyChainNotFound"}},
+		{name: "a Deliverable's chain condition, True again", ref: RefDelivery, chain: "prod",
+			doc: `{"metadata": {"namespace": "ns", "name": "d", "generation": 1},
+				"status": {"observedGeneration": 1, "deliveryRef": {"name": "prod"}, "conditions": [{"type": "DeliveryReady", "status": "False", "reason": "DeliveryNotFound"}, {"type": "DeliveryReady", "status": "True", "reason": "Ready"}]}}`,
+			want: Owner{Namespace: "ns", Name: "d", Current: true}},
 		{name: "garbage where the status goes", ref: RefSupplyChain,
 			doc:  `{"metadata": {"namespace": "ns", "name": "x", "labels": {"a": 1}}, "status": {"supplyChainRef": "web", "chainRevision": 7, "conditions": "Ready"}}`,
 			want: Owner{Namespace: "ns", Name: "x", Labels: map[string]string{"a": ""}, Current: true}},
@@ -61,6 +69,15 @@ func TestTrimKeepsLittle(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"metadata": {"namespace": "ns", "name": "app", "uid": "u1", "resourceVersion": "42", "generation": 3, "labels": {"a": "b"}},
 		"status": {"observedGeneration": 3, "chainRevision": "B", "supplyChainRef": {"name": "web"}, "conditions": [{"type": "Ready", "status": "True"}]}}`, string(got))
+
+	// Being deleted, and no chain selecting it: its deletionTimestamp and
+	// its chain condition's reason, not the message.
+	require.NoError(t, json.Unmarshal([]byte(`{"metadata": {"namespace": "ns", "name": "app", "generation": 3, "deletionTimestamp": "2024-01-01T00:00:00Z", "finalizers": ["x"]},
+		"status": {"observedGeneration": 3, "conditions": [{"type": "SupplyChainReady", "status": "False", "reason": "SupplyChainNotFound", "message": "long"}, {"type": "Ready", "status": "False", "reason": "SupplyChainNotFound", "message": "long"}]}}`), &obj))
+	got, err = json.Marshal(Trim(obj))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"metadata": {"namespace": "ns", "name": "app", "generation": 3, "deletionTimestamp": "2024-01-01T00:00:00Z"},
+		"status": {"observedGeneration": 3, "conditions": [{"type": "SupplyChainReady", "status": "False", "reason": "SupplyChainNotFound"}, {"type": "Ready", "status": "False"}]}}`, string(got))
 }
 
 // FuzzTrim: whatever an owner holds, its trimmed copy reads the same, for
@@ -69,6 +86,7 @@ func FuzzTrim(f *testing.F) {
 	f.Add(`{"metadata": {"namespace": "ns", "name": "a", "generation": 2, "labels": {"x": "y"}}, "status": {"observedGeneration": 2, "deliveryRef": {"name": "d"}, "chainRevision": "R", "conditions": [{"type": "Ready", "status": "False"}, {"type": "Ready", "status": "True"}]}}`)
 	f.Add(`{"metadata": 1, "status": {"supplyChainRef": [], "conditions": [1, {"type": "Ready"}]}}`)
 	f.Add(`{"status": null}`)
+	f.Add(`{"metadata": {"deletionTimestamp": null}, "status": {"conditions": [{"type": "DeliveryReady", "status": "False", "reason": 3}, {"type": "SupplyChainReady", "status": "False", "reason": "X"}, {"type": "DeliveryReady", "status": "True"}]}}`)
 	f.Fuzz(func(t *testing.T, doc string) {
 		var obj map[string]any
 		if json.Unmarshal([]byte(doc), &obj) != nil {

@@ -57,6 +57,14 @@ type Status struct {
 	// Failing names (namespace/name) the admitted owners that failed on
 	// Target, at most MaxFailingNames of them.
 	Failing []string `json:"failing,omitempty"`
+	// PassedOver names (sorted, at most MaxFailingNames) the admitted
+	// owners the roll-out does not wait for, since nothing will move them
+	// to Target (Stand: their shard is served by no running replica, they
+	// are being deleted, or no chain renders them any more); PassedOverCount
+	// counts them all. They move to Target when they can. A completed
+	// roll-out keeps those of its last wave, until the next begins.
+	PassedOver      []PassedOwner `json:"passedOver,omitempty"`
+	PassedOverCount int           `json:"passedOverCount,omitempty"`
 	// ResumeHandled is the last kontinue.dev/rollout-resume token acted on.
 	ResumeHandled string `json:"resumeHandled,omitempty"`
 	// Revisions are the definitions of every revision an owner may still
@@ -151,6 +159,9 @@ type Input struct {
 	// shard's (the decision is the same whoever takes it), Due only this
 	// one's (each replica wakes its own).
 	Shard string
+	// Served are the shards running replicas serve ("" the default shard;
+	// Shard among them); nil: not known, every shard name counts as served.
+	Served map[string]bool
 }
 
 // Output is the next status and what the chain reconciler does with it.
@@ -206,6 +217,9 @@ func Next(in Input) Output {
 	case s.Stable == "" || s.Stable == in.Live.Name:
 		// First sight of the policy (adopt the live definitions), or the
 		// live definitions are the stable ones again (an undo): no roll-out.
+		if s.Target != "" || s.Stable == "" {
+			s.PassedOver, s.PassedOverCount = nil, 0
+		}
 		s.Stable, s.Target, s.Wave, s.Phase = in.Live.Name, "", 0, PhaseComplete
 	case s.Target != in.Live.Name:
 		// A new revision: from wave 0, whatever the last one reached.
@@ -230,6 +244,7 @@ func Next(in Input) Output {
 func advance(in Input, s *Status, resumed bool) {
 	for {
 		var failing []string
+		var passed []PassedOwner
 		done := true
 		s.Admitted, s.Updated = 0, 0
 		for _, o := range in.Owners {
@@ -237,15 +252,17 @@ func advance(in Input, s *Status, resumed bool) {
 				continue
 			}
 			s.Admitted++
-			on := o.Revision == s.Target && o.Current
-			switch {
-			case on && o.Ready == "True":
+			switch st, why := Stand(o, s.Target, in.Served); st {
+			case Updated:
 				s.Updated++
-			case on && o.Ready == "False":
+			case Failed:
 				failing = append(failing, o.Key())
 				if in.Policy.pauseOnFailure {
 					done = false
 				}
+			case PassedOver:
+				// Nothing will move it: the wave goes on without it.
+				passed = append(passed, PassedOwner{Owner: o.Key(), Reason: why})
 			default:
 				done = false
 			}
@@ -254,6 +271,12 @@ func advance(in Input, s *Status, resumed bool) {
 		s.Failing = failing
 		if len(s.Failing) > MaxFailingNames {
 			s.Failing = s.Failing[:MaxFailingNames]
+		}
+		sort.Slice(passed, func(i, j int) bool { return passed[i].Owner < passed[j].Owner })
+		s.PassedOverCount = len(passed)
+		s.PassedOver = passed[:min(len(passed), MaxFailingNames)]
+		if len(s.PassedOver) == 0 {
+			s.PassedOver = nil
 		}
 		if s.Phase == PhaseHalted && !resumed {
 			// Halted until resumed (or a new revision): an owner that
@@ -338,18 +361,21 @@ func keep(s Status, owners []Owner) []Revision {
 func condition(s Status) metav1.Condition {
 	c := metav1.Condition{Type: ConditionRolledOut}
 	wave := fmt.Sprintf("wave %d of %d", s.Wave+1, s.Waves)
-	tally := fmt.Sprintf("%d of %d admitted owner(s) Ready on revision %s", s.Updated, s.Admitted, s.Target)
+	tally := fmt.Sprintf("%d of %d admitted owner(s) Ready on revision %s", s.Updated, s.Admitted, s.Target) + passedOver(s)
 	switch s.Phase {
 	case PhaseComplete:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, PhaseComplete, "every owner renders with revision "+s.Stable
+		if s.PassedOverCount > 0 {
+			c.Message = "revision " + s.Stable + " rolled out" + passedOver(s) + "; each moves to it once it can"
+		}
 	case PhaseHalted:
 		more := ""
-		if s.Admitted-s.Updated > len(s.Failing) && len(s.Failing) == MaxFailingNames {
+		if s.Admitted-s.Updated-s.PassedOverCount > len(s.Failing) && len(s.Failing) == MaxFailingNames {
 			more = " and more"
 		}
 		c.Status, c.Reason = metav1.ConditionFalse, PhaseHalted
-		c.Message = fmt.Sprintf("%s halted: owner(s) failed on revision %s: %s%s (kontinue rollout resume, or undo)",
-			wave, s.Target, strings.Join(s.Failing, ", "), more)
+		c.Message = fmt.Sprintf("%s halted: owner(s) failed on revision %s: %s%s (kontinue rollout resume, or undo)%s",
+			wave, s.Target, strings.Join(s.Failing, ", "), more, passedOver(s))
 	case PhasePaused:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, PhasePaused, wave+" paused: "+tally
 	case "":
@@ -361,6 +387,22 @@ func condition(s Status) metav1.Condition {
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, PhaseProgressing, wave+": "+tally
 	}
 	return c
+}
+
+// passedOver says which owners a roll-out passed over ("" none).
+func passedOver(s Status) string {
+	if s.PassedOverCount == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(s.PassedOver))
+	for _, p := range s.PassedOver {
+		names = append(names, p.Owner+" ("+p.Reason+")")
+	}
+	more := ""
+	if s.PassedOverCount > len(s.PassedOver) {
+		more = fmt.Sprintf(" and %d more", s.PassedOverCount-len(s.PassedOver))
+	}
+	return fmt.Sprintf("; %d owner(s) passed over, which nothing can move now: %s%s", s.PassedOverCount, strings.Join(names, ", "), more)
 }
 
 // Invalid is the condition of a chain whose policy cannot be used.

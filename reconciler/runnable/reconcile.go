@@ -20,6 +20,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/failure"
 	"kontinue.dev/kontinue/reconciler/fresh"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
 	"kontinue.dev/kontinue/reconciler/step"
@@ -44,24 +45,11 @@ const (
 	ReasonOutputsTooLarge         = "OutputsTooLarge"
 )
 
-// Status is the status of a Runnable.
-type Status struct {
-	ObservedGeneration     int64              `json:"observedGeneration,omitempty"`
-	Conditions             []metav1.Condition `json:"conditions,omitempty"`
-	Outputs                map[string]any     `json:"outputs,omitempty"`
-	LatestRunRef           *runRef            `json:"latestRunRef,omitempty"`
-	LatestSuccessfulRunRef *runRef            `json:"latestSuccessfulRunRef,omitempty"`
-	// LastHandledRetry is the kontinue.dev/retry token last handled: a
-	// token asks for one more run once.
-	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
-}
+// Status is the status of a Runnable (a status type, as the CRD's schema is
+// generated from reconciler/status).
+type Status = st.RunnableStatus
 
-type runRef struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace,omitempty"`
-	Name       string `json:"name"`
-}
+type runRef = st.RunRef
 
 func refOfRun(u *unstructured.Unstructured) *runRef {
 	return &runRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
@@ -219,6 +207,17 @@ func (rp *pass) bound() {
 	if rp.status.Outputs == nil {
 		return
 	}
+	run := "its runs"
+	if ref := rp.status.LatestSuccessfulRunRef; ref != nil {
+		run = "run [" + ref.Name + "]"
+	}
+	if st.TooDeep(rp.status.Outputs) {
+		rp.status.Outputs = nil
+		stamped := st.Find(rp.status.Conditions, CondStampedObject)
+		rp.setStatus(st.Cond(CondRunTemplateReady, st.False, ReasonOutputsTooLarge,
+			fmt.Sprintf("%s: the outputs of %s are nested deeper than the %d levels Kontinue writes; they are not written", rp.what(), run, jsonvalue.MaxDepth)), stamped)
+		return
+	}
 	free := st.Free(rp.obj.Object)
 	whole, _ := json.Marshal(rp.status)
 	if len(whole) <= free {
@@ -226,10 +225,6 @@ func (rp *pass) bound() {
 	}
 	out, _ := json.Marshal(rp.status.Outputs)
 	rp.status.Outputs = nil
-	run := "its runs"
-	if ref := rp.status.LatestSuccessfulRunRef; ref != nil {
-		run = "run [" + ref.Name + "]"
-	}
 	stamped := st.Find(rp.status.Conditions, CondStampedObject)
 	rp.setStatus(st.Cond(CondRunTemplateReady, st.False, ReasonOutputsTooLarge,
 		fmt.Sprintf("%s: the outputs of %s take %d KiB, more than the %d KiB its status can hold; they are not written", rp.what(), run, (len(out)+1023)/1024, max(free, 0)/1024)), stamped)

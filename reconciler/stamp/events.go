@@ -41,6 +41,11 @@ const (
 	// missing template by kind and name (the condition, in Cartographer's
 	// words, names only the steps).
 	EventTemplatesNotFound = "TemplatesNotFound"
+	// EventStampedObjectContested (Warning): another writer sets a field
+	// back after each of Kontinue's writes; Kontinue stopped writing the
+	// object for a while (fights.go). The message names the object, the
+	// field and the other manager; once per fight found.
+	EventStampedObjectContested = "StampedObjectContested"
 	// EventStatusTooLarge (Warning, on an owner): its status had to be cut
 	// to fit what the API server takes; the message says what was dropped
 	// (as the StatusTruncated condition does).
@@ -144,4 +149,12 @@ func (e *Events) applied(f For, live *unstructured.Unstructured) {
 		name = ns + "/" + name
 	}
 	e.Event(f.Owner, corev1.EventTypeNormal, EventStampedObjectApplied, "Applied %s %s for step [%s]", live.GetKind(), name, f.Step)
+}
+
+// fought records on f.Owner a fight err found for f.Step (nothing for any
+// other error, or a fight found before).
+func (e *Events) fought(f For, err error) {
+	if fight, ok := Declared(err); ok && f.Owner != nil {
+		e.Event(f.Owner, corev1.EventTypeWarning, EventStampedObjectContested, "Step [%s]: %v", f.Step, fight)
+	}
 }

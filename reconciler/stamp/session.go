@@ -2,7 +2,6 @@ package stamp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -69,7 +69,10 @@ func (w *Session) Resolve(gvk schema.GroupVersionKind) (_ Target, err error) {
 // Live returns the live object from the cache of key once it has synced,
 // else from the API server, so that an unchanged object is not written again
 // just because the cache is cold. watch starts the watch if needed (nil only
-// reads a watch someone else keeps). A missing object is (nil, nil).
+// reads a watch someone else keeps). A missing object is (nil, nil); so is
+// one the cache would not hold (key's label selector does not match it): a
+// cold cache answers as a warm one, and what is decided on it (a write, a
+// refusal and its message) does not change once the cache has synced.
 func (w *Session) Live(ctx context.Context, key tracking.Key, watch Watch, namespace, name string) (_ *unstructured.Unstructured, err error) {
 	defer func() { _ = w.Note(err) }()
 	if watch != nil {
@@ -84,6 +87,9 @@ func (w *Session) Live(ctx context.Context, key tracking.Key, watch Watch, names
 	}
 	if err != nil {
 		return nil, err
+	}
+	if sel, err := labels.Parse(key.Selector); err != nil || !sel.Matches(labels.Set(obj.GetLabels())) {
+		return nil, nil
 	}
 	tracking.Compact(obj)
 	return obj, nil
@@ -123,20 +129,32 @@ func (w *Session) UpgradeFields(ctx context.Context, cl dynamic.Interface, gvr s
 	return err
 }
 
-// Apply server-side applies desired through cl unless cached already holds
-// it, and reports whether the object was written.
-func (w *Session) Apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, cached *unstructured.Unstructured) (_ *unstructured.Unstructured, _ bool, err error) {
+// apply server-side applies desired through cl over proven, the object it
+// was proven the writer's on, with proven's UID as a precondition (the API
+// server refuses the apply when the name now holds another object, or
+// none), unless proven holds desired already; it reports whether the
+// object was written. There is no apply without such an object: a write
+// that is not a create always names what it was proven on.
+func (w *Session) apply(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired, proven *unstructured.Unstructured) (_ *unstructured.Unstructured, _ bool, err error) {
 	defer func() { _ = w.Note(err) }()
-	if upToDate(desired, cached) {
-		w.note(false)
-		return cached, false, nil
+	if proven == nil || proven.GetUID() == "" {
+		return nil, false, &failure.Error{Class: failure.NotOwned, Err: fmt.Errorf("%s [%s/%s] is not known to be this owner's: not written", desired.GetKind(), desired.GetNamespace(), desired.GetName())}
 	}
-	live, err := ServerSideApply(ctx, cl, gvr, desired, FieldManager)
+	if upToDate(desired, proven) {
+		w.note(false)
+		return proven, false, nil
+	}
+	fw, current, err := w.fightCheck(ctx, cl, gvr, desired, proven) // fights.go
+	if current != nil || err != nil {
+		return current, false, err
+	}
+	live, err := ServerSideApply(ctx, cl, gvr, withUID(desired, proven.GetUID()), FieldManager)
 	w.note(true)
 	if err != nil {
 		return nil, false, err
 	}
-	return live, cached == nil || cached.GetResourceVersion() != live.GetResourceVersion(), nil
+	fw.wrote(proven, live)
+	return live, proven.GetResourceVersion() != live.GetResourceVersion(), nil
 }
 
 // Delete deletes obj through cl only if it is still the object seen (UID
@@ -166,21 +184,23 @@ func (w *Session) Remove(ctx context.Context, cl dynamic.Interface, gvr schema.G
 
 // The write protocol of a stamped object (Put) and of a record (KeepRecord).
 
-// KeepRecord applies a record Secret through cl (the owner's service
+// KeepRecord writes a record Secret through cl (the owner's service
 // account) and remembers it for a while: a reconcile that follows at once
 // may still find the old one in the cache, and must not take it for the
 // current one (a Helm step would render again, drawing new random values).
 //
-// create is for a first write: it creates the Secret, so that one someone
-// else made under that name fails (AlreadyExists) instead of being taken
-// over.
-func (s *Session) KeepRecord(ctx context.Context, cl dynamic.Interface, secret *unstructured.Unstructured, create bool) error {
+// uid is the UID of the Secret the caller read and proved the owner's
+// (""; there is none). Without one the Secret is created, so that one
+// someone else made under that name fails (AlreadyExists) instead of being
+// taken over; with one it is applied with that UID as a precondition, so
+// that an object put at the name since is not written either.
+func (s *Session) KeepRecord(ctx context.Context, cl dynamic.Interface, secret *unstructured.Unstructured, uid types.UID) error {
 	var live *unstructured.Unstructured
 	var err error
-	if create {
+	if uid == "" {
 		live, err = cl.Resource(secretGVR).Namespace(secret.GetNamespace()).Create(ctx, secret, metav1.CreateOptions{FieldManager: FieldManager})
 	} else {
-		live, err = ServerSideApply(ctx, cl, secretGVR, secret, FieldManager)
+		live, err = ServerSideApply(ctx, cl, secretGVR, withUID(secret, uid), FieldManager)
 	}
 	if err != nil {
 		return s.Note(err)
@@ -197,6 +217,9 @@ type For struct {
 	Owner  *unstructured.Unstructured
 	Claim  Owner
 	Step   string
+	// Holds says whether another step of the owner still stamps the
+	// object written (Claimant.Holds).
+	Holds func(step string) bool
 	// LooksAgain: the caller does not take what the written object
 	// reports now, and looks again at its next event, which may be the
 	// write's own (a gated step): that event is news (Echoes).
@@ -211,68 +234,110 @@ type For struct {
 
 // Put writes desired, an object of t's kind, as f.Client unless the live
 // object (from t's stamped watch, which watch starts) already holds it,
-// and reports whether it was written.
+// and reports whether it was written. It carries out what Decide says,
+// step by step, and nothing else:
 //   - An object the cache does not have is created: nearly always it is new,
 //     a create costs the API server half of a GET and an apply, and it
 //     cannot take over an object someone else made (AlreadyExists).
 //   - When the name is taken, the object is read as f.Client, and written
-//     only if f's owner stamped it (Claim; else a failure.NotOwned error).
+//     only if it is proven f's (Claim; else a failure.NotOwned error). An
+//     object that cannot be read is not written: a refused read is
+//     failure.NotOwned too, a read that failed for a passing reason an
+//     error to retry.
 //   - An object Kontinue created, about to lose a field, is read too, to
 //     hand the create's fields to the apply (UpgradeFields) so that the
 //     field is removed. A change that only sets fields needs no hand over:
 //     the apply takes what it changes, and shares what it does not.
 //
-// Then it is server-side applied. An error is the API server's, or a
-// failure.Error: failure.Write says what it comes to.
+// Then it is server-side applied, with the UID of the object proven as a
+// precondition. An error is the API server's, or a failure.Error:
+// failure.Write says what it comes to.
 func (s *Session) Put(ctx context.Context, f For, t Target, watch Watch, desired *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
 	desired = ridden(desired, f)
 	cached, err := s.Live(ctx, t.Watch(), watch, desired.GetNamespace(), desired.GetName())
 	if err != nil {
-		cached = nil // the create decides
+		cached = nil // the create decides: it cannot take anything over
 	}
 	live, wrote, err := s.put(ctx, f, t, desired, cached)
 	s.Echoes.Decided(cached, live, err, f.LooksAgain)
 	if wrote {
 		s.Events.applied(f, live)
 	}
+	s.Events.fought(f, err)
 	return live, wrote, err
 }
 
+// putAttempts bounds Put's steps: a name whose object keeps appearing and
+// disappearing between them is someone racing Kontinue.
+const putAttempts = 6
+
 func (s *Session) put(ctx context.Context, f For, t Target, desired, cached *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
-	if cached == nil {
-		created, err := s.CreateStamped(ctx, f.Client, t.GVR, desired)
-		if err == nil {
-			return created, true, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, false, err
-		}
-	}
-	known := cached
-	if cached == nil || HandOver(desired, cached) {
-		// Not readable, or gone meanwhile: the apply decides, as it would
-		// have without the read.
-		if full, err := resource(f.Client, t.GVR, desired.GetNamespace()).Get(ctx, desired.GetName(), metav1.GetOptions{}); err == nil {
-			if err := claim(full, f.Claim); err != nil {
+	c := Claimant{Owner: f.Claim, Step: f.Step, Holds: f.Holds}
+	seen := Seen{Live: cached}
+	for range putAttempts {
+		d := Decide(desired, seen, c)
+		switch d.Action {
+		case Create:
+			created, err := s.CreateStamped(ctx, f.Client, t.GVR, desired)
+			if err == nil {
+				return created, true, nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
 				return nil, false, err
 			}
-			if HandOver(desired, full) {
-				if err := s.UpgradeFields(ctx, f.Client, t.GVR, full); err != nil {
+			seen = s.seen(ctx, f.Client, t.GVR, desired)
+			seen.Taken = true
+		case Read:
+			seen = s.seen(ctx, f.Client, t.GVR, desired)
+		case Keep:
+			s.note(false)
+			if seen.Whole {
+				tracking.Compact(seen.Live) // kept by the caller, as the cache would
+			}
+			return seen.Live, false, nil
+		case Apply:
+			if d.HandOver {
+				if err := s.UpgradeFields(ctx, f.Client, t.GVR, seen.Live); err != nil {
 					return nil, false, err
 				}
 			}
-			tracking.Compact(full)
-			known = full
+			live, wrote, err := s.apply(ctx, f.Client, t.GVR, desired, seen.Live)
+			return live, wrote && !d.Quiet, err
+		case Refuse:
+			return nil, false, d.Err
 		}
-	} else if err := claim(cached, f.Claim); err != nil {
-		return nil, false, err
 	}
-	live, wrote, err := s.Apply(ctx, f.Client, t.GVR, desired, known)
-	if wrote && movedOnly(desired, known) {
-		// Relabelled into this shard, nothing else: not news to the step.
-		wrote = false
+	return nil, false, &failure.Error{Class: failure.Transient, Err: fmt.Errorf("%s [%s/%s] keeps appearing and disappearing while it is written",
+		desired.GetKind(), desired.GetNamespace(), desired.GetName())}
+}
+
+// seen reads the object of desired's name as cl from the API server,
+// whole (its managedFields are what UpgradeFields hands over): what Decide
+// decides on after a create found the name taken, or before a hand over.
+func (s *Session) seen(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, desired *unstructured.Unstructured) Seen {
+	full, err := s.Read(ctx, cl, gvr, desired.GetNamespace(), desired.GetName())
+	if err != nil {
+		return Seen{Err: err}
 	}
-	return live, wrote, err
+	return Seen{Live: full, Whole: true}
+}
+
+// withUID is a copy of desired (down to its metadata: nothing else is
+// changed) carrying uid: applied, it is a precondition the API server
+// checks (a Conflict when the name holds another object, or none).
+func withUID(desired *unstructured.Unstructured, uid types.UID) *unstructured.Unstructured {
+	obj := make(map[string]any, len(desired.Object))
+	for k, v := range desired.Object {
+		obj[k] = v
+	}
+	old, _ := obj["metadata"].(map[string]any)
+	md := make(map[string]any, len(old)+1)
+	for k, v := range old {
+		md[k] = v
+	}
+	md["uid"] = string(uid)
+	obj["metadata"] = md
+	return &unstructured.Unstructured{Object: obj}
 }
 
 // Read reads the object namespace/name of gvr as cl from the API server,
@@ -316,10 +381,11 @@ func (s *Session) ApplyTo(ctx context.Context, f For, gvr schema.GroupVersionRes
 		tracking.Compact(full)
 		live = full
 	}
-	out, wrote, err := s.Apply(ctx, f.Client, gvr, desired, live)
+	out, wrote, err := s.apply(ctx, f.Client, gvr, desired, live)
 	if wrote {
 		s.Events.applied(f, out)
 	}
+	s.Events.fought(f, err)
 	return out, err
 }
 
@@ -328,13 +394,4 @@ func (s *Session) ApplyTo(ctx context.Context, f For, gvr schema.GroupVersionRes
 // and the apply would leave out a field live has.
 func HandOver(desired, live *unstructured.Unstructured) bool {
 	return tracking.HasUpdateEntry(live) && !upToDate(desired, live) && apply.Leaves(desired, live)
-}
-
-// claim is the failure.NotOwned error that refuses to write to live, an
-// object owner did not stamp (Claim); nil when it may.
-func claim(live *unstructured.Unstructured, owner Owner) error {
-	if ok, why := Claim(live, owner); !ok {
-		return &failure.Error{Class: failure.NotOwned, Err: errors.New(why)}
-	}
-	return nil
 }

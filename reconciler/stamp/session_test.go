@@ -55,14 +55,16 @@ func TestHandOver(t *testing.T) {
 // Put refuses an object its owner did not stamp with a NotOwned failure,
 // which failure.Write turns into the step's condition.
 func TestClaimIsNotOwned(t *testing.T) {
-	owner := Owner{Kind: "Workload", Name: "app", UID: "u1"}
+	owner := Claimant{Owner: Owner{Kind: "Workload", Name: "app", UID: "u1"}}
 	ours := configMap(nil, false)
 	ours.SetOwnerReferences([]metav1.OwnerReference{{Kind: "Workload", Name: "app", UID: "u1", Controller: ptr.To(true)}})
 	assert.NoError(t, claim(ours, owner))
 
 	theirs := configMap(nil, false)
 	theirs.SetOwnerReferences([]metav1.OwnerReference{{Kind: "Workload", Name: "other", UID: "u2", Controller: ptr.To(true)}})
-	err := claim(theirs, owner)
+	d := Decide(configMap(nil, false), Seen{Live: theirs, Whole: true, Taken: true}, owner)
+	assert.Equal(t, Refuse, d.Action)
+	err := d.Err
 	assert.Equal(t, failure.NotOwned, failure.Classify(err))
 	c := failure.Write(failure.Subject{Verb: "apply", What: "ConfigMap [app]"}, "app", err).Cond("ResourceSubmitted", failure.Reasons{Taken: "StampedObjectNotOwned"})
 	assert.Equal(t, "StampedObjectNotOwned", c.Reason)

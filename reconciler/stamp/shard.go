@@ -22,13 +22,15 @@ import (
 // then on. Applied objects need nothing of this: their next apply carries
 // the new label.
 
-// shardPatch is the merge patch that puts an object in shard.
-func shardPatch(shard string) []byte {
+// shardPatch is the merge patch that puts the object of uid in shard. The
+// UID is a precondition: the API server refuses the patch (metadata.uid
+// is immutable) when the name now holds another object.
+func shardPatch(shard string, uid types.UID) []byte {
 	var v any // null removes the label: the default shard
 	if shard != "" {
 		v = shard
 	}
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{api.ShardLabel: v}}})
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uid, "labels": map[string]any{api.ShardLabel: v}}})
 	return b
 }
 
@@ -45,7 +47,7 @@ func adoptRuns(ctx context.Context, shard string, q RunQuery, gvr schema.GroupVe
 			klog.V(1).InfoS("could not relabel a run of another shard", "run", o.GetNamespace()+"/"+o.GetName(), "err", err.Error())
 			return
 		}
-		got, err := resource(cl, gvr, o.GetNamespace()).Patch(ctx, o.GetName(), types.MergePatchType, shardPatch(shard), metav1.PatchOptions{FieldManager: FieldManager})
+		got, err := resource(cl, gvr, o.GetNamespace()).Patch(ctx, o.GetName(), types.MergePatchType, shardPatch(shard, o.GetUID()), metav1.PatchOptions{FieldManager: FieldManager})
 		if err != nil {
 			klog.V(1).InfoS("could not relabel a run of another shard", "run", o.GetNamespace()+"/"+o.GetName(), "err", err.Error())
 			continue

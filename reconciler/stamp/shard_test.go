@@ -36,8 +36,8 @@ func TestUpToDateIsInTheShard(t *testing.T) {
 }
 
 func TestShardPatch(t *testing.T) {
-	assert.JSONEq(t, `{"metadata":{"labels":{"kontinue.dev/shard":"a"}}}`, string(shardPatch("a")))
-	assert.JSONEq(t, `{"metadata":{"labels":{"kontinue.dev/shard":null}}}`, string(shardPatch("")), "the default shard: the label is removed")
+	assert.JSONEq(t, `{"metadata":{"uid":"u1","labels":{"kontinue.dev/shard":"a"}}}`, string(shardPatch("a", "u1")))
+	assert.JSONEq(t, `{"metadata":{"uid":"u1","labels":{"kontinue.dev/shard":null}}}`, string(shardPatch("", "u1")), "the default shard: the label is removed")
 }
 
 func TestMovedOnly(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/reconciler/api"
+	"kontinue.dev/kontinue/reconciler/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/runs"
 	"kontinue.dev/kontinue/tracking"
 )
@@ -51,11 +52,14 @@ type Writer struct {
 	// Echoes are the versions Put wrote whose events have not come back
 	// (echoes.go).
 	Echoes *Echoes
+	// Fights are the objects Kontinue writes again and again with the
+	// same content (fights.go).
+	Fights *Fights
 }
 
 // NewWriter returns a Writer. noted may be nil.
 func NewWriter(dyn dynamic.Interface, mapper *tracking.Mapper, tracker *tracking.Tracker, events *Events, noted func(applied bool)) *Writer {
-	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted, recent: runs.NewRecent(recentRunTTL), Echoes: NewEchoes()}
+	return &Writer{dyn: dyn, mapper: mapper, tracker: tracker, Events: events, noted: noted, recent: runs.NewRecent(recentRunTTL), Echoes: NewEchoes(), Fights: NewFights()}
 }
 
 func (w *Writer) note(applied bool) {
@@ -115,7 +119,9 @@ func (w *Writer) WriteStatus(ctx context.Context, gvr schema.GroupVersionResourc
 		return nil, err
 	}
 	var newStatus map[string]any
-	if err := json.Unmarshal(b, &newStatus); err != nil {
+	// As the API server will hold it: integers exact (outputValues,
+	// lastGoodObject), so that the digest below compares like with like.
+	if err := jsonvalue.Unmarshal(b, &newStatus); err != nil {
 		return nil, err
 	}
 	oldStatus, _ := obj.Object["status"].(map[string]any)

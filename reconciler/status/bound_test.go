@@ -11,6 +11,15 @@ import (
 
 func blob(n int) map[string]any { return map[string]any{"v": strings.Repeat("x", n)} }
 
+// deep is an object nested levels deep.
+func deep(levels int) map[string]any {
+	m := map[string]any{}
+	for range levels - 1 {
+		m = map[string]any{"a": m}
+	}
+	return m
+}
+
 func TestBound(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
@@ -35,6 +44,23 @@ func TestBound(t *testing.T) {
 				Sources: []SourceValue{{URL: Value(strings.Repeat("u", 4<<10))}}}}}},
 			kept:  []string{"a/outputValues"},
 			notes: []string{"step [a]: provenance (1 KiB) not kept in status, the status would take 1 KiB, over the 1 KiB left for it; the step's input values are not shown"}},
+		{name: "the object of the set on the object, over its limit", free: ObjectLimit,
+			resources: []Resource{{Name: "a", AppliedInputDigest: "d2", AppliedObject: blob(FieldLimit), LastGoodObject: blob(10)}},
+			kept:      []string{"a/lastGoodObject"},
+			notes:     []string{"step [a]: appliedObject (257 KiB) not kept in status, over the 256 KiB one field may take; no shadow can be stamped from the input set on the object once it succeeds"}},
+		{name: "a deployment's applied inputs go when they are the largest", free: 300,
+			resources: []Resource{{Name: "a", OutputValues: blob(10), AppliedOutputValues: blob(1 << 10)}},
+			kept:      []string{"a/outputValues"},
+			notes:     []string{"step [a]: appliedOutputValues (2 KiB) not kept in status, the status would take 2 KiB, over the 1 KiB left for it; a success of the input set on the object is not recorded"}},
+		{name: "copied values nested deeper than Kontinue writes", free: ObjectLimit,
+			resources: []Resource{{Name: "a", OutputValues: map[string]any{"config": deep(1001)}, LastGoodObject: deep(1001)}, {Name: "b", OutputValues: map[string]any{"config": deep(999)}}},
+			kept:      []string{"b/outputValues"},
+			notes: []string{"step [a]: lastGoodObject not kept in status, nested deeper than the 1000 levels Kontinue writes; no shadow",
+				"step [a]: outputValues not kept in status, nested deeper than the 1000 levels Kontinue writes; downstream steps"}},
+		{name: "every bulky field is bounded in depth", free: ObjectLimit,
+			resources: []Resource{{Name: "a", AppliedInputDigest: "d2", AppliedObject: deep(1001), AppliedOutputValues: map[string]any{"x": deep(1001)}}},
+			notes: []string{"step [a]: appliedObject not kept in status, nested deeper than the 1000 levels Kontinue writes; no shadow",
+				"step [a]: appliedOutputValues not kept in status, nested deeper than the 1000 levels Kontinue writes; a success"}},
 		{name: "nothing left to drop: stops", free: 10,
 			resources: []Resource{{Name: "a", OutputValues: blob(100)}},
 			notes:     []string{"step [a]: outputValues"}},
@@ -56,6 +82,12 @@ func TestBound(t *testing.T) {
 				}
 				if r.Provenance != nil {
 					kept = append(kept, r.Name+"/provenance")
+				}
+				if r.AppliedObject != nil {
+					kept = append(kept, r.Name+"/appliedObject")
+				}
+				if r.AppliedOutputValues != nil {
+					kept = append(kept, r.Name+"/appliedOutputValues")
 				}
 			}
 			assert.ElementsMatch(t, tt.kept, kept)

@@ -15,13 +15,14 @@ import (
 // config is recorded by its digest (the one its step's outputs[].digest
 // shows), every other value is cut to ValueLimit.
 type Provenance struct {
-	// Current produced the step's outputs now (its last success).
+	// The input set that produced the step's outputs (its last success).
 	Current *InputSet `json:"current,omitempty"`
-	// Latest is on the stamped object (or its newest run) and has not
-	// succeeded: Processing or Failed. Absent when it is Current.
-	Latest *InputSet `json:"latest,omitempty"`
-	// Held waits until the object finished with Latest (InputsHeld).
-	Held *InputSet `json:"held,omitempty"`
+	// The input set on the stamped object (or its newest run) that has not
+	// succeeded: Processing or Failed.
+	Latest *InputSet `json:"latest,omitempty"` // absent when it is Current
+	// The newer input set the step holds until its object finished with
+	// latest.
+	Held *InputSet `json:"held,omitempty"` // InputsHeld
 }
 
 // Outcomes of an input set.
@@ -32,50 +33,65 @@ const (
 	OutcomeFailed     = "Failed"
 )
 
-// InputSet is one input set of a step: its id (the applied digest of its
-// first render: a re-render of the same values for the same owner
-// generation is the same set), the values it was rendered from, and its
-// times.
+// One input set of a step: the values it was rendered from and its times.
 type InputSet struct {
-	Digest string `json:"digest"`
-	// OwnerGeneration is the owner's generation when the step took the
-	// set: what the owner's spec (its source, its params) was.
-	OwnerGeneration int64         `json:"ownerGeneration,omitempty"`
-	Sources         []SourceValue `json:"sources,omitempty"`
-	Images          []ImageValue  `json:"images,omitempty"`
-	Configs         []ConfigValue `json:"configs,omitempty"`
-	Deployment      *SourceValue  `json:"deployment,omitempty"`
-	// TakenAt is when the step first rendered this set (nil: before
-	// Kontinue recorded provenance).
-	TakenAt *metav1.Time `json:"takenAt,omitempty"`
-	// EndedAt is when the step saw it succeed or fail.
+	// The input set's digest (the step's inputDigest when it produced the
+	// outputs).
+	Digest string `json:"digest"` // the applied digest of its first render: a re-render of the same values for the same owner generation is the same set
+	// The owner's metadata.generation when the step took the set.
+	OwnerGeneration int64 `json:"ownerGeneration,omitempty"` // what the owner's spec (its source, its params) was
+	// Source inputs, by their name in the step and the earlier step
+	// (resource) they came from.
+	Sources []SourceValue `json:"sources,omitempty"`
+	// Image inputs.
+	Images []ImageValue `json:"images,omitempty"`
+	// Config inputs, by the digest their step's outputs show.
+	Configs []ConfigValue `json:"configs,omitempty"`
+	// A delivery step's deployment input (url, revision); its name is
+	// always deployment.
+	Deployment *SourceValue `json:"deployment,omitempty"`
+	// When the step first rendered the set.
+	TakenAt *metav1.Time `json:"takenAt,omitempty"` // nil: before Kontinue recorded provenance
+	// When the step saw the set succeed or fail.
 	EndedAt *metav1.Time `json:"endedAt,omitempty"`
-	Outcome string       `json:"outcome"`
+	// What became of the set.
+	// +kubebuilder:validation:Enum=Held;Processing;Succeeded;Failed
+	Outcome string `json:"outcome"`
 }
 
-// SourceValue is a source (or deployment) input: the earlier step it came
-// from (resource) under its name in this step.
+// A source (or deployment) input: the earlier step it came from (resource)
+// under its name in this step.
 type SourceValue struct {
-	Name     string `json:"name"`
+	// The input's name in the step.
+	Name string `json:"name"`
+	// The earlier step it came from.
 	Resource string `json:"resource"`
-	URL      string `json:"url,omitempty"`
+	// The source's url (cut to 512 characters).
+	URL string `json:"url,omitempty"`
+	// The source's revision (cut to 512 characters).
 	Revision string `json:"revision,omitempty"`
 }
 
-// ImageValue is an image input.
+// An image input.
 type ImageValue struct {
-	Name     string `json:"name"`
+	// The input's name in the step.
+	Name string `json:"name"`
+	// The earlier step it came from.
 	Resource string `json:"resource"`
-	Image    string `json:"image,omitempty"`
+	// The image (cut to 512 characters).
+	Image string `json:"image,omitempty"`
 }
 
-// ConfigValue is a config input by its digest: configs are whole manifests,
-// too large to repeat per step, and the digest is the one the earlier
-// step's outputs[config].digest shows (Preview), which proves the link.
+// A config input by its digest. Configs are whole manifests, too large to
+// repeat per step, and the digest is the one the earlier step's
+// outputs[config].digest shows (Preview), which proves the link.
 type ConfigValue struct {
-	Name     string `json:"name"`
+	// The input's name in the step.
+	Name string `json:"name"`
+	// The earlier step it came from.
 	Resource string `json:"resource"`
-	Digest   string `json:"digest"`
+	// SHA-256 of the config as YAML.
+	Digest string `json:"digest"`
 }
 
 // ValueLimit bounds one recorded value (a URL, a revision, an image).

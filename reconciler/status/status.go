@@ -1,6 +1,12 @@
 // Package status builds the status Kontinue writes on owners: the
 // Cartographer-compatible resources[] entries, their outputs, and the
 // conditions in the contract's order. Everything here is pure.
+//
+// Its types are also the status schema of the CRDs (hack/crdgen, as
+// reconciler/api is of the specs): a field's doc comment is its description
+// for users. Nothing in a status is required unless marked so.
+//
+// +kubebuilder:validation:Optional
 package status
 
 import (
@@ -33,88 +39,181 @@ const (
 
 // OwnerStatus is the status of a Workload or Deliverable.
 type OwnerStatus struct {
-	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
-	Conditions         []metav1.Condition `json:"conditions,omitempty"`
-	SupplyChainRef     *ObjectRef         `json:"supplyChainRef,omitempty"`
-	DeliveryRef        *ObjectRef         `json:"deliveryRef,omitempty"`
-	Resources          []Resource         `json:"resources,omitempty"`
-	// Orphans are objects no step stamps any more that could not be
-	// deleted yet: kept so that the deletion is retried, not leaked.
-	Orphans []StampedRef `json:"orphans,omitempty"`
-	// LastHandledReconcileAt is the value of the reconcile request
-	// annotation (annotations.ReconcileRequest) this status was computed
-	// after: `kontinue reconcile --wait` waits for it (as Flux's
-	// lastHandledReconcileAt).
-	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
-	// GeneratedRunTemplates are the ClusterRunTemplates Kontinue created
-	// for the owner's runnable: true steps. Cluster-scoped, they carry no
-	// owner reference: this record (only Kontinue writes an owner's
-	// status) is what proves an object is Kontinue's. Labels, which
-	// anyone can copy, prove nothing.
+	// The metadata.generation of the owner that the status describes. When
+	// it is lower than metadata.generation, the controller has not yet acted
+	// on the latest spec.
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions of the owner, in this order: SupplyChainReady for a
+	// workload, DeliveryReady for a deliverable (Ready, WorkloadLabelsMissing
+	// or DeliverableLabelsMissing, SupplyChainNotFound or DeliveryNotFound,
+	// MultipleSupplyChainMatches or MultipleDeliveryMatches, or the chain's
+	// own not-ready reason), ResourcesSubmitted (ResourceSubmissionComplete,
+	// MissingValueAtPath while waiting for an output, TemplateStampFailure,
+	// TemplateRejectedByAPIServer, TemplateObjectRetrievalFailure,
+	// TemplateOptionsMatchError, ResolveTemplateOptionsError,
+	// ServiceAccountError, UnknownError), ResourcesHealthy
+	// (HealthyConditionRule) and Ready (True when all are True, else the
+	// first False one, else the first Unknown one).
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// The ClusterSupplyChain selected for this workload. Empty when none or
+	// several match (see the SupplyChainReady condition).
+	SupplyChainRef *ObjectRef `json:"supplyChainRef,omitempty"`
+	// The ClusterDelivery selected for this deliverable. Empty when none or
+	// several match (see the DeliveryReady condition).
+	DeliveryRef *ObjectRef `json:"deliveryRef,omitempty"`
+	// One entry per step of the chain, in the chain's order.
+	Resources []Resource `json:"resources,omitempty"`
+	// Objects this owner stamped earlier that no step stamps any more and
+	// that Kontinue could not delete yet (for example the service account
+	// may not delete them). Kontinue retries, and removes an entry once the
+	// object is gone.
+	Orphans []StampedRef `json:"orphans,omitempty"` // kept so that the deletion is retried, not leaked
+	// The value of the kontinue.dev/reconcile-requested-at annotation when
+	// the controller computed this status (a Kontinue addition). Equal to
+	// the annotation once the owner has been reconciled after the request;
+	// `kontinue reconcile --wait` waits for it.
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"` // as Flux's lastHandledReconcileAt
+	// The ClusterRunTemplates Kontinue generated for this owner's steps
+	// whose template sets runnable to true. They are cluster-scoped and
+	// carry no owner reference, and labels prove nothing, so this record
+	// (only Kontinue writes it) is what makes one Kontinue's. Kontinue
+	// updates and deletes only the object of the recorded UID, with that UID
+	// as precondition; an entry without UID is recorded before its object is
+	// created. An entry goes once its object is gone.
 	GeneratedRunTemplates []GeneratedRunTemplate `json:"generatedRunTemplates,omitempty"`
-	// ChainRevision is the revision of its chain's definitions (the chain
-	// and its templates, by content hash) the owner rendered with, when
-	// its chain declares a roll-out policy (reconciler/rollout).
-	ChainRevision string `json:"chainRevision,omitempty"`
+	// A Kontinue addition: the revision of the chain's definitions (a
+	// content hash of the chain and its templates) the owner rendered with,
+	// when the chain has a roll-out policy.
+	ChainRevision string `json:"chainRevision,omitempty"` // reconciler/rollout
 }
 
-// GeneratedRunTemplate records one ClusterRunTemplate Kontinue generated:
-// it updates and deletes the object of that name only while its UID is
-// this one. A record without UID is one about to be created: the object
-// Kontinue creates carries Claim (AnnotationClaim), so that a crash
-// between the create and the status write does not lose it.
+// One generated ClusterRunTemplate. Kontinue updates and deletes the object
+// of that name only while its UID is this one. A record without UID is one
+// about to be created: the object Kontinue creates carries Claim
+// (AnnotationClaim), so that a crash between the create and the status
+// write does not lose it.
 type GeneratedRunTemplate struct {
-	Step  string    `json:"step"`
-	Name  string    `json:"name"`
-	UID   types.UID `json:"uid,omitempty"`
-	Claim string    `json:"claim,omitempty"`
+	// The step that generates it.
+	// +required
+	Step string `json:"step"`
+	// Its name.
+	// +required
+	Name string `json:"name"`
+	// Its UID, once Kontinue created it.
+	UID types.UID `json:"uid,omitempty"`
+	// A random value the object carries in the annotation
+	// kontinue.dev/claim, written here before the object is created, so that
+	// an object created just before a crash is known as Kontinue's.
+	Claim string `json:"claim,omitempty"`
 }
 
-// ObjectRef names a cluster-scoped object.
+// A cluster-scoped object: the chain selected for an owner.
 type ObjectRef struct {
+	// Kind of the chain: ClusterSupplyChain or ClusterDelivery.
 	Kind string `json:"kind"`
+	// Name of the chain.
 	Name string `json:"name"`
 }
 
-// Resource is the status of one step.
+// The state of one step. Fields not listed here may be added by newer
+// versions.
+// +kubebuilder:pruning:PreserveUnknownFields
 type Resource struct {
-	Name           string             `json:"name"`
-	StampedRef     *StampedRef        `json:"stampedRef,omitempty"`
-	StampedObjects []StampedRef       `json:"stampedObjects,omitempty"`
-	TemplateRef    *TemplateRef       `json:"templateRef,omitempty"`
-	Inputs         []Input            `json:"inputs,omitempty"`
-	Outputs        []Output           `json:"outputs,omitempty"`
-	Conditions     []metav1.Condition `json:"conditions,omitempty"`
-	// InputDigest identifies the input set that produced the outputs: the
-	// digest Kontinue records on the stamped object it applied.
-	InputDigest string `json:"inputDigest,omitempty"`
-	// OutputValues are the outputs of the last success, kept for steps with
-	// success rules: downstream steps receive them while this step works on
-	// newer inputs or has failed on them.
+	// Name of the step in the chain.
+	Name string `json:"name"`
+	// The object this step stamped and reads outputs and health from. With a
+	// multi-object engine (helm, goTemplate, ytt) it is the primary object;
+	// with lifecycle immutable or tekton it is the newest run.
+	StampedRef *StampedRef `json:"stampedRef,omitempty"`
+	// Every object the step's template rendered, when it rendered more than
+	// one (helm, goTemplate, ytt).
+	StampedObjects []StampedRef `json:"stampedObjects,omitempty"`
+	// The template the step used (for options, the one chosen).
+	TemplateRef *TemplateRef `json:"templateRef,omitempty"`
+	// The earlier steps whose outputs this step received.
+	Inputs []Input `json:"inputs,omitempty"`
+	// The outputs this step passes on (url and revision, image, or config).
+	Outputs []Output `json:"outputs,omitempty"`
+	// Conditions of this step: ResourceSubmitted (True with
+	// ResourceSubmissionComplete or PassThrough, else the reason the object
+	// could not be stamped or applied), Healthy (True: OutputsAvailable,
+	// AlwaysHealthy, MatchedCondition, MatchedField or <Type>Condition;
+	// Unknown: NoResource, OutputNotAvailable, NoStampedObject,
+	// NoMatchesFulfilled) and Ready.
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Digest of the inputs the step's object was last stamped with; a change
+	// means the object gets new inputs (for immutable lifecycles: a new
+	// run).
+	InputDigest string `json:"inputDigest,omitempty"` // the digest Kontinue records on the stamped object it applied
+	// The outputs of the step's last success, for steps whose template has
+	// success rules (observedCompletion, observedMatches, alwaysSuccessful).
+	// Downstream steps receive them while this step works on newer inputs or
+	// has failed on them.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	OutputValues map[string]any `json:"outputValues,omitempty"`
-	// HeldInputDigest is the newest input set waiting for the object to
-	// finish with the one it has.
+	// Digest of the newest input set the step holds back until its object
+	// has succeeded or failed on the inputs it has.
 	HeldInputDigest string `json:"heldInputDigest,omitempty"`
-	// ShadowRef points at the "last good" copy stamped from the last input
-	// set that succeeded, while the primary object fails (seed 004).
-	ShadowRef *StampedRef `json:"shadowRef,omitempty"`
-	// ServedBy says which object the step's outputs come from: "primary" or
-	// "shadow" (set for steps that can have a shadow).
-	ServedBy string `json:"servedBy,omitempty"`
-	// LastGoodObject is the object rendered from the last input set that
-	// succeeded: what a shadow is stamped from.
+	// The shadow object stamped from the last good input set while the
+	// primary object fails on newer inputs.
+	ShadowRef *StampedRef `json:"shadowRef,omitempty"` // seed 004
+	// Which object the step's outputs come from: primary (stamped from the
+	// latest inputs) or shadow (the last good object, kept while the primary
+	// one fails).
+	// +kubebuilder:validation:Enum=primary;shadow
+	ServedBy string `json:"servedBy,omitempty"` // set for steps that can have a shadow
+	// The object rendered from the last input set that succeeded, from which
+	// a shadow is stamped (kept only for templates that can have a shadow).
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
 	LastGoodObject map[string]any `json:"lastGoodObject,omitempty"`
-	// ProcessingInputDigest is the input set a gated step's object has
-	// been working on since ProcessingSince, without succeeding or failing:
-	// the clock of the template's progress deadline.
-	ProcessingInputDigest string       `json:"processingInputDigest,omitempty"`
-	ProcessingSince       *metav1.Time `json:"processingSince,omitempty"`
-	// LastHandledRetry is the owner's kontinue.dev/retry token the step
-	// last handled (an immutable step): a token is acted on once.
+
+	// AppliedInputDigest is the input set on a gated step's object while it
+	// is not the last good one, AppliedObject the object rendered from it
+	// (steps that can have a shadow) and AppliedOutputValues the outputs it
+	// publishes when it succeeds (a deployment's inputs): what its success
+	// records when it is seen only once a newer set waits.
+
+	// The input set on the object while it is not the last good one (gated
+	// templates). A Kontinue addition.
+	AppliedInputDigest string `json:"appliedInputDigest,omitempty"`
+	// The object rendered from appliedInputDigest (templates that can have
+	// a shadow); it becomes lastGoodObject when that set succeeds, also when
+	// a newer set is waiting by then.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	AppliedObject map[string]any `json:"appliedObject,omitempty"`
+	// The outputs appliedInputDigest publishes when it succeeds (a
+	// ClusterDeploymentTemplate's deployment input, which it passes on),
+	// recorded also when a newer set is waiting by then.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	AppliedOutputValues map[string]any `json:"appliedOutputValues,omitempty"`
+	// The input set the object has worked on since processingSince without
+	// succeeding or failing (gated templates); the clock of the template's
+	// progressDeadline.
+	ProcessingInputDigest string `json:"processingInputDigest,omitempty"`
+	// When the object began working on processingInputDigest.
+	ProcessingSince *metav1.Time `json:"processingSince,omitempty"`
+	// The value of the owner's kontinue.dev/retry annotation this step last
+	// handled (a Kontinue addition; immutable steps). A new value asks for
+	// one more run of the current inputs when the newest one failed, once.
 	LastHandledRetry string `json:"lastHandledRetry,omitempty"`
-	// Provenance: the input values behind the outputs, and the newer ones
-	// the step works on or holds (provenance.go).
-	Provenance *Provenance `json:"provenance,omitempty"`
+	// The input values behind the step's outputs (current), the newer set
+	// its object works on or failed on (latest) and the set it holds (held),
+	// with when it took each and when each succeeded or failed. A Kontinue
+	// addition.
+	Provenance *Provenance `json:"provenance,omitempty"` // provenance.go
 }
 
 // Carried is what a step keeps of its previous status r until it stamps
@@ -128,34 +227,48 @@ func (r Resource) Carried(inputs []Input) Resource {
 	return c
 }
 
-// StampedRef points at a stamped object.
+// One stamped object.
 type StampedRef struct {
+	// API version of the object.
 	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace,omitempty"`
-	Name       string `json:"name"`
-	// Resource is the plural with its group, e.g. "configmaps", "tests.test.run".
+	// Kind of the object.
+	Kind string `json:"kind"`
+	// Namespace of the object (the owner's namespace).
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	Name string `json:"name"`
+	// Plural resource name with its group, e.g. configmaps or
+	// tests.test.run, so tools can fetch the object without discovery.
 	Resource string `json:"resource,omitempty"`
 }
 
-// TemplateRef points at the template a step used.
+// The template a step used.
 type TemplateRef struct {
+	// API version of the template: carto.run/v1alpha1.
 	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Name       string `json:"name"`
-}
-
-// Input names an upstream step.
-type Input struct {
+	// Kind of the template, e.g. ClusterSourceTemplate.
+	Kind string `json:"kind"`
+	// Name of the template.
 	Name string `json:"name"`
 }
 
-// Output is one output of a step as shown to people: a YAML preview cut to
-// 1024 characters and the digest of the whole YAML.
+// One input: an upstream step.
+type Input struct {
+	// Name of the upstream step.
+	Name string `json:"name"`
+}
+
+// One output of a step as shown to people: a YAML preview cut to 1024
+// characters and the digest of the whole YAML.
 type Output struct {
-	Name               string      `json:"name"`
-	Preview            string      `json:"preview"`
-	Digest             string      `json:"digest"`
+	// Name of the output: url, revision, image or config.
+	Name string `json:"name"`
+	// The value as YAML, cut to 1024 characters.
+	Preview string `json:"preview"`
+	// sha256: followed by the hex SHA-256 of the full YAML value; changes
+	// exactly when the value changes.
+	Digest string `json:"digest"`
+	// When the value last changed.
 	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
 }
 

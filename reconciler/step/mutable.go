@@ -128,17 +128,20 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 	var recheck time.Duration
 	h, ob.State, recheck = Deadline(o.Spec, ob.State, liveDigest, describe(live), h, o.Now)
 	var record string // what must be in the status before the newer set goes in
-	// A deployment's outputs are its inputs, and the new ones are not what
-	// succeeded: its last good outputs are already in State.
-	if h.Outcome == health.Succeeded && o.Kind != api.KindClusterDeploymentTemplate {
-		if out, err := ReadOutputs(o.Kind, o.Spec, doc, o.Deployment); err == nil {
+	if h.Outcome == health.Succeeded {
+		// The outputs of the live object's set, not of the new render's
+		// (outputsOn): every kind records its success here alike.
+		if out, err := outputsOn(o, liveDigest, doc); err == nil {
 			if ob.State.GoodDigest != liveDigest {
 				record = fmt.Sprintf("the success of %s on input set %s is recorded", describe(live), liveDigest)
+				if ShadowCapable(o.Kind, o.Spec) {
+					// The object as rendered for that set, never the live
+					// one: a shadow stamped from the API server's defaults
+					// and other controllers' fields would fight them.
+					ob.State.LastGoodObject = appliedObject(o.State, liveDigest)
+				}
 			}
 			ob.State.Good, ob.State.GoodDigest = out, liveDigest
-			if ShadowCapable(o.Kind, o.Spec) {
-				ob.State.LastGoodObject = ObjectFromLive(live)
-			}
 			// The primary succeeded: the shadow has served its purpose
 			// (design document 004), also when the next set goes in now.
 			ob.State.ShadowRef = nil
@@ -183,6 +186,49 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 	return ob
 }
 
+// outputsOn reads the outputs of input set digest, which the object doc
+// is on: from the object, as the template's paths say; a deployment's are
+// its inputs, those the set was rendered with: the render's at hand, or
+// those recorded when the set was applied (State.AppliedOutputs) or
+// succeeded (State.Good). An older set whose inputs are not known (a
+// status written before Kontinue recorded them) has no outputs to record.
+func outputsOn(o Observed, digest string, doc []byte) (Outputs, error) {
+	in := o.Deployment
+	if o.Kind == api.KindClusterDeploymentTemplate && digest != o.Digest {
+		switch {
+		case digest != "" && o.State.AppliedDigest == digest && o.State.AppliedOutputs != nil:
+			in = o.State.AppliedOutputs
+		case digest != "" && o.State.GoodDigest == digest && o.State.Good != nil:
+			in = o.State.Good
+		default:
+			return nil, fmt.Errorf("the deployment inputs of input set %s are not known", digest)
+		}
+	}
+	return ReadOutputs(o.Kind, o.Spec, doc, in)
+}
+
+// applied notes that the object is on the set o renders, as rendered: what
+// its success records should it be seen only once a newer set is rendered.
+func (s *State) applied(o Observed) {
+	s.AppliedDigest, s.AppliedObject, s.AppliedOutputs = o.Digest, nil, nil
+	if ShadowCapable(o.Kind, o.Spec) {
+		s.AppliedObject = o.Desired.Object
+	}
+	if o.Kind == api.KindClusterDeploymentTemplate {
+		s.AppliedOutputs = o.Deployment
+	}
+}
+
+// appliedObject is the object rendered from input set digest, as recorded
+// when it was applied (nil: not known, and no shadow can be stamped from
+// it).
+func appliedObject(s State, digest string) map[string]any {
+	if s.AppliedDigest == digest {
+		return s.AppliedObject
+	}
+	return nil
+}
+
 // recordRecheck is how soon a step that held its new inputs only to record
 // what the live object did looks again: at once, after its status write.
 const recordRecheck = time.Millisecond
@@ -199,7 +245,8 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 		return ob
 	}
 	what := describe(live)
-	out, outErr := ReadOutputs(o.Kind, o.Spec, doc, o.Deployment)
+	liveDigest := live.GetAnnotations()[AnnotationDigest]
+	out, outErr := outputsOn(o, liveDigest, doc)
 	h := health.Evaluate(o.Spec, o.Kind, doc, outErr)
 	if !Gated(o.Spec) {
 		ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
@@ -219,12 +266,15 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 		h = health.Result{Outcome: health.Processing, Status: health.StatusUnknown, Reason: ReasonConditionNotMet, HasRule: true, CanFail: h.CanFail,
 			Message: fmt.Sprintf("new inputs applied to %s; waiting for it to report on them", what)}
 	}
-	h, ob.State, ob.Recheck = Deadline(o.Spec, ob.State, live.GetAnnotations()[AnnotationDigest], what, h, o.Now)
+	h, ob.State, ob.Recheck = Deadline(o.Spec, ob.State, liveDigest, what, h, o.Now)
 	ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
-	ob.noteApplied(live.GetAnnotations()[AnnotationDigest], saidSet(live), h.Outcome)
+	ob.noteApplied(liveDigest, saidSet(live), h.Outcome)
+	if liveDigest == o.Digest {
+		ob.State.applied(o)
+	}
 	// Outputs only from success on the inputs Kontinue applied; until then
 	// (and after a failure) downstream keeps the last good ones.
-	succeeded := h.Outcome == health.Succeeded && outErr == nil && live.GetAnnotations()[AnnotationDigest] == o.Digest
+	succeeded := h.Outcome == health.Succeeded && outErr == nil && liveDigest == o.Digest
 	if succeeded {
 		ob.State.Good, ob.State.GoodDigest = out, o.Digest
 		if ShadowCapable(o.Kind, o.Spec) {
@@ -326,6 +376,12 @@ func withShadow(ob Observation) Plan {
 func (mutable) Record(ob Observation, res *st.Resource) {
 	s := ob.State
 	res.HeldInputDigest = ob.HeldDigest
+	res.AppliedInputDigest, res.AppliedObject, res.AppliedOutputValues = "", nil, nil
+	if s.AppliedDigest != "" && s.AppliedDigest != s.GoodDigest {
+		// Once the set on the object is the last good one, LastGoodObject
+		// and OutputValues hold what it rendered and published.
+		res.AppliedInputDigest, res.AppliedObject, res.AppliedOutputValues = s.AppliedDigest, s.AppliedObject, s.AppliedOutputs
+	}
 	res.ProcessingInputDigest, res.ProcessingSince = s.ProcessingDigest, nil
 	if !s.ProcessingSince.IsZero() {
 		t := metav1.NewTime(s.ProcessingSince)

@@ -53,13 +53,15 @@ func observed(spec *api.TemplateSpec, digest string, s State) Observed {
 }
 
 func TestAdmit(t *testing.T) {
-	good := State{Good: Outputs{"image": "img@d0"}, GoodDigest: "d0", ServedBy: ServedByPrimary}
+	// The step applied d1 (as rendered: AppliedObject) after d0 succeeded.
+	good := State{Good: Outputs{"image": "img@d0"}, GoodDigest: "d0", ServedBy: ServedByPrimary,
+		AppliedDigest: "d1", AppliedObject: object("app", "d1", nil).Object}
 	tests := []struct {
 		name     string
 		live     *unstructured.Unstructured
 		held     bool
 		state    State // expected
-		lastGood bool  // a LastGoodObject was recorded from the live object
+		lastGood bool  // a LastGoodObject was recorded: d1 as rendered
 	}{
 		{name: "nothing stamped yet", live: nil, state: good},
 		{name: "same input set: applied at once (hand edits too)", live: object("app", "d2", processing()), state: good},
@@ -77,7 +79,7 @@ func TestAdmit(t *testing.T) {
 			assert.Equal(t, tt.state.GoodDigest, ob.State.GoodDigest)
 			assert.Equal(t, tt.lastGood, ob.State.LastGoodObject != nil)
 			if tt.lastGood {
-				assert.NotContains(t, ob.State.LastGoodObject, "status", "the object as applied, not as reported")
+				assert.Equal(t, object("app", "d1", nil).Object, ob.State.LastGoodObject, "the object as rendered, not as the API server keeps it")
 			}
 			if tt.held && tt.state.GoodDigest == "d1" {
 				assert.Contains(t, ob.Submitted.Message, "for one reconcile")

@@ -60,29 +60,6 @@ func ShadowName(primary string) string {
 	return base + "-" + h + shadowSuffix
 }
 
-// ObjectFromLive recovers what was applied from a live object: its content
-// without status and server-set metadata.
-func ObjectFromLive(live *unstructured.Unstructured) map[string]any {
-	o := live.DeepCopy().Object
-	delete(o, "status")
-	if md, ok := o["metadata"].(map[string]any); ok {
-		for _, k := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds", "finalizers"} {
-			delete(md, k)
-		}
-		// The trace context and the input set are the write's, not the
-		// object's: kept out of the status (which would change with
-		// traces turned on), and a shadow carries neither.
-		if ann, ok := md["annotations"].(map[string]any); ok {
-			delete(ann, api.AnnotationTraceParent)
-			delete(ann, api.AnnotationInputSet)
-			if len(ann) == 0 {
-				delete(md, "annotations")
-			}
-		}
-	}
-	return o
-}
-
 // planShadow decides whether the step's shadow should exist. It should when
 // the primary failed on inputs other than the last good ones; a failure on
 // the very inputs that last succeeded comes from outside (external state),

@@ -118,27 +118,6 @@ func TestShadowServesOutputs(t *testing.T) {
 	assert.Nil(t, failed.State.ShadowRef)
 }
 
-func TestObjectFromLive(t *testing.T) {
-	live := object("app", "d0", succeededOn("x"))
-	live.SetUID("u")
-	live.SetResourceVersion("7")
-	live.SetGeneration(3)
-	ann := live.GetAnnotations()
-	ann[api.AnnotationTraceParent] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	ann[api.AnnotationInputSet] = "d0"
-	live.SetAnnotations(ann)
-	o := ObjectFromLive(live)
-	assert.NotContains(t, o, "status")
-	md := o["metadata"].(map[string]any)
-	for _, k := range []string{"uid", "resourceVersion", "generation"} {
-		assert.NotContains(t, md, k)
-	}
-	assert.Equal(t, "app", md["name"])
-	assert.Equal(t, map[string]any{AnnotationDigest: "d0"}, md["annotations"], "the trace context and the input set are the write's: kept out of the status")
-	assert.Equal(t, "7", live.GetResourceVersion(), "the live object is not changed")
-	assert.Contains(t, live.GetAnnotations(), api.AnnotationTraceParent)
-}
-
 // A healthRule template that opts in (shadow: true) is gated like
 // observedCompletion: unhealthy on new inputs wants a shadow from the last
 // healthy input set, the shadow serves while healthy, and the primary's

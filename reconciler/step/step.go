@@ -43,7 +43,11 @@ const (
 	ReasonServiceAccountError = "ServiceAccountError"
 	// ReasonNotOwned (Kontinue): an object of the stamped name exists and
 	// was not stamped for this owner; Kontinue leaves it alone.
-	ReasonNotOwned             = "StampedObjectNotOwned"
+	ReasonNotOwned = "StampedObjectNotOwned"
+	// ReasonContested (Kontinue): another writer sets a field of the
+	// object back after each of Kontinue's writes; Kontinue stopped writing
+	// it for a while (stamp.Fight) rather than fight.
+	ReasonContested            = "StampedObjectContested"
 	ReasonUnknownError         = "UnknownError"
 	ReasonPassThrough          = "PassThrough"
 	ReasonConditionNotMet      = "ConditionNotMet"
@@ -60,7 +64,7 @@ const (
 // Reasons name the causes of a step's failed read or write
 // (failure.Condition.Cond of its ResourceSubmitted).
 var Reasons = failure.Reasons{Unknown: ReasonUnknownError, Refused: ReasonRejected, Account: ReasonServiceAccountError,
-	NameTaken: ReasonRejected, Scope: ReasonStampFailure, Taken: ReasonNotOwned}
+	NameTaken: ReasonRejected, Scope: ReasonStampFailure, Taken: ReasonNotOwned, Fought: ReasonContested}
 
 // AnnotationDigest holds the digest of the object Kontinue last applied: its
 // input set.
@@ -87,6 +91,17 @@ type State struct {
 	ProcessingSince  time.Time
 	// RetryHandled is the retry token the step last handled.
 	RetryHandled string
+	// AppliedDigest is the input set on the object as the step rendered it
+	// when it applied it: the object (AppliedObject, a step that can have a
+	// shadow) and, for a step whose outputs are its inputs (a deployment),
+	// those inputs (AppliedOutputs). A success of that set seen only once a
+	// newer set is rendered (Admit) records them: the live object is not
+	// what was rendered (defaults, other controllers' fields) and the new
+	// render's inputs are not the set's. Kept in the status only while the
+	// set is not the last good one (Record).
+	AppliedDigest  string
+	AppliedObject  map[string]any
+	AppliedOutputs Outputs
 }
 
 // StateOf reads the State from a step's previous status (nil: none).
@@ -101,6 +116,10 @@ func StateOf(prev *st.Resource) State {
 	}
 	if prev.OutputValues != nil {
 		s.Good = Outputs(prev.OutputValues)
+	}
+	s.AppliedDigest, s.AppliedObject = prev.AppliedInputDigest, prev.AppliedObject
+	if prev.AppliedOutputValues != nil {
+		s.AppliedOutputs = Outputs(prev.AppliedOutputValues)
 	}
 	return s
 }

@@ -140,8 +140,8 @@ spec:
       tolerations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      # The shutdown grace period (30s) plus time to release the Lease.
-      terminationGracePeriodSeconds: 45
+      # The shutdown grace period plus 15 s to release the Lease.
+      terminationGracePeriodSeconds: {{ add (include "kontinue.seconds" $v.shutdownGracePeriod) 15 }}
       securityContext:
         runAsNonRoot: true
         runAsUser: 65532
@@ -233,8 +233,9 @@ spec:
         resources:
           {{- toYaml $v.resources | nindent 10 }}
         volumeMounts:
-        # The root filesystem is read-only; the ytt engine writes its data
-        # values to a temporary folder.
+        # The root filesystem is read-only. Kontinue writes no file (its
+        # ytt, Helm and goTemplate renderers get their input on stdin); /tmp
+        # is for a library that would.
         - name: tmp
           mountPath: /tmp
         {{- if $v.attestation.keySecret }}
@@ -263,4 +264,19 @@ spec:
           - key: {{ $v.attestation.secretKey }}
             path: {{ $v.attestation.secretKey }}
       {{- end }}
+{{- end -}}
+
+{{/*
+kontinue.seconds: a Go duration (values.schema.json's pattern: 1m30s, 45s,
+1.5h, 500ms) in whole seconds, rounded up; Helm has no duration parser.
+*/}}
+{{- define "kontinue.seconds" -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h)" . -1 -}}
+{{- $n := float64 (regexFind "^[0-9]+(\\.[0-9]+)?" .) -}}
+{{- $unit := regexReplaceAll "^[0-9]+(\\.[0-9]+)?" . "" -}}
+{{- $scale := get (dict "ns" 0.000000001 "us" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0) $unit -}}
+{{- $total = addf $total (mulf $n $scale) -}}
+{{- end -}}
+{{- ceil $total | int -}}
 {{- end -}}

@@ -5,6 +5,7 @@ package render
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,8 +19,22 @@ import (
 	"kontinue.dev/kontinue/crds"
 )
 
-// DefaultImage is the image the committed install.yaml names.
-const DefaultImage = "kontinue:latest"
+// DefaultImage is the image the chart names with its default values, and
+// so the repository's deploy/install.yaml: values.yaml's image.repository
+// (the registry a release is published to) tagged with Chart.yaml's
+// appVersion (version/VERSION, the version the next release carries).
+func DefaultImage(root string) (string, error) {
+	ch, err := loader.LoadDir(filepath.Join(root, "deploy", "chart"))
+	if err != nil {
+		return "", err
+	}
+	img, _ := ch.Values["image"].(map[string]any)
+	repo, _ := img["repository"].(string)
+	if repo == "" || ch.Metadata.AppVersion == "" {
+		return "", fmt.Errorf("deploy/chart: no image.repository or appVersion")
+	}
+	return repo + ":" + ch.Metadata.AppVersion, nil
+}
 
 // Namespace and release name install.yaml is rendered for.
 const (

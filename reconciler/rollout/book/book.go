@@ -182,7 +182,8 @@ func (b *Book) Watched(chain string) bool {
 }
 
 func same(a, b rollout.Owner) bool {
-	return a.Revision == b.Revision && a.Ready == b.Ready && a.Current == b.Current && maps.Equal(a.Labels, b.Labels)
+	return a.Revision == b.Revision && a.Ready == b.Ready && a.Current == b.Current && a.Deleting == b.Deleting &&
+		a.ChainReason == b.ChainReason && maps.Equal(a.Labels, b.Labels)
 }
 
 // number reads a resourceVersion: etcd's revision, a number that only

@@ -17,8 +17,9 @@ func owner(name, rev, ready string, labels map[string]string) rollout.Owner {
 }
 
 // TestBook: a chain is woken by a change of what its roll-out decides on
-// of one of its owners (revision, Ready, generation, labels, which chain
-// the owner names, its deletion), only while it is watched, and not by an
+// of one of its owners (revision, Ready, generation, labels, its
+// deletionTimestamp, its chain condition's reason, which chain the owner
+// names, its deletion), only while it is watched, and not by an
 // event that changes none of them.
 func TestBook(t *testing.T) {
 	canary := map[string]string{"canary": "true"}
@@ -45,6 +46,18 @@ func TestBook(t *testing.T) {
 		{name: "Ready on the target", do: set("web", owner("b", "B", "True", nil)), wake: []string{"web"}},
 		{name: "an older generation's status", do: set("web", rollout.Owner{Namespace: "ns", Name: "b", Revision: "B", Ready: "True"}), wake: []string{"web"}},
 		{name: "relabelled", do: set("web", owner("a", "A", "True", nil)), wake: []string{"web"}},
+		{name: "being deleted (another finalizer holds it)", do: set("web", func() rollout.Owner { o := owner("a", "A", "True", nil); o.Deleting = true; return o }()), wake: []string{"web"}},
+		{name: "its chain condition says no chain selects it", do: set("web", func() rollout.Owner {
+			o := owner("a", "A", "False", nil)
+			o.Deleting, o.ChainReason = true, "SupplyChainNotFound"
+			return o
+		}()), wake: []string{"web"}},
+		{name: "the same again: no news", do: set("web", func() rollout.Owner {
+			o := owner("a", "A", "False", nil)
+			o.Deleting, o.ChainReason = true, "SupplyChainNotFound"
+			return o
+		}())},
+		{name: "selected again", do: set("web", owner("a", "A", "True", nil)), wake: []string{"web"}},
 		{name: "a new owner", do: set("web", owner("c", "", "", nil)), wake: []string{"web"},
 			owners: map[string][]string{"web": {"ns/a", "ns/b", "ns/c"}}},
 		{name: "an owner that names no chain yet: none to wake", do: set("", owner("d", "", "", nil)),

@@ -1,4 +1,4 @@
-package main
+package shard
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,7 @@ import (
 func fakeLeases(t *testing.T) (*dynamicfake.FakeDynamicClient, *[]string) {
 	t.Helper()
 	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{leaseGVR: "LeaseList"})
+		map[schema.GroupVersionResource]string{LeaseGVR: "LeaseList"})
 	var (
 		mu   sync.Mutex
 		rv   int
@@ -44,12 +43,12 @@ func fakeLeases(t *testing.T) (*dynamicfake.FakeDynamicClient, *[]string) {
 		defer mu.Unlock()
 		u := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured)
 		sent = append(sent, u.GetResourceVersion())
-		cur, err := c.Tracker().Get(leaseGVR, u.GetNamespace(), u.GetName())
+		cur, err := c.Tracker().Get(LeaseGVR, u.GetNamespace(), u.GetName())
 		if err != nil {
 			return true, nil, err
 		}
 		if cur.(*unstructured.Unstructured).GetResourceVersion() != u.GetResourceVersion() {
-			return true, nil, apierrors.NewConflict(leaseGVR.GroupResource(), u.GetName(), nil)
+			return true, nil, apierrors.NewConflict(LeaseGVR.GroupResource(), u.GetName(), nil)
 		}
 		rv++
 		u.SetResourceVersion(strconv.Itoa(rv))
@@ -61,7 +60,7 @@ func fakeLeases(t *testing.T) (*dynamicfake.FakeDynamicClient, *[]string) {
 func TestLeaseLockRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	c, sent := fakeLeases(t)
-	l := newLeaseLock(c, "kontinue-system", "kontinue-leader", "pod-a_1")
+	l := NewLeaseLock(c, "kontinue-system", "kontinue-leader", "pod-a_1")
 	require.Equal(t, "kontinue-system/kontinue-leader", l.Describe())
 	require.Equal(t, "pod-a_1", l.Identity())
 
@@ -75,7 +74,7 @@ func TestLeaseLockRoundTrip(t *testing.T) {
 	require.NoError(t, l.Create(ctx, rec))
 
 	// A second candidate reads what the first wrote, field by field.
-	other := newLeaseLock(c, "kontinue-system", "kontinue-leader", "pod-b_2")
+	other := NewLeaseLock(c, "kontinue-system", "kontinue-leader", "pod-b_2")
 	got, raw, err := other.Get(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "pod-a_1", got.HolderIdentity)
@@ -84,7 +83,7 @@ func TestLeaseLockRoundTrip(t *testing.T) {
 	require.True(t, got.RenewTime.Equal(&acquired), "renewTime %v", got.RenewTime)
 	require.Contains(t, string(raw), `"holderIdentity":"pod-a_1"`)
 
-	u, err := c.Resource(leaseGVR).Namespace("kontinue-system").Get(ctx, "kontinue-leader", metav1.GetOptions{})
+	u, err := c.Resource(LeaseGVR).Namespace("kontinue-system").Get(ctx, "kontinue-leader", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "Lease", u.GetKind())
 	holder, _, _ := unstructured.NestedString(u.Object, "spec", "holderIdentity")
@@ -119,7 +118,7 @@ func TestLeaseLockElection(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cd := &candidate{cancel: cancel, leading: make(chan struct{}), done: make(chan struct{})}
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:          newLeaseLock(c, "ns", "lease", id),
+			Lock:          NewLeaseLock(c, "ns", "lease", id),
 			LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second, RetryPeriod: 50 * time.Millisecond,
 			ReleaseOnCancel: true,
 			Callbacks: leaderelection.LeaderCallbacks{
@@ -151,11 +150,4 @@ func TestLeaseLockElection(t *testing.T) {
 	case <-time.After(5 * time.Second): // far below the 30s lease: it was released
 		t.Fatal("the standby did not take over a released lease")
 	}
-}
-
-func TestLeaseNamePerShard(t *testing.T) {
-	assert.Equal(t, "kontinue-leader", leaseName("kontinue-leader", ""), "the default shard keeps the Lease it always had")
-	assert.Equal(t, "kontinue-leader-shard-a", leaseName("kontinue-leader", "a"))
-	assert.NotEqual(t, leaseName("x", "a"), leaseName("x", "b"))
-	assert.NotEqual(t, leaseName("x", ""), leaseName("x", "a"))
 }

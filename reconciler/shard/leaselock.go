@@ -1,4 +1,4 @@
-package main
+package shard
 
 import (
 	"context"
@@ -16,12 +16,15 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-var leaseGVR = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
+// LeaseGVR is coordination.k8s.io/v1 leases.
+var LeaseGVR = schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}
 
-// dynamicLeaseLock is client-go's LeaseLock over the dynamic client: Kontinue
+// LeaseLock is client-go's LeaseLock over the dynamic client: Kontinue
 // talks to the API server only through dynamic clients, so it does not pull
 // in the typed coordination client. The record conversion is client-go's.
-type dynamicLeaseLock struct {
+// Leader election (package main) and Announce write a shard's Lease
+// through it.
+type LeaseLock struct {
 	client          dynamic.Interface
 	namespace, name string
 	identity        string
@@ -30,19 +33,20 @@ type dynamicLeaseLock struct {
 	lease *unstructured.Unstructured // last read or written; carries resourceVersion
 }
 
-var _ resourcelock.Interface = (*dynamicLeaseLock)(nil)
+var _ resourcelock.Interface = (*LeaseLock)(nil)
 
-func newLeaseLock(client dynamic.Interface, namespace, name, identity string) *dynamicLeaseLock {
-	return &dynamicLeaseLock{client: client, namespace: namespace, name: name, identity: identity}
+// NewLeaseLock is the lock of the Lease namespace/name, as identity.
+func NewLeaseLock(client dynamic.Interface, namespace, name, identity string) *LeaseLock {
+	return &LeaseLock{client: client, namespace: namespace, name: name, identity: identity}
 }
 
-func (l *dynamicLeaseLock) leases() dynamic.ResourceInterface {
-	return l.client.Resource(leaseGVR).Namespace(l.namespace)
+func (l *LeaseLock) leases() dynamic.ResourceInterface {
+	return l.client.Resource(LeaseGVR).Namespace(l.namespace)
 }
 
 // Get reads the Lease and returns its record and the record's JSON, which
 // the elector compares to notice changes.
-func (l *dynamicLeaseLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+func (l *LeaseLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	u, err := l.leases().Get(ctx, l.name, metav1.GetOptions{})
 	if err != nil {
 		return nil, nil, err
@@ -63,7 +67,7 @@ func (l *dynamicLeaseLock) Get(ctx context.Context) (*resourcelock.LeaderElectio
 }
 
 // Create creates the Lease holding ler.
-func (l *dynamicLeaseLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+func (l *LeaseLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	lease := &coordinationv1.Lease{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
 		ObjectMeta: metav1.ObjectMeta{Name: l.name, Namespace: l.namespace},
@@ -86,7 +90,7 @@ func (l *dynamicLeaseLock) Create(ctx context.Context, ler resourcelock.LeaderEl
 // Update writes ler over the Lease last seen. The resourceVersion of that
 // read makes the write conditional: if another candidate wrote in between,
 // the API server answers Conflict and this candidate does not lead.
-func (l *dynamicLeaseLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+func (l *LeaseLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	l.mu.Lock()
 	last := l.lease
 	l.mu.Unlock()
@@ -114,13 +118,13 @@ func (l *dynamicLeaseLock) Update(ctx context.Context, ler resourcelock.LeaderEl
 
 // RecordEvent logs nothing: the elector logs transitions itself and the
 // kontinue_leader gauge reports them.
-func (l *dynamicLeaseLock) RecordEvent(string) {}
+func (l *LeaseLock) RecordEvent(string) {}
 
 // Identity is this candidate's name in the Lease.
-func (l *dynamicLeaseLock) Identity() string { return l.identity }
+func (l *LeaseLock) Identity() string { return l.identity }
 
 // Describe names the Lease.
-func (l *dynamicLeaseLock) Describe() string { return l.namespace + "/" + l.name }
+func (l *LeaseLock) Describe() string { return l.namespace + "/" + l.name }
 
 func toUnstructured(lease *coordinationv1.Lease) (*unstructured.Unstructured, error) {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(lease)
