@@ -135,7 +135,7 @@ func TestRobustnessSeeds(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("seed %d: %d ops in %s; %s", seed, len(res.Ops), res.Took.Round(time.Second), strings.Join(res.Notes, "; "))
-			report(t, res)
+			report(t, res, fixedTiming)
 		})
 	}
 }
@@ -180,7 +180,7 @@ func TestRobustness(t *testing.T) {
 					found[v.Invariant] = fmt.Sprintf("after %s (seed %d, run %d)", time.Since(start).Round(time.Second), seed, runs)
 				}
 			}
-			report(t, res)
+			report(t, res, tm)
 			if *flagShrink {
 				shrinkFailure(t, res, tm)
 			}
@@ -206,8 +206,9 @@ func TestRobustness(t *testing.T) {
 }
 
 // report fails the test with the seed, the violations, and how to run it
-// again.
-func report(t *testing.T, res *result) {
+// again: with the run's own timing, since the traffic of a seed depends on
+// its length (a fixed seed's is not make robustness's default).
+func report(t *testing.T, res *result, tm timing) {
 	t.Helper()
 	if len(res.Violations) == 0 {
 		return
@@ -217,9 +218,9 @@ func report(t *testing.T, res *result) {
 		rel = r
 	}
 	t.Errorf("seed %d: %d invariant violation(s):\n%s\nthe ops, the audit log and Kontinue's logs are in %s;\n"+
-		"run it again: make robustness SEED=%d TRAFFIC=%s\n"+
+		"run it again: make robustness SEED=%d TRAFFIC=%s ROBUSTNESS_ARGS='-robustness.settle=%s -robustness.quiet=%s'\n"+
 		"or the same ops: go test -count=1 -timeout 0 -run 'TestRobustness$' ./e2e/robustness -args -robustness.replay=%s/ops.jsonl",
-		res.Seed, len(res.Violations), check.Summary(res.Violations, 5), rel, res.Seed, *flagTraffic, rel)
+		res.Seed, len(res.Violations), check.Summary(res.Violations, 5), rel, res.Seed, tm.Traffic, tm.Settle, tm.Quiet, rel)
 }
 
 // shrinkFailure shrinks a failing op list to one that still fails an
