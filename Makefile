@@ -9,8 +9,9 @@ STATICCHECK_VERSION := v0.8.2
 E2E_TIMEOUT ?= 40m
 E2E_REAL_TIMEOUT ?= 20m
 E2E_RELEASE_TIMEOUT ?= 20m
+ROBUSTNESS_TIMEOUT ?= 20m
 
-.PHONY: all build generate test tools unit e2e e2e-real kwok tekton kuttl debs chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
+.PHONY: all build generate test tools unit e2e e2e-main e2e-more e2e-real robustness robustness-seeds kwok tekton kuttl debs chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
 all: build
 
@@ -25,9 +26,11 @@ build:
 
 ## test: lint, unit tests, the e2e suite on the local control plane (or
 ## $KUBECONFIG), the e2e suite on real workload controllers and Tekton
-## (e2e/real, always on its own local cluster), then Cartographer's own kuttl
-## suite (conformance).
-test: tools lint unit e2e conformance
+## (e2e/real, always on its own local cluster), the release's and the
+## robustness suite's fixed seeds, and Cartographer's own kuttl suite
+## (conformance): two at a time (below).
+test: tools lint unit
+	@$(MAKE) --no-print-directory -j2 --output-sync=target e2e-main e2e-more conformance
 
 ## tools: everything the tests need from outside the repository, built or
 ## installed side by side (one's downloads overlap another's compiles); each
@@ -39,14 +42,43 @@ unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 	$(GO) -C hack/crdgen test -count=1 ./...
 
-## e2e: the e2e suites, one after the other (each starts a cluster; side
-## by side they would share 2 cores): ./e2e, ./e2e/real, and ./e2e/release
-## (a release built by the recipe, its chart installed, its image's binary
-## run as the chart's Deployment would: needs root).
+## e2e: the e2e suites in two lanes side by side, each suite with its own
+## cluster: ./e2e (e2e-main); ./e2e/real, ./e2e/release (a release built by
+## the recipe, its chart installed, its image's binary run as the chart's
+## Deployment would: needs root) and the robustness suite's fixed seeds
+## (e2e-more). The suites wait on controllers most of the time (./e2e
+## uses about 40% of 2 cores), so two lanes take the time of the longer.
+## Each lane's output is printed when it ends.
 e2e: controlplane realcontrollers chromium
+	@$(MAKE) --no-print-directory -j2 --output-sync=target e2e-main e2e-more
+
+e2e-main: controlplane chromium
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e
+
+e2e-more: realcontrollers
 	$(GO) test -count=1 -timeout $(E2E_REAL_TIMEOUT) ./e2e/real
 	$(GO) test -count=1 -timeout $(E2E_RELEASE_TIMEOUT) ./e2e/release
+	@$(MAKE) --no-print-directory robustness-seeds
+
+## robustness-seeds: the robustness suite's fixed seeds and its checks' own
+## tests (e2e/robustness/README.md); part of e2e.
+robustness-seeds: controlplane kwok
+	$(GO) test -count=1 -timeout $(ROBUSTNESS_TIMEOUT) ./e2e/robustness/...
+
+## robustness: random traffic and faults on the cluster with real
+## controllers, every write checked against the API server's audit log
+## (e2e/robustness/README.md): seeds one after the other for DURATION,
+## from SEED (0: from the clock), TRAFFIC of traffic each; REPEAT runs
+## each seed that many times; SHRINK=1 shrinks a failing op list.
+DURATION ?= 30m
+SEED ?= 0
+TRAFFIC ?= 90s
+REPEAT ?= 1
+SHRINK ?=
+robustness: controlplane kwok
+	$(GO) test -count=1 -timeout 0 -v -run 'TestRobustness$$' ./e2e/robustness -args \
+	  -robustness.duration=$(DURATION) -robustness.seed=$(SEED) -robustness.traffic=$(TRAFFIC) \
+	  -robustness.repeat=$(REPEAT) $(if $(SHRINK),-robustness.shrink) $(ROBUSTNESS_ARGS)
 
 ## e2e-real: the suite on real workload controllers, kwok's fake nodes and
 ## Tekton alone (docs/testing.md).

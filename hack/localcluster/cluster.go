@@ -62,6 +62,9 @@ type Options struct {
 	// Tekton, when set, runs Tekton Pipelines' webhook and controller; needs
 	// Workloads.
 	Tekton *Tekton
+	// Audit, when set, makes kube-apiserver write an audit log
+	// (Cluster.AuditLog): by default every write, with its bodies.
+	Audit *Audit
 	// SchedulerArgs, KwokArgs and TektonArgs are appended to the generated
 	// flags of those components.
 	SchedulerArgs, KwokArgs, TektonArgs []string
@@ -88,6 +91,9 @@ type Cluster struct {
 	procs []*process // in start order
 
 	tektonWebhookPort int // Tekton's webhook listens here (installTekton picks it)
+
+	// AuditLog is the kube-apiserver's audit log (Options.Audit), else "".
+	AuditLog string
 }
 
 // Process describes one component of a cluster.
@@ -235,6 +241,12 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 
 	// kube-apiserver.
+	var auditArgs []string
+	if o.Audit != nil {
+		if auditArgs, c.AuditLog, err = o.Audit.auditArgs(dir); err != nil {
+			return nil, fmt.Errorf("localcluster: audit: %w", err)
+		}
+	}
 	client, err := c.HTTPClient()
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: admin client: %w", err)
@@ -262,6 +274,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			"--service-account-signing-key-file=" + files.saKey,
 			"--endpoint-reconciler-type=none",
 		}
+		args = append(args, auditArgs...)
 		proc, err := launch(apiserverName, bin(apiserverName), append(args, o.APIServerArgs...),
 			nil, dir, filepath.Join(logsDir, apiserverName+".log"), o.Detach)
 		c.Host = "https://127.0.0.1:" + strconv.Itoa(ports[0])

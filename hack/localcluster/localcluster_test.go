@@ -136,7 +136,7 @@ func TestCluster(t *testing.T) {
 	defer cancel()
 
 	t0 := time.Now()
-	c, err := Start(ctx, Options{BinDir: bins, Dir: t.TempDir(), Log: &logWriter{t: t}})
+	c, err := Start(ctx, Options{BinDir: bins, Dir: t.TempDir(), Log: &logWriter{t: t}, Audit: &Audit{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +186,7 @@ func TestCluster(t *testing.T) {
 		},
 		"data": map[string]any{"k": "v"},
 	})
+	checkAudit(t, c.AuditLog, uid)
 	a.must(http.StatusOK, "DELETE", cms+"/owner", nil)
 	gcStart := time.Now()
 	for {
@@ -255,6 +256,50 @@ func TestCluster(t *testing.T) {
 	if err := c.Stop(); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
+}
+
+// checkAudit: the audit log has the creates of gc-test's ConfigMaps with
+// their bodies (the child's owner reference names the owner's uid) and no
+// read.
+func checkAudit(t *testing.T, path, ownerUID string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if v := field(ev, "verb"); v == "get" || v == "list" || v == "watch" {
+			t.Errorf("a read is in the audit log: %s", line)
+		}
+		if field(ev, "verb") == "create" && field(ev, "objectRef", "namespace") == "gc-test" && field(ev, "objectRef", "name") == "child" {
+			child = ev
+		}
+	}
+	if child == nil {
+		t.Fatalf("no create of gc-test/child in the audit log %s", path)
+	}
+	resp, _ := child["responseObject"].(map[string]any)
+	refs, _ := field2(resp, "metadata", "ownerReferences").([]any)
+	if field(resp, "metadata", "uid") == "" || len(refs) != 1 || refs[0].(map[string]any)["uid"] != ownerUID || field(resp, "data", "k") != "v" {
+		t.Fatalf("the create of child is recorded without its body: %v", child)
+	}
+	if field(child, "user", "username") != "kontinue-admin" {
+		t.Fatalf("the create of child is recorded as %q", field(child, "user", "username"))
+	}
+}
+
+func field2(obj map[string]any, path ...string) any {
+	var cur any = obj
+	for _, p := range path {
+		m, _ := cur.(map[string]any)
+		cur = m[p]
+	}
+	return cur
 }
 
 // TestStartRetriesBusyPort hands etcd and the apiserver a taken port first.

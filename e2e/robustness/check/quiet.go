@@ -1,0 +1,123 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// QuietBounds are invariant 2's bounds.
+type QuietBounds struct {
+	// Object: Kontinue's successful writes to one object (not of its own
+	// kinds) between two marks of its namespace.
+	Object int
+	// Status: Kontinue's writes of one owner's or chain's status between
+	// two marks.
+	Status int
+	// Final: writes to any one object (status included) in the final quiet
+	// window [QuietFrom, History.End].
+	Final     int
+	QuietFrom time.Time
+}
+
+// NoFights is invariant 2: an object is not written again and again while
+// nothing it is rendered from changes. Between two marks that may change
+// what it renders (a traffic operation in its namespace or cluster-wide, a
+// fault), Kontinue writes one object at most b.Object times and one status
+// at most b.Status times; in the final quiet window, when no operation and
+// no fault runs any more, it writes any one object at most b.Final times.
+// A fight with another controller, or two steps flipping one object, shows
+// as many writes where nothing changed.
+func NoFights(h *History, b QuietBounds) []Violation {
+	writes := map[Key][]*Event{}
+	for _, e := range h.Events {
+		if !h.ByKontinue(e) || !e.OK() || bookkeeping(e) || e.Verb == "delete" || e.Verb == "deletecollection" {
+			continue
+		}
+		if e.Group == OwnGroup && e.Subresource != "status" && ownKind(e) {
+			continue
+		}
+		writes[e.Key()] = append(writes[e.Key()], e)
+	}
+	var vs []Violation
+	keys := make([]Key, 0, len(writes))
+	for k := range writes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, k := range keys {
+		ws := writes[k]
+		SortByTime(ws)
+		bound := b.Object
+		if ws[0].Subresource == "status" && ws[0].Group == OwnGroup {
+			bound = b.Status
+		}
+		// Window i holds the writes after the namespace's i-th mark.
+		times := h.markTimes(k.Namespace)
+		windows := map[int][]*Event{}
+		var order []int
+		for _, e := range ws {
+			i := sort.Search(len(times), func(i int) bool { return times[i].After(e.Time) })
+			if windows[i] == nil {
+				order = append(order, i)
+			}
+			windows[i] = append(windows[i], e)
+		}
+		for _, i := range order {
+			w := windows[i]
+			if len(w) > bound {
+				vs = append(vs, Violation{Invariant: 2, Check: "no fights", At: w[0].Time, Object: k.String(),
+					Message: fmt.Sprintf("Kontinue wrote it %d times between %s and %s with nothing changed in its namespace (bound %d): %s",
+						len(w), w[0].Time.Format("15:04:05.000"), w[len(w)-1].Time.Format("15:04:05.000"), bound, verbs(w))})
+			}
+		}
+		if !b.QuietFrom.IsZero() {
+			var late []*Event
+			for _, e := range ws {
+				if !e.Time.Before(b.QuietFrom) && !e.Time.After(h.End) {
+					late = append(late, e)
+				}
+			}
+			if len(late) > b.Final {
+				vs = append(vs, Violation{Invariant: 2, Check: "no fights", At: late[0].Time, Object: k.String(),
+					Message: fmt.Sprintf("Kontinue wrote it %d times in the final quiet window from %s (bound %d): %s",
+						len(late), b.QuietFrom.Format("15:04:05.000"), b.Final, verbs(late))})
+			}
+		}
+	}
+	return vs
+}
+
+// markTimes are the times of the marks that concern namespace ns, in
+// order; a cluster-scoped object (a chain, whose status tallies owners of
+// every namespace) is concerned by every mark.
+func (h *History) markTimes(ns string) []time.Time {
+	var ts []time.Time
+	for _, m := range h.Marks {
+		if ns == "" || m.Scope == "" || m.Scope == ns {
+			ts = append(ts, m.At)
+		}
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	return ts
+}
+
+func verbs(ws []*Event) string {
+	var parts []string
+	for i, e := range ws {
+		if i == 6 {
+			parts = append(parts, fmt.Sprintf("… %d more", len(ws)-i))
+			break
+		}
+		s := e.Time.Format("15:04:05.000") + " " + e.Verb
+		if e.Subresource != "" {
+			s += "/" + e.Subresource
+		}
+		if e.As != "" {
+			s += " as " + e.As
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}

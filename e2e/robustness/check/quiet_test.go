@@ -1,0 +1,75 @@
+package check
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNoFights(t *testing.T) {
+	shadow := func() obj {
+		return object("Deployment", "t1", "app-last-good", "d1", stamped("app", LabelShadow, "true"))
+	}
+	bounds := QuietBounds{Object: 3, Status: 5, Final: 1, QuietFrom: at(100)}
+
+	t.Run("a shadow written again and again with nothing changed", func(t *testing.T) {
+		b := newBuilder()
+		b.mark(1, "t1")
+		for i := range 10 {
+			b.write(2+float64(i)/10, "patch", kontinue, sa, "deployments.apps", 200, shadow())
+			// The deployment controller sets its annotation back each time.
+			b.write(2.05+float64(i)/10, "update", "system:kube-controller-manager", "", "deployments.apps", 200, shadow())
+		}
+		vs := NoFights(b.h, bounds)
+		require.Len(t, vs, 1)
+		assert.Contains(t, vs[0].Message, "10 times")
+		assert.Equal(t, "deployments.apps/t1/app-last-good", vs[0].Object)
+	})
+
+	t.Run("each write follows a change of its namespace", func(t *testing.T) {
+		b := newBuilder()
+		for i := range 10 {
+			b.mark(float64(i), "t1")
+			b.write(float64(i)+0.5, "patch", kontinue, sa, "deployments.apps", 200, shadow())
+			b.write(float64(i)+0.6, "patch", kontinue, sa, "deployments.apps", 200, shadow())
+		}
+		assert.Empty(t, NoFights(b.h, bounds))
+	})
+
+	t.Run("a change in another namespace does not excuse it", func(t *testing.T) {
+		b := newBuilder()
+		for i := range 10 {
+			b.mark(float64(i), "t2")
+			b.write(float64(i)+0.5, "patch", kontinue, sa, "deployments.apps", 200, shadow())
+		}
+		assert.Len(t, NoFights(b.h, bounds), 1)
+	})
+
+	t.Run("failed writes and deletes do not count; statuses have their own bound", func(t *testing.T) {
+		b := newBuilder()
+		for i := range 10 {
+			b.write(float64(i), "patch", kontinue, sa, "deployments.apps", 403, nil)
+		}
+		for i := range 5 {
+			b.write(20+float64(i), "update", kontinue, "", "workloads.carto.run/status", 200, object("Workload", "t1", "app", "w1"))
+		}
+		assert.Empty(t, NoFights(b.h, bounds))
+		b.write(30, "update", kontinue, "", "workloads.carto.run/status", 200, object("Workload", "t1", "app", "w1"))
+		assert.Len(t, NoFights(b.h, bounds), 1)
+	})
+
+	t.Run("the final quiet window", func(t *testing.T) {
+		b := newBuilder()
+		b.mark(99, "")
+		b.write(101, "patch", kontinue, sa, "deployments.apps", 200, shadow())
+		assert.Empty(t, NoFights(b.h, bounds))
+		b.write(130, "patch", kontinue, sa, "deployments.apps", 200, shadow())
+		vs := NoFights(b.h, bounds)
+		require.Len(t, vs, 1)
+		assert.Contains(t, vs[0].Message, "final quiet window")
+		// What the end's deletions make Kontinue write is after the window.
+		b.h.End = at(120)
+		assert.Empty(t, NoFights(b.h, bounds))
+	})
+}

@@ -1,0 +1,126 @@
+package check
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Outputs says where a template's outputs are read from: output name
+// (url, revision, image, config) to a gjson path in the stamped object.
+type Outputs map[string]map[string]string
+
+// TruthfulStatus is invariant 8, on the cluster read at the end. For every
+// owner a replica serves:
+//
+//   - (a) its status describes its current generation (observedGeneration);
+//   - (b) each step's stampedRef names an object that exists and that the
+//     owner controls (a run of an immutable step included: the final input
+//     set has its run), unless the step is refused;
+//   - (c) a step whose Ready is True, served by its primary with nothing
+//     held, shows as outputs what its object holds at the template's
+//     output paths (plain strings only: the preview is YAML);
+//   - (d) a step refused with StampedObjectNotOwned names an object that
+//     is there and still blocks: not the owner's, not handed to it.
+func TruthfulStatus(final *Snapshot, outputs Outputs, served Served) []Violation {
+	var vs []Violation
+	for _, o := range final.Owners() {
+		if !o.served(served) || o.Meta.Deleting {
+			continue
+		}
+		obs := gjson.GetBytes(o.JSON, "status.observedGeneration").Int()
+		if obs != o.Meta.Generation {
+			vs = append(vs, Violation{Invariant: 8, Check: "truthful status", At: final.At, Object: o.Key.String(),
+				Message: fmt.Sprintf("status describes generation %d, the owner is at %d (conditions %s)", obs, o.Meta.Generation,
+					clip(gjson.GetBytes(o.JSON, "status.conditions").Raw))})
+			continue
+		}
+		gjson.GetBytes(o.JSON, "status.resources").ForEach(func(_, st gjson.Result) bool {
+			step := st.Get("name").String()
+			submitted := condition(st.Get("conditions"), "ResourceSubmitted")
+			if submitted.Get("reason").String() == "StampedObjectNotOwned" {
+				if v := blocker(final, &o, step, submitted.Get("message").String()); v != "" {
+					vs = append(vs, Violation{Invariant: 8, Check: "truthful status", At: final.At, Object: o.Key.String(),
+						Message: fmt.Sprintf("step %s is refused (%s), but %s", step, clip(submitted.Get("message").String()), v)})
+				}
+				return true
+			}
+			ref := st.Get("stampedRef")
+			if !ref.Exists() {
+				return true
+			}
+			k := KeyOfRef(ref)
+			obj, ok := final.Objects[k]
+			if !ok {
+				vs = append(vs, Violation{Invariant: 8, Check: "truthful status", At: final.At, Object: o.Key.String(),
+					Message: fmt.Sprintf("step %s names %s as its object, which does not exist", step, k)})
+				return true
+			}
+			m := MetaOf(obj)
+			if c := m.Controller(); c == nil || c.UID != o.Meta.UID {
+				vs = append(vs, Violation{Invariant: 8, Check: "truthful status", At: final.At, Object: o.Key.String(),
+					Message: fmt.Sprintf("step %s names %s as its object, which is not controlled by the owner (%s)", step, k, describe(m))})
+				return true
+			}
+			ready := condition(st.Get("conditions"), "Ready").Get("status").String()
+			paths := outputs[m.Labels[LabelTemplate]]
+			if ready != "True" || st.Get("servedBy").String() == "shadow" || st.Get("heldInputDigest").String() != "" || paths == nil {
+				return true
+			}
+			st.Get("outputs").ForEach(func(_, out gjson.Result) bool {
+				name := out.Get("name").String()
+				path, ok := paths[name]
+				if !ok {
+					return true
+				}
+				v := gjson.GetBytes(obj, path)
+				if v.Type != gjson.String || !plain.MatchString(v.Str) {
+					return true
+				}
+				if p := strings.TrimSuffix(out.Get("preview").String(), "\n"); p != v.Str {
+					vs = append(vs, Violation{Invariant: 8, Check: "truthful status", At: final.At, Object: o.Key.String(),
+						Message: fmt.Sprintf("step %s is Ready with output %s %q, but %s holds %q at %s", step, name, p, k, v.Str, path)})
+				}
+				return true
+			})
+			return true
+		})
+	}
+	return vs
+}
+
+// plain strings are their own YAML (no quoting, not a number or bool).
+var plain = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9._/:@-]*$`)
+
+var refusedObject = regexp.MustCompile(`(\w+) \[([^/\]]*)/([^\]]+)\] already exists`)
+
+// blocker says what is wrong with a refusal ("" when the object it names
+// still blocks).
+func blocker(final *Snapshot, o *Owner, step, msg string) string {
+	m := refusedObject.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	kind, ns, name := m[1], m[2], m[3]
+	for k, obj := range final.Objects {
+		if k.Namespace != ns || k.Name != name {
+			continue
+		}
+		meta := MetaOf(obj)
+		if meta.Kind != kind {
+			continue
+		}
+		// Another step's object of the same owner blocks (two steps, one
+		// name); the step's own does not.
+		if c := meta.Controller(); c != nil && c.UID == o.Meta.UID && meta.Labels[LabelStep] == step {
+			return fmt.Sprintf("%s is the step's own object now", k)
+		}
+		if meta.Annotations[AnnotationAdoptBy] == o.Meta.Kind+"/"+o.Meta.Name {
+			return fmt.Sprintf("%s is handed over to it (%s)", k, AnnotationAdoptBy)
+		}
+		return ""
+	}
+	return fmt.Sprintf("%s %s/%s does not exist any more", kind, ns, name)
+}

@@ -1,0 +1,77 @@
+package robustness
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The generator is a function of the seed: the same seed is the same
+// traffic, and a saved list reads back the same.
+func TestGenerate(t *testing.T) {
+	a, pofA := generate(7, 90*time.Second)
+	b, pofB := generate(7, 90*time.Second)
+	require.Equal(t, a, b)
+	assert.Equal(t, pofA, pofB)
+	c, _ := generate(8, 90*time.Second)
+	assert.NotEqual(t, a, c)
+
+	kinds := map[string]bool{}
+	for i, o := range a {
+		kinds[o.Do] = true
+		if i > 0 {
+			assert.LessOrEqual(t, a[i-1].At, o.At, "ops in time order")
+		}
+		assert.Less(t, o.At, 90*time.Second)
+		assert.NotContains(t, o.String(), "\n", "one line an op")
+	}
+	assert.Greater(t, len(a), 60)
+	for _, k := range []string{"create", "param", "tick", "squat", "edit"} {
+		if k == "tick" {
+			assert.True(t, strings.Contains(opsText(a), "Workload canary/canary param=tick"), "the canary ticks")
+			continue
+		}
+		assert.True(t, kinds[k], "some %s", k)
+	}
+
+	path := filepath.Join(t.TempDir(), "ops.jsonl")
+	require.NoError(t, saveOps(path, a))
+	back, err := loadOps(path)
+	require.NoError(t, err)
+	assert.Equal(t, a, back)
+}
+
+// Over many seeds every kind of op and fault comes up.
+func TestGenerateCoversEveryOp(t *testing.T) {
+	kinds := map[string]int{}
+	for seed := uint64(1); seed <= 40; seed++ {
+		ops, _ := generate(seed, 90*time.Second)
+		for _, o := range ops {
+			kinds[o.Do]++
+		}
+	}
+	for _, k := range []string{"create", "param", "commit", "sa", "label", "annotate", "delete", "squat", "release",
+		"handedit", "grant", "revoke", "sadelete", "sacreate", "forge", "edit", "policy", "pause", "resume",
+		"kill", "failover", "outage", "slow", "throttle"} {
+		assert.Positive(t, kinds[k], "no %s in 40 seeds", k)
+	}
+}
+
+func TestCatalogRenders(t *testing.T) {
+	for chain, ts := range chainTemplates {
+		for _, n := range ts {
+			assert.Contains(t, chainDocs[chain], "@P@-"+n, "chain %s names %s", chain, n)
+		}
+	}
+	for _, n := range templateNames() {
+		out := render(catalogDocs[n], "rbx", 3, false)
+		assert.NotContains(t, out, "@P@")
+		assert.NotContains(t, out, "@E:")
+		assert.Contains(t, out, "rbx-"+n)
+	}
+	assert.Contains(t, render(chainDocs["main"], "rbx", 1, false), "pauseOnFailure: false")
+}
