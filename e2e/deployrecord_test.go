@@ -51,10 +51,10 @@ func TestFaultDeploymentRecordSurvivesLostStatusWrite(t *testing.T) {
 		return ""
 	})
 
-	// y (r3) comes while Kontinue is down; once it is back, y is held
-	// while x works.
+	// y (r3) comes while Kontinue is down; once it is back (stopped when
+	// the test ends), y is held while x works.
 	setStatus(t, testGVR, ns, "app-source", map[string]any{"url": "https://a/3", "revision": "r3"})
-	proc = k.start()
+	k.start()
 	waitStep(t, deliverableGVR, ns, "app", "deployer", "ResourceSubmitted", "Unknown", "InputsHeld")
 
 	// x completes: its success is in the status before y is on the object.
