@@ -446,13 +446,14 @@ func diffName(side string, d objdiff.Object) string {
 // comparable is an object without what says nothing about the change: the
 // digest Kontinue records of what it applied (it changes with any change)
 // and the annotations written with an object but never compared (its
-// trace context and input set).
+// trace context, input set and deployment inputs).
 func comparable(o map[string]any) map[string]any {
 	u := (&unstructured.Unstructured{Object: o}).DeepCopy()
 	if ann := u.GetAnnotations(); ann != nil {
 		delete(ann, api.AnnotationDigest)
 		delete(ann, api.AnnotationTraceParent)
 		delete(ann, api.AnnotationInputSet)
+		delete(ann, api.AnnotationDeploymentInputs)
 		if len(ann) == 0 {
 			unstructured.RemoveNestedField(u.Object, "metadata", "annotations")
 		} else {

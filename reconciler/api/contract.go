@@ -66,6 +66,15 @@ const (
 	// the digest; it is compared only once the live object names a set
 	// (reconciler/stamp/riders.go).
 	AnnotationInputSet = "kontinue.dev/input-set"
+
+	// AnnotationDeploymentInputs holds, on a deployment step's primary,
+	// the deployment inputs (url, revision, as JSON) its input set was
+	// applied with: the outputs that set publishes when it succeeds. It is
+	// written in the same write as the set, so the record survives a
+	// status write lost after it (a stale copy, a kill, a failover);
+	// the step's status (appliedOutputValues) is read first. A rider
+	// like the traceparent: outside the digest, never compared.
+	AnnotationDeploymentInputs = "kontinue.dev/deployment-inputs"
 )
 
 // Flavor is what differs between the two owner kinds: a Workload walks a

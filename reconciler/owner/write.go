@@ -157,11 +157,14 @@ func (x *ownerIO) resolveObject(sc *stepCtx, desired *unstructured.Unstructured)
 }
 
 // riders are what an object of a step is written with besides itself: the
-// trace context and the provenance id of its input set ("": none).
-type riders struct{ trace, set string }
+// trace context, the provenance id of its input set and a deployment's
+// inputs ("": none).
+type riders struct{ trace, set, inputs string }
 
 // ridersOf are the riders of what step sc writes for o.
-func ridersOf(sc *stepCtx, o step.Observed) riders { return riders{sc.traceParent, step.SetID(o)} }
+func ridersOf(sc *stepCtx, o step.Observed) riders {
+	return riders{sc.traceParent, step.SetID(o), step.DeploymentRider(o)}
+}
 
 // put writes one object (stamp.Session.Put) for the step, with riders r,
 // and reports whether it was written. looksAgain: the step looks at the
@@ -173,7 +176,7 @@ func (x *ownerIO) put(stepName string, r riders, t target, desired *unstructured
 	}
 	x.steps.resolved(stepName, t.ref)
 	f := stamp.For{Client: cl, Owner: x.owner, Claim: x.claim, Step: stepName, Holds: x.steps.holds(t.ref),
-		TraceParent: r.trace, InputSet: r.set, LooksAgain: looksAgain}
+		TraceParent: r.trace, InputSet: r.set, DeploymentInputs: r.inputs, LooksAgain: looksAgain}
 	live, wrote, err := x.w.Put(x.ctx, f, stamp.Target{GVR: t.gvr, Namespaced: true}, x.watch, desired)
 	if err != nil {
 		if failure.Classify(err) == failure.NotOwned {

@@ -8,7 +8,10 @@ package stamp
 // (api.AnnotationInputSet) is compared once the live object names one, so
 // that a stale or edited name is written back; an object written before
 // objects named their set gets it with its next write, so an upgrade
-// writes nothing by itself. A rider written by Kontinue's apply is removed
+// writes nothing by itself. A deployment step's inputs
+// (api.AnnotationDeploymentInputs) are never compared either: they go on
+// the object with the set they were applied with, and inputs that change
+// without changing the object write nothing. A rider written by Kontinue's apply is removed
 // by the first apply without it (traces off).
 
 import (
@@ -21,7 +24,7 @@ import (
 // copy: desired is the caller's, and its decisions (a shadow's last good
 // object, kept in the status) must not carry them.
 func ridden(desired *unstructured.Unstructured, f For) *unstructured.Unstructured {
-	if f.TraceParent == "" && f.InputSet == "" {
+	if f.TraceParent == "" && f.InputSet == "" && f.DeploymentInputs == "" {
 		return desired
 	}
 	out, ann := withAnnotations(desired)
@@ -31,18 +34,23 @@ func ridden(desired *unstructured.Unstructured, f For) *unstructured.Unstructure
 	if f.InputSet != "" {
 		ann[api.AnnotationInputSet] = f.InputSet
 	}
+	if f.DeploymentInputs != "" {
+		ann[api.AnnotationDeploymentInputs] = f.DeploymentInputs
+	}
 	return out
 }
 
 // unridden is desired without what live need not hold to be up to date:
-// the traceparent, and the input set while live names none (desired itself
+// the traceparent, the deployment inputs, and the input set while live names none (desired itself
 // when there is nothing to leave out).
 func unridden(desired, live *unstructured.Unstructured) *unstructured.Unstructured {
 	md, _ := desired.Object["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
 	var out []string
-	if _, ok := ann[api.AnnotationTraceParent]; ok {
-		out = append(out, api.AnnotationTraceParent)
+	for _, k := range []string{api.AnnotationTraceParent, api.AnnotationDeploymentInputs} {
+		if _, ok := ann[k]; ok {
+			out = append(out, k)
+		}
 	}
 	if _, ok := ann[api.AnnotationInputSet]; ok && (live == nil || live.GetAnnotations()[api.AnnotationInputSet] == "") {
 		out = append(out, api.AnnotationInputSet)

@@ -52,6 +52,8 @@ func TestRidersAreNeverCompared(t *testing.T) {
 		{"live names no set (written before objects named theirs)", ridden(base, For{TraceParent: tp1, InputSet: "s1"}), withTrace(base, tp1), true},
 		{"live names the same set", ridden(base, For{InputSet: "s1"}), withSet(base, "s1"), true},
 		{"live names another set (stale, or edited): written back", ridden(base, For{InputSet: "s2"}), withSet(base, "s1"), false},
+		{"deployment inputs changed, the object not: no write", ridden(base, For{DeploymentInputs: `{"url":"u2"}`}), ridden(base, For{DeploymentInputs: `{"url":"u1"}`}), true},
+		{"deployment inputs on an object written without: no write", ridden(base, For{DeploymentInputs: `{"url":"u1"}`}), base, true},
 		{"new inputs: a write, whatever the trace", ridden(configMap(map[string]any{"a": "2"}, false), For{TraceParent: tp1}), withTrace(base, tp1), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +80,9 @@ func TestRiddenCopies(t *testing.T) {
 	back := unridden(out, nil)
 	assert.Equal(t, before.Object, back.Object)
 	assert.Equal(t, tp1, out.GetAnnotations()[api.AnnotationTraceParent], "the traced copy untouched")
+	dep := ridden(base, For{DeploymentInputs: `{"url":"u"}`})
+	assert.Equal(t, `{"url":"u"}`, dep.GetAnnotations()[api.AnnotationDeploymentInputs])
+	assert.Equal(t, before, base, "desired untouched")
 
 	bare := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}
 	b := ridden(bare, For{TraceParent: tp1, InputSet: "s1"})

@@ -228,8 +228,11 @@ type For struct {
 	// set (api.AnnotationTraceParent), and InputSet the set's provenance id
 	// (api.AnnotationInputSet): riders, put on the object written and never
 	// compared (riders.go), so they change only with the object.
-	TraceParent string
-	InputSet    string
+	// DeploymentInputs, when set, are a deployment step's inputs
+	// (api.AnnotationDeploymentInputs), a rider never compared.
+	TraceParent      string
+	InputSet         string
+	DeploymentInputs string
 }
 
 // Put writes desired, an object of t's kind, as f.Client unless the live

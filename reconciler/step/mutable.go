@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"kontinue.dev/kontinue/jsonvalue"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/health"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -97,7 +98,7 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 	if h.Outcome == health.Succeeded {
 		// The outputs of the live object's set, not of the new render's
 		// (outputsOn): every kind records its success here alike.
-		if out, err := outputsOn(o, liveDigest, doc); err == nil {
+		if out, err := outputsOn(o, liveDigest, live, doc); err == nil {
 			if ob.State.GoodDigest != liveDigest {
 				record = fmt.Sprintf("the success of %s on input set %s is recorded", describe(live), liveDigest)
 				if ShadowCapable(o.Kind, o.Spec) {
@@ -152,25 +153,82 @@ func Admit(o Observed, live *unstructured.Unstructured) Observation {
 	return ob
 }
 
-// outputsOn reads the outputs of input set digest, which the object doc
-// is on: from the object, as the template's paths say; a deployment's are
-// its inputs, those the set was rendered with: the render's at hand, or
-// those recorded when the set was applied (State.AppliedOutputs) or
-// succeeded (State.Good). An older set whose inputs are not known (a
-// status written before Kontinue recorded them) has no outputs to record.
-func outputsOn(o Observed, digest string, doc []byte) (Outputs, error) {
+// outputsOn reads the outputs of input set digest, which the object live
+// (doc) is on: from the object, as the template's paths say; a
+// deployment's are its inputs, those the set was rendered with: the
+// render's at hand, or those recorded when the set was applied
+// (State.AppliedOutputs) or succeeded (State.Good), or else those the
+// object was written with (AnnotationDeploymentInputs): the status write
+// after an apply can be lost (refused as decided on a stale copy, a kill,
+// a failover), the object's own annotation not. An older set whose inputs
+// are not known (an object written before Kontinue recorded them) has no
+// outputs to record.
+func outputsOn(o Observed, digest string, live *unstructured.Unstructured, doc []byte) (Outputs, error) {
 	in := o.Deployment
 	if o.Kind == api.KindClusterDeploymentTemplate && digest != o.Digest {
-		switch {
-		case digest != "" && o.State.AppliedDigest == digest && o.State.AppliedOutputs != nil:
-			in = o.State.AppliedOutputs
-		case digest != "" && o.State.GoodDigest == digest && o.State.Good != nil:
-			in = o.State.Good
-		default:
+		in = deploymentInputsOf(o.State, digest, live)
+		if in == nil {
 			return nil, fmt.Errorf("the deployment inputs of input set %s are not known", digest)
 		}
 	}
 	return ReadOutputs(o.Kind, o.Spec, doc, in)
+}
+
+// deploymentInputsOf are the deployment inputs input set digest, on the
+// object live, was applied with (nil: not known).
+func deploymentInputsOf(s State, digest string, live *unstructured.Unstructured) Outputs {
+	switch {
+	case digest == "":
+		return nil
+	case s.AppliedDigest == digest && s.AppliedOutputs != nil:
+		return s.AppliedOutputs
+	case s.GoodDigest == digest && s.Good != nil:
+		return s.Good
+	case live != nil && live.GetAnnotations()[AnnotationDigest] == digest:
+		return riddenInputs(live.GetAnnotations()[AnnotationDeploymentInputs])
+	}
+	return nil
+}
+
+// AnnotationDeploymentInputs holds the deployment inputs a deployment
+// step's primary was applied with (DeploymentRider).
+const AnnotationDeploymentInputs = api.AnnotationDeploymentInputs
+
+// deploymentRiderLimit bounds the annotation: annotations share 256 KiB
+// (the API server's limit) with the template's own. Larger inputs are
+// kept in the status only, as before the annotation.
+const deploymentRiderLimit = 64 << 10
+
+// DeploymentRider is the value of AnnotationDeploymentInputs for the
+// primary o renders ("": not a deployment step, or inputs too large).
+func DeploymentRider(o Observed) string {
+	if o.Kind != api.KindClusterDeploymentTemplate || o.Deployment == nil {
+		return ""
+	}
+	b, err := jsonvalue.Marshal(map[string]any{"url": o.Deployment["url"], "revision": o.Deployment["revision"]})
+	if err != nil || len(b) > deploymentRiderLimit {
+		return ""
+	}
+	return string(b)
+}
+
+// riddenInputs reads a DeploymentRider back (nil: none, or not one: the
+// object is editable by others, and what is not an object of url and
+// revision is no record).
+func riddenInputs(v string) Outputs {
+	if v == "" || len(v) > deploymentRiderLimit {
+		return nil
+	}
+	m, ok := jsonvalue.DecodeObject([]byte(v))
+	if !ok {
+		return nil
+	}
+	for k := range m {
+		if k != "url" && k != "revision" {
+			return nil
+		}
+	}
+	return Outputs{"url": m["url"], "revision": m["revision"]}
 }
 
 // applied notes that the object is on the set o renders, as rendered: what
@@ -212,7 +270,7 @@ func Observe(o Observed, live *unstructured.Unstructured, changed bool) Observat
 	}
 	what := describe(live)
 	liveDigest := live.GetAnnotations()[AnnotationDigest]
-	out, outErr := outputsOn(o, liveDigest, doc)
+	out, outErr := outputsOn(o, liveDigest, live, doc)
 	h := health.EvaluateWith(o.Spec, LifecycleOf(o.Spec).Health, o.Kind, doc, outErr)
 	if !Gated(o.Spec) {
 		ob.Healthy = healthyOf(h.Status, h.Reason, h.Message)
