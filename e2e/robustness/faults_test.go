@@ -55,6 +55,9 @@ func (r *run) fault(o Op) error {
 			r.restart(leader, start)
 		})
 	case "outage":
+		r.mu.Lock()
+		r.stops = append(r.stops, time.Now()) // before the kill: a write lost at it is after this
+		r.mu.Unlock()
 		if err := r.cluster.StopAPIServer(); err != nil {
 			return err
 		}

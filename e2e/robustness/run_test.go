@@ -61,6 +61,7 @@ type run struct {
 	mu      sync.Mutex
 	marks   []check.Mark
 	outages []check.Interval
+	stops   []time.Time // the API server's kills (check.History.Stops)
 	crashes []crashed
 	stopped bool // the run is over: exits are expected
 	// deepOps made objects as deep as the API server takes, which it can
@@ -537,7 +538,8 @@ func (r *run) history(from int64, begin, end time.Time) (*check.History, error) 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return &check.History{Events: evs, Kontinue: kontinueUser, Begin: begin, End: end,
-		Marks: append([]check.Mark(nil), r.marks...), Outages: append([]check.Interval(nil), r.outages...)}, nil
+		Marks: append([]check.Mark(nil), r.marks...), Outages: append([]check.Interval(nil), r.outages...),
+		Stops: append([]time.Time(nil), r.stops...)}, nil
 }
 
 // check runs every invariant.

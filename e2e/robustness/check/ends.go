@@ -23,7 +23,9 @@ import (
 //     (primary, shadow, run or Runnable).
 //
 // Steps whose status carries no provenance (a status cut to size) are not
-// judged.
+// judged, nor what a write lost at an API server kill (History.Stops)
+// explains: (a) a move with a stop since the object's write before it, (b)
+// a current set named within lostWriteWindow after a stop.
 func EndsRecorded(h *History, gated func(template string) bool) []Violation {
 	status := ownerStatusWrites(h)
 	// sets[owner uid/step] = input sets stamped so far, with when.
@@ -35,6 +37,7 @@ func EndsRecorded(h *History, gated func(template string) bool) []Violation {
 	var vs []Violation
 	for _, in := range h.Incarnations() {
 		prevSet, prevTemplate := "", ""
+		var prevAt *Event
 		for _, e := range in.Writes {
 			if !h.ByKontinue(e) || e.Obj == nil || e.Obj.Name == "" || ownKind(e) || e.Verb == "delete" {
 				continue
@@ -46,13 +49,15 @@ func EndsRecorded(h *History, gated func(template string) bool) []Violation {
 			}
 			key := role.OwnerUID + "/" + role.Step
 			sets[key] = append(sets[key], stamped{set, e})
+			lostBetween := prevAt != nil && h.stopWithin(prevAt.Time, e.Time)
+			prevAt = e
 			template := e.Obj.Labels[LabelTemplate]
 			mutable := e.Obj.Labels[LabelLifecycle] == "" || e.Obj.Labels[LabelLifecycle] == "mutable"
 			if role.Shadow || !mutable || !gated(template) {
 				prevSet, prevTemplate = set, template
 				continue
 			}
-			if prevSet != "" && set != prevSet && template == prevTemplate {
+			if prevSet != "" && set != prevSet && template == prevTemplate && !lostBetween {
 				last := lastBefore(status[role.OwnerUID], e)
 				if last != nil {
 					step := stepStatus(last.Response, role.Step)
@@ -94,7 +99,7 @@ func EndsRecorded(h *History, gated func(template string) bool) []Violation {
 					}
 				}
 				seen[step+"/"+d] = true
-				if !ok {
+				if !ok && !h.stopWithin(w.Time.Add(-lostWriteWindow), w.Time) {
 					vs = append(vs, Violation{Invariant: 3, Check: "ends recorded", At: w.Time, Object: w.Key().String(),
 						Message: fmt.Sprintf("step %s: its outputs are said to come from input set %s, which no object of the step was stamped with before", step, short12(d))})
 				}

@@ -1,6 +1,8 @@
 package check
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -74,6 +76,22 @@ func TestEndsRecorded(t *testing.T) {
 			object("Deployment", "t1", "app-last-good", "d2", stamped("deploy", LabelShadow, "true"), annotations(AnnotationInputSet, "c1")))
 		assert.Empty(t, EndsRecorded(b.h, gated))
 		assert.Empty(t, EndsRecorded(b.h, func(string) bool { return false }))
+	})
+
+	t.Run("a write lost at an API server kill is not judged", func(t *testing.T) {
+		// The stamp of c2 was committed as the API server was killed at
+		// 2.5 s, before its audit line: the log has neither it nor, for
+		// (a), the move from c1.
+		b := newBuilder()
+		b.write(1, "create", kontinue, sa, "deployments.apps", 201, deployment("c1"))
+		b.write(2, "update", kontinue, "", status, 200, ownerStatus(map[string]any{"current": set("c1", "Succeeded")}))
+		b.write(10, "update", kontinue, "", status, 200, ownerStatus(map[string]any{"current": set("c2", "Succeeded"), "held": set("c3", "Held")}))
+		b.write(11, "patch", kontinue, sa, "deployments.apps", 200, deployment("c3"))
+		require.Len(t, EndsRecorded(b.h, gated), 2, "without the stop, both (a) and (b) fail")
+		b.h.Stops = []time.Time{at(2.5)}
+		assert.Empty(t, EndsRecorded(b.h, gated))
+		b.h.Stops = []time.Time{at(0.5)} // before the writes judged: no excuse for (a)
+		assert.Len(t, EndsRecorded(b.h, gated), 1)
 	})
 
 	t.Run("outputs from a set never stamped", func(t *testing.T) {

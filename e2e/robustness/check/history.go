@@ -45,6 +45,11 @@ type History struct {
 	// to act (a replica killed, the API server down, a failover), each
 	// already widened by the time a fresh replica needs to catch up.
 	Outages []Interval
+	// Stops are the moments the API server was killed: a write it had
+	// committed (in etcd) but not yet logged is missing from the log, so a
+	// check that needs a write to have happened does not judge what a
+	// lost write near a stop explains.
+	Stops []time.Time
 
 	incs map[string]*Incarnation
 }
@@ -55,6 +60,21 @@ type Mark struct {
 	Scope string
 	What  string
 }
+
+// stopWithin says whether the API server was killed in [from, to].
+func (h *History) stopWithin(from, to time.Time) bool {
+	for _, s := range h.Stops {
+		if !s.Before(from) && !s.After(to) {
+			return true
+		}
+	}
+	return false
+}
+
+// lostWriteWindow is how long after a stop a write lost at it may show,
+// at most, in what Kontinue writes next (it reads the object back as soon
+// as the API server answers again).
+const lostWriteWindow = 2 * time.Minute
 
 // Interval is [From, To].
 type Interval struct{ From, To time.Time }
