@@ -76,7 +76,7 @@ func (r *ownerReconciler) chainChanged(name string) {
 	for _, k := range r.idx.ownersOfChain(r.flavor.ChainKind, name) {
 		seen[k] = true
 		if !gated(k) || !chain.Selects(r.m.tracker, r.chains, r.flavor, name, k.Namespace, k.Name) {
-			r.ctrl.EnqueueFanOut(k)
+			r.edited(k)
 		}
 	}
 	var c *specs.Chain
@@ -92,7 +92,7 @@ func (r *ownerReconciler) chainChanged(name string) {
 	r.m.tracker.EachJSON(tracking.Key{GVR: r.flavor.OwnerGVR}, "", func(doc []byte) {
 		ns, name, ok := c.Reaches(r.flavor.OwnerKind, doc)
 		if key := r.key(ns, name); ok && !seen[key] {
-			r.ctrl.EnqueueFanOut(key)
+			r.edited(key)
 		}
 	})
 }
@@ -101,9 +101,18 @@ func (r *ownerReconciler) templateChanged(kind, name string) {
 	gated := r.idx.gated(r.flavor.ChainKind, chain.Gate(r.m.tracker, r.flavor)) // the waves wake them
 	for _, k := range r.idx.ownersOfTemplate(kind, name) {
 		if k.Kind == r.flavor.OwnerKind && !gated(k) {
-			r.ctrl.EnqueueFanOut(k)
+			r.edited(k)
 		}
 	}
+}
+
+// edited wakes an owner whose chain or template was edited, with its
+// backoff reset: its failures were the old spec's (a template that never
+// finished rendering, say), and the edit that may have fixed them must
+// not wait behind a backoff grown to minutes.
+func (r *ownerReconciler) edited(k Key) {
+	r.ctrl.Forget(k)
+	r.ctrl.EnqueueFanOut(k)
 }
 
 // Reconcile realizes one owner (reconciler/owner); a chain key finds the
