@@ -28,9 +28,8 @@ build:
 ## $KUBECONFIG), the e2e suite on real workload controllers and Tekton
 ## (e2e/real, always on its own local cluster), the release's and the
 ## robustness suite's fixed seeds, and Cartographer's own kuttl suite
-## (conformance): two at a time (below).
-test: tools lint unit
-	@$(MAKE) --no-print-directory -j2 --output-sync=target e2e-main e2e-more conformance
+## (conformance), one after the other (below).
+test: tools lint unit e2e conformance
 
 ## tools: everything the tests need from outside the repository, built or
 ## installed side by side (one's downloads overlap another's compiles); each
@@ -42,15 +41,15 @@ unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 	$(GO) -C hack/crdgen test -count=1 ./...
 
-## e2e: the e2e suites in two lanes side by side, each suite with its own
-## cluster: ./e2e (e2e-main); ./e2e/real, ./e2e/release (a release built by
-## the recipe, its chart installed, its image's binary run as the chart's
-## Deployment would: needs root) and the robustness suite's fixed seeds
-## (e2e-more). The suites wait on controllers most of the time (./e2e
-## uses about 40% of 2 cores), so two lanes take the time of the longer.
-## Each lane's output is printed when it ends.
+## e2e: the e2e suites one after the other, each on its own cluster: ./e2e
+## (e2e-main); ./e2e/real, ./e2e/release (a release built by the recipe,
+## its chart installed, its image's binary run as the chart's Deployment
+## would: needs root) and the robustness suite's fixed seeds (e2e-more).
+## Side by side they would take less time (./e2e keeps about 40% of 2
+## cores busy), but their timing bounds (an outage's conflicts, a wave's
+## delay) were measured one suite at a time, and two at once broke one.
 e2e: controlplane realcontrollers chromium
-	@$(MAKE) --no-print-directory -j2 --output-sync=target e2e-main e2e-more
+	@$(MAKE) --no-print-directory e2e-main e2e-more
 
 e2e-main: controlplane chromium
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e
