@@ -23,7 +23,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/render"
+	"kontinue.dev/kontinue/tracking"
 )
 
 // namedCMChain is a chain whose step "config" stamps the ConfigMap its
@@ -306,4 +308,108 @@ func TestHelmReleaseRefusalRecoversWhenTheSecretIsDeleted(t *testing.T) {
 	k.waitOwner("app", "Ready", "True", "Ready")
 	s := get(t, secretGVR, k.ns, secret)
 	assert.Equal(t, "app", s.GetOwnerReferences()[0].Name, "the release is the Workload's now")
+}
+
+// laggingWatch delays Kontinue's watch streams of stamped ConfigMaps (the
+// label-selected cache a write is first decided on) by delay, once their
+// first second (the initial list, so that the cache syncs) is past, while
+// other watches (an object watched by its name) are on time: the order in
+// which two caches hear of one change is the network's.
+type laggingWatch struct {
+	delay   time.Duration
+	watches atomic.Int64 // the streams delayed
+}
+
+func (l *laggingWatch) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		q := req.URL.Query()
+
+		if err != nil || q.Get("watch") != "true" || !strings.HasSuffix(req.URL.Path, "/configmaps") ||
+			!strings.Contains(q.Get("labelSelector"), "kontinue.dev/stamped") {
+			return resp, err
+		}
+		l.watches.Add(1)
+		type chunk struct {
+			at time.Time
+			b  []byte
+		}
+		opened, body := time.Now(), resp.Body
+		chunks := make(chan chunk, 1024)
+		pr, pw := io.Pipe()
+		go func() {
+			defer close(chunks)
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := body.Read(buf)
+				if n > 0 {
+					chunks <- chunk{time.Now(), bytes.Clone(buf[:n])}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		go func() {
+			for c := range chunks {
+				if c.at.Sub(opened) > time.Second {
+					time.Sleep(time.Until(c.at.Add(l.delay)))
+				}
+				if _, err := pw.Write(c.b); err != nil {
+					break
+				}
+			}
+			_ = body.Close()
+			pw.Close()
+		}()
+		resp.Body = pr
+		return resp, nil
+	})
+}
+
+// A person's ConfigMap labelled like a stamped one (so it is in the cache
+// of stamped objects) is handed over while that cache lags behind the
+// watch of the one object that blocked the write: the hand over wakes the
+// owner before the cache has it, and the refusal must not stand on the
+// cache's old copy (robustness seed 103: the step stayed refused for good,
+// nothing left to wake its owner).
+func TestRefusalRecoversWhenTheStampedCacheLags(t *testing.T) {
+	if env.external {
+		t.Skip("restarts the in-process Kontinue with a transport that delays a watch")
+	}
+	k := newKit(t)
+	cfg := rest.CopyConfig(env.cfg)
+	lag := &laggingWatch{delay: 3 * time.Second}
+	cfg.WrapTransport = lag.wrap
+	env.kontinue.stop()
+	env.kontinue = startKontinueWith(cfg, func(*reconciler.Options) {})
+	t.Cleanup(func() {
+		env.kontinue.stop()
+		env.kontinue = startKontinue(env.cfg)
+	})
+	chain := k.namedCMChain()
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "lag-settings", "namespace": k.ns, "labels": map[string]any{
+			"kontinue.dev/stamped": "true", "carto.run/workload-name": "lag", "carto.run/resource-name": "config"}},
+		"data": map[string]any{"mine": "yes"}}}
+	_, err := env.dyn.Resource(configMapGVR).Namespace(k.ns).Create(context.Background(), cm, metav1.CreateOptions{FieldManager: "person"})
+	require.NoError(t, err)
+	k.workload("lag", chain, "  params: [{name: cm, value: lag-settings}]\n")
+	k.waitStep("lag", "config", "ResourceSubmitted", "False", "StampedObjectNotOwned")
+	// The refusal stands on the stamped cache's copy once that cache holds it.
+	require.True(t, soon(func() bool {
+		obj, synced := env.kontinue.m.Tracker().Get(tracking.Key{GVR: configMapGVR, Selector: api.StampedSelector}, k.ns, "lag-settings")
+		return synced && obj != nil
+	}), "the cache of stamped ConfigMaps holds the person's")
+	k.waitStep("lag", "config", "ResourceSubmitted", "False", "StampedObjectNotOwned")
+	time.Sleep(1500 * time.Millisecond) // the watch's first second is on time
+	require.True(t, soon(func() bool { return blockerWatched(k.ns, "lag-settings") }), "the blocking ConfigMap is watched by its name")
+	require.Positive(t, lag.watches.Load(), "the watch of stamped ConfigMaps lags")
+
+	k.update(configMapGVR, k.ns, "lag-settings", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{"kontinue.dev/adopt-by": "Workload/lag"})
+	})
+	k.waitOwner("lag", "Ready", "True", "Ready")
+	got := k.waitObj(configMapGVR, "lag-settings", k.dataIs("owner", "lag"))
+	assert.Equal(t, "lag", got.GetOwnerReferences()[0].Name)
 }

@@ -6,6 +6,7 @@ package stamp
 // every case (decide_test.go).
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -89,6 +90,18 @@ func Decide(desired *unstructured.Unstructured, seen Seen, c Claimant) Decision 
 		return Decision{Action: Create}
 	}
 	if err := claim(seen.Live, c); err != nil {
+		var held *HeldByStep
+		if !seen.Whole && !errors.As(err, &held) {
+			// Refused on the cache's copy: confirm on the API server's. The
+			// change that frees the name (a hand over, a controller
+			// reference removed) wakes the owner through the watch of that
+			// one object (owner/write.go, refused), which can deliver it
+			// before the cache of stamped objects has it; a refusal decided
+			// on that cache would stand with nothing left to wake the owner
+			// (robustness seed 103). Another step's hold comes and goes
+			// through the same cache it is read from.
+			return Decision{Action: Read}
+		}
 		return Decision{Action: Refuse, Err: &failure.Error{Class: failure.NotOwned, Err: err}}
 	}
 	switch {

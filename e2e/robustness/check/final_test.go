@@ -190,6 +190,16 @@ func TestExactValues(t *testing.T) {
 		vs := ExactValues(b.h, final, rules, nil)
 		assert.Len(t, vs, c.want, "%s → %s: %v", c.param, c.stamped, vs)
 	}
+	// Robustness seed 103: the owner's service account was deleted, so its
+	// steps were not walked for its last generation; their conditions are
+	// of generation 1 while the owner is at 2: not judged. Observed at 2,
+	// the same values are.
+	for gen, want := range map[int]int{1: 0, 2: 1} {
+		o := owner("true", "True")
+		o["status"].(map[string]any)["resources"].([]any)[0].(map[string]any)["conditions"].([]any)[0].(map[string]any)["observedGeneration"] = gen
+		vs := ExactValues(b.h, snap(o, widget(json.RawMessage(`"old"`))), rules, nil)
+		assert.Len(t, vs, want, "step observed at generation %d: %v", gen, vs)
+	}
 }
 
 func TestTruthfulStatus(t *testing.T) {

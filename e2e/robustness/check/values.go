@@ -23,7 +23,8 @@ type ValueRule struct {
 // ExactValues is invariant 6, on the cluster read at the end: for every
 // object Kontinue stamped with a template of a rule, whose owner a replica
 // serves, whose status describes its current generation, and whose step
-// has its input set in (ResourceSubmitted True, nothing held), the value
+// has its input set in for that generation (ResourceSubmitted True and
+// observed at it, nothing held), the value
 // at the rule's path is the owner's param exactly, compared as the JSON
 // text the API server sends for both (so 9007199254740993 must stay that,
 // and 1.7976931348623157e+308 too).
@@ -50,7 +51,14 @@ func ExactValues(h *History, final *Snapshot, rules []ValueRule, served Served) 
 			continue
 		}
 		st := o.Step(role.Step)
-		if condition(st.Get("conditions"), "ResourceSubmitted").Get("status").String() != "True" || st.Get("heldInputDigest").String() != "" {
+		submitted := condition(st.Get("conditions"), "ResourceSubmitted")
+		if submitted.Get("status").String() != "True" || st.Get("heldInputDigest").String() != "" {
+			continue
+		}
+		if og := submitted.Get("observedGeneration"); og.Exists() && og.Int() != o.Meta.Generation {
+			// The step was not walked for this generation (the owner
+			// stopped before its steps: a missing service account, a chain
+			// that does not select it): what it says is of an older spec.
 			continue
 		}
 		ready := condition(gjson.GetBytes(o.JSON, "status.conditions"), "Ready").Get("status").String() == "True"
