@@ -4,17 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/cli/view"
-	"kontinue.dev/kontinue/reconciler/dora"
 	"kontinue.dev/kontinue/reconciler/history"
 )
 
@@ -60,40 +57,11 @@ identity: the numbers are those of the revisions the cluster still records.`,
 	return c
 }
 
-// DoraOutput is what `kontinue dora -o json` prints.
-type DoraOutput struct {
-	Kind  string    `json:"kind"` // DORA
-	From  time.Time `json:"from"`
-	To    time.Time `json:"to"`
-	Rows  []DoraRow `json:"rows"`
-	Notes []string  `json:"notes,omitempty"`
-}
+// DoraOutput is what `kontinue dora -o json` prints (view.DORA).
+type DoraOutput = view.DoraOutput
 
-// DoraRow is one chain's numbers in one namespace; times in seconds.
-type DoraRow struct {
-	Namespace string `json:"namespace"`
-	Chain     string `json:"chain"`
-	Owners    int    `json:"owners"`
-	// Deployments succeeded, and failed (shadowed: a shadow served).
-	Deployments       int     `json:"deployments"`
-	Failed            int     `json:"failed"`
-	Shadowed          int     `json:"shadowed"`
-	PerDay            float64 `json:"deploymentsPerDay"`
-	LeadTimes         int     `json:"leadTimes"`
-	LeadTimeMedian    float64 `json:"leadTimeMedianSeconds"`
-	LeadTimeMean      float64 `json:"leadTimeMeanSeconds"`
-	ChangeFailureRate float64 `json:"changeFailureRate"`
-	Restores          int     `json:"restores"`
-	RestoreMedian     float64 `json:"timeToRestoreMedianSeconds"`
-	RestoreMean       float64 `json:"timeToRestoreMeanSeconds"`
-}
-
-func doraRow(ns, chain string, owners int, n dora.Numbers) DoraRow {
-	return DoraRow{Namespace: ns, Chain: chain, Owners: owners, Deployments: n.Deployments, Failed: n.Failed, Shadowed: n.Shadowed,
-		PerDay: n.PerDay, LeadTimes: n.LeadTimes, LeadTimeMedian: n.LeadTimeMedian.Seconds(), LeadTimeMean: n.LeadTimeMean.Seconds(),
-		ChangeFailureRate: n.ChangeFailureRate, Restores: n.Restores, RestoreMedian: n.TimeToRestoreMedian.Seconds(),
-		RestoreMean: n.TimeToRestoreMean.Seconds()}
-}
+// DoraRow is one chain's numbers in one namespace.
+type DoraRow = view.DoraRow
 
 func (a *app) runDora(ctx context.Context, o *doraOptions, args []string) error {
 	switch o.output {
@@ -142,55 +110,18 @@ func (a *app) runDora(ctx context.Context, o *doraOptions, args []string) error 
 		}
 	}
 	now := time.Now()
-	out := DoraOutput{Kind: "DORA", From: now.Add(-o.since).UTC(), To: now.UTC()}
-	type key struct{ ns, chain string }
-	deps := map[key][]dora.Deployment{}
-	count := map[key]int{}
-	overrides := map[string][]string{}
-	for _, u := range owners {
-		owner, err := view.DecodeTraceOwner(u)
-		if err != nil {
-			out.Notes = append(out.Notes, fmt.Sprintf("%s %s/%s: unreadable status: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err))
-			continue
-		}
-		chain, chainKind := "", kindSupplyChain
-		if r := owner.Status.SupplyChainRef; r != nil {
-			chain = r.Name
-		} else if r := owner.Status.DeliveryRef; r != nil {
-			chain, chainKind = r.Name, kindDelivery
-		}
-		if o.chain != "" && chain != o.chain {
-			continue
-		}
-		over, ok := overrides[chainKind.kind+"/"+chain]
-		if !ok && chain != "" {
-			over = deploymentSteps(ctx, dyn, chainKind, chain)
-			overrides[chainKind.kind+"/"+chain] = over
-		}
-		h, err := history.Get(ctx, dyn, u.GetKind(), u.GetNamespace(), u.GetName())
-		switch {
-		case apierrors.IsForbidden(err):
-			out.Notes = append(out.Notes, fmt.Sprintf("you may not read ConfigMap %s/%s: only the revisions the status shows", u.GetNamespace(), history.Name(u.GetKind(), u.GetName())))
-		case err != nil && !apierrors.IsNotFound(err):
-			out.Notes = append(out.Notes, fmt.Sprintf("ConfigMap %s/%s: %v: only the revisions the status shows", u.GetNamespace(), history.Name(u.GetKind(), u.GetName()), err))
-		}
-		k := key{u.GetNamespace(), chain}
-		count[k]++
-		steps := dora.StepsOf(owner.Status.Resources, over)
-		deps[k] = append(deps[k], dora.FromHistory(history.View(h, owner.Status.Resources, 0), steps)...)
-	}
-	for k, d := range deps {
-		out.Rows = append(out.Rows, doraRow(k.ns, k.chain, count[k], dora.Summarize(d, out.From, now)))
-	}
-	sort.Slice(out.Rows, func(i, j int) bool {
-		if out.Rows[i].Namespace != out.Rows[j].Namespace {
-			return out.Rows[i].Namespace < out.Rows[j].Namespace
-		}
-		return out.Rows[i].Chain < out.Rows[j].Chain
+	out := view.DORA(owners, o.chain, now.Add(-o.since), now, view.DoraReads{
+		History: func(kind, namespace, name string) (history.History, error) {
+			return history.Get(ctx, dyn, kind, namespace, name)
+		},
+		DeploymentSteps: func(chainKind, name string) []string {
+			k := kindSupplyChain
+			if chainKind == kindDelivery.kind {
+				k = kindDelivery
+			}
+			return deploymentSteps(ctx, dyn, k, name)
+		},
 	})
-	if out.Rows == nil {
-		out.Rows = []DoraRow{}
-	}
 	if o.output == "json" {
 		return writeJSON(a.env.Stdout, out)
 	}

@@ -51,6 +51,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/object", s.object)
 	mux.HandleFunc("GET /api/events", s.objectEvents)
 	mux.HandleFunc("GET /api/history", s.ownerHistory)
+	mux.HandleFunc("GET /api/dora", s.chainDora)
 	if !s.opts.LocalOnly {
 		return mux
 	}

@@ -8,12 +8,14 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -213,5 +215,59 @@ func (s *Server) ownerHistory(w http.ResponseWriter, r *http.Request) {
 	for _, res := range owner.Status.Resources {
 		out.Steps = append(out.Steps, res.Name)
 	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// chainDora serves a chain's DORA numbers per namespace (view.DORA, as
+// `kontinue dora --chain` prints them) over the last `days` (30 unless
+// given): the owners and the chain from the informers' caches, one GET
+// of each owner's history ConfigMap with the dashboard's identity, when
+// the chain's page asks.
+func (s *Server) chainDora(w http.ResponseWriter, r *http.Request) {
+	qv := r.URL.Query()
+	kind, name := qv.Get("kind"), qv.Get("name")
+	ownerResource := map[string]string{api.KindClusterSupplyChain: "workloads", api.KindClusterDelivery: "deliverables"}[kind]
+	days := 30
+	if d := qv.Get("days"); d != "" {
+		n, err := strconv.Atoi(d)
+		if days = n; err != nil || n < 1 || n > 366 {
+			ownerResource = ""
+		}
+	}
+	if ownerResource == "" || !objectName.MatchString(name) {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want kind ClusterSupplyChain or ClusterDelivery, a name and days from 1 to 366"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	var owners []*unstructured.Unstructured
+	var chain *unstructured.Unstructured
+	for _, k := range s.kinds {
+		switch {
+		case k.Resource == ownerResource:
+			for _, o := range k.informer.GetStore().List() {
+				if u := asUnstructured(o); u != nil {
+					owners = append(owners, u)
+				}
+			}
+		case k.Kind == kind:
+			if o, ok, _ := k.informer.GetStore().GetByKey(name); ok {
+				chain = asUnstructured(o)
+			}
+		}
+	}
+	now := time.Now()
+	out := view.DORA(owners, name, now.Add(-time.Duration(days)*24*time.Hour), now, view.DoraReads{
+		History: func(kind, namespace, name string) (history.History, error) {
+			return history.Get(ctx, s.dyn, kind, namespace, name)
+		},
+		DeploymentSteps: func(string, string) []string {
+			if chain == nil {
+				return nil
+			}
+			steps, _, _ := unstructured.NestedStringSlice(chain.Object, "spec", "deploymentSteps")
+			return steps
+		},
+	})
 	writeJSON(w, http.StatusOK, out)
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -79,4 +80,40 @@ func TestDoraCLI(t *testing.T) {
 	assert.Contains(t, out, "CHANGE FAILURE RATE")
 	assert.Contains(t, out, uniq(ns, "prov"))
 	assert.Contains(t, out, "33%")
+
+	// The dashboard's chain page shows the same four numbers (api/dora).
+	url := startDashboard(t, "--kubeconfig", env.kubeconfig)
+	var api cli.DoraOutput
+	eventually(t, 20*time.Second, func() string {
+		resp, err := http.Get(url + "api/dora?kind=ClusterSupplyChain&name=" + uniq(ns, "prov"))
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&api); err != nil || resp.StatusCode != http.StatusOK {
+			return fmt.Sprintf("%d %v", resp.StatusCode, err)
+		}
+		if len(api.Rows) != 1 {
+			return fmt.Sprintf("rows %+v: the dashboard's caches have not synced", api.Rows)
+		}
+		return ""
+	})
+	want := doraOf(t, ns).Rows[0]
+	assert.Equal(t, want, api.Rows[0], "the dashboard's numbers are the CLI's")
+	assert.Empty(t, api.Notes)
+
+	b := startBrowser(t)
+	b.navigate(url + "#/chain/ClusterSupplyChain/" + uniq(ns, "prov"))
+	cell := func(what string) string {
+		return `(document.querySelector('#dora tr[data-namespace="` + ns + `"] td[data-dora="` + what + `"]') || {}).innerText || ''`
+	}
+	eventually(t, 20*time.Second, func() string {
+		if got := b.evalString(cell("failure")); got != "33% (1 failed)" {
+			return "change failure rate shown: " + got
+		}
+		return ""
+	})
+	assert.Equal(t, fmt.Sprintf("%.2f / day (2)", want.PerDay), b.evalString(cell("frequency")))
+	assert.Regexp(t, `^\d+(m\d+)?s$|^\d+m$`, b.evalString(cell("lead")), "a lead time")
+	assert.Regexp(t, `^\d+(m\d+)?s$|^\d+m$`, b.evalString(cell("restore")), "a time to restore")
 }

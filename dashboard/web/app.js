@@ -415,6 +415,7 @@ function chainPage(r) {
   if (c.rollout) out.push(rolloutSection(c));
   out.push(h('div', { class: 'graph' }, graph(c, null)));
   const owners = sortedOwners().filter((o) => o.chain && o.chain.kind === c.chainKind && o.chain.name === c.name && matches(o));
+  out.push(doraSection(c));
   const rolling = c.rollout && c.rollout.target;
   if (owners.length) {
     out.push(h('h2', {}, 'Owners on this chain'));
@@ -767,8 +768,13 @@ function provenanceText(set) {
 // span is the time from a to b (metav1 times) as 3s, 2m5s, 1h2m.
 function span(a, b) {
   if (!a || !b) return '';
-  const sec = Math.round((Date.parse(b) - Date.parse(a)) / 1000);
+  return seconds(Math.round((Date.parse(b) - Date.parse(a)) / 1000));
+}
+
+// seconds is a duration in seconds as 3s, 2m5s, 1h2m.
+function seconds(sec) {
   if (!(sec >= 0)) return '';
+  sec = Math.round(sec);
   if (sec < 60) return sec + 's';
   if (sec < 3600) return Math.floor(sec / 60) + 'm' + (sec % 60 ? (sec % 60) + 's' : '');
   return Math.floor(sec / 3600) + 'h' + (Math.floor(sec / 60) % 60 ? (Math.floor(sec / 60) % 60) + 'm' : '');
@@ -916,3 +922,57 @@ function graph(chain, owner) {
 
 setupFilters();
 connect();
+
+// A chain's four DORA numbers per namespace (docs/dora.md): GET api/dora
+// (view.DORA, as `kontinue dora --chain`) when the page shows the chain,
+// and again at most every 10 s while its owners change; the section is
+// kept across updates.
+const doras = new Map(); // chain key -> { el, body, sig, last, timer }
+
+function doraSection(c) {
+  const key = c.chainKind + '/' + c.name;
+  let d = doras.get(key);
+  if (!d) {
+    const body = h('div', { class: 'dora-body' }, h('p', { class: 'muted' }, 'loading…'));
+    const el = h('section', { class: 'dora', id: 'dora' }, h('h2', {}, 'DORA, last 30 days'), body);
+    el.persistent = true;
+    d = { el, body, sig: null, last: 0, timer: null };
+    doras.set(key, d);
+  }
+  const sig = [c.owners, c.ownersReady, ...sortedOwners().filter((o) => o.chain && o.chain.kind === c.chainKind && o.chain.name === c.name)
+    .map((o) => JSON.stringify((o.steps || []).map((st) => [st.name, st.provenance || null])))].join('\u0000');
+  if (sig !== d.sig && !d.timer) {
+    d.sig = sig;
+    const wait = Math.max(200, d.last + 10000 - Date.now());
+    d.timer = setTimeout(() => { d.timer = null; d.last = Date.now(); loadDora(c, d); }, wait);
+  }
+  return d.el;
+}
+
+async function loadDora(c, d) {
+  const q = new URLSearchParams({ kind: c.chainKind, name: c.name });
+  try {
+    const res = await fetch('api/dora?' + q);
+    const body = await res.json();
+    if (!res.ok) { patch(d.body, [h('p', { class: 'muted' }, 'Failed: ' + (body.error || res.status))]); return; }
+    patch(d.body, doraContent(body));
+  } catch (err) {
+    patch(d.body, [h('p', { class: 'muted' }, 'Failed: ' + err)]);
+  }
+}
+
+function doraContent(out) {
+  const rows = out.rows.map((r) => h('tr', { 'data-namespace': r.namespace },
+    h('td', {}, r.namespace), h('td', { 'data-dora': 'owners' }, String(r.owners)),
+    h('td', { 'data-dora': 'frequency' }, r.deploymentsPerDay.toFixed(2) + ' / day', h('span', { class: 'muted' }, ' (' + r.deployments + ')')),
+    h('td', { 'data-dora': 'lead' }, r.leadTimes ? seconds(r.leadTimeMedianSeconds) : '-'),
+    h('td', { 'data-dora': 'failure' }, Math.round(100 * r.changeFailureRate) + '%', h('span', { class: 'muted' }, ' (' + r.failed + ' failed)')),
+    h('td', { 'data-dora': 'restore' }, r.restores ? seconds(r.timeToRestoreMedianSeconds) : '-')));
+  const out2 = [];
+  if (!rows.length) out2.push(h('p', { class: 'muted' }, 'No deployment recorded yet.'));
+  else out2.push(h('table', { class: 'dora-table' }, h('tr', {}, ['namespace', 'owners', 'deployment frequency', 'lead time', 'change failure rate', 'time to restore'].map((t) => h('th', {}, t))), rows));
+  out2.push(h('p', { class: 'note' }, 'Lead time and time to restore are medians. A deployment is a revision\'s outcome at the chain\'s deployment steps (docs/dora.md).'));
+  for (const n of out.notes || []) out2.push(h('div', { class: 'message unknown' }, n));
+  return out2;
+}
+
