@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	cdapi "github.com/cdevents/sdk-go/pkg/api"
+	cdv05 "github.com/cdevents/sdk-go/pkg/api/v05"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,10 +195,20 @@ func TestCDEvents(t *testing.T) {
 		api.EventStepStarted, api.EventStepSucceeded, api.EventArtifactPublished, api.EventSourceChanged} {
 		e := failed
 		e.Type = typ
-		ev, err := CDEvent(&e)
-		require.NoError(t, err, typ)
-		require.NotNil(t, ev, typ)
+		cd := CDEventOf(&e)
+		require.NotNil(t, cd, typ)
+		// The SDK is the oracle: its parser and its schemas take it.
+		b, err := json.Marshal(cd)
+		require.NoError(t, err)
+		ev, err := cdv05.NewFromJsonBytes(b)
+		require.NoError(t, err, "%s: %s", typ, b)
+		require.NoError(t, cdapi.Validate(ev), "%s: %s", typ, b)
+		assert.Equal(t, cd.Context.Type, ev.GetType().String(), typ)
+		assert.Equal(t, cd.Subject.ID, ev.GetSubjectId(), typ)
 	}
+	none := failed
+	none.Type = "NoSuchEvent"
+	assert.Nil(t, CDEventOf(&none))
 	withTrace := failed
 	withTrace.TraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	reqs, err := Requests(Target{Type: api.TypeCDEvents, Address: "https://broker.example/"}, "", []Event{withTrace})
