@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"kontinue.dev/kontinue/cli/view"
+	st "kontinue.dev/kontinue/reconciler/status"
 )
 
 // ANSI colours, used only when stdout is a terminal (or --color=always).
@@ -151,6 +152,13 @@ func printTree(w io.Writer, v view.Owner, color bool) {
 			}
 			field(name, o.Name+": "+oneLine(o.Preview, 100))
 		}
+		for j, iv := range s.Verification {
+			name := ""
+			if j == 0 {
+				name = "verify"
+			}
+			field(name, verificationLine(p, iv))
+		}
 		if s.HeldInputDigest != "" {
 			field("held", p(cYellow, "newer inputs "+short(s.HeldInputDigest)+" wait until the object finishes with "+dash(short(s.InputDigest))))
 		}
@@ -289,4 +297,27 @@ func optionName(o view.Option) string {
 		return "passThrough " + o.PassThrough
 	}
 	return o.Name
+}
+
+// verificationLine is how one input was checked against the chain's
+// policy: the result (coloured), the input, the digest, the rule and why.
+func verificationLine(p func(code, s string) string, iv st.InputVerification) string {
+	code := cGreen
+	switch iv.Result {
+	case "Refused":
+		code = cRed
+	case "Verifying":
+		code = cYellow
+	}
+	line := p(code, iv.Result) + " " + iv.Type + " " + iv.Name
+	if iv.Digest != "" {
+		line += " " + short(iv.Digest)
+	}
+	if iv.Rule != "" {
+		line += " (" + iv.Rule + ")"
+	}
+	if iv.Held {
+		line += "; the step keeps its previous " + iv.Type
+	}
+	return line + msgSuffix(iv.Message)
 }

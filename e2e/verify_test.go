@@ -142,6 +142,10 @@ func TestVerifyBeforeUse(t *testing.T) {
 		assert.Equal(t, app+"@"+signed, nested(get(t, configMapGVR, k.ns, "app-deploy").Object, "data", "image"), "the step holds the signed image")
 		// The owner's other step is not stalled by it.
 		k.assertCond(k.stepCond(u, "cfg", "Ready"), "True", "Ready")
+		// `kontinue get` says what was refused, and why.
+		code, out, errOut := kontinueCLI(t, "get", "workload", "app", "-n", k.ns)
+		require.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "verify    Refused image app "+strings.TrimPrefix(c.digest, "sha256:")[:12]+" (signature); the step keeps its previous image", out)
 	}
 
 	// A later signed image goes in.

@@ -141,6 +141,9 @@ type Step struct {
 	// Provenance is the step's status.resources[].provenance: the input
 	// values behind its outputs and the newer sets, with their times.
 	Provenance *st.Provenance `json:"provenance,omitempty"`
+	// Verification is how each input the chain's verify names was
+	// checked (status.resources[].verification).
+	Verification []st.InputVerification `json:"verification,omitempty"`
 	// Runnable is the status of the Runnable the step stamped, when it
 	// stamped one and the caller read it.
 	Runnable *Runnable `json:"runnable,omitempty"`
@@ -226,7 +229,7 @@ func Build(owner *unstructured.Unstructured, runnables map[string]*unstructured.
 }
 
 func step(r st.Resource, runnables map[string]*unstructured.Unstructured) Step {
-	s := Step{Name: r.Name, InputDigest: r.InputDigest, HeldInputDigest: r.HeldInputDigest, ServedBy: r.ServedBy, Provenance: r.Provenance}
+	s := Step{Name: r.Name, InputDigest: r.InputDigest, HeldInputDigest: r.HeldInputDigest, ServedBy: r.ServedBy, Provenance: r.Provenance, Verification: r.Verification}
 	if r.TemplateRef != nil {
 		s.Template = &Ref{APIVersion: r.TemplateRef.APIVersion, Kind: r.TemplateRef.Kind, Name: r.TemplateRef.Name}
 	}

@@ -680,6 +680,13 @@ function stepCard(o, st, chain) {
   if (st.heldInputDigest) row('held', 'newer inputs ' + shortDigest(st.heldInputDigest) + ' wait until the object finishes with ' + (shortDigest(st.inputDigest) || '-'));
   const prov = st.provenance || {};
   for (const which of ['current', 'latest', 'held']) if (prov[which]) row(which, provenanceText(prov[which]));
+  for (const v of st.verification || []) {
+    row('verify', h('span', { 'data-verify': v.type + '/' + v.name, 'data-result': v.result },
+      chip(v.result === 'Verified' ? 'True' : v.result === 'Refused' ? 'False' : 'Unknown', v.result), ' ', v.type + ' ' + v.name,
+      v.digest ? h('code', {}, ' ' + shortDigest(v.digest)) : '', v.rule ? ' (' + v.rule + ')' : '',
+      v.held ? h('span', { class: 'muted' }, '; the step keeps its previous ' + v.type) : '',
+      v.message ? h('span', { class: 'muted' }, ': ' + cut(v.message, 200)) : ''));
+  }
   if (st.shadow || st.servedBy === 'shadow') row('shadow', 'outputs served by the ' + (st.servedBy || '-') + (st.shadow ? '; last good copy ' + refText(st.shadow) : ''));
   if (st.runnable) {
     const rn = st.runnable;
