@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/attest"
@@ -342,10 +344,31 @@ func TestVerifyKontinueStatements(t *testing.T) {
     verify:
       images: [{name: app, kontinue: {}}]`)))
 	image := "registry.example/app@sha256:" + strings.Repeat("c1", 32)
+	// Every status deploy goes through on the way: the statement of
+	// build's output is written just after the status that publishes it,
+	// and deploy, checking in between, waits for it (InputVerifying); it
+	// is never refused (InputNotVerified) for a value Kontinue made.
+	w, err := env.dyn.Resource(workloadGVR).Namespace(k.ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=app"})
+	require.NoError(t, err)
+	defer w.Stop()
+	var reasons []string
 	k.workload("app", chain, fmt.Sprintf("  params: [{name: image, value: %q}]", image))
 
 	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", image))
 	u := k.waitOwner("app", "Ready", "True", "Ready")
+	for done := false; !done; {
+		select {
+		case ev := <-w.ResultChan():
+			if o, ok := ev.Object.(*unstructured.Unstructured); ok {
+				if c := k.stepCond(o, "deploy", "ResourceSubmitted"); c != nil && (len(reasons) == 0 || reasons[len(reasons)-1] != c["reason"]) {
+					reasons = append(reasons, fmt.Sprint(c["reason"]))
+				}
+			}
+		case <-time.After(time.Second):
+			done = true
+		}
+	}
+	assert.NotContains(t, reasons, "InputNotVerified", "deploy's ResourceSubmitted went %v", reasons)
 	v := nested(stepStatus(u, "deploy"), "verification").([]any)[0].(map[string]any)
 	assert.Equal(t, "Verified", v["result"])
 	assert.Equal(t, "kontinue", v["rule"])

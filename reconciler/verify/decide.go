@@ -60,6 +60,12 @@ type Result struct {
 	Digest string
 	// Why says what was found, for people.
 	Why string
+	// Awaited (Refused by RuleKontinue): no statement of Kontinue's names
+	// the value yet, and none failed to verify. Kontinue writes its
+	// statement of a step's outputs just after the status write that
+	// publishes them, so a later step may ask a moment before it exists
+	// (check.Runner waits for it a while before refusing).
+	Awaited bool
 }
 
 // Decide checks target against p with ev, the evidence fetched for
@@ -106,8 +112,10 @@ func Decide(p *Policy, t Target, ev Evidence) Result {
 		passed = append(passed, RuleAttestation+" "+a.PredicateType)
 	}
 	if p.kontinue {
-		if why := p.byKontinue(t, digest, ev); why != "" {
-			return refuse(RuleKontinue, "%s", why)
+		if why, awaited := p.byKontinue(t, digest, ev); why != "" {
+			res = refuse(RuleKontinue, "%s", why)
+			res.Awaited = awaited
+			return res
 		}
 		passed = append(passed, RuleKontinue)
 	}
@@ -317,10 +325,11 @@ func findingSeverity(r *vulns.Result) int {
 }
 
 // byKontinue is "" when a statement Kontinue signed names the value
-// (by its digest) among a step's outputs; else why not.
-func (p *Policy) byKontinue(t Target, digest string, ev Evidence) string {
+// (by its digest) among a step's outputs; else why not, and whether the
+// statement may yet come (none read names it, none failed to verify).
+func (p *Policy) byKontinue(t Target, digest string, ev Evidence) (string, bool) {
 	if p.kontinueKey == nil {
-		return "the controller has no --attestation-key: it cannot check its own statements"
+		return "the controller has no --attestation-key: it cannot check its own statements", false
 	}
 	want := strings.TrimPrefix(digest, "sha256:")
 	if want == "" {
@@ -337,7 +346,7 @@ func (p *Policy) byKontinue(t Target, digest string, ev Evidence) string {
 		}
 		for _, s := range stmt.GetSubject() {
 			if s.GetDigest()["sha256"] == want {
-				return ""
+				return "", false
 			}
 		}
 	}
@@ -345,7 +354,7 @@ func (p *Policy) byKontinue(t Target, digest string, ev Evidence) string {
 	if bad > 0 {
 		msg += fmt.Sprintf("; %d did not verify: %s", bad, why)
 	}
-	return msg
+	return msg, bad == 0
 }
 
 // readBundle parses a Sigstore bundle (sigstore-go) and, when it holds a

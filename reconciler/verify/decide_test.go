@@ -1,21 +1,13 @@
 package verify_test
 
 import (
-	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"strings"
 	"testing"
 	"time"
 
-	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler/api"
@@ -29,23 +21,10 @@ const (
 	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
 
-func kontinueKey(t testing.TB) *attest.Key {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	der, err := x509.MarshalPKCS8PrivateKey(priv)
-	require.NoError(t, err)
-	k, err := attest.ParseKey(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
-	require.NoError(t, err)
-	return k
-}
+func kontinueKey(testing.TB) *attest.Key { return vt.NewKontinueKey() }
 
-func statement(t testing.TB, k *attest.Key, digest string) []byte {
-	s := &intoto.Statement{Type: intoto.StatementTypeUri, PredicateType: "https://slsa.dev/provenance/v1",
-		Subject:   []*intoto.ResourceDescriptor{{Name: "image", Digest: map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}}},
-		Predicate: &structpb.Struct{Fields: map[string]*structpb.Value{"buildDefinition": structpb.NewStringValue("x")}}}
-	b, err := attest.Sign(context.Background(), k, s)
-	require.NoError(t, err)
-	return b
+func statement(_ testing.TB, k *attest.Key, digest string) []byte {
+	return vt.KontinueStatement(k, digest)
 }
 
 func TestDecide(t *testing.T) {
@@ -86,6 +65,8 @@ func TestDecide(t *testing.T) {
 		want   verify.Outcome
 		rule   string
 		why    string
+		// awaited: refused only for a statement that may yet be written.
+		awaited bool
 	}{
 		{name: "signed by the key", policy: api.InputVerify{Keys: keys(good)},
 			ev: verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}}, want: verify.Verified, rule: "signature"},
@@ -139,7 +120,9 @@ func TestDecide(t *testing.T) {
 		{name: "kontinue: its statement names the digest", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
 			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestB), statement(t, kk, digestA)}}, want: verify.Verified, rule: "kontinue"},
 		{name: "kontinue: no statement names it", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
-			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestB)}}, want: verify.Refused, rule: "kontinue", why: "no statement signed by Kontinue"},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestB)}}, want: verify.Refused, rule: "kontinue", why: "no statement signed by Kontinue", awaited: true},
+		{name: "kontinue: no statement yet", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			want: verify.Refused, rule: "kontinue", why: "(0 statements read)", awaited: true},
 		{name: "kontinue: signed by another key", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
 			ev: verify.Evidence{Statements: [][]byte{statement(t, otherKK, digestA)}}, want: verify.Refused, rule: "kontinue", why: "did not verify"},
 		{name: "kontinue: a tampered statement", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
@@ -180,6 +163,7 @@ func TestDecide(t *testing.T) {
 				assert.Equal(t, c.rule, got.Rule)
 			}
 			assert.Contains(t, got.Why, c.why)
+			assert.Equal(t, c.awaited, got.Awaited, "awaited")
 		})
 	}
 }

@@ -101,7 +101,15 @@ type entry struct {
 	err      error     // the last fetch's failure
 	waiters  map[Owner]bool
 	used     time.Time
+	first    time.Time // asked first
 }
+
+// StatementWait is how long after a value is first checked a missing
+// statement of Kontinue's is waited for (InputVerifying) before the value
+// is refused: the statement of a step's outputs is written just after
+// the status write that publishes them, and the step that checks it may
+// look in between (verify.Result.Awaited).
+const StatementWait = 30 * time.Second
 
 // New returns a Runner fetching with f and waking owners with wake. Start
 // its workers with Run.
@@ -168,7 +176,7 @@ func (r *Runner) Check(req Request) Decision {
 	e := r.entries[k]
 	if e == nil {
 		r.evict()
-		e = &entry{req: req, waiters: map[Owner]bool{}}
+		e = &entry{req: req, waiters: map[Owner]bool{}, first: now}
 		r.entries[k] = e
 	}
 	e.used = now
@@ -354,10 +362,16 @@ func (r *Runner) done(k, ns string, res verify.Result, err error) {
 	} else {
 		e.failures, e.err = 0, nil
 		e.result, e.decided = res, true
-		if res.Outcome == verify.Verified {
+		switch {
+		case res.Outcome == verify.Refused && res.Awaited && now.Sub(e.first) < StatementWait:
+			// Not refused yet: looked at again in a second.
+			e.result.Outcome = verify.Unknown
+			e.result.Why = "waiting for Kontinue's statement of it (written just after the step that made it succeeds): " + res.Why
+			e.until = now.Add(time.Second)
+		case res.Outcome == verify.Verified:
 			e.refusals = 0
 			e.until = now.Add(r.o.Verified)
-		} else {
+		default:
 			e.refusals++
 			e.until = now.Add(backoff(5*time.Second, e.refusals, r.o.RefusedMax))
 		}

@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/verify"
 	vt "kontinue.dev/kontinue/reconciler/verify/verifytest"
@@ -25,10 +27,12 @@ type fetcher struct {
 	ev      verify.Evidence
 	err     error
 	gate    map[string]chan struct{}
+	// kontinue is Kontinue's statement key.
+	kontinue *attest.Key
 }
 
 func (f *fetcher) Material(context.Context, []verify.Ref) (verify.Material, error) {
-	return verify.Material{}, nil
+	return verify.Material{Kontinue: f.kontinue}, nil
 }
 
 func (f *fetcher) Evidence(ctx context.Context, req Request, t verify.Target, registry bool) (verify.Evidence, error) {
@@ -163,6 +167,49 @@ func TestARefusalIsCheckedAgainLater(t *testing.T) {
 	assert.Equal(t, verify.Refused, r.Check(req).Outcome, "the old decision while it is checked again")
 	w.wait(t)
 	assert.Equal(t, verify.Verified, r.Check(req).Outcome, "a signature added since passes")
+}
+
+// A value checked against rule kontinue before its statement is written
+// (just after the status write that published it) waits for it
+// (Unknown, looked at again in a second) for StatementWait, then is
+// refused; a statement written meanwhile lets it pass.
+func TestAStatementIsWaitedForThenRefused(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	f := &fetcher{fetches: map[string]int{}, kontinue: vt.NewKontinueKey()}
+	r, w := start(t, f, Options{Now: clock})
+	req := Request{Owner: Owner{Kind: "Workload", Namespace: "team-a", Name: "app"}, Type: verify.TypeImage, Input: "image",
+		Value: "registry.example/app@" + digestA, Policy: api.InputVerify{Name: "image", Kontinue: &api.KontinueRule{}}}
+	r.Check(req)
+	w.wait(t)
+	d := r.Check(req)
+	assert.Equal(t, verify.Unknown, d.Outcome, d.Why)
+	assert.Contains(t, d.Why, "waiting for Kontinue's statement")
+	assert.Equal(t, time.Second, d.Recheck)
+
+	// The statement comes: verified.
+	advance(2 * time.Second)
+	f.mu.Lock()
+	f.ev = verify.Evidence{Statements: [][]byte{vt.KontinueStatement(f.kontinue, digestA)}}
+	f.mu.Unlock()
+	r.Check(req)
+	w.wait(t)
+	assert.Equal(t, verify.Verified, r.Check(req).Outcome)
+
+	// Another value whose statement never comes: refused once the wait is over.
+	other := req
+	other.Value = "registry.example/app@sha256:" + strings.Repeat("c", 64)
+	r.Check(other)
+	w.wait(t)
+	assert.Equal(t, verify.Unknown, r.Check(other).Outcome)
+	advance(StatementWait)
+	r.Check(other)
+	w.wait(t)
+	d = r.Check(other)
+	assert.Equal(t, verify.Refused, d.Outcome, d.Why)
+	assert.Equal(t, verify.RuleKontinue, d.Rule)
 }
 
 func TestCheckRefusesAValueThatIsNoReference(t *testing.T) {

@@ -7,6 +7,7 @@ package verifytest
 
 import (
 	"bytes"
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -16,9 +17,12 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"strings"
 	"time"
+
+	intoto "github.com/in-toto/attestation/go/v1"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -34,7 +38,9 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	sigdsse "github.com/sigstore/sigstore/pkg/signature/dsse"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
+	"google.golang.org/protobuf/types/known/structpb"
 
+	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler/verify"
 )
 
@@ -269,3 +275,34 @@ func Copy(from, to string) error {
 }
 
 var _ v1.Image = empty.Image
+
+// NewKontinueKey is a key for Kontinue's own statements (attest), as
+// --attestation-key gives one.
+func NewKontinueKey() *attest.Key {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		panic(err)
+	}
+	k, err := attest.ParseKey(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// KontinueStatement is a statement of Kontinue's, signed with k, naming
+// digest among a step's outputs, as the history ConfigMap keeps it.
+func KontinueStatement(k *attest.Key, digest string) []byte {
+	s := &intoto.Statement{Type: intoto.StatementTypeUri, PredicateType: "https://slsa.dev/provenance/v1",
+		Subject:   []*intoto.ResourceDescriptor{{Name: "image", Digest: map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}}},
+		Predicate: &structpb.Struct{Fields: map[string]*structpb.Value{"buildDefinition": structpb.NewStringValue("x")}}}
+	b, err := attest.Sign(context.Background(), k, s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
