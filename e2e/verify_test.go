@@ -374,3 +374,50 @@ func TestVerifyKontinueStatements(t *testing.T) {
 	assert.Equal(t, "kontinue", v["rule"])
 	assert.Equal(t, "sha256:"+strings.Repeat("c1", 32), v["digest"])
 }
+
+// A policy that can never be used and that the CRD's rules cannot see (an
+// inline key that is no public key, a regular expression that does not
+// compile) is said once on the chain the platform team wrote
+// (VerifyPoliciesValid False, Ready False), not only on each owner's step;
+// fixed, the chain is Ready again. A chain without policies carries
+// Cartographer's conditions only.
+func TestVerifyBadPolicyOnTheChain(t *testing.T) {
+	k := newKit(t)
+	chain, build, deploy := k.name("chain"), k.name("build"), k.name("deploy")
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  imagePath: data.image
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-build}
+    data: {image: registry.example/app}`))
+	k.apply(k.cmTemplate(deploy, "deploy", `{image: $(images.app.image)$}`))
+	withPolicy := func(policy string) string {
+		steps := k.step("build", "ClusterImageTemplate", build, "")
+		if policy == "" {
+			return k.chainYAML(chain, "", steps+k.step("deploy", "ClusterTemplate", deploy, `images: [{name: app, resource: build}]`))
+		}
+		return k.chainYAML(chain, "", steps+k.step("deploy", "ClusterTemplate", deploy, `images: [{name: app, resource: build}]
+    verify:
+      images: [{name: app, `+policy+`}]`))
+	}
+	k.apply(withPolicy(`keys: [{publicKey: "not a key"}]`))
+	c := k.waitChain(chain, "VerifyPoliciesValid", "False", "InvalidVerifyPolicy")
+	k.assertCond(c, "False", "InvalidVerifyPolicy", "step [deploy] verify image [app]: keys[0]")
+	k.waitChain(chain, "Ready", "False", "InvalidVerifyPolicy")
+
+	k.apply(withPolicy(`kontinue: {}`))
+	k.waitChain(chain, "VerifyPoliciesValid", "True", "Valid")
+	k.waitChain(chain, "Ready", "True", "Ready")
+
+	k.apply(withPolicy(""))
+	k.waitChain(chain, "Ready", "True", "Ready")
+	eventually(t, 20*time.Second, func() string {
+		for _, c := range nested(get(t, chainGVR, "", chain).Object, "status", "conditions").([]any) {
+			if c.(map[string]any)["type"] == "VerifyPoliciesValid" {
+				return "a chain without policies still says VerifyPoliciesValid"
+			}
+		}
+		return ""
+	})
+}

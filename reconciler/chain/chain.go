@@ -27,6 +27,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/specs"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/verify"
 	"kontinue.dev/kontinue/tracking"
 )
 
@@ -97,7 +98,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 	} else {
 		var c metav1.Condition
 		c, missing = specs.TemplatesReady(spec, r.env.Exists)
-		conds = []metav1.Condition{c, st.Summarize(st.Ready, "Ready", c)}
+		conds = []metav1.Condition{c}
+		if pc, ok := policiesValid(spec); ok {
+			conds = append(conds, pc)
+		}
+		conds = append(conds, st.Summarize(st.Ready, "Ready", conds...))
 	}
 	ro := r.rollout(ctx, f, obj) // rollout.go
 	if ro.err != nil {
@@ -140,4 +145,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, f *api.Flavor, name string) 
 		return time.Second, nil
 	}
 	return 0, err
+}
+
+// PoliciesValid (a Kontinue condition, on chains whose steps name a verify
+// policy): every policy can be used. A step whose policy cannot be used
+// takes none of the inputs it names (fail closed, owner/verify.go); this
+// says so once, on the chain the platform team wrote, instead of only on
+// each owner's step.
+const PoliciesValid = "VerifyPoliciesValid"
+
+// policiesValid is the chain's PoliciesValid condition; ok false when no
+// step names a policy (the condition is left out: a chain Cartographer
+// would read keeps Cartographer's conditions).
+func policiesValid(spec api.ChainSpec) (metav1.Condition, bool) {
+	has := false
+	for _, s := range spec.Resources {
+		has = has || s.Verify != nil
+	}
+	if !has {
+		return metav1.Condition{}, false
+	}
+	if err := verify.ValidateChain(spec); err != nil {
+		return st.Cond(PoliciesValid, st.False, "InvalidVerifyPolicy", err.Error()), true
+	}
+	return st.Cond(PoliciesValid, st.True, "Valid", ""), true
 }

@@ -52,7 +52,8 @@ type ChainStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions: TemplatesReady (Ready, or TemplatesNotFound listing the
-	// steps whose template does not exist) and Ready.
+	// steps whose template does not exist) and Ready; with a roll-out,
+	// RolledOut; with a verify policy, VerifyPoliciesValid (Kontinue).
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
