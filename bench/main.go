@@ -31,6 +31,7 @@ import (
 )
 
 type options struct {
+	verify          bool
 	n               int
 	workers         int
 	qps             float64
@@ -88,6 +89,7 @@ func main() {
 	flag.IntVar(&o.fairChanges, "fairness-changes", 20, "changes of quiet's workload (and of one of noisy's) per wave in -fairness, one after the other")
 	flag.StringVar(&o.fairControllers, "fairness-controllers", fairFIFO+","+fairFair+","+fairCarto, "the controllers -fairness runs, in order: "+fairFIFO+" (Kontinue --fair-queue=false), "+fairFair+" (Kontinue's default), "+fairCarto+" (v0.8.11)")
 	flag.StringVar(&o.fairWaves, "fairness-waves", strings.Join(allWaves, ","), "noisy's waves in -fairness, in order, on the same control plane: "+strings.Join(allWaves, ", ")+" (bench/README.md)")
+	flag.BoolVar(&o.verify, "verify", false, "a signature policy on the chain's last step: every workload's image is checked before it goes in (issue 49; an in-process registry signs each image the first time it is read; the simple engine only)")
 	flag.StringVar(&o.engine, "engine", engineSimple, "the engine of the chain's templates: "+engineSimple+" ($(…)$ tags) or "+engineGoTemplate)
 	flag.Parse()
 	if o.fairness || o.shards {
@@ -99,6 +101,10 @@ func main() {
 		if !given && o.shards {
 			o.n = 2000
 		}
+	}
+	if o.verify && (o.engine != engineSimple || o.compare || o.fairness || o.shards) {
+		fmt.Fprintln(os.Stderr, "bench: -verify is for the default measures with the "+engineSimple+" engine")
+		os.Exit(2)
 	}
 	if o.engine != engineSimple && o.engine != engineGoTemplate || o.compare && o.engine != engineSimple {
 		fmt.Fprintln(os.Stderr, "bench: -engine is "+engineSimple+" or "+engineGoTemplate+" (and only "+engineSimple+" with -compare: Cartographer has no goTemplate)")
@@ -316,7 +322,17 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 	if err := b.startKontinue(ctx, "kontinue", "--install-crds"); err != nil {
 		return err
 	}
-	objs, err := parseObjects(stamperRole + "\n---\n" + namespaceYAML(benchNS) + "\n---\n" + benchChainYAML(o.engine))
+	chain := benchChainYAML(o.engine)
+	var reg *signingRegistry
+	if o.verify {
+		reg = startSigningRegistry()
+		defer reg.close()
+		chain = reg.chainYAML()
+		if err := reg.prepare(o.n); err != nil {
+			return err
+		}
+	}
+	objs, err := parseObjects(stamperRole + "\n---\n" + namespaceYAML(benchNS) + "\n---\n" + chain)
 	if err != nil {
 		return err
 	}
@@ -328,6 +344,9 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 	}
 	if b.watcher, err = newWatcher(ctx, b.dyn, benchNS, o.n); err != nil {
 		return err
+	}
+	if reg != nil {
+		b.watcher.imageOf = reg.expected
 	}
 	defer b.watcher.stop()
 

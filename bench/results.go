@@ -166,6 +166,7 @@ type params struct {
 	KontinueFlags string  `json:"kontinueFlags"`
 	KontinueEnv   string  `json:"kontinueEnv,omitempty"`
 	Engine        string  `json:"engine,omitempty"`
+	Verify        bool    `json:"verify,omitempty"` // -verify: a signature policy on the last step
 }
 
 type target struct {
@@ -228,7 +229,7 @@ func newResults(o options, root string) *results {
 	r.Params = params{Workloads: o.n, Steps: stepsPerWorkload, Workers: o.workers, QPS: o.qps, Burst: o.burst,
 		Idle: o.idle.String(), Changes: o.changes, ChangeRate: o.changeRate, Resync: o.resync.String(), Seed: o.seed,
 		KontinueFlags: strings.Join(o.kontinueFlags(), " "), FloorWriters: o.floorWriters,
-		KontinueEnv: o.extraEnv, Engine: o.engine}
+		KontinueEnv: o.extraEnv, Engine: o.engine, Verify: o.verify}
 	return r
 }
 

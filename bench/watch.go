@@ -30,6 +30,9 @@ type watcher struct {
 
 	workloads cache.SharedIndexInformer
 	stop      context.CancelFunc
+	// imageOf is the image the last step holds once a branch has flowed
+	// through (expectedImage; -verify: pinned to the image's digest).
+	imageOf func(workload, branch string) string
 }
 
 // change is one workload spec change waiting to reach the last step.
@@ -44,7 +47,7 @@ type change struct {
 }
 
 func newWatcher(ctx context.Context, dyn dynamic.Interface, ns string, want int) (*watcher, error) {
-	w := &watcher{want: want, readyAt: map[string]time.Time{}, allReady: make(chan struct{}), pending: map[string]*change{}}
+	w := &watcher{want: want, readyAt: map[string]time.Time{}, allReady: make(chan struct{}), pending: map[string]*change{}, imageOf: expectedImage}
 	ctx, w.stop = context.WithCancel(ctx)
 
 	wf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
@@ -205,7 +208,7 @@ func (w *watcher) expect(workload, branch string) (*change, bool) {
 	if w.pending[workload] != nil {
 		return nil, false
 	}
-	c := &change{workload: workload, branch: branch, image: expectedImage(workload, branch), done: make(chan struct{})}
+	c := &change{workload: workload, branch: branch, image: w.imageOf(workload, branch), done: make(chan struct{})}
 	w.pending[workload] = c
 	return c, true
 }
