@@ -218,6 +218,10 @@ func TestTruthfulStatus(t *testing.T) {
 	vs = TruthfulStatus(snap(workload([]any{stepEntry("src", out("r2"), "Ready", "True")})), outputs, nil)
 	require.Len(t, vs, 1)
 	assert.Contains(t, vs[0].Message, "which does not exist")
+	// Its write failing (seed 200: deleted by a person, the account may
+	// no longer create it), the step names the last object it stamped and
+	// says why it is not there: true.
+	assert.Empty(t, TruthfulStatus(snap(workload([]any{stepEntry("src", out("r2"), "ResourceSubmitted", "False", "Ready", "False")})), outputs, nil))
 
 	stale := workload(nil)
 	stale.md()["generation"] = 3

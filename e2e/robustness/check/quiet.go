@@ -26,7 +26,10 @@ type QuietBounds struct {
 // what it renders (a traffic operation in its namespace or cluster-wide, a
 // fault), Kontinue writes one object at most b.Object times and one status
 // at most b.Status times; in the final quiet window, when no operation and
-// no fault runs any more, it writes any one object at most b.Final times.
+// no fault runs any more, it writes any one object at most b.Final times,
+// not counting a write that follows another writer's write to another
+// object of its namespace (a Deployment's controller finishing its
+// roll-out late).
 // A fight with another controller, or two steps flipping one object, shows
 // as many writes where nothing changed.
 func NoFights(h *History, b QuietBounds) []Violation {
@@ -40,6 +43,7 @@ func NoFights(h *History, b QuietBounds) []Violation {
 		}
 		writes[e.Key()] = append(writes[e.Key()], e)
 	}
+	moved := othersMoved(h)
 	var vs []Violation
 	keys := make([]Key, 0, len(writes))
 	for k := range writes {
@@ -74,9 +78,13 @@ func NoFights(h *History, b QuietBounds) []Violation {
 		}
 		if !b.QuietFrom.IsZero() {
 			var late []*Event
+			since := b.QuietFrom
 			for _, e := range ws {
 				if !e.Time.Before(b.QuietFrom) && !e.Time.After(h.End) {
-					late = append(late, e)
+					if !moved.between(k, since, e.Time) {
+						late = append(late, e)
+					}
+					since = e.Time
 				}
 			}
 			if len(late) > b.Final {
@@ -87,6 +95,41 @@ func NoFights(h *History, b QuietBounds) []Violation {
 		}
 	}
 	return vs
+}
+
+// moves are the successful writes of other writers (the real controllers)
+// to objects of the kinds Kontinue stamps, by namespace: in the final
+// quiet window no traffic runs, but a Deployment may still finish its
+// roll-out (its controller writes its status) and Kontinue rightly writes
+// its owner's status and the steps after it.
+type moves map[string][]*Event
+
+func othersMoved(h *History) moves {
+	stamps := map[string]bool{}
+	for _, e := range h.Events {
+		if h.ByKontinue(e) && e.Creates() {
+			stamps[e.Group+"/"+e.Resource] = true
+		}
+	}
+	m := moves{}
+	for _, e := range h.Events {
+		if !h.ByKontinue(e) && e.OK() && !bookkeeping(e) && stamps[e.Group+"/"+e.Resource] {
+			m[e.Namespace] = append(m[e.Namespace], e)
+		}
+	}
+	return m
+}
+
+// between says whether another writer wrote an object of k's namespace
+// other than k in (from, to]: what k is rendered from may have changed.
+// A write to k itself excuses nothing: that is how a fight looks.
+func (m moves) between(k Key, from, to time.Time) bool {
+	for _, e := range m[k.Namespace] {
+		if e.Time.After(from) && !e.Time.After(to) && e.Key() != k {
+			return true
+		}
+	}
+	return false
 }
 
 // markTimes are the times of the marks that concern namespace ns, in

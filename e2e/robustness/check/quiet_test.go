@@ -72,4 +72,31 @@ func TestNoFights(t *testing.T) {
 		b.h.End = at(120)
 		assert.Empty(t, NoFights(b.h, bounds))
 	})
+
+	t.Run("the final quiet window: a controller finishing its roll-out late", func(t *testing.T) {
+		// Robustness seed 201: a Deployment became available 6 s into the
+		// window; Kontinue wrote its owner's status and the next step.
+		app := func() obj { return object("Deployment", "t1", "app", "d2", stamped("app")) }
+		b := newBuilder()
+		b.mark(99, "")
+		b.write(99.5, "create", kontinue, sa, "deployments.apps", 201, app())
+		b.write(101, "patch", kontinue, sa, "deployments.apps", 200, shadow())
+		b.write(105, "update", "system:kube-controller-manager", "", "deployments.apps/status", 200, app())
+		b.write(106, "patch", kontinue, sa, "deployments.apps", 200, shadow())
+		assert.Empty(t, NoFights(b.h, bounds), "the write after the other Deployment moved is explained")
+		b.write(107, "patch", kontinue, sa, "deployments.apps", 200, shadow())
+		assert.Len(t, NoFights(b.h, bounds), 1, "the one after it is not")
+
+		// A controller writing the object itself excuses nothing: a fight.
+		b = newBuilder()
+		b.mark(99, "")
+		b.write(99.5, "create", kontinue, sa, "deployments.apps", 201, shadow())
+		for i := range 2 {
+			b.write(101+float64(i), "patch", kontinue, sa, "deployments.apps", 200, shadow())
+			b.write(101.5+float64(i), "update", "system:kube-controller-manager", "", "deployments.apps", 200, shadow())
+		}
+		vs := NoFights(b.h, bounds)
+		require.Len(t, vs, 1)
+		assert.Contains(t, vs[0].Message, "final quiet window")
+	})
 }
