@@ -96,7 +96,7 @@ spec: {}
 	// stable one, or none recorded (an owner walked before the chain
 	// adopted its policy renders with the stable definitions and records
 	// nothing until it is walked again).
-	revs := b.evalString(`Array.from(document.querySelectorAll('main table tr')).filter((r) => r.querySelector('[data-revision], td .muted')).map((r) =>
+	revs := b.evalString(`Array.from(document.querySelectorAll('#chain-owners tr')).filter((r) => r.querySelector('[data-revision], td .muted')).map((r) =>
 		r.querySelector('a').textContent + '=' + (r.querySelector('[data-revision]') || r.querySelector('td .muted')).innerText).join(',')`)
 	byOwner := map[string]string{}
 	for _, kv := range strings.Split(revs, ",") {

@@ -419,7 +419,7 @@ function chainPage(r) {
   const rolling = c.rollout && c.rollout.target;
   if (owners.length) {
     out.push(h('h2', {}, 'Owners on this chain'));
-    out.push(h('table', {}, h('tr', {}, ['namespace', 'name', 'ready', 'steps', rolling ? 'revision' : null, 'message'].filter(Boolean).map((t) => h('th', {}, t))),
+    out.push(h('table', { id: 'chain-owners' }, h('tr', {}, ['namespace', 'name', 'ready', 'steps', rolling ? 'revision' : null, 'message'].filter(Boolean).map((t) => h('th', {}, t))),
       owners.map((o) => h('tr', {}, h('td', {}, o.namespace), h('td', {}, h('a', { href: ownerHref(o) }, o.name)),
         h('td', {}, chip(o.ready.status, o.ready.reason || o.ready.status)), h('td', {}, stepsReady(o)),
         rolling ? h('td', {}, revisionText(c.rollout, o.chainRevision)) : null,
