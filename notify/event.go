@@ -87,7 +87,7 @@ func Derive(o Owner, prev, next []st.Resource, deploySteps map[string]bool, now 
 			out = append(out, ev(api.EventStepRecovered, api.SeverityInfo))
 		}
 		if kindOf(r) == "ClusterSourceTemplate" {
-			if v := str(r.OutputValues, "revision"); v != "" && (p == nil || str(p.OutputValues, "revision") != v) {
+			if v := output(r, "revision"); v != "" && (p == nil || output(p, "revision") != v) {
 				out = append(out, ev(api.EventSourceChanged, api.SeverityInfo))
 			}
 		}
@@ -110,7 +110,7 @@ func Derive(o Owner, prev, next []st.Resource, deploySteps map[string]bool, now 
 			if deploySteps[r.Name] {
 				out = append(out, ev(api.EventDeployed, api.SeverityInfo))
 			}
-			if img := str(r.OutputValues, "image"); img != "" && kindOf(r) == "ClusterImageTemplate" {
+			if img := output(r, "image"); img != "" && kindOf(r) == "ClusterImageTemplate" {
 				e := ev(api.EventArtifactPublished, api.SeverityInfo)
 				e.Image = img
 				out = append(out, e)
@@ -143,8 +143,10 @@ func kindOf(r *st.Resource) string {
 	return r.TemplateRef.Kind
 }
 
-func str(m map[string]any, k string) string {
-	s, _ := m[k].(string)
+// output is a step's output value as the status shows it: most steps
+// keep no outputValues, only the outputs' previews.
+func output(r *st.Resource, name string) string {
+	s, _ := r.OutputString(name)
 	return s
 }
 
@@ -174,8 +176,8 @@ func sourceOf(steps []st.Resource, step *st.Resource) (url, revision string) {
 	}
 	for i := range steps {
 		if kindOf(&steps[i]) == "ClusterSourceTemplate" {
-			if v := str(steps[i].OutputValues, "revision"); v != "" {
-				return str(steps[i].OutputValues, "url"), v
+			if v := output(&steps[i], "revision"); v != "" {
+				return output(&steps[i], "url"), v
 			}
 		}
 	}

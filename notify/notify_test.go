@@ -33,7 +33,9 @@ func step(name, kind, ready, reason, msg string) st.Resource {
 
 func src(rev string) st.Resource {
 	r := step("source", "ClusterSourceTemplate", "True", "Ready", "")
-	r.OutputValues = map[string]any{"url": "https://github.com/org/app.git", "revision": rev}
+	// As the status shows a source's outputs: previews, no outputValues
+	// (kept only by steps with success rules).
+	r.Outputs, _ = st.Outputs(map[string]any{"url": "https://github.com/org/app.git", "revision": rev}, nil, metav1.NewTime(now))
 	return r
 }
 
@@ -95,6 +97,18 @@ func TestDeriveProvenance(t *testing.T) {
 	evs = Derive(o, []st.Resource{deploy(st.OutcomeProcessing, nil)}, []st.Resource{deploy(st.OutcomeSucceeded, &ended)}, map[string]bool{"deploy": true}, now)
 	assert.Equal(t, []string{"StepSucceeded:deploy", "Deployed:deploy"}, types(evs))
 	assert.Empty(t, Derive(o, []st.Resource{deploy(st.OutcomeSucceeded, &ended)}, []st.Resource{deploy(st.OutcomeSucceeded, &ended)}, nil, now))
+
+	// An image step's success publishes its image, read from its outputs'
+	// preview.
+	build := func(outcome string, end *metav1.Time) st.Resource {
+		r := step("build", "ClusterImageTemplate", "True", "Ready", "")
+		r.Provenance = &st.Provenance{Current: &st.InputSet{Digest: "d1", TakenAt: &taken, EndedAt: end, Outcome: outcome}}
+		r.Outputs, _ = st.Outputs(map[string]any{"image": "registry.example/app@sha256:0123"}, nil, ended)
+		return r
+	}
+	evs = Derive(o, []st.Resource{build(st.OutcomeProcessing, nil)}, []st.Resource{build(st.OutcomeSucceeded, &ended)}, nil, now)
+	assert.Equal(t, []string{"StepSucceeded:build", "ArtifactPublished:build"}, types(evs))
+	assert.Equal(t, "registry.example/app@sha256:0123", evs[1].Image)
 }
 
 func TestMatch(t *testing.T) {
