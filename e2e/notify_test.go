@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,13 @@ type receiver struct {
 	*httptest.Server
 	mu   sync.Mutex
 	reqs []received
+	// down: it answers 503 Service Unavailable and records nothing,
+	// counting the requests it turned away.
+	down       atomic.Bool
+	turnedAway atomic.Int32
+	// hold, when set, keeps requests waiting (unrecorded) until it is
+	// closed.
+	hold chan struct{}
 }
 
 type received struct {
@@ -41,13 +49,50 @@ func newReceiver(t *testing.T) *receiver {
 	r := &receiver{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
+		if r.down.Load() {
+			r.turnedAway.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		r.mu.Lock()
+		hold := r.hold
+		r.mu.Unlock()
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-req.Context().Done(): // the sender gave up: it retries
+				return
+			}
+		}
 		r.mu.Lock()
 		r.reqs = append(r.reqs, received{path: req.URL.Path, raw: req.URL.EscapedPath(), header: req.Header.Clone(), body: b})
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	}))
-	t.Cleanup(r.Close)
+	t.Cleanup(func() {
+		r.release() // a held request would keep Close waiting
+		r.Close()
+	})
 	return r
+}
+
+// holdRequests keeps the requests that arrive from now on waiting, until
+// release.
+func (r *receiver) holdRequests() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hold == nil {
+		r.hold = make(chan struct{})
+	}
+}
+
+func (r *receiver) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hold != nil {
+		close(r.hold)
+		r.hold = nil
+	}
 }
 
 func (r *receiver) all() []received {
@@ -74,6 +119,46 @@ func (r *receiver) waitFor(t *testing.T, what string, f func(received) bool) rec
 		return fmt.Sprintf("%s: not received; received %q", what, seen)
 	})
 	return got
+}
+
+// startNotifier restarts Kontinue in this process with a notifier of
+// opts (private addresses allowed: the receivers listen on 127.0.0.1, as
+// the suite's chart repositories do; the API server and metadata endpoints
+// stay refused; short grouping and status intervals unless opts say), and
+// back without it after the test.
+func startNotifier(t *testing.T, opts notify.Options) *notify.Notifier {
+	t.Helper()
+	require.False(t, env.external, "the test restarts Kontinue in this process with its notifier")
+	opts.AllowPrivateNetworks = true
+	if opts.Group == 0 {
+		opts.Group = 200 * time.Millisecond
+	}
+	if opts.StatusInterval == 0 {
+		opts.StatusInterval = 500 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := notify.New(env.cfg, opts)
+	require.NoError(t, err)
+	go n.Run(ctx)
+	env.kontinue.stop()
+	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) { o.Written = n.Written })
+	t.Cleanup(func() {
+		env.kontinue.stop()
+		cancel()
+		env.kontinue = startKontinue(env.cfg)
+	})
+	return n
+}
+
+// waitSynced waits until the notifier knows the alerts and providers.
+func waitSynced(t *testing.T, n *notify.Notifier) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() string {
+		if !n.Synced() {
+			return "notifier not synced"
+		}
+		return ""
+	})
 }
 
 // notifyChain: a source step (a ConfigMap whose data are the GitHub URL
@@ -108,23 +193,7 @@ func notifyChain(k *kit) string {
 // pointing at the cluster's API server or a cloud metadata endpoint are
 // refused and say so on their alert.
 func TestNotifications(t *testing.T) {
-	require.False(t, env.external, "the test restarts Kontinue in this process with its notifier")
-	ctx, cancel := context.WithCancel(context.Background())
-	// The receivers listen on 127.0.0.1: private addresses are allowed,
-	// as the suite's chart repositories are; the API server and metadata
-	// endpoints stay refused.
-	n, err := notify.New(env.cfg, notify.Options{AllowPrivateNetworks: true, Dashboard: "https://kontinue.example",
-		Group: 200 * time.Millisecond, StatusInterval: 500 * time.Millisecond, Retry: notify.Retry{Attempts: 2, Initial: 100 * time.Millisecond}})
-	require.NoError(t, err)
-	go n.Run(ctx)
-	env.kontinue.stop()
-	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) { o.Written = n.Written })
-	t.Cleanup(func() {
-		env.kontinue.stop()
-		cancel()
-		env.kontinue = startKontinue(env.cfg)
-	})
-
+	n := startNotifier(t, notify.Options{Dashboard: "https://kontinue.example", Retry: notify.Retry{Attempts: 2, Initial: 100 * time.Millisecond}})
 	k := newKit(t)
 	other := newNamespace(t)
 	generic, slack, github, otherHook := newReceiver(t), newReceiver(t), newReceiver(t), newReceiver(t)
@@ -243,12 +312,7 @@ kind: Alert
 metadata: {name: spy}
 spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 `, otherHook.URL, k.ns))
-	eventually(t, 30*time.Second, func() string {
-		if !n.Synced() {
-			return "notifier not synced"
-		}
-		return ""
-	})
+	waitSynced(t, n)
 
 	chain := notifyChain(k)
 	const commit = "4f9a2b7c0d1e2f30415263748596a7b8c9d0e1f2"

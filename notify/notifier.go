@@ -297,7 +297,7 @@ func (n *Notifier) sendBatch(ctx context.Context, provider string, batch []item)
 		failed := 0
 		var last error
 		for _, r := range reqs {
-			if err := send(ctx, n.client, r, n.opts.Retry); err != nil {
+			if err := send(ctx, n.client, r, n.opts.Retry, func(err error) { n.failing(a, err) }); err != nil {
 				failed++
 				last = err
 			}
@@ -414,6 +414,18 @@ func (n *Notifier) dropped(provider, alert string, k int, reason, msg string) {
 	c.dropped += int64(k)
 	c.lastDropped = time.Now()
 	c.reason, c.msg, c.dirty = reason, msg, true
+}
+
+// failing says on alert's status that its delivery is being retried
+// (nothing dropped yet).
+func (n *Notifier) failing(alert string, err error) {
+	msg := "retrying: " + err.Error()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.count(alert)
+	if c.reason != "DeliveryFailing" || c.msg != msg {
+		c.reason, c.msg, c.dirty = "DeliveryFailing", msg, true
+	}
 }
 
 // writeStatuses writes the alerts whose counters changed.

@@ -232,7 +232,7 @@ func TestSendRetries(t *testing.T) {
 	}))
 	defer srv.Close()
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
-	require.NoError(t, send(context.Background(), srv.Client(), req, Retry{Initial: time.Millisecond}))
+	require.NoError(t, send(context.Background(), srv.Client(), req, Retry{Initial: time.Millisecond}, nil))
 	assert.Equal(t, int32(3), n.Load())
 
 	n.Store(0)
@@ -242,10 +242,38 @@ func TestSendRetries(t *testing.T) {
 	}))
 	defer bad.Close()
 	req, _ = http.NewRequest(http.MethodPost, bad.URL, strings.NewReader("x"))
-	err := send(context.Background(), bad.Client(), req, Retry{Initial: time.Millisecond})
+	err := send(context.Background(), bad.Client(), req, Retry{Initial: time.Millisecond}, nil)
 	var perm *permanentError
 	require.ErrorAs(t, err, &perm)
 	assert.Equal(t, int32(1), n.Load(), "a 4xx is not retried")
+}
+
+// A receiver down longer than a few attempts is retried for Retry.For,
+// each failure told; past For, the request gives up.
+func TestSendRetriesForADuration(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= 10 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	var told int
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	r := Retry{Initial: time.Millisecond, Max: 2 * time.Millisecond}
+	require.NoError(t, send(context.Background(), srv.Client(), req, r, func(error) { told++ }))
+	assert.Equal(t, int32(11), n.Load(), "down for 10 attempts, delivered at the 11th")
+	assert.Equal(t, 10, told)
+
+	n.Store(-1000)
+	req, _ = http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	r.For = 50 * time.Millisecond
+	require.Error(t, send(context.Background(), srv.Client(), req, r, nil), "gave up after For")
+	r.For, r.Attempts = 0, 3
+	n.Store(-1000)
+	req, _ = http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	require.Error(t, send(context.Background(), srv.Client(), req, r, nil))
+	assert.Equal(t, int32(-997), n.Load(), "Attempts caps the tries")
 }
 
 // The addresses a provider may not reach, whatever the options: metadata
@@ -265,7 +293,7 @@ func TestGuard(t *testing.T) {
 	defer srv.Close()
 	tr := &http.Transport{DialContext: netguard.Guard{}.DialContext(nil)}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-	err := send(context.Background(), &http.Client{Transport: tr}, req, Retry{Initial: time.Millisecond})
+	err := send(context.Background(), &http.Client{Transport: tr}, req, Retry{Initial: time.Millisecond}, nil)
 	var perm *permanentError
 	require.ErrorAs(t, err, &perm, "a refused address is not retried")
 }
