@@ -121,6 +121,19 @@ func (r *receiver) waitFor(t *testing.T, what string, f func(received) bool) rec
 	return got
 }
 
+// providerReady checks a Provider's Ready condition and the generation
+// it says it observed.
+func providerReady(status, reason string, generation int64) func(*unstructured.Unstructured) string {
+	return func(u *unstructured.Unstructured) string {
+		c := condition(u.Object, "Ready", "status")
+		if c == nil || c["status"] != status || c["reason"] != reason || c["observedGeneration"] != generation ||
+			nested(u.Object, "status", "observedGeneration") != generation {
+			return fmt.Sprintf("provider [%s] status %v, want Ready %s %s at generation %d", u.GetName(), u.Object["status"], status, reason, generation)
+		}
+		return ""
+	}
+}
+
 // startNotifier restarts Kontinue in this process with a notifier of
 // opts (private addresses allowed: the receivers listen on 127.0.0.1, as
 // the suite's chart repositories do; the API server and metadata endpoints
@@ -191,7 +204,8 @@ func notifyChain(k *kit) string {
 // workload's commit; its recovery sends "resolved" and "success". An
 // Alert in another namespace naming the owner gets nothing; providers
 // pointing at the cluster's API server or a cloud metadata endpoint are
-// refused and say so on their alert.
+// refused and say so on their alert and their own status (Ready, written
+// only when it changes).
 func TestNotifications(t *testing.T) {
 	n := startNotifier(t, notify.Options{Dashboard: "https://kontinue.example", Retry: notify.Retry{Attempts: 2, Initial: 100 * time.Millisecond}})
 	k := newKit(t)
@@ -407,6 +421,11 @@ spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 	// `kontinue trace` and the OTLP spans name it.
 	assert.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, q.header.Get("Ce-Traceparent"))
 
+	// A usable provider says Ready once; later deliveries that find it
+	// usable write nothing to it.
+	k.waitObj(notify.ProviderGVR, "slack", providerReady("True", "Ready", 1))
+	slackRV := get(t, notify.ProviderGVR, k.ns, "slack").GetResourceVersion()
+
 	// The tests pass again: resolved.
 	setStatus(t, testGVR, k.ns, "app-test", map[string]any{"conditions": []any{
 		map[string]any{"type": "Ready", "status": "True", "reason": "TestsPassed"}}})
@@ -437,6 +456,10 @@ spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 			return ""
 		})
 	}
+	// The providers say why too, from their check when they appeared.
+	for name, reason := range map[string]string{"apiserver": "AddressRefused", "metadata": "AddressRefused", "locked": "SecretNotReadable"} {
+		k.waitObj(notify.ProviderGVR, name, providerReady("False", reason, 1))
+	}
 	// The alerts' statuses are written after their deliveries: by the time
 	// A's slack alert counts both messages, B's spy would have received.
 	k.waitObj(notify.AlertGVR, "slack", func(u *unstructured.Unstructured) string {
@@ -445,6 +468,13 @@ spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 		}
 		return ""
 	})
+	assert.Equal(t, slackRV, get(t, notify.ProviderGVR, k.ns, "slack").GetResourceVersion(),
+		"a delivery that finds the provider as its status says writes nothing to it")
+	// A provider fixed (its spec) is checked again.
+	k.update(notify.ProviderGVR, k.ns, "apiserver", func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedField(u.Object, generic.URL+"/fixed", "spec", "address"))
+	})
+	k.waitObj(notify.ProviderGVR, "apiserver", providerReady("True", "Ready", 2))
 	var leaked []string
 	for _, q := range otherHook.all() {
 		leaked = append(leaked, string(q.body))
