@@ -85,24 +85,55 @@ func TestDeriveProvenance(t *testing.T) {
 	o := Owner{Kind: "Workload", Namespace: "team", Name: "app"}
 	taken := metav1.NewTime(now.Add(-time.Minute))
 	ended := metav1.NewTime(now)
-	deploy := func(outcome string, end *metav1.Time) st.Resource {
-		r := step("deploy", "ClusterDeploymentTemplate", "True", "Ready", "")
-		r.Provenance = &st.Provenance{Current: &st.InputSet{Digest: "d1", TakenAt: &taken, EndedAt: end, Outcome: outcome,
-			Sources: []st.SourceValue{{Name: "source", URL: "https://github.com/org/app", Revision: "abc"}}}}
+	set := func(digest, rev, outcome string) *st.InputSet {
+		s := &st.InputSet{Digest: digest, TakenAt: &taken, Outcome: outcome,
+			Sources: []st.SourceValue{{Name: "source", URL: "https://github.com/org/app", Revision: rev}}}
+		if outcome != st.OutcomeProcessing && outcome != st.OutcomeHeld {
+			s.EndedAt = &ended
+		}
+		return s
+	}
+	// As the status has them: current is the last success, latest the
+	// newer set on the object (processing or failed), held the one waiting.
+	deploy := func(ready string, p st.Provenance) st.Resource {
+		r := step("deploy", "ClusterDeploymentTemplate", ready, "R", "")
+		r.Provenance = &p
 		return r
 	}
-	evs := Derive(o, nil, []st.Resource{deploy(st.OutcomeProcessing, nil)}, map[string]bool{"deploy": true}, now)
+	deploys := map[string]bool{"deploy": true}
+	processing := deploy("Unknown", st.Provenance{Latest: set("d1", "abc", st.OutcomeProcessing)})
+	evs := Derive(o, nil, []st.Resource{processing}, deploys, now)
 	assert.Equal(t, []string{"StepStarted:deploy"}, types(evs))
 	assert.Equal(t, "abc", evs[0].Revision, "the step's own input set's commit")
-	evs = Derive(o, []st.Resource{deploy(st.OutcomeProcessing, nil)}, []st.Resource{deploy(st.OutcomeSucceeded, &ended)}, map[string]bool{"deploy": true}, now)
+	succeeded := deploy("True", st.Provenance{Current: set("d1", "abc", st.OutcomeSucceeded)})
+	evs = Derive(o, []st.Resource{processing}, []st.Resource{succeeded}, deploys, now)
 	assert.Equal(t, []string{"StepSucceeded:deploy", "Deployed:deploy"}, types(evs))
-	assert.Empty(t, Derive(o, []st.Resource{deploy(st.OutcomeSucceeded, &ended)}, []st.Resource{deploy(st.OutcomeSucceeded, &ended)}, nil, now))
+	assert.Empty(t, Derive(o, []st.Resource{succeeded}, []st.Resource{succeeded}, nil, now))
+	assert.Equal(t, []string{"StepStarted:deploy", "StepSucceeded:deploy", "Deployed:deploy"},
+		types(Derive(o, nil, []st.Resource{succeeded}, deploys, now)), "taken and done in one reconcile")
+
+	// A newer commit fails after abc succeeded: the failure is the newer
+	// commit's, not abc's.
+	held := deploy("True", st.Provenance{Current: set("d1", "abc", st.OutcomeSucceeded), Held: set("d2", "def", st.OutcomeHeld)})
+	assert.Empty(t, Derive(o, []st.Resource{succeeded}, []st.Resource{held}, nil, now), "a held set is not taken")
+	running := deploy("Unknown", st.Provenance{Current: set("d1", "abc", st.OutcomeSucceeded), Latest: set("d2", "def", st.OutcomeProcessing)})
+	evs = Derive(o, []st.Resource{held}, []st.Resource{running}, nil, now)
+	require.Equal(t, []string{"StepStarted:deploy"}, types(evs), "a held set going in is taken")
+	assert.Equal(t, "def", evs[0].Revision)
+	failed := deploy("False", st.Provenance{Current: set("d1", "abc", st.OutcomeSucceeded), Latest: set("d2", "def", st.OutcomeFailed)})
+	evs = Derive(o, []st.Resource{running}, []st.Resource{failed}, nil, now)
+	require.Equal(t, []string{"StepFailed:deploy"}, types(evs))
+	assert.Equal(t, "def", evs[0].Revision, "the failing set's commit")
 
 	// An image step's success publishes its image, read from its outputs'
 	// preview.
 	build := func(outcome string, end *metav1.Time) st.Resource {
 		r := step("build", "ClusterImageTemplate", "True", "Ready", "")
-		r.Provenance = &st.Provenance{Current: &st.InputSet{Digest: "d1", TakenAt: &taken, EndedAt: end, Outcome: outcome}}
+		s := &st.InputSet{Digest: "d1", TakenAt: &taken, EndedAt: end, Outcome: outcome}
+		r.Provenance = &st.Provenance{Current: s}
+		if outcome == st.OutcomeProcessing {
+			r.Provenance = &st.Provenance{Latest: s}
+		}
 		r.Outputs, _ = st.Outputs(map[string]any{"image": "registry.example/app@sha256:0123"}, nil, ended)
 		return r
 	}
