@@ -3,9 +3,12 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	cdapi "github.com/cdevents/sdk-go/pkg/api"
+	cdv05 "github.com/cdevents/sdk-go/pkg/api/v05"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -153,4 +156,101 @@ spec: {providerRef: {name: hook}, events: [SourceChanged]}
 		return ""
 	})
 	assert.Nil(t, nested(get(t, notify.AlertGVR, k.ns, "sources").Object, "status", "dropped"), "nothing dropped")
+}
+
+// The CDEvents of a chain's life, sent to a CDEvents receiver that
+// validates each with the SDK: a new source revision is a change merged,
+// an image step's output an artifact published, the last step's success
+// a service deployed, each step's input set a pipelineRun started and
+// finished, a failing build an incident detected, and its shadow serving
+// the last good image a service rolled back.
+func TestNotificationsCDEventsOfAChain(t *testing.T) {
+	n := startNotifier(t, notify.Options{})
+	k := newKit(t)
+	rcv := newReceiver(t)
+	k.apply(fmt.Sprintf(`
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Provider
+metadata: {name: cd}
+spec: {type: cdevents, address: %q}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Alert
+metadata: {name: cd}
+spec: {providerRef: {name: cd}}
+`, rcv.URL))
+	waitSynced(t, n)
+	src, build, deploy, chain := k.name("c-src"), k.name("c-build"), k.name("c-deploy"), k.name("c-chain")
+	k.apply(k.templateYAML("ClusterSourceTemplate", src, `
+  urlPath: .data.url
+  revisionPath: .data.revision
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-src}
+    data: {url: "https://github.com/org/app.git", revision: $(params.commit)$}`))
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  imagePath: .status.latestImage`+readyRule+`
+  template:
+    apiVersion: test.run/v1alpha1
+    kind: Test
+    metadata: {name: $(workload.metadata.name)$-build}
+    spec: {commit: $(source.revision)$}`))
+	k.apply(k.cmTemplate(deploy, "deploy", "{image: $(image)$}"))
+	k.apply(k.chainYAML(chain, "", k.step("source", "ClusterSourceTemplate", src, "")+
+		k.step("build", "ClusterImageTemplate", build, "sources: [{name: source, resource: source}]")+
+		k.step("deploy", "ClusterTemplate", deploy, "images: [{name: image, resource: build}]")))
+
+	k.workload("app", chain, commitParam("good-1"))
+	k.waitObj(testGVR, "app-build", fieldIs("good-1", "spec", "commit"))
+	buildObj(t, k.ns, "app-build", "True", "img-good-1")
+	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", "img-good-1"))
+
+	// A bad commit: the build fails; its shadow, from good-1, serves.
+	k.update(workloadGVR, k.ns, "app", func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "commit", "value": "bad-2"}}, "spec", "params"))
+	})
+	k.waitObj(testGVR, "app-build", fieldIs("bad-2", "spec", "commit"))
+	buildObj(t, k.ns, "app-build", "False", "img-good-1")
+	k.waitObj(testGVR, shadowOfBuild, fieldIs("good-1", "spec", "commit"))
+	buildObj(t, k.ns, shadowOfBuild, "True", "img-good-1")
+	k.waitObjStatus("app", func(u *unstructured.Unstructured) string {
+		if s := stepStatus(u, "build"); s["servedBy"] != "shadow" {
+			return fmt.Sprintf("build servedBy %v", s["servedBy"])
+		}
+		return ""
+	})
+
+	ceType := func(prefix string) func(received) bool {
+		return func(q received) bool { return strings.HasPrefix(q.header.Get("Ce-Type"), "dev.cdevents."+prefix+".") }
+	}
+	for _, typ := range []string{"change.merged", "artifact.published", "service.deployed", "pipelinerun.started",
+		"pipelinerun.finished", "incident.detected", "service.rolledback"} {
+		rcv.waitFor(t, "cdevent "+typ, ceType(typ))
+	}
+	// Every event received is a valid CDEvent, by the SDK's schema.
+	subjects := map[string][]string{}
+	for _, q := range rcv.all() {
+		ev, err := cdv05.NewFromJsonBytes(q.body)
+		if !assert.NoError(t, err, "%s", q.body) {
+			continue
+		}
+		assert.NoError(t, cdapi.Validate(ev), "%s", q.body)
+		typ := strings.TrimPrefix(q.header.Get("Ce-Type"), "dev.cdevents.")
+		subjects[typ] = append(subjects[typ], ev.GetSubjectId())
+	}
+	wl := "Workload/" + k.ns + "/app/"
+	assert.Contains(t, fmt.Sprint(subjects), wl+"source", "the change merged is the source step's")
+	for typ, ids := range subjects {
+		switch {
+		case strings.HasPrefix(typ, "artifact.published."):
+			assert.Contains(t, ids, "pkg:generic/app@good-1", "the artifact: the owner at the commit the image was built from")
+		case strings.HasPrefix(typ, "change.merged."):
+			assert.Contains(t, ids, wl+"source")
+		case strings.HasPrefix(typ, "service.deployed."):
+			assert.Contains(t, ids, wl+"deploy")
+		case strings.HasPrefix(typ, "service.rolledback."), strings.HasPrefix(typ, "incident.detected."):
+			assert.Contains(t, ids, wl+"build")
+		}
+	}
 }
