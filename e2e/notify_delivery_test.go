@@ -158,6 +158,90 @@ spec: {providerRef: {name: hook}, events: [SourceChanged]}
 	assert.Nil(t, nested(get(t, notify.AlertGVR, k.ns, "sources").Object, "status", "dropped"), "nothing dropped")
 }
 
+// A template wave sends a grouped message: a template edit that breaks
+// the step of every owner on a chain is one message with every owner's
+// StepFailed, not one per owner. The provider's sender is kept busy (its
+// receiver holds a first request) while the wave's events are queued,
+// so that the grouping does not depend on how fast the wave goes: the
+// events queued behind a request go out together, as do those within
+// the grouping window (2 s) of the first.
+func TestNotificationsWaveIsGrouped(t *testing.T) {
+	n := startNotifier(t, notify.Options{Group: 2 * time.Second})
+	k := newKit(t)
+	hook := newReceiver(t)
+	hook.holdRequests()
+	k.apply(fmt.Sprintf(`
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Provider
+metadata: {name: hook}
+spec: {type: generic, address: %q}
+---
+apiVersion: notification.kontinue.dev/v1alpha1
+kind: Alert
+metadata: {name: failures}
+spec: {providerRef: {name: hook}, events: [StepFailed]}
+`, hook.URL))
+	waitSynced(t, n)
+	tmpl, chain := k.name("w-deploy"), k.name("w-chain")
+	k.apply(k.cmTemplate(tmpl, "deploy", "{greeting: hello}"))
+	k.apply(k.chainYAML(chain, "", k.step("deploy", "ClusterTemplate", tmpl, "")))
+	const owners = 6
+	for i := range owners {
+		k.workload(fmt.Sprintf("w%d", i), chain, "")
+	}
+	for i := range owners {
+		k.waitStep(fmt.Sprintf("w%d", i), "deploy", "Ready", "True", "")
+	}
+	// A first failure, on a chain of its own, occupies the sender.
+	bad, badChain := k.name("w-bad"), k.name("w-bad-chain")
+	k.apply(k.cmTemplate(bad, "bad", `{greeting: "$(workload.spec.nothing.here)$"}`))
+	k.apply(k.chainYAML(badChain, "", k.step("deploy", "ClusterTemplate", bad, "")))
+	k.workload("first", badChain, "")
+	eventually(t, time.Minute, func() string {
+		if hook.held.Load() == 0 {
+			return "the first failure's request has not arrived"
+		}
+		return ""
+	})
+
+	// The wave: every owner's step fails to render.
+	k.update(k.tmplGVR("clustertemplates"), "", tmpl, func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedField(u.Object, "$(workload.spec.nothing.here)$", "spec", "template", "data", "greeting"))
+	})
+	for i := range owners {
+		k.waitStep(fmt.Sprintf("w%d", i), "deploy", "Ready", "False", "")
+	}
+	hook.release()
+
+	var msgs []map[string]bool // the wave's owners in each message
+	eventually(t, time.Minute, func() string {
+		msgs = nil
+		seen := map[string]bool{}
+		for _, q := range hook.all() {
+			m := map[string]bool{}
+			for _, e := range genericEvents(q) {
+				if e["type"] == "StepFailed" && e["name"] != "first" {
+					m[e["name"].(string)] = true
+					seen[e["name"].(string)] = true
+				}
+			}
+			if len(m) > 0 {
+				msgs = append(msgs, m)
+			}
+		}
+		if len(seen) < owners {
+			return fmt.Sprintf("StepFailed of %d owners received, want %d", len(seen), owners)
+		}
+		return ""
+	})
+	assert.Less(t, len(msgs), owners, "grouped, not a message per owner: %v", msgs)
+	most := 0
+	for _, m := range msgs {
+		most = max(most, len(m))
+	}
+	assert.GreaterOrEqual(t, most, owners-1, "one message has (nearly) the whole wave: %v", msgs)
+}
+
 // The CDEvents of a chain's life, sent to a CDEvents receiver that
 // validates each with the SDK: a new source revision is a change merged,
 // an image step's output an artifact published, the last step's success

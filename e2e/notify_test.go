@@ -34,8 +34,9 @@ type receiver struct {
 	down       atomic.Bool
 	turnedAway atomic.Int32
 	// hold, when set, keeps requests waiting (unrecorded) until it is
-	// closed.
+	// closed; held counts the requests that waited.
 	hold chan struct{}
+	held atomic.Int32
 }
 
 type received struct {
@@ -58,6 +59,7 @@ func newReceiver(t *testing.T) *receiver {
 		hold := r.hold
 		r.mu.Unlock()
 		if hold != nil {
+			r.held.Add(1)
 			select {
 			case <-hold:
 			case <-req.Context().Done(): // the sender gave up: it retries
