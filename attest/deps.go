@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	intoto "github.com/in-toto/attestation/go/v1"
-	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -42,7 +41,7 @@ func Subjects(r *st.Resource) []*intoto.ResourceDescriptor {
 	var out []*intoto.ResourceDescriptor
 	for _, o := range r.Outputs {
 		d := &intoto.ResourceDescriptor{Name: o.Name}
-		v, whole := outputValue(r, o)
+		v, whole := r.OutputString(o.Name)
 		if o.Name == "image" && whole {
 			if m := pinned.FindStringSubmatch(v); m != nil {
 				d.Digest = map[string]string{"sha256": m[1]}
@@ -72,22 +71,6 @@ func Subjects(r *st.Resource) []*intoto.ResourceDescriptor {
 		})
 	}
 	return out
-}
-
-// outputValue is an output's value when it is a whole string: from the
-// preview (YAML, cut at st.PreviewLimit), else from the step's kept
-// outputValues.
-func outputValue(r *st.Resource, o st.Output) (string, bool) {
-	if len(o.Preview) < st.PreviewLimit {
-		var s string
-		if err := yaml.Unmarshal([]byte(o.Preview), &s); err == nil && s != "" {
-			return s, true
-		}
-	}
-	if s, ok := r.OutputValues[o.Name].(string); ok {
-		return s, true
-	}
-	return "", false
 }
 
 // Dependencies are the input values of set (and, for a Deliverable, the

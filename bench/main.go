@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -60,6 +61,7 @@ type options struct {
 	fairWaves       string
 	cartoBin        string
 	engine          string
+	alerts          string
 }
 
 func main() {
@@ -91,7 +93,12 @@ func main() {
 	flag.StringVar(&o.fairWaves, "fairness-waves", strings.Join(allWaves, ","), "noisy's waves in -fairness, in order, on the same control plane: "+strings.Join(allWaves, ", ")+" (bench/README.md)")
 	flag.BoolVar(&o.verify, "verify", false, "a signature policy on the chain's last step: every workload's image is checked before it goes in (issue 49; an in-process registry signs each image the first time it is read; the simple engine only)")
 	flag.StringVar(&o.engine, "engine", engineSimple, "the engine of the chain's templates: "+engineSimple+" ($(…)$ tags) or "+engineGoTemplate)
+	flag.StringVar(&o.alerts, "alerts", "", "before the change latency, an Alert on every workload sending to a dead receiver: "+alertsRefused+" (connection refused), "+alertsBlackhole+" (accepts, never answers) or "+alertsDead+" (both); Kontinue runs with --notification-allow-private-networks (bench/README.md)")
 	flag.Parse()
+	if o.alerts != "" && !slices.Contains(alertModes, o.alerts) || o.alerts != "" && (o.compare || o.fairness || o.shards) {
+		fmt.Fprintln(os.Stderr, "bench: -alerts is one of "+strings.Join(alertModes, ", ")+", and not with -compare, -fairness or -shards")
+		os.Exit(2)
+	}
 	if o.fairness || o.shards {
 		given := false
 		flag.Visit(func(f *flag.Flag) { given = given || f.Name == "n" })
@@ -244,6 +251,7 @@ type bench struct {
 
 	k       *kontinue
 	watcher *watcher
+	dead    *deadReceivers // -alerts
 	prof    *profiler
 	// waitProfile waits for a CPU profile still being recorded.
 	waitProfile func()
@@ -261,6 +269,10 @@ func (o options) kontinueFlags() []string {
 	}
 	if o.burst > 0 {
 		f = append(f, fmt.Sprintf("--kube-api-burst=%d", o.burst))
+	}
+	if o.alerts != "" {
+		// The dead receivers listen on loopback, refused by default.
+		f = append(f, "--notification-allow-private-networks")
 	}
 	return append(f, strings.Fields(o.extraArgs)...)
 }
@@ -408,7 +420,14 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 		res.Memory.SteadyRSSMiB = mib(float64(rss))
 	}
 
-	// 5. Change latency at full load.
+	// 5. Change latency at full load (with -alerts, every status write
+	// notifying dead receivers).
+	if o.alerts != "" {
+		if err := b.startAlerts(ctx); err != nil {
+			return fmt.Errorf("alerts: %w", err)
+		}
+		defer b.dead.stop()
+	}
 	if o.changes > 0 {
 		if err := b.changeLatency(ctx, m3); err != nil {
 			return err
@@ -418,6 +437,11 @@ func (b *bench) measureKontinue(ctx context.Context) error {
 	if o.waveChanges > 0 && o.engine == engineSimple {
 		if err := b.waveLatency(ctx); err != nil {
 			return err
+		}
+	}
+	if o.alerts != "" {
+		if m, err := b.k.scrape(ctx); err == nil {
+			b.alertFigures(ctx, m)
 		}
 	}
 	if _, hwm, err := memory(b.k.pid); err == nil {

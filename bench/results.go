@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -121,6 +123,15 @@ type results struct {
 		// Calls: Kontinue's API calls from the edit until quiet.
 		Calls map[string]int `json:"calls,omitempty"`
 	} `json:"waveLatency,omitzero"`
+	// Alerts: -alerts, what the notifier did with the events of the
+	// changes (and the wave): messages sent and events dropped by reason.
+	Alerts struct {
+		Mode    string         `json:"mode,omitempty"`
+		Sent    int            `json:"sent"`
+		Dropped map[string]int `json:"dropped,omitempty"`
+		// Ready: each alert's Ready condition at the end of the changes.
+		Ready map[string]string `json:"ready,omitempty"`
+	} `json:"alerts,omitzero"`
 	Memory struct {
 		BaselineRSSMiB  float64 `json:"baselineRSSMiB"`
 		BaselineHeapMiB float64 `json:"baselineHeapMiB"`
@@ -167,6 +178,7 @@ type params struct {
 	KontinueEnv   string  `json:"kontinueEnv,omitempty"`
 	Engine        string  `json:"engine,omitempty"`
 	Verify        bool    `json:"verify,omitempty"` // -verify: a signature policy on the last step
+	Alerts        string  `json:"alerts,omitempty"`
 }
 
 type target struct {
@@ -229,7 +241,7 @@ func newResults(o options, root string) *results {
 	r.Params = params{Workloads: o.n, Steps: stepsPerWorkload, Workers: o.workers, QPS: o.qps, Burst: o.burst,
 		Idle: o.idle.String(), Changes: o.changes, ChangeRate: o.changeRate, Resync: o.resync.String(), Seed: o.seed,
 		KontinueFlags: strings.Join(o.kontinueFlags(), " "), FloorWriters: o.floorWriters,
-		KontinueEnv: o.extraEnv, Engine: o.engine, Verify: o.verify}
+		KontinueEnv: o.extraEnv, Engine: o.engine, Verify: o.verify, Alerts: o.alerts}
 	return r
 }
 
@@ -350,6 +362,12 @@ func (r *results) table() string {
 		}
 		if d := wl.Diag; d != nil {
 			row("  where the time went", d.String())
+		}
+	}
+	if a := r.Alerts; a.Mode != "" {
+		row(fmt.Sprintf("5c notifications (-alerts %s, every workload)", a.Mode), fmt.Sprintf("%d messages sent, events dropped: %s", a.Sent, formatCounts(a.Dropped)))
+		for _, name := range slices.Sorted(maps.Keys(a.Ready)) {
+			row("  alert "+name, a.Ready[name])
 		}
 	}
 	m := r.Memory

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,14 @@ type receiver struct {
 	*httptest.Server
 	mu   sync.Mutex
 	reqs []received
+	// down: it answers 503 Service Unavailable and records nothing,
+	// counting the requests it turned away.
+	down       atomic.Bool
+	turnedAway atomic.Int32
+	// hold, when set, keeps requests waiting (unrecorded) until it is
+	// closed; held counts the requests that waited.
+	hold chan struct{}
+	held atomic.Int32
 }
 
 type received struct {
@@ -41,13 +50,51 @@ func newReceiver(t *testing.T) *receiver {
 	r := &receiver{}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
+		if r.down.Load() {
+			r.turnedAway.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		r.mu.Lock()
+		hold := r.hold
+		r.mu.Unlock()
+		if hold != nil {
+			r.held.Add(1)
+			select {
+			case <-hold:
+			case <-req.Context().Done(): // the sender gave up: it retries
+				return
+			}
+		}
 		r.mu.Lock()
 		r.reqs = append(r.reqs, received{path: req.URL.Path, raw: req.URL.EscapedPath(), header: req.Header.Clone(), body: b})
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	}))
-	t.Cleanup(r.Close)
+	t.Cleanup(func() {
+		r.release() // a held request would keep Close waiting
+		r.Close()
+	})
 	return r
+}
+
+// holdRequests keeps the requests that arrive from now on waiting, until
+// release.
+func (r *receiver) holdRequests() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hold == nil {
+		r.hold = make(chan struct{})
+	}
+}
+
+func (r *receiver) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.hold != nil {
+		close(r.hold)
+		r.hold = nil
+	}
 }
 
 func (r *receiver) all() []received {
@@ -74,6 +121,59 @@ func (r *receiver) waitFor(t *testing.T, what string, f func(received) bool) rec
 		return fmt.Sprintf("%s: not received; received %q", what, seen)
 	})
 	return got
+}
+
+// providerReady checks a Provider's Ready condition and the generation
+// it says it observed.
+func providerReady(status, reason string, generation int64) func(*unstructured.Unstructured) string {
+	return func(u *unstructured.Unstructured) string {
+		c := condition(u.Object, "Ready", "status")
+		if c == nil || c["status"] != status || c["reason"] != reason || c["observedGeneration"] != generation ||
+			nested(u.Object, "status", "observedGeneration") != generation {
+			return fmt.Sprintf("provider [%s] status %v, want Ready %s %s at generation %d", u.GetName(), u.Object["status"], status, reason, generation)
+		}
+		return ""
+	}
+}
+
+// startNotifier restarts Kontinue in this process with a notifier of
+// opts (private addresses allowed: the receivers listen on 127.0.0.1, as
+// the suite's chart repositories do; the API server and metadata endpoints
+// stay refused; short grouping and status intervals unless opts say), and
+// back without it after the test.
+func startNotifier(t *testing.T, opts notify.Options) *notify.Notifier {
+	t.Helper()
+	require.False(t, env.external, "the test restarts Kontinue in this process with its notifier")
+	opts.AllowPrivateNetworks = true
+	if opts.Group == 0 {
+		opts.Group = 200 * time.Millisecond
+	}
+	if opts.StatusInterval == 0 {
+		opts.StatusInterval = 500 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := notify.New(env.cfg, opts)
+	require.NoError(t, err)
+	go n.Run(ctx)
+	env.kontinue.stop()
+	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) { o.Written = n.Written })
+	t.Cleanup(func() {
+		env.kontinue.stop()
+		cancel()
+		env.kontinue = startKontinue(env.cfg)
+	})
+	return n
+}
+
+// waitSynced waits until the notifier knows the alerts and providers.
+func waitSynced(t *testing.T, n *notify.Notifier) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() string {
+		if !n.Synced() {
+			return "notifier not synced"
+		}
+		return ""
+	})
 }
 
 // notifyChain: a source step (a ConfigMap whose data are the GitHub URL
@@ -106,25 +206,10 @@ func notifyChain(k *kit) string {
 // workload's commit; its recovery sends "resolved" and "success". An
 // Alert in another namespace naming the owner gets nothing; providers
 // pointing at the cluster's API server or a cloud metadata endpoint are
-// refused and say so on their alert.
+// refused and say so on their alert and their own status (Ready, written
+// only when it changes).
 func TestNotifications(t *testing.T) {
-	require.False(t, env.external, "the test restarts Kontinue in this process with its notifier")
-	ctx, cancel := context.WithCancel(context.Background())
-	// The receivers listen on 127.0.0.1: private addresses are allowed,
-	// as the suite's chart repositories are; the API server and metadata
-	// endpoints stay refused.
-	n, err := notify.New(env.cfg, notify.Options{AllowPrivateNetworks: true, Dashboard: "https://kontinue.example",
-		Group: 200 * time.Millisecond, StatusInterval: 500 * time.Millisecond, Retry: notify.Retry{Attempts: 2, Initial: 100 * time.Millisecond}})
-	require.NoError(t, err)
-	go n.Run(ctx)
-	env.kontinue.stop()
-	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) { o.Written = n.Written })
-	t.Cleanup(func() {
-		env.kontinue.stop()
-		cancel()
-		env.kontinue = startKontinue(env.cfg)
-	})
-
+	n := startNotifier(t, notify.Options{Dashboard: "https://kontinue.example", Retry: notify.Retry{Attempts: 2, Initial: 100 * time.Millisecond}})
 	k := newKit(t)
 	other := newNamespace(t)
 	generic, slack, github, otherHook := newReceiver(t), newReceiver(t), newReceiver(t), newReceiver(t)
@@ -243,12 +328,7 @@ kind: Alert
 metadata: {name: spy}
 spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 `, otherHook.URL, k.ns))
-	eventually(t, 30*time.Second, func() string {
-		if !n.Synced() {
-			return "notifier not synced"
-		}
-		return ""
-	})
+	waitSynced(t, n)
 
 	chain := notifyChain(k)
 	const commit = "4f9a2b7c0d1e2f30415263748596a7b8c9d0e1f2"
@@ -343,6 +423,11 @@ spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 	// `kontinue trace` and the OTLP spans name it.
 	assert.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, q.header.Get("Ce-Traceparent"))
 
+	// A usable provider says Ready once; later deliveries that find it
+	// usable write nothing to it.
+	k.waitObj(notify.ProviderGVR, "slack", providerReady("True", "Ready", 1))
+	slackRV := get(t, notify.ProviderGVR, k.ns, "slack").GetResourceVersion()
+
 	// The tests pass again: resolved.
 	setStatus(t, testGVR, k.ns, "app-test", map[string]any{"conditions": []any{
 		map[string]any{"type": "Ready", "status": "True", "reason": "TestsPassed"}}})
@@ -373,6 +458,10 @@ spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 			return ""
 		})
 	}
+	// The providers say why too, from their check when they appeared.
+	for name, reason := range map[string]string{"apiserver": "AddressRefused", "metadata": "AddressRefused", "locked": "SecretNotReadable"} {
+		k.waitObj(notify.ProviderGVR, name, providerReady("False", reason, 1))
+	}
 	// The alerts' statuses are written after their deliveries: by the time
 	// A's slack alert counts both messages, B's spy would have received.
 	k.waitObj(notify.AlertGVR, "slack", func(u *unstructured.Unstructured) string {
@@ -381,6 +470,13 @@ spec: {providerRef: {name: hook}, owners: [{name: app}], namespaces: [%q]}
 		}
 		return ""
 	})
+	assert.Equal(t, slackRV, get(t, notify.ProviderGVR, k.ns, "slack").GetResourceVersion(),
+		"a delivery that finds the provider as its status says writes nothing to it")
+	// A provider fixed (its spec) is checked again.
+	k.update(notify.ProviderGVR, k.ns, "apiserver", func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedField(u.Object, generic.URL+"/fixed", "spec", "address"))
+	})
+	k.waitObj(notify.ProviderGVR, "apiserver", providerReady("True", "Ready", 2))
 	var leaked []string
 	for _, q := range otherHook.all() {
 		leaked = append(leaked, string(q.body))

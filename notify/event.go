@@ -54,7 +54,7 @@ type Owner struct {
 // (RolledBack). The same status written again shows nothing.
 func Derive(o Owner, prev, next []st.Resource, deploySteps map[string]bool, now time.Time) []Event {
 	var out []Event
-	repo, rev := sourceOf(next, nil)
+	repo, rev := sourceOf(next)
 	for i := range next {
 		r := &next[i]
 		var p *st.Resource
@@ -63,15 +63,25 @@ func Derive(o Owner, prev, next []st.Resource, deploySteps map[string]bool, now 
 				p = &prev[j]
 			}
 		}
-		ev := func(typ, sev string) Event {
+		// The step's input sets: current is its last success, latest the
+		// newer one on its object (processing or failed).
+		var current, latest *st.InputSet
+		if pv := r.Provenance; pv != nil {
+			current, latest = pv.Current, pv.Latest
+		}
+		newest := latest
+		if newest == nil {
+			newest = current
+		}
+		// ev is an event of set: its commit and its span in the owner's
+		// trace.
+		ev := func(typ, sev string, set *st.InputSet) Event {
 			e := Event{Type: typ, Severity: sev, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID,
 				Labels: o.Labels, Chain: o.Chain, Step: r.Name, At: now, Repository: repo, Revision: rev}
-			if rp, rv := sourceOf(next, r); rv != "" {
+			if rp, rv := sourceOfSet(set); rv != "" {
 				e.Repository, e.Revision = rp, rv
 			}
-			if p := r.Provenance; p != nil && len(p.Sets()) > 0 {
-				e.TraceParent, _ = spans.ForSet(o.UID, next, r.Name, p.Sets()[0])
-			}
+			e.TraceParent, _ = spans.ForSet(o.UID, next, r.Name, set)
 			return e
 		}
 		nc, pc := cond(r.Conditions, st.Ready), (*metav1.Condition)(nil)
@@ -80,23 +90,29 @@ func Derive(o Owner, prev, next []st.Resource, deploySteps map[string]bool, now 
 		}
 		switch {
 		case nc != nil && nc.Status == st.False && (pc == nil || pc.Status != st.False):
-			e := ev(api.EventStepFailed, api.SeverityError)
+			// The newest set is the one failing (a failure after its
+			// success is its object's, on the same set).
+			e := ev(api.EventStepFailed, api.SeverityError, newest)
 			e.Reason, e.Message = nc.Reason, nc.Message
 			out = append(out, e)
 		case nc != nil && nc.Status == st.True && pc != nil && pc.Status == st.False:
-			out = append(out, ev(api.EventStepRecovered, api.SeverityInfo))
+			out = append(out, ev(api.EventStepRecovered, api.SeverityInfo, newest))
 		}
 		if kindOf(r) == "ClusterSourceTemplate" {
-			if v := str(r.OutputValues, "revision"); v != "" && (p == nil || str(p.OutputValues, "revision") != v) {
-				out = append(out, ev(api.EventSourceChanged, api.SeverityInfo))
+			if v := output(r, "revision"); v != "" && (p == nil || output(p, "revision") != v) {
+				out = append(out, ev(api.EventSourceChanged, api.SeverityInfo, newest))
 			}
 		}
 		var before *st.Provenance
 		if p != nil {
 			before = p.Provenance
 		}
-		if c := r.Provenance; c != nil && c.Current != nil && c.Current.Outcome == st.OutcomeProcessing && !hasSet(before, c.Current.Digest) {
-			out = append(out, ev(api.EventStepStarted, api.SeverityInfo))
+		// A set taken: on the object (processing, or already ended when
+		// it took one reconcile) and not before. A held set is not taken.
+		for _, set := range []*st.InputSet{latest, current} {
+			if set != nil && !taken(before, set.Digest) {
+				out = append(out, ev(api.EventStepStarted, api.SeverityInfo, set))
+			}
 		}
 		var pr []st.Resource
 		if p != nil {
@@ -106,18 +122,21 @@ func Derive(o Owner, prev, next []st.Resource, deploySteps map[string]bool, now 
 			if t.Outcome != st.OutcomeSucceeded {
 				continue
 			}
-			out = append(out, ev(api.EventStepSucceeded, api.SeverityInfo))
+			// The set that succeeded is the step's current one.
+			out = append(out, ev(api.EventStepSucceeded, api.SeverityInfo, current))
 			if deploySteps[r.Name] {
-				out = append(out, ev(api.EventDeployed, api.SeverityInfo))
+				out = append(out, ev(api.EventDeployed, api.SeverityInfo, current))
 			}
-			if img := str(r.OutputValues, "image"); img != "" && kindOf(r) == "ClusterImageTemplate" {
-				e := ev(api.EventArtifactPublished, api.SeverityInfo)
+			if img := output(r, "image"); img != "" && kindOf(r) == "ClusterImageTemplate" {
+				e := ev(api.EventArtifactPublished, api.SeverityInfo, current)
 				e.Image = img
 				out = append(out, e)
 			}
 		}
 		if r.ServedBy == "shadow" && (p == nil || p.ServedBy != "shadow") {
-			e := ev(api.EventRolledBack, api.SeverityError)
+			// The commit rolled back from: the newest set, failing, while
+			// the shadow serves the last good one.
+			e := ev(api.EventRolledBack, api.SeverityError, newest)
 			if nc != nil {
 				e.Reason, e.Message = nc.Reason, nc.Message
 			}
@@ -143,39 +162,38 @@ func kindOf(r *st.Resource) string {
 	return r.TemplateRef.Kind
 }
 
-func str(m map[string]any, k string) string {
-	s, _ := m[k].(string)
+// output is a step's output value as the status shows it: most steps
+// keep no outputValues, only the outputs' previews.
+func output(r *st.Resource, name string) string {
+	s, _ := r.OutputString(name)
 	return s
 }
 
-func hasSet(p *st.Provenance, digest string) bool {
-	for _, s := range p.Sets() {
-		if s.Digest == digest {
-			return true
-		}
-	}
-	return false
+// taken reports whether p shows set digest taken: current or latest (a
+// held set is not taken yet).
+func taken(p *st.Provenance, digest string) bool {
+	return p != nil && (p.Current != nil && p.Current.Digest == digest || p.Latest != nil && p.Latest.Digest == digest)
 }
 
-// sourceOf is the commit a step's current input set came from (its first
-// source input); with step nil, or when that is unknown, the revision the
-// owner's first source step shows.
-func sourceOf(steps []st.Resource, step *st.Resource) (url, revision string) {
-	if step != nil {
-		// Its newest input set's (Current, else Latest or Held).
-		if sets := step.Provenance.Sets(); len(sets) > 0 {
-			for _, v := range sets[0].Sources {
-				if v.Revision != "" {
-					return v.URL, v.Revision
-				}
+// sourceOfSet is the commit an input set came from (its first source
+// input), or "".
+func sourceOfSet(set *st.InputSet) (url, revision string) {
+	if set != nil {
+		for _, v := range set.Sources {
+			if v.Revision != "" {
+				return v.URL, v.Revision
 			}
 		}
-		return "", ""
 	}
+	return "", ""
+}
+
+// sourceOf is the revision the owner's first source step shows.
+func sourceOf(steps []st.Resource) (url, revision string) {
 	for i := range steps {
 		if kindOf(&steps[i]) == "ClusterSourceTemplate" {
-			if v := str(steps[i].OutputValues, "revision"); v != "" {
-				return str(steps[i].OutputValues, "url"), v
+			if v := output(&steps[i], "revision"); v != "" {
+				return output(&steps[i], "url"), v
 			}
 		}
 	}

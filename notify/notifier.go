@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/notify/api"
@@ -85,6 +86,17 @@ type Notifier struct {
 	queues  map[string]chan item // by provider namespace/name
 	counts  map[string]*alertCount
 	started bool
+	// provWritten is the Ready condition last written on each provider
+	// (namespace/name), so that a cache that lags our write does not
+	// make us write it again.
+	provWritten map[string]metav1.Condition
+
+	// checks are the providers whose spec changed, to check and say on
+	// their status.
+	checks workqueue.TypedInterface[string]
+	// writeProviderStatus writes a provider's status (the API server's
+	// status subresource).
+	writeProviderStatus func(ctx context.Context, u *unstructured.Unstructured) error
 }
 
 type alertCount struct {
@@ -110,7 +122,8 @@ func New(cfg *rest.Config, opts Options) (*Notifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Notifier{cfg: cfg, dyn: dyn, opts: opts, queues: map[string]chan item{}, counts: map[string]*alertCount{}}
+	n := &Notifier{cfg: cfg, dyn: dyn, opts: opts, queues: map[string]chan item{}, counts: map[string]*alertCount{},
+		provWritten: map[string]metav1.Condition{}, checks: workqueue.NewTyped[string]()}
 	n.guard = netguard.Guard{AllowPrivate: opts.AllowPrivateNetworks, Deny: apiServer(cfg),
 		Why: " (Kontinue's --notification-allow-private-networks allows loopback and private ones)"}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -119,10 +132,34 @@ func New(cfg *rest.Config, opts Options) (*Notifier, error) {
 	n.client = &http.Client{Transport: tr, Timeout: 15 * time.Second,
 		// A receiver answers; it does not send Kontinue elsewhere.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	n.writeProviderStatus = func(ctx context.Context, u *unstructured.Unstructured) error {
+		_, err := dyn.Resource(ProviderGVR).Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+		return err
+	}
 	n.factory = dynamicinformer.NewDynamicSharedInformerFactory(dyn, 10*time.Hour)
 	n.alerts = n.factory.ForResource(AlertGVR).Informer()
 	n.provs = n.factory.ForResource(ProviderGVR).Informer()
+	// A provider is checked when it appears and when its spec changes (not
+	// on its status writes, which keep its generation).
+	if _, err := n.provs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { n.queueCheck(obj) },
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*unstructured.Unstructured)
+			u, ok2 := obj.(*unstructured.Unstructured)
+			if ok1 && ok2 && o.GetGeneration() != u.GetGeneration() {
+				n.queueCheck(obj)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
 	return n, nil
+}
+
+func (n *Notifier) queueCheck(obj any) {
+	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		n.checks.Add(key)
+	}
 }
 
 // apiServer is the API server's host:port (refused as a provider address).
@@ -152,11 +189,13 @@ func (n *Notifier) Run(ctx context.Context) {
 	n.mu.Unlock()
 	n.factory.Start(ctx.Done())
 	n.factory.WaitForCacheSync(ctx.Done())
+	go n.checkProviders(ctx)
 	t := time.NewTicker(n.opts.StatusInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			n.checks.ShutDown()
 			n.factory.Shutdown()
 			return
 		case <-t.C:
@@ -283,6 +322,9 @@ func (n *Notifier) sendBatch(ctx context.Context, provider string, batch []item)
 		summary[it.alert] = it.summary
 	}
 	target, reason, err := n.resolve(ctx, provider)
+	if err != nil {
+		n.providerReady(ctx, provider, reason, err.Error())
+	}
 	for _, a := range order {
 		evs := byAlert[a]
 		if err != nil {
@@ -297,7 +339,7 @@ func (n *Notifier) sendBatch(ctx context.Context, provider string, batch []item)
 		failed := 0
 		var last error
 		for _, r := range reqs {
-			if err := send(ctx, n.client, r, n.opts.Retry); err != nil {
+			if err := send(ctx, n.client, r, n.opts.Retry, func(err error) { n.failing(a, err) }); err != nil {
 				failed++
 				last = err
 			}
@@ -307,13 +349,109 @@ func (n *Notifier) sendBatch(ctx context.Context, provider string, batch []item)
 			var refused *netguard.RefusedError
 			if errors.As(last, &refused) {
 				reason = "AddressRefused"
+				n.providerReady(ctx, provider, reason, refused.Error())
 			}
 			klog.V(2).InfoS("notification not delivered", "provider", provider, "alert", a, "err", last)
 			n.dropped(provider, a, len(evs), reason, last.Error())
 			continue
 		}
 		n.sent(provider, a, len(evs), len(reqs))
+		if len(reqs) > 0 {
+			n.providerReady(ctx, provider, "", "")
+		}
 	}
+}
+
+// checkProviders checks the providers queued by the informer's handler,
+// until ctx ends.
+func (n *Notifier) checkProviders(ctx context.Context) {
+	for {
+		key, shutdown := n.checks.Get()
+		if shutdown {
+			return
+		}
+		n.checkProvider(ctx, key)
+		n.checks.Done(key)
+	}
+}
+
+// checkProvider says on a provider's status whether it can be used: its
+// spec, its Secret (as its service account) and its address.
+func (n *Notifier) checkProvider(ctx context.Context, key string) {
+	t, reason, err := n.resolve(ctx, key)
+	if err == nil && t.Address != "" {
+		u, _ := url.Parse(t.Address) // resolve checked it
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if rerr := n.guard.CheckHost(cctx, u.Hostname(), port); rerr != nil {
+			reason, err = "AddressRefused", rerr
+		}
+		cancel()
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	n.providerReady(ctx, key, reason, msg)
+}
+
+// providerCondition is a provider's Ready condition for its generation:
+// True when reason is "", else False with reason and msg.
+func providerCondition(reason, msg string, generation int64) metav1.Condition {
+	if reason == "" {
+		return metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready",
+			Message: "the provider can be used", ObservedGeneration: generation}
+	}
+	return metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: generation}
+}
+
+// sameReady reports whether status (a provider's) already says c.
+func sameReady(status map[string]any, c metav1.Condition) bool {
+	var s api.ProviderStatus
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(status, &s); err != nil {
+		return false
+	}
+	old := meta.FindStatusCondition(s.Conditions, c.Type)
+	return s.ObservedGeneration == c.ObservedGeneration && old != nil && old.Status == c.Status &&
+		old.Reason == c.Reason && old.Message == c.Message && old.ObservedGeneration == c.ObservedGeneration
+}
+
+// providerReady writes a provider's Ready condition, when it changes.
+func (n *Notifier) providerReady(ctx context.Context, key, reason, msg string) {
+	obj, ok, _ := n.provs.GetIndexer().GetByKey(key)
+	if !ok {
+		return // ProviderNotFound: said on the alerts
+	}
+	u := obj.(*unstructured.Unstructured)
+	c := providerCondition(reason, msg, u.GetGeneration())
+	status, _ := u.Object["status"].(map[string]any)
+	n.mu.Lock()
+	last, wrote := n.provWritten[key]
+	n.mu.Unlock()
+	if sameReady(status, c) || wrote && last == c {
+		return
+	}
+	u = u.DeepCopy()
+	var s api.ProviderStatus
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(status, &s)
+	s.ObservedGeneration = c.ObservedGeneration
+	meta.SetStatusCondition(&s.Conditions, c)
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&s)
+	if err != nil {
+		return
+	}
+	u.Object["status"] = m
+	if err := n.writeProviderStatus(ctx, u); err != nil {
+		// A conflict is a newer provider: its check or next delivery says.
+		klog.V(2).InfoS("provider status not written", "provider", key, "err", err)
+		return
+	}
+	n.mu.Lock()
+	n.provWritten[key] = c
+	n.mu.Unlock()
 }
 
 // resolve reads the provider and its Secret (as its service account).
@@ -414,6 +552,18 @@ func (n *Notifier) dropped(provider, alert string, k int, reason, msg string) {
 	c.dropped += int64(k)
 	c.lastDropped = time.Now()
 	c.reason, c.msg, c.dirty = reason, msg, true
+}
+
+// failing says on alert's status that its delivery is being retried
+// (nothing dropped yet).
+func (n *Notifier) failing(alert string, err error) {
+	msg := "retrying: " + err.Error()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.count(alert)
+	if c.reason != "DeliveryFailing" || c.msg != msg {
+		c.reason, c.msg, c.dirty = "DeliveryFailing", msg, true
+	}
 }
 
 // writeStatuses writes the alerts whose counters changed.

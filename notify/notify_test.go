@@ -35,7 +35,9 @@ func step(name, kind, ready, reason, msg string) st.Resource {
 
 func src(rev string) st.Resource {
 	r := step("source", "ClusterSourceTemplate", "True", "Ready", "")
-	r.OutputValues = map[string]any{"url": "https://github.com/org/app.git", "revision": rev}
+	// As the status shows a source's outputs: previews, no outputValues
+	// (kept only by steps with success rules).
+	r.Outputs, _ = st.Outputs(map[string]any{"url": "https://github.com/org/app.git", "revision": rev}, nil, metav1.NewTime(now))
 	return r
 }
 
@@ -85,18 +87,61 @@ func TestDeriveProvenance(t *testing.T) {
 	o := Owner{Kind: "Workload", Namespace: "team", Name: "app"}
 	taken := metav1.NewTime(now.Add(-time.Minute))
 	ended := metav1.NewTime(now)
-	deploy := func(outcome string, end *metav1.Time) st.Resource {
-		r := step("deploy", "ClusterDeploymentTemplate", "True", "Ready", "")
-		r.Provenance = &st.Provenance{Current: &st.InputSet{Digest: "d1", TakenAt: &taken, EndedAt: end, Outcome: outcome,
-			Sources: []st.SourceValue{{Name: "source", URL: "https://github.com/org/app", Revision: "abc"}}}}
+	set := func(digest, rev, outcome string) *st.InputSet {
+		s := &st.InputSet{Digest: digest, TakenAt: &taken, Outcome: outcome,
+			Sources: []st.SourceValue{{Name: "source", URL: "https://github.com/org/app", Revision: rev}}}
+		if outcome != st.OutcomeProcessing && outcome != st.OutcomeHeld {
+			s.EndedAt = &ended
+		}
+		return s
+	}
+	// As the status has them: current is the last success, latest the
+	// newer set on the object (processing or failed), held the one waiting.
+	deploy := func(ready string, p st.Provenance) st.Resource {
+		r := step("deploy", "ClusterDeploymentTemplate", ready, "R", "")
+		r.Provenance = &p
 		return r
 	}
-	evs := Derive(o, nil, []st.Resource{deploy(st.OutcomeProcessing, nil)}, map[string]bool{"deploy": true}, now)
+	deploys := map[string]bool{"deploy": true}
+	processing := deploy("Unknown", st.Provenance{Latest: set("d1", "abc", st.OutcomeProcessing)})
+	evs := Derive(o, nil, []st.Resource{processing}, deploys, now)
 	assert.Equal(t, []string{"StepStarted:deploy"}, types(evs))
 	assert.Equal(t, "abc", evs[0].Revision, "the step's own input set's commit")
-	evs = Derive(o, []st.Resource{deploy(st.OutcomeProcessing, nil)}, []st.Resource{deploy(st.OutcomeSucceeded, &ended)}, map[string]bool{"deploy": true}, now)
+	succeeded := deploy("True", st.Provenance{Current: set("d1", "abc", st.OutcomeSucceeded)})
+	evs = Derive(o, []st.Resource{processing}, []st.Resource{succeeded}, deploys, now)
 	assert.Equal(t, []string{"StepSucceeded:deploy", "Deployed:deploy"}, types(evs))
-	assert.Empty(t, Derive(o, []st.Resource{deploy(st.OutcomeSucceeded, &ended)}, []st.Resource{deploy(st.OutcomeSucceeded, &ended)}, nil, now))
+	assert.Empty(t, Derive(o, []st.Resource{succeeded}, []st.Resource{succeeded}, nil, now))
+	assert.Equal(t, []string{"StepStarted:deploy", "StepSucceeded:deploy", "Deployed:deploy"},
+		types(Derive(o, nil, []st.Resource{succeeded}, deploys, now)), "taken and done in one reconcile")
+
+	// A newer commit fails after abc succeeded: the failure is the newer
+	// commit's, not abc's.
+	held := deploy("True", st.Provenance{Current: set("d1", "abc", st.OutcomeSucceeded), Held: set("d2", "def", st.OutcomeHeld)})
+	assert.Empty(t, Derive(o, []st.Resource{succeeded}, []st.Resource{held}, nil, now), "a held set is not taken")
+	running := deploy("Unknown", st.Provenance{Current: set("d1", "abc", st.OutcomeSucceeded), Latest: set("d2", "def", st.OutcomeProcessing)})
+	evs = Derive(o, []st.Resource{held}, []st.Resource{running}, nil, now)
+	require.Equal(t, []string{"StepStarted:deploy"}, types(evs), "a held set going in is taken")
+	assert.Equal(t, "def", evs[0].Revision)
+	failed := deploy("False", st.Provenance{Current: set("d1", "abc", st.OutcomeSucceeded), Latest: set("d2", "def", st.OutcomeFailed)})
+	evs = Derive(o, []st.Resource{running}, []st.Resource{failed}, nil, now)
+	require.Equal(t, []string{"StepFailed:deploy"}, types(evs))
+	assert.Equal(t, "def", evs[0].Revision, "the failing set's commit")
+
+	// An image step's success publishes its image, read from its outputs'
+	// preview.
+	build := func(outcome string, end *metav1.Time) st.Resource {
+		r := step("build", "ClusterImageTemplate", "True", "Ready", "")
+		s := &st.InputSet{Digest: "d1", TakenAt: &taken, EndedAt: end, Outcome: outcome}
+		r.Provenance = &st.Provenance{Current: s}
+		if outcome == st.OutcomeProcessing {
+			r.Provenance = &st.Provenance{Latest: s}
+		}
+		r.Outputs, _ = st.Outputs(map[string]any{"image": "registry.example/app@sha256:0123"}, nil, ended)
+		return r
+	}
+	evs = Derive(o, []st.Resource{build(st.OutcomeProcessing, nil)}, []st.Resource{build(st.OutcomeSucceeded, &ended)}, nil, now)
+	assert.Equal(t, []string{"StepSucceeded:build", "ArtifactPublished:build"}, types(evs))
+	assert.Equal(t, "registry.example/app@sha256:0123", evs[1].Image)
 }
 
 func TestMatch(t *testing.T) {
@@ -230,7 +275,7 @@ func TestSendRetries(t *testing.T) {
 	}))
 	defer srv.Close()
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
-	require.NoError(t, send(context.Background(), srv.Client(), req, Retry{Initial: time.Millisecond}))
+	require.NoError(t, send(context.Background(), srv.Client(), req, Retry{Initial: time.Millisecond}, nil))
 	assert.Equal(t, int32(3), n.Load())
 
 	n.Store(0)
@@ -240,10 +285,38 @@ func TestSendRetries(t *testing.T) {
 	}))
 	defer bad.Close()
 	req, _ = http.NewRequest(http.MethodPost, bad.URL, strings.NewReader("x"))
-	err := send(context.Background(), bad.Client(), req, Retry{Initial: time.Millisecond})
+	err := send(context.Background(), bad.Client(), req, Retry{Initial: time.Millisecond}, nil)
 	var perm *permanentError
 	require.ErrorAs(t, err, &perm)
 	assert.Equal(t, int32(1), n.Load(), "a 4xx is not retried")
+}
+
+// A receiver down longer than a few attempts is retried for Retry.For,
+// each failure told; past For, the request gives up.
+func TestSendRetriesForADuration(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= 10 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	var told int
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	r := Retry{Initial: time.Millisecond, Max: 2 * time.Millisecond}
+	require.NoError(t, send(context.Background(), srv.Client(), req, r, func(error) { told++ }))
+	assert.Equal(t, int32(11), n.Load(), "down for 10 attempts, delivered at the 11th")
+	assert.Equal(t, 10, told)
+
+	n.Store(-1000)
+	req, _ = http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	r.For = 50 * time.Millisecond
+	require.Error(t, send(context.Background(), srv.Client(), req, r, nil), "gave up after For")
+	r.For, r.Attempts = 0, 3
+	n.Store(-1000)
+	req, _ = http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	require.Error(t, send(context.Background(), srv.Client(), req, r, nil))
+	assert.Equal(t, int32(-997), n.Load(), "Attempts caps the tries")
 }
 
 // The addresses a provider may not reach, whatever the options: metadata
@@ -263,7 +336,7 @@ func TestGuard(t *testing.T) {
 	defer srv.Close()
 	tr := &http.Transport{DialContext: netguard.Guard{}.DialContext(nil)}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-	err := send(context.Background(), &http.Client{Transport: tr}, req, Retry{Initial: time.Millisecond})
+	err := send(context.Background(), &http.Client{Transport: tr}, req, Retry{Initial: time.Millisecond}, nil)
 	var perm *permanentError
 	require.ErrorAs(t, err, &perm, "a refused address is not retried")
 }

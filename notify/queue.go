@@ -20,9 +20,15 @@ type item struct {
 	ev      Event
 }
 
-// Retry bounds the delivery of one request.
+// Retry bounds the delivery of one request. A receiver that is down is
+// retried for a while (For), not a number of times: a receiver down for a
+// minute loses nothing, its provider's events wait in the queue (up to its
+// bound) behind the request being retried.
 type Retry struct {
-	// Attempts is how many times a request is tried (default 6).
+	// For is how long a request is retried before its events are dropped
+	// (default 5 minutes).
+	For time.Duration
+	// Attempts, when positive, also caps the tries of a request.
 	Attempts int
 	// Initial is the wait after the first failure, doubled after each
 	// (default 1 s), at most Max (default 30 s); a receiver's Retry-After
@@ -31,8 +37,8 @@ type Retry struct {
 }
 
 func (r Retry) withDefaults() Retry {
-	if r.Attempts <= 0 {
-		r.Attempts = 6
+	if r.For <= 0 {
+		r.For = 5 * time.Minute
 	}
 	if r.Initial <= 0 {
 		r.Initial = time.Second
@@ -51,8 +57,9 @@ func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // send delivers req, retrying network errors, 429 and 5xx answers with
-// backoff, until ctx ends or the attempts are spent.
-func send(ctx context.Context, c *http.Client, req *http.Request, r Retry) error {
+// backoff, until ctx ends or r.For has passed (or r.Attempts are spent);
+// retrying, when set, is told of each failure that will be retried.
+func send(ctx context.Context, c *http.Client, req *http.Request, r Retry, retrying func(error)) error {
 	r = r.withDefaults()
 	var body []byte
 	if req.Body != nil {
@@ -62,6 +69,7 @@ func send(ctx context.Context, c *http.Client, req *http.Request, r Retry) error
 		}
 		body = b
 	}
+	deadline := time.Now().Add(r.For)
 	wait := r.Initial
 	var last error
 	for attempt := 1; ; attempt++ {
@@ -92,10 +100,13 @@ func send(ctx context.Context, c *http.Client, req *http.Request, r Retry) error
 				return &permanentError{fmt.Errorf("%s answered %s", req.URL.Redacted(), resp.Status)}
 			}
 		}
-		if attempt >= r.Attempts {
+		d := max(wait, min(retryAfter, r.Max))
+		if r.Attempts > 0 && attempt >= r.Attempts || time.Now().Add(d).After(deadline) {
 			return last
 		}
-		d := max(wait, min(retryAfter, r.Max))
+		if retrying != nil {
+			retrying(last)
+		}
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():

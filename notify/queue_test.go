@@ -12,7 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
 	"kontinue.dev/kontinue/notify/api"
@@ -28,7 +30,9 @@ func notifier(t *testing.T, opts Options, providers ...*unstructured.Unstructure
 	if opts.Group == 0 {
 		opts.Group = 50 * time.Millisecond
 	}
-	n := &Notifier{opts: opts, queues: map[string]chan item{}, counts: map[string]*alertCount{}, client: http.DefaultClient}
+	n := &Notifier{opts: opts, queues: map[string]chan item{}, counts: map[string]*alertCount{}, client: http.DefaultClient,
+		provWritten: map[string]metav1.Condition{}}
+	n.writeProviderStatus = func(context.Context, *unstructured.Unstructured) error { return nil }
 	n.provs = cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, p := range providers {
@@ -115,4 +119,57 @@ func TestProviderMissing(t *testing.T) {
 	assert.Equal(t, "ProviderNotFound", n.counts["team/a"].reason)
 	n.sendBatch(context.Background(), "team/off", []item{{alert: "team/b", ev: failed}})
 	assert.Equal(t, "ProviderSuspended", n.counts["team/b"].reason)
+}
+
+// statusWrites records the provider status writes of n; with cacheLags
+// false, the informer's cache sees each at once.
+func statusWrites(t *testing.T, n *Notifier, cacheLags bool) func() []metav1.Condition {
+	var mu sync.Mutex
+	var conds []metav1.Condition
+	n.writeProviderStatus = func(_ context.Context, u *unstructured.Unstructured) error {
+		mu.Lock()
+		defer mu.Unlock()
+		var s api.ProviderStatus
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object["status"].(map[string]any), &s))
+		conds = append(conds, s.Conditions...)
+		if !cacheLags {
+			require.NoError(t, n.provs.GetIndexer().Update(u))
+		}
+		return nil
+	}
+	return func() []metav1.Condition {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]metav1.Condition(nil), conds...)
+	}
+}
+
+// A provider's Ready is written when it changes, and only then: a second
+// delivery, or a check that finds the same, writes nothing, also when the
+// cache has not seen the write yet.
+func TestProviderReadyWrittenOnChange(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	for _, lag := range []bool{false, true} {
+		p := provider("team", "hook", api.TypeGeneric, srv.URL)
+		p.SetGeneration(3)
+		n := notifier(t, Options{}, p, provider("team", "empty", api.TypeGeneric, ""))
+		n.guard.AllowPrivate = true // the test's receiver is on loopback
+		writes := statusWrites(t, n, lag)
+		ctx := context.Background()
+		n.sendBatch(ctx, "team/hook", []item{{alert: "team/a", ev: failed}})
+		n.sendBatch(ctx, "team/hook", []item{{alert: "team/a", ev: failed}})
+		n.checkProvider(ctx, "team/hook")
+		got := writes()
+		require.Len(t, got, 1, "cache lags: %v", lag)
+		assert.Equal(t, metav1.ConditionTrue, got[0].Status)
+		assert.Equal(t, int64(3), got[0].ObservedGeneration)
+
+		n.checkProvider(ctx, "team/empty")
+		n.sendBatch(ctx, "team/empty", []item{{alert: "team/b", ev: failed}})
+		got = writes()
+		require.Len(t, got, 2, "cache lags: %v", lag)
+		assert.Equal(t, "ProviderInvalid", got[1].Reason)
+		assert.Contains(t, got[1].Message, "has no address")
+	}
 }

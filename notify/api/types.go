@@ -168,7 +168,10 @@ type AlertStatus struct {
 type ProviderStatus struct {
 	// The generation the status was written for.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Ready: True when it can be used; False with why.
+	// Ready: True when it can be used; False with why
+	// (ProviderInvalid, ProviderSuspended, SecretNotReadable,
+	// AddressRefused). Checked when the provider appears or its spec
+	// changes, and at each delivery; written only when it changes.
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`

@@ -119,6 +119,32 @@ func ResolveDeny(ctx context.Context, addrs ...string) []string {
 	return slices.Compact(out)
 }
 
+// CheckHost says why host:port would not be dialed: the refusal when
+// every address host resolves to is refused, else nil (also when host
+// does not resolve: the dial will say). A check ahead of the dial, for a
+// status; the dial checks again.
+func (g Guard) CheckHost(ctx context.Context, host, port string) error {
+	var ips []net.IP
+	if ip := net.ParseIP(host); ip != nil {
+		ips = []net.IP{ip}
+	} else {
+		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+		if err != nil {
+			return nil
+		}
+		for _, a := range addrs {
+			ips = append(ips, a.IP)
+		}
+	}
+	var last error
+	for _, ip := range ips {
+		if last = g.Check(host, ip, port); last == nil {
+			return nil
+		}
+	}
+	return last
+}
+
 // DialContext dials as dialer does, to the first address host resolves
 // to that the guard allows.
 func (g Guard) DialContext(dialer *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -32,3 +32,17 @@ func TestCheck(t *testing.T) {
 		assert.Equal(t, c.lenient, g.Check("h", net.ParseIP(c.ip), c.port) == nil, "%s:%s allowing private", c.ip, c.port)
 	}
 }
+
+// CheckHost refuses a host whose every address is refused; a name that
+// does not resolve is left to the dial.
+func TestCheckHost(t *testing.T) {
+	g := Guard{AllowPrivate: true, Deny: []string{"127.0.0.1:6443"}}
+	var refused *RefusedError
+	assert.ErrorAs(t, g.CheckHost(t.Context(), "169.254.169.254", "80"), &refused)
+	assert.ErrorAs(t, g.CheckHost(t.Context(), "127.0.0.1", "6443"), &refused)
+	assert.NoError(t, g.CheckHost(t.Context(), "127.0.0.1", "8080"))
+	assert.NoError(t, g.CheckHost(t.Context(), "localhost", "8080"))
+	g.AllowPrivate = false
+	assert.ErrorAs(t, g.CheckHost(t.Context(), "localhost", "8080"), &refused)
+	assert.NoError(t, g.CheckHost(t.Context(), "no-such-host.invalid", "443"), "the dial says")
+}

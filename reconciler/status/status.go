@@ -319,6 +319,22 @@ func Preview(v any) (preview, digest string) {
 	return preview, "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// OutputString is the step's output name when it is a whole string: from
+// its preview (YAML, when not cut at PreviewLimit), else from the
+// outputValues the step keeps (only steps with success rules keep them).
+func (r *Resource) OutputString(name string) (string, bool) {
+	for _, o := range r.Outputs {
+		if o.Name == name && len(o.Preview) < PreviewLimit {
+			var s string
+			if err := yaml.Unmarshal([]byte(o.Preview), &s); err == nil && s != "" {
+				return s, true
+			}
+		}
+	}
+	s, ok := r.OutputValues[name].(string)
+	return s, ok
+}
+
 // outputRank orders the outputs Cartographer knows as it lists them (a
 // source's url before its revision); other names follow, sorted.
 var outputRank = map[string]int{"url": 1, "revision": 2, "image": 3, "config": 4}

@@ -158,3 +158,17 @@ func fillNonZero(t *testing.T, f reflect.Value) {
 		t.Fatalf("no non-zero value for a %s", f.Kind())
 	}
 }
+
+// An output's whole string value: from its preview, else from the kept
+// outputValues; none from a cut preview or a value that is not a string.
+func TestOutputString(t *testing.T) {
+	now := metav1.Now()
+	r := Resource{OutputValues: map[string]any{"kept": "k", "long": strings.Repeat("x", PreviewLimit+10)}}
+	r.Outputs, _ = Outputs(map[string]any{"revision": "abc123", "config": map[string]any{"a": 1},
+		"long": strings.Repeat("x", PreviewLimit+10)}, nil, now)
+	for name, want := range map[string]string{"revision": "abc123", "kept": "k", "long": strings.Repeat("x", PreviewLimit+10), "config": "", "none": ""} {
+		got, ok := r.OutputString(name)
+		assert.Equal(t, want, got, name)
+		assert.Equal(t, want != "", ok, name)
+	}
+}
