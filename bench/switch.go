@@ -89,6 +89,7 @@ type switchResult struct {
 	KontinueEvents          map[string]int     `json:"kontinueEvents"` // events in the bench namespace created since Kontinue's start, by "reason (type)"
 	CPUSeconds              map[string]float64 `json:"cpuSeconds"`     // by process (Kontinue with its render children)
 	CPUToSwitched           float64            `json:"kontinueCpuToSwitchedSeconds"`
+	Diag                    *phaseDiag         `json:"diag"` // Kontinue's reconciles, applies, queue waits and API call times, start to quiet
 	PeakRSSMiB              float64            `json:"peakRssMiB"`
 
 	IdleWindow        string         `json:"idleWindow"`
@@ -265,6 +266,7 @@ func runSwitch(ctx context.Context, o options, root string) error {
 	res.StoredWritesPerWorkload = round(float64(withoutLeases(res.APIServerWrites)-withoutLeases(res.APIServerRefused))/float64(o.n), 2)
 	res.KontinueCalls = apiCalls(nil, m)
 	res.KontinueErrors = apiErrors(nil, m)
+	res.Diag = diagnose(nil, m)
 
 	after, err := takeSwitchSnapshot(ctx, c.dyn)
 	if err != nil {
@@ -641,7 +643,7 @@ func (r *switchResult) table() string {
 	row("Kontinue peak RSS (MiB)", "%.1f", r.PeakRSSMiB)
 	row("API server writes in the quiet window ("+r.IdleWindow+", leases left out)", "%d", total(r.IdleWrites))
 	_ = tw.Flush()
-	fmt.Fprintf(&b, "\nAPI server writes, Kontinue's start to quiet: %s\n  refused: %s\nKontinue's calls: %s (not 2xx: %s)\nevents since Kontinue's start: %s\nquiet window: API server %s; Kontinue's calls %s\nCartographer's run (its start to its stop and the CRDs' apply): %s\n",
-		formatCounts(r.APIServerWrites), formatCounts(r.APIServerRefused), formatCounts(r.KontinueCalls), formatCounts(r.KontinueErrors), formatCounts(r.KontinueEvents), formatCounts(r.IdleWrites), formatCounts(r.IdleKontinueCalls), formatCounts(r.CartographerWrites))
+	fmt.Fprintf(&b, "\nAPI server writes, Kontinue's start to quiet: %s\n  refused: %s\nKontinue's calls: %s (not 2xx: %s)\nKontinue, start to quiet: %s\nevents since Kontinue's start: %s\nquiet window: API server %s; Kontinue's calls %s\nCartographer's run (its start to its stop and the CRDs' apply): %s\n",
+		formatCounts(r.APIServerWrites), formatCounts(r.APIServerRefused), formatCounts(r.KontinueCalls), formatCounts(r.KontinueErrors), r.Diag, formatCounts(r.KontinueEvents), formatCounts(r.IdleWrites), formatCounts(r.IdleKontinueCalls), formatCounts(r.CartographerWrites))
 	return b.String()
 }
