@@ -56,6 +56,7 @@ type options struct {
 	compare         bool
 	fairness        bool
 	shards          bool
+	switchover      bool
 	fairChanges     int
 	fairControllers string
 	fairWaves       string
@@ -88,6 +89,7 @@ func main() {
 	flag.BoolVar(&o.compare, "compare", false, "head-to-head instead: Cartographer v0.8.11 and Kontinue at their defaults, each on a fresh control plane (cold start and created-while-running), and the floor of unthrottled writers (bench/README.md)")
 	flag.BoolVar(&o.fairness, "fairness", false, "the fairness scenario instead (issue 33): tenant noisy's N workloads (-n, 5,000 unless given) make waves (-fairness-waves) while tenant quiet and a person of noisy change one workload each -fairness-changes times; each controller on a fresh control plane (bench/README.md)")
 	flag.BoolVar(&o.shards, "shards", false, "the sharding scenario instead (issue 33): N workloads (-n, 2,000 unless given) in two namespaces, cold start, on one replica and then on two shards (--shard, one replica each); each on a fresh control plane (bench/README.md)")
+	flag.BoolVar(&o.switchover, "switch", false, "the switch scenario instead (issue 48): on a fresh control plane Cartographer v0.8.11 converges N workloads, is stopped, Kontinue's CRDs go over its own and Kontinue starts, both at their defaults; until every workload's status and stamped object are Kontinue's, what was re-created or changed, the writes, and a quiet window (-idle) after (bench/README.md)")
 	flag.IntVar(&o.fairChanges, "fairness-changes", 20, "changes of quiet's workload (and of one of noisy's) per wave in -fairness, one after the other")
 	flag.StringVar(&o.fairControllers, "fairness-controllers", fairFIFO+","+fairFair+","+fairCarto, "the controllers -fairness runs, in order: "+fairFIFO+" (Kontinue --fair-queue=false), "+fairFair+" (Kontinue's default), "+fairCarto+" (v0.8.11)")
 	flag.StringVar(&o.fairWaves, "fairness-waves", strings.Join(allWaves, ","), "noisy's waves in -fairness, in order, on the same control plane: "+strings.Join(allWaves, ", ")+" (bench/README.md)")
@@ -109,12 +111,12 @@ func main() {
 			o.n = 2000
 		}
 	}
-	if o.verify && (o.engine != engineSimple || o.compare || o.fairness || o.shards) {
+	if o.verify && (o.engine != engineSimple || o.compare || o.fairness || o.shards || o.switchover) {
 		fmt.Fprintln(os.Stderr, "bench: -verify is for the default measures with the "+engineSimple+" engine")
 		os.Exit(2)
 	}
-	if o.engine != engineSimple && o.engine != engineGoTemplate || o.compare && o.engine != engineSimple {
-		fmt.Fprintln(os.Stderr, "bench: -engine is "+engineSimple+" or "+engineGoTemplate+" (and only "+engineSimple+" with -compare: Cartographer has no goTemplate)")
+	if o.engine != engineSimple && o.engine != engineGoTemplate || (o.compare || o.switchover) && o.engine != engineSimple {
+		fmt.Fprintln(os.Stderr, "bench: -engine is "+engineSimple+" or "+engineGoTemplate+" (and only "+engineSimple+" with -compare and -switch: Cartographer has no goTemplate)")
 		os.Exit(2)
 	}
 	if o.n < 1 || o.workers < 0 || o.burst < 0 || o.floorWriters < 1 || o.changeRate <= 0 || o.changes < 0 {
@@ -160,6 +162,12 @@ func run(ctx context.Context, o options) (err error) {
 			o.kontinueBin = filepath.Join(root, "_output", "bin", "kontinue")
 		}
 		return runShards(ctx, o, root)
+	}
+	if o.switchover {
+		if o.kontinueBin == "" {
+			o.kontinueBin = filepath.Join(root, "_output", "bin", "kontinue")
+		}
+		return runSwitch(ctx, o, root)
 	}
 	if o.compare {
 		if o.kontinueBin == "" {
