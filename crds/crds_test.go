@@ -401,8 +401,7 @@ func TestEnumsMatchTheAPI(t *testing.T) {
 		enum(t, prop(t, delivery, "resources.[].templateRef.kind")))
 	for _, kind := range api.TemplateKinds {
 		spec := prop(t, rootSchema(t, docs[kind]), "spec")
-		assert.Equal(t, []string{api.LifecycleMutable, api.LifecycleImmutable, api.LifecycleTekton},
-			enum(t, prop(t, spec, "lifecycle")), kind)
+		assert.Equal(t, api.Lifecycles, enum(t, prop(t, spec, "lifecycle")), kind)
 		assert.Equal(t, ops, enum(t, prop(t, spec, "healthRule.multiMatch.healthy.matchFields.[].operator")), kind)
 	}
 	runnable := prop(t, rootSchema(t, docs[api.KindRunnable]), "spec.runTemplateRef.kind")
