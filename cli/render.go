@@ -29,9 +29,9 @@ func renderCommand(a *app) *cobra.Command {
 		Short: "print what each step of a chain would stamp, offline (no cluster)",
 		Long: `Render each step of a chain for a Workload or Deliverable, offline, with the
 controller's own code: chain and options chosen by their selectors, params
-merged, the template's engine (template, goTemplate, helm, ytt). No cluster
-is read: the connection flags do not apply, except -n, the owner's namespace
-when its file names none (default: default).
+merged, the object rendered by the template's engine. No cluster is read:
+the connection flags do not apply, except -n, the owner's namespace when its
+file names none (default: default).
 
 Nothing is stamped, so upstream outputs are given by hand with --step-output
 STEP.NAME=VALUE (NAME: url, revision, image or config); a step waiting for

@@ -327,7 +327,8 @@ type ClusterTemplate struct {
 
 // A deployment's outputs are its input passed through: it has no output
 // paths, no runnable (it judges one long-lived object, not a run per input
-// set) and its own rules instead of TemplateSpec's: a template with only a
+// set) and its own rules instead of TemplateSpec's on success and shadows
+// (TemplateSpec's render engines' rule stays): a template with only a
 // healthRule, or nothing, is valid (Cartographer's API) and passes its input
 // through at once.
 
@@ -343,8 +344,9 @@ type ClusterTemplate struct {
 // +kontinue:variant:path="spec.imagePath",omit=true
 // +kontinue:variant:path="spec.configPath",omit=true
 // +kontinue:variant:path="spec.runnable",omit=true
-// +kontinue:variant:path="spec",dropRules=true
-// +kontinue:variant:path="spec",rule="[has(self.template), has(self.goTemplate), has(self.helm), has(self.ytt)].filter(x, x).size() == 1",message="set exactly one of template, goTemplate, helm or ytt"
+// +kontinue:variant:path="spec",dropRule="set at most one of healthRule"
+// +kontinue:variant:path="spec",dropRule="runnable: true"
+// +kontinue:variant:path="spec",dropRule="shadow: true"
 // +kontinue:variant:path="spec",rule="!(has(self.observedMatches) && size(self.observedMatches) > 0 && has(self.observedCompletion))",message="a ClusterDeploymentTemplate may set only one of observedMatches or observedCompletion"
 // +kontinue:variant:path="spec",rule="!has(self.alwaysSuccessful) || !self.alwaysSuccessful",message="alwaysSuccessful is not allowed on a ClusterDeploymentTemplate; use observedMatches or observedCompletion"
 // +kontinue:variant:path="spec",rule="!has(self.shadow) || !self.shadow",message="shadow: true is not used on a ClusterDeploymentTemplate: a deployment passes its input through, so a copy would add nothing"

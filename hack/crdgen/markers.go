@@ -28,7 +28,8 @@ import (
 //	+kontinue:variant:path=<path>,omit=true          drop a property
 //	+kontinue:variant:path=<path>,required=true      make a property required
 //	+kontinue:variant:path=<path>,enum=A;B           replace an enum
-//	+kontinue:variant:path=<path>,dropRules=true     drop the CEL rules there
+//	+kontinue:variant:path=<path>,dropRule=<prefix>  drop the CEL rules there
+//	                                                 whose message starts so
 //	+kontinue:variant:path=<path>,rule=...,message=...[,messageExpression=...]
 //
 // On a kind's root type: how that kind narrows a type it shares with other
@@ -96,7 +97,7 @@ type Variant struct {
 	Omit              bool     `marker:",optional"`
 	Required          bool     `marker:",optional"`
 	Enum              []string `marker:",optional"`
-	DropRules         bool     `marker:"dropRules,optional"`
+	DropRule          string   `marker:"dropRule,optional"`
 	Rule              string   `marker:",optional"`
 	Message           string   `marker:",optional"`
 	MessageExpression string   `marker:"messageExpression,optional"`
@@ -157,8 +158,17 @@ func (v Variant) applyAt(parent *apiextensionsv1.JSONSchemaProps, last string) e
 			b, _ := json.Marshal(e)
 			target.Enum = append(target.Enum, apiextensionsv1.JSON{Raw: b})
 		}
-	case v.DropRules:
-		target.XValidations = nil
+	case v.DropRule != "":
+		// By message, not all of them: a rule of the shared type that
+		// the variant does not name (the render engines' one) stays, and
+		// a change to it is written once.
+		kept := slices.DeleteFunc(slices.Clone(target.XValidations), func(r apiextensionsv1.ValidationRule) bool {
+			return strings.HasPrefix(r.Message, v.DropRule)
+		})
+		if len(kept) == len(target.XValidations) {
+			return fmt.Errorf("no rule's message starts with %q", v.DropRule)
+		}
+		target.XValidations = kept
 	case v.Rule != "":
 		if v.Message == "" {
 			return fmt.Errorf("rule %q has no message", v.Rule)

@@ -27,7 +27,7 @@ func asJSON(t *testing.T, p *apiextensionsv1.JSONSchemaProps) string {
 }
 
 const kind = `{"type":"object","properties":{"spec":{"type":"object","required":["a","b"],
-  "x-kubernetes-validations":[{"rule":"true","message":"m"}],
+  "x-kubernetes-validations":[{"rule":"true","message":"m"},{"rule":"1 == 1","message":"one is one"},{"rule":"2 == 2","message":"one more"}],
   "properties":{"a":{"type":"string"},"b":{"type":"string"},
     "steps":{"type":"array","items":{"type":"object","properties":{"kind":{"type":"string","enum":["X","Y","Z"]}}}}}}}}`
 
@@ -44,7 +44,9 @@ func TestVariant(t *testing.T) {
 		{"enum in items", Variant{Path: "spec.steps[].kind", Enum: []string{"X", "Y"}}, `"enum":["X","Y"]`, ""},
 		{"rule on items", Variant{Path: "spec.steps[]", Rule: "self.kind != 'Z'", Message: "no Z", MessageExpression: "'no Z'"},
 			`"items":{"type":"object","properties":{"kind":{"type":"string","enum":["X","Y","Z"]}},"x-kubernetes-validations":[{"rule":"self.kind != 'Z'","message":"no Z","messageExpression":"'no Z'"}]}`, ""},
-		{"dropRules", Variant{Path: "spec", DropRules: true}, `NOT:x-kubernetes-validations`, ""},
+		{"dropRule drops the rules whose message starts so", Variant{Path: "spec", DropRule: "one "},
+			`"x-kubernetes-validations":[{"rule":"true","message":"m"}]`, ""},
+		{"dropRule of no rule", Variant{Path: "spec", DropRule: "two"}, "", `no rule's message starts with "two"`},
 		{"a missing property", Variant{Path: "spec.c", Omit: true}, "", "no property c"},
 		{"a missing step on the way", Variant{Path: "spec.c.d", Omit: true}, "", "no property c"},
 		{"items of a non-list", Variant{Path: "spec.a[].x", Omit: true}, "", "a is not a list"},

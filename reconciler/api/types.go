@@ -608,6 +608,10 @@ const (
 	LifecycleTekton    = "tekton"
 )
 
+// Lifecycles are the names spec.lifecycle takes, the default first: its
+// enum (crds tests it) and reconciler/step's lifecycles (step tests it).
+var Lifecycles = []string{LifecycleMutable, LifecycleImmutable, LifecycleTekton}
+
 // One param.
 type TemplateParam struct {
 	// Name of the param.

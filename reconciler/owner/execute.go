@@ -108,7 +108,7 @@ func (s *steps) stepFailed(sc *stepCtx, f *stepFail) stepResult {
 func (s *steps) observed(sc *stepCtx, objs []*unstructured.Unstructured, in render.Inputs) step.Observed {
 	i := primaryIndex(sc.spec, objs)
 	primary := objs[i]
-	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Desired: primary,
+	o := step.Observed{Kind: sc.kind, Step: sc.step.Name, Template: sc.tmplName, Spec: sc.spec, Def: &sc.step, Desired: primary,
 		Digest: primary.GetAnnotations()[api.AnnotationDigest], State: step.StateOf(sc.prev), Objects: objs, Primary: i,
 		Now: s.now.Time, Retry: s.owner.GetAnnotations()[annotations.Retry], Inputs: prepare.InputValues(sc.step, in, s.owner.GetGeneration())}
 	if sc.prev != nil {

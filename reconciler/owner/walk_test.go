@@ -37,6 +37,7 @@ type world struct {
 	traced    bool                      // objects carry their trace context
 
 	traces map[string]string // the trace context each step wrote with
+	defs   map[string]string // the chain step each step's decision saw (Observed.Def), by name
 
 	applied []*unstructured.Unstructured // every object written (applied or created), in order
 	removed []string                     // the runs removed
@@ -89,9 +90,15 @@ func (x fakeIO) load(o *step.Observed) (step.Seen, *stepFail) {
 	return seen, nil
 }
 
-func (x fakeIO) write(_ step.Observed, p step.Plan) (step.Got, *stepFail) {
+func (x fakeIO) write(o step.Observed, p step.Plan) (step.Got, *stepFail) {
 	if f := x.w.writeFail[x.step]; f != nil {
 		return step.Got{}, f
+	}
+	if x.w.defs == nil {
+		x.w.defs = map[string]string{}
+	}
+	if o.Def != nil {
+		x.w.defs[x.step] = o.Def.Name
 	}
 	if x.w.traces == nil {
 		x.w.traces = map[string]string{}
@@ -529,6 +536,14 @@ func TestWalkTraceContext(t *testing.T) {
 	off := world{status: w.status}
 	walk(t, &off, nil)
 	assert.Equal(t, map[string]string{"source": "", "image": ""}, off.traces)
+}
+
+// A step's decisions see its chain step (Observed.Def): a field of it a
+// decision reads needs no plumbing of its own.
+func TestWalkObservedHasTheChainStep(t *testing.T) {
+	w := world{status: map[string]map[string]any{"source": sourceReady, "image": imageReady}}
+	require.NoError(t, walk(t, &w, nil).err)
+	assert.Equal(t, map[string]string{"source": "source", "image": "image"}, w.defs)
 }
 
 // Every lifecycle (reconciler/step) has a writer on the doing side.

@@ -175,7 +175,7 @@ func Step(ctx context.Context, env Env, def api.Step, outs map[string]step.Outpu
 // lifecycle that stamps generated objects (runnable: true), those. A refused step
 // keeps no objects.
 func check(ctx context.Context, env Env, def api.Step, p Prepared) Prepared {
-	o := step.Observed{Kind: p.Kind, Step: def.Name, Template: p.Template, Spec: p.Spec, Objects: p.Objects}
+	o := step.Observed{Kind: p.Kind, Step: def.Name, Template: p.Template, Spec: p.Spec, Def: &def, Objects: p.Objects}
 	if c := step.StrategyOf(p.Spec).Check(o); c != nil {
 		p.Objects, p.Refusal = nil, &Refusal{Reason: c.Reason, Message: c.Message}
 		return p

@@ -1,7 +1,8 @@
 // Package render turns a template spec and the template context into the
 // Kubernetes objects to stamp. Engines are pluggable (seed 003): the
-// Cartographer `$(…)$` engine lives in simple.go, and further engines
-// (goTemplate, helm, ytt) each add one file that calls Register in init().
+// Cartographer `$(…)$` engine lives in simple.go, and each further engine
+// (goTemplate, helm, ytt) is one file that calls Register in init(), its
+// field in engine.go's one list and in api.TemplateSpec.
 package render
 
 import "kontinue.dev/kontinue/reconciler/api"

@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,7 +29,7 @@ func TestEngineFor(t *testing.T) {
 		errText string
 	}{
 		{"nil spec", nil, "", "template has no spec"},
-		{"nothing set", &api.TemplateSpec{}, "", "template sets no render engine: exactly one of template, goTemplate, helm, ytt is required"},
+		{"nothing set", &api.TemplateSpec{}, "", "template sets no render engine: exactly one of " + strings.Join(EngineFields(), ", ") + " is required"},
 		{"template", &api.TemplateSpec{Template: tmpl}, SimpleName, ""},
 		{"empty template still selects simple", &api.TemplateSpec{Template: map[string]any{}}, SimpleName, ""},
 		{"goTemplate", &api.TemplateSpec{GoTemplate: "kind: x"}, GoTemplateName, ""},

@@ -124,12 +124,12 @@ type ObjectRef struct {
 type Resource struct {
 	// Name of the step in the chain.
 	Name string `json:"name"`
-	// The object this step stamped and reads outputs and health from. With a
-	// multi-object engine (helm, goTemplate, ytt) it is the primary object;
-	// with lifecycle immutable or tekton it is the newest run.
+	// The object this step stamped and reads outputs and health from. When
+	// the template renders several objects it is the primary one; with a
+	// lifecycle that creates runs (immutable, tekton) it is the newest run.
 	StampedRef *StampedRef `json:"stampedRef,omitempty"`
 	// Every object the step's template rendered, when it rendered more than
-	// one (helm, goTemplate, ytt).
+	// one (an engine other than template's $(...)$ tags can).
 	StampedObjects []StampedRef `json:"stampedObjects,omitempty"`
 	// The template the step used (for options, the one chosen).
 	TemplateRef *TemplateRef `json:"templateRef,omitempty"`

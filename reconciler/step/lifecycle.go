@@ -14,7 +14,8 @@ import (
 // reconciler/owner registers under IO.
 //
 // A new lifecycle is a Strategy (its own file here, with table tests), an
-// entry below, the name in api's enum, and a writer in reconciler/owner
+// entry below, the name in api (its constant, api.Lifecycles and the
+// enum marker, one file), and a writer in reconciler/owner
 // only when none of the existing ones (IO) does its reads and writes.
 type Lifecycle struct {
 	// Name is what templates call it (spec.lifecycle; runnable: true) and

@@ -64,7 +64,7 @@ func TestLifecyclesAreTheContracts(t *testing.T) {
 	for _, l := range lifecycles {
 		names = append(names, l.Name)
 	}
-	assert.Equal(t, []string{api.LifecycleMutable, api.LifecycleImmutable, api.LifecycleTekton}, names)
+	assert.Equal(t, api.Lifecycles, names)
 	all := Lifecycles()
 	require.Len(t, all, len(lifecycles)+1)
 	assert.Same(t, runnableLifecycle, all[len(all)-1])

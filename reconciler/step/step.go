@@ -133,6 +133,10 @@ type Observed struct {
 	Step     string // step name
 	Template string // template name
 	Spec     *api.TemplateSpec
+	// Def is the chain's step (named Step): a decision that reads a field
+	// of it finds it here, as it finds the template's in Spec, with no
+	// plumbing in the callers (nil: none at hand).
+	Def *api.Step
 	// Deployment is a deployment step's input (url, revision), which it
 	// passes on as its outputs.
 	Deployment Outputs
