@@ -222,6 +222,11 @@ func TestTruthfulStatus(t *testing.T) {
 	// no longer create it), the step names the last object it stamped and
 	// says why it is not there: true.
 	assert.Empty(t, TruthfulStatus(snap(workload([]any{stepEntry("src", out("r2"), "ResourceSubmitted", "False", "Ready", "False")})), outputs, nil))
+	// Not walked for the owner's generation (seed 214: it left every
+	// chain): the entry is of generation 1, the owner at 2.
+	old := stepEntry("src", out("r2"), "ResourceSubmitted", "True")
+	old["conditions"].([]any)[0].(map[string]any)["observedGeneration"] = 1
+	assert.Empty(t, TruthfulStatus(snap(workload([]any{old})), outputs, nil))
 
 	stale := workload(nil)
 	stale.md()["generation"] = 3
