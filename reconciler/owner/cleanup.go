@@ -95,13 +95,23 @@ func (op *cleanup) removeOrphans() error {
 const sweepRetry = time.Second
 
 // removeUnrecorded deletes the owner's objects that were applied but never
-// recorded in status, once no step wants them (keepSet.unrecorded decides).
+// recorded in status, once no step wants them (keepSet.unrecorded decides):
+// every one when every step was submitted, else those of steps the chain
+// no longer has.
 // They are found in the caches of the kinds the steps stamp; Runnables and
 // run templates are stale-run removal's. What cannot be deleted is listed
 // in status.orphans, so that it is retried like any orphan.
 func (op *cleanup) removeUnrecorded() error {
-	if !sweepsUnrecorded(op.status) {
-		return nil
+	// While a step failed or waits, only objects of steps the chain no
+	// longer has go: no step of it can want them (robustness seed 210: a
+	// Workload moved to a chain whose step failed kept, unnamed, what its
+	// old chain's steps had stamped in a reconcile whose status write was
+	// lost). An object of a step the chain has may be what that step, once
+	// it renders again, takes back.
+	all := sweepsUnrecorded(op.status)
+	steps := map[string]bool{}
+	for _, r := range op.status.Resources {
+		steps[r.Name] = true
 	}
 	x := op.x
 	sel := labels.SelectorFromSet(x.labels)
@@ -122,6 +132,9 @@ func (op *cleanup) removeUnrecorded() error {
 			continue
 		}
 		for _, o := range x.keep.unrecorded(op.prev, x.owner.GetUID(), sel, gvr, objs) {
+			if step := o.GetLabels()[api.LabelResourceName]; !all && (step == "" || steps[step]) {
+				continue
+			}
 			ref := st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)}
 			err := op.deleteUnrecorded(gvr, o)
 			if err == nil {
