@@ -69,6 +69,11 @@ func load(env *Env, chains []*unstructured.Unstructured, obj *unstructured.Unstr
 		LastHandledReconcileAt: obj.GetAnnotations()[annotations.ReconcileRequest]}
 	// Records of what Kontinue generated stay until their objects are gone.
 	l.status.GeneratedRunTemplates = slices.Clone(l.prev.GeneratedRunTemplates)
+	// So do the orphans, when the cleanup does not run (no account to
+	// delete them as): named until they are gone (robustness seed 9: a
+	// Workload moved to another chain just before its account was deleted
+	// forgot its old chain's objects). The cleanup lists them again.
+	l.status.Orphans = slices.Clone(l.prev.Orphans)
 	// The revision rendered with stays until the steps render again.
 	l.status.ChainRevision = l.prev.ChainRevision
 	// Keep what the owner had until a step says otherwise: a bad input must

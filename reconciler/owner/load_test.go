@@ -106,8 +106,9 @@ func TestPassLoad(t *testing.T) {
 			if tt.spec != nil {
 				own.Object["spec"] = tt.spec
 			}
+			orphan := st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "dev", Name: "app-old", Resource: "configmaps"}
 			own.Object["status"] = asObject(t, st.OwnerStatus{SupplyChainRef: prevRef,
-				GeneratedRunTemplates: []st.GeneratedRunTemplate{{Step: "tests", Name: "kept"}}})
+				GeneratedRunTemplates: []st.GeneratedRunTemplate{{Step: "tests", Name: "kept"}}, Orphans: []st.StampedRef{orphan}})
 			var chains []*unstructured.Unstructured
 			for n, c := range tt.chains {
 				chains = append(chains, chainObj(t, n, c))
@@ -128,6 +129,10 @@ func TestPassLoad(t *testing.T) {
 			assert.Len(t, *ev, tt.events)
 			assert.Equal(t, tt.conds[len(tt.conds)-1] == "Ready False ServiceAccountError", l.noAccount, "cleanup is skipped only without the account")
 			assert.Equal(t, "kept", status.GeneratedRunTemplates[0].Name, "records stay until their objects are gone")
+			if l.noAccount {
+				// The cleanup does not run: the orphans stay named.
+				assert.Equal(t, []st.StampedRef{orphan}, status.Orphans)
+			}
 		})
 	}
 }
