@@ -31,6 +31,9 @@ import (
 // A storm: a tenant makes, at once, as many Workloads whose goTemplate
 // loops without end, writing nothing, as Kontinue has render slots (chain
 // hogs).
+// The lane's owners and Runnables write as the account default, which the
+// other ops never delete (they revoke its grant now and then): an owner
+// whose account is gone renders nothing, and a storm would be no storm.
 type lane struct {
 	runs    map[string]map[string]int // tenant → live run owner → its commits
 	pins    int
@@ -84,7 +87,7 @@ func (g *generator) laneOp() {
 	case "create":
 		n := "run-" + strconv.Itoa(len(names)+1)
 		owners[n] = 0
-		person(Op{Do: "create", Name: n, Args: map[string]string{"chain": "runs", "sa": "builder", "params": "[]", "labels": "{}",
+		person(Op{Do: "create", Name: n, Args: map[string]string{"chain": "runs", "sa": "default", "params": "[]", "labels": "{}",
 			"commit": g.lane.commit()}})
 	case "commit":
 		n := names[g.x.IntN(len(names))]
@@ -102,7 +105,7 @@ func (g *generator) laneOp() {
 		// still render (invariant 7, the canary's cfinal).
 		g.lane.stormed[t] = true
 		for i := 1; i <= hogs; i++ {
-			person(Op{Do: "create", Name: "hog-" + strconv.Itoa(i), Args: map[string]string{"chain": "hogs", "sa": "builder",
+			person(Op{Do: "create", Name: "hog-" + strconv.Itoa(i), Args: map[string]string{"chain": "hogs", "sa": "default",
 				"params": `[{"name":"loops","value":20000}]`, "labels": "{}", "commit": g.lane.commit()}})
 		}
 	case "edit":
@@ -182,7 +185,7 @@ func (r *run) pin(ctx context.Context, o Op) error {
 	inputs["workload.spec.source.git.ref.commit"] = "pin-" + o.Args["pin"]
 	pinned, err := json.Marshal(map[string]any{"apiVersion": "carto.run/v1alpha1", "kind": "Runnable",
 		"metadata": map[string]any{"name": "pin-" + o.Args["pin"]},
-		"spec": map[string]any{"serviceAccountName": "builder", "inputs": inputs,
+		"spec": map[string]any{"serviceAccountName": "default", "inputs": inputs,
 			"runTemplateRef": map[string]any{"kind": "ClusterRunTemplate", "name": r.pinName(o)}}})
 	if err != nil {
 		return err
