@@ -100,7 +100,7 @@ subjects: [{kind: ServiceAccount, name: %[1]s, namespace: %[3]s}]
 			return err
 		}
 	}
-	for _, n := range []string{"main", "apps", "canary", "deliver"} {
+	for _, n := range []string{"main", "apps", "canary", "deliver", "runs", "hogs"} {
 		if err := p.applyYAML(ctx, render(chainDocs[n], r.prefix, 1, r.pauseOnFailure), "platform"); err != nil {
 			return err
 		}

@@ -20,6 +20,11 @@ import (
 //	canary  (Workloads)  cwidget (gated) → cfinal (goTemplate): the quiet tenant's chain
 //	deliver (Deliverables) dsrc → deploy (ClusterDeploymentTemplate, a real
 //	                     Deployment, gated on its rollout) → notify
+//	runs    (Workloads run-<n>, the lane's: lane_test.go) run (runnable: true:
+//	                     a generated ClusterRunTemplate and Runnable, a Widget
+//	                     per commit) → rnote (the run's output)
+//	hogs    (Workloads hog-<n>, the lane's) hog (goTemplate: nested loops that
+//	                     write nothing, from param loops)
 //
 // Params name what they feed: value (the widget's spec.value, any JSON),
 // variant (a/b), text, srcSuffix and cfgSuffix (object names: collisions),
@@ -258,6 +263,43 @@ spec:
     data:
       tick: {{ printf "%v" .config | quote }}
       edition: "@E:cfinal@"`,
+	"run": `
+apiVersion: carto.run/v1alpha1
+kind: ClusterConfigTemplate
+metadata: {name: @P@-run}
+spec:
+  runnable: true
+  configPath: spec.value
+  observedCompletion:
+    succeeded: {key: status.ready, value: true}
+    failed: {key: status.ready, value: false}
+  template:
+    apiVersion: robustness.kontinue.dev/v1
+    kind: Widget
+    metadata: {name: $(workload.metadata.name)$-run}
+    spec: {value: $(workload.spec.source.git.ref.commit)$, edition: "@E:run@"}`,
+	"rnote": `
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: @P@-rnote}
+spec:
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-rnote}
+    data: {run: $(config)$, edition: "@E:rnote@"}`,
+	"hog": `
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: @P@-hog}
+spec:
+  params: [{name: loops, default: 1}]
+  goTemplate: |
+    {{- range until (int .params.loops) }}{{ range until (int $.params.loops) }}{{ end }}{{ end }}
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: {{ .workload.metadata.name }}-hog}
+    data: {edition: "@E:hog@"}`,
 	"dsrc": `
 apiVersion: carto.run/v1alpha1
 kind: ClusterSourceTemplate
@@ -387,6 +429,27 @@ spec:
   - name: cfinal
     templateRef: {kind: ClusterTemplate, name: @P@-cfinal}
     configs: [{name: config, resource: cwidget}]`,
+	"runs": `
+apiVersion: carto.run/v1alpha1
+kind: ClusterSupplyChain
+metadata: {name: @P@-runs}
+spec:
+  selector: {robustness.kontinue.dev/chain: @P@-runs}
+  resources:
+  - name: run
+    templateRef: {kind: ClusterConfigTemplate, name: @P@-run}
+  - name: rnote
+    templateRef: {kind: ClusterTemplate, name: @P@-rnote}
+    configs: [{name: config, resource: run}]`,
+	"hogs": `
+apiVersion: carto.run/v1alpha1
+kind: ClusterSupplyChain
+metadata: {name: @P@-hogs}
+spec:
+  selector: {robustness.kontinue.dev/chain: @P@-hogs}
+  resources:
+  - name: hog
+    templateRef: {kind: ClusterTemplate, name: @P@-hog}`,
 	"deliver": `
 apiVersion: carto.run/v1alpha1
 kind: ClusterDelivery
@@ -410,6 +473,8 @@ var chainTemplates = map[string][]string{
 	"apps":    {"src", "yaml", "app-hr", "app-oc", "test", "go"},
 	"deliver": {"dsrc", "deploy", "notify"},
 	"canary":  {"cwidget", "cfinal"},
+	"runs":    {"run", "rnote"}, // the lane's (lane_test.go)
+	"hogs":    {"hog"},          // the lane's
 }
 
 // chainsOfKind: the chains an owner kind selects.

@@ -77,6 +77,8 @@ func (r *run) exec(ctx context.Context, o Op) error {
 		return err
 	case "forge":
 		return r.forge(ctx, o)
+	case "pin":
+		return r.pin(ctx, o)
 	case "edit":
 		ed, _ := strconv.Atoi(o.Args["edition"])
 		return r.actor(o).applyYAML(ctx, render(catalogDocs[o.Name], r.prefix, ed, r.pauseOnFailure), "platform")

@@ -50,7 +50,13 @@ type genTenant struct {
 }
 
 type generator struct {
-	r       *rand.Rand
+	r *rand.Rand
+	// x draws the ops added after the first fixed seeds were chosen (the
+	// lane, lane.go): a source of their own, so that adding them left
+	// every earlier op of a seed as it was.
+	x       *rand.Rand
+	lane    *lane
+	noLane  bool
 	end     time.Duration // no op after it
 	ops     []Op
 	now     time.Duration
@@ -63,7 +69,14 @@ type generator struct {
 // generate is the traffic of a seed: ops over traffic, then nothing.
 // The main chain's pauseOnFailure at the start comes with it.
 func generate(seed uint64, traffic time.Duration) ([]Op, bool) {
-	g := &generator{r: rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), edition: map[string]int{}, end: traffic}
+	return generateOps(seed, traffic, true)
+}
+
+// generateOps is generate, with or without the lane's ops (without: the
+// traffic seeds made before the lane was added).
+func generateOps(seed uint64, traffic time.Duration, withLane bool) ([]Op, bool) {
+	g := &generator{noLane: !withLane, r: rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), x: rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, seed)),
+		lane: &lane{runs: map[string]map[string]int{}, stormed: map[string]bool{}}, edition: map[string]int{}, end: traffic}
 	pof := g.r.IntN(2) == 0
 	for _, n := range tenants {
 		g.tenants = append(g.tenants, &genTenant{name: n, owners: map[string]*genOwner{}, squats: map[string]string{},
@@ -98,6 +111,7 @@ func generate(seed uint64, traffic time.Duration) ([]Op, bool) {
 			nextPlatform = g.now + 3*time.Second + g.jitter(5*time.Second)
 		}
 		g.tenantOp(g.tenants[g.r.IntN(len(g.tenants))])
+		g.laneOp()
 	}
 	sort.SliceStable(g.ops, func(i, j int) bool { return g.ops[i].At < g.ops[j].At })
 	return g.ops, pof

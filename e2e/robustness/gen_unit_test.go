@@ -56,9 +56,32 @@ func TestGenerateCoversEveryOp(t *testing.T) {
 	}
 	for _, k := range []string{"create", "param", "commit", "sa", "label", "annotate", "delete", "squat", "release",
 		"handedit", "grant", "revoke", "sadelete", "sacreate", "forge", "edit", "policy", "pause", "resume",
-		"kill", "failover", "outage", "slow", "throttle"} {
+		"kill", "failover", "outage", "slow", "throttle", "pin"} {
 		assert.Positive(t, kinds[k], "no %s in 40 seeds", k)
 	}
+}
+
+// The lane's ops come on top of a seed's traffic: without them, a seed's
+// ops are what they were before the lane (the fixed seeds stay theirs).
+func TestLaneLeavesTheOtherOps(t *testing.T) {
+	lanes := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		for _, traffic := range []time.Duration{45 * time.Second, 90 * time.Second} {
+			with, pofWith := generate(seed, traffic)
+			without, pofWithout := generateOps(seed, traffic, false)
+			assert.Equal(t, pofWithout, pofWith)
+			var rest []Op
+			for _, o := range with {
+				if o.Do == "pin" || strings.HasPrefix(o.Name, "run-") || strings.HasPrefix(o.Name, "hog-") || o.Kind == "template" && o.Name == "run" {
+					lanes++
+					continue
+				}
+				rest = append(rest, o)
+			}
+			require.Equal(t, without, rest, "seed %d, %s", seed, traffic)
+		}
+	}
+	assert.Positive(t, lanes)
 }
 
 func TestCatalogRenders(t *testing.T) {

@@ -67,6 +67,9 @@ type run struct {
 	// deepOps made objects as deep as the API server takes, which it can
 	// then not list: they are deleted by name at the end.
 	deepOps []Op
+	// pins are the platform's copies of generated ClusterRunTemplates
+	// (lane_test.go), deleted at the end.
+	pins []string
 }
 
 // replicaExited: a process no fault killed has ended. It is started again
@@ -412,7 +415,9 @@ func (r *run) deleteOwners(ctx context.Context) (*check.Snapshot, error) {
 	}
 	for _, t := range append(append([]string{}, tenants...), "canary") {
 		ns := r.prefix + "-" + t
-		for _, kind := range []string{"Workload", "Deliverable"} {
+		// The platform's hand-written Runnables too (the lane's pins):
+		// their runs would wait for them.
+		for _, kind := range []string{"Workload", "Deliverable", "Runnable"} {
 			if _, err := r.api.do(ctx, http.MethodDelete, resourcePath(kind, ns), "", nil); err != nil {
 				return nil, err
 			}
@@ -467,10 +472,11 @@ func (r *run) teardown(ctx context.Context) {
 		kind := gjson.Get(yamlKind(catalogDocs[n]), "kind").String()
 		_, _ = r.api.do(ctx, http.MethodDelete, objectPath(kind, "", r.prefix+"-"+n), "", nil)
 	}
-	for _, n := range []string{"main", "apps", "canary"} {
+	for _, n := range []string{"main", "apps", "canary", "runs", "hogs"} {
 		_, _ = r.api.do(ctx, http.MethodDelete, objectPath("ClusterSupplyChain", "", r.prefix+"-"+n), "", nil)
 	}
 	_, _ = r.api.do(ctx, http.MethodDelete, objectPath("ClusterDelivery", "", r.prefix+"-deliver"), "", nil)
+	r.deletePins(ctx)
 	for _, role := range []string{"full", "noget"} {
 		_, _ = r.api.do(ctx, http.MethodDelete, objectPath("ClusterRole", "", r.prefix+"-"+role), "", nil)
 	}

@@ -77,6 +77,18 @@ func TestOwnership(t *testing.T) {
 			b.write(1, "create", "admin", "person-a", "runnables.carto.run", 201, object("Runnable", "t1", "lint", "r1"))
 			b.write(2, "patch", kontinue, sa, "runnables.carto.run", 200, object("Runnable", "t1", "lint", "r1", stamped("lint")))
 		}, 1, ""},
+		{"Kontinue's generated ClusterRunTemplate (cluster-scoped, no owner reference), updated and deleted", func(b *builder) {
+			b.write(1, "create", kontinue, "", "clusterruntemplates.carto.run", 201, crt("t1-app-run-0a1b", "c1"))
+			b.write(2, "patch", kontinue, "", "clusterruntemplates.carto.run", 200, crt("t1-app-run-0a1b", "c1"))
+			b.write(3, "delete", kontinue, "", "clusterruntemplates.carto.run", 200, crt("t1-app-run-0a1b", "c1"))
+		}, 0, ""},
+		{"the platform's copy of a generated ClusterRunTemplate, labels included, deleted when its owner is gone", func(b *builder) {
+			b.write(1, "create", kontinue, "", "clusterruntemplates.carto.run", 201, crt("t1-app-run-0a1b", "c1"))
+			b.write(2, "create", "admin", "platform", "clusterruntemplates.carto.run", 201, crt("pin-1", "c2"))
+			b.write(3, "delete", "admin", "person-a", "workloads.carto.run", 200, object("Workload", "t1", "app", "w1"))
+			b.write(4, "delete", kontinue, "", "clusterruntemplates.carto.run", 200, crt("t1-app-run-0a1b", "c1"))
+			b.write(4, "delete", kontinue, "", "clusterruntemplates.carto.run", 200, crt("pin-1", "c2"))
+		}, 1, "Kontinue deleted it (as itself) but did not create it: created"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -91,6 +103,14 @@ func TestOwnership(t *testing.T) {
 			}
 		})
 	}
+}
+
+// crt is a ClusterRunTemplate as Kontinue generates it for step run of
+// Workload t1/app: cluster-scoped, labelled for the owner, no owner
+// reference.
+func crt(name, uid string) obj {
+	return object("ClusterRunTemplate", "", name, uid, labels(LabelStamped, "true", LabelWorkload, "app",
+		"carto.run/workload-namespace", "t1", LabelStep, "run"))
 }
 
 func TestOwnershipUnjudgedWithoutCreation(t *testing.T) {
