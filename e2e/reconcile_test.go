@@ -57,6 +57,23 @@ spec:
 	w := k.waitStep("app", "deploy", "ResourceSubmitted", "False", "TemplateRejectedByAPIServer")
 	k.assertCond(k.stepCond(w, "deploy", "ResourceSubmitted"), "False", "TemplateRejectedByAPIServer", "greetings may not be blocked")
 
+	// Any change of RBAC wakes owners whose writes were refused (news that
+	// may help them): the namespaces earlier tests left are deleted, their
+	// RoleBindings with them, first (seen in CI: the owner woke within the
+	// window below as an earlier test's namespace went).
+	// (At most a minute: a namespace kept by a finalizer is no reason to
+	// fail this test; it only leaves the window less quiet.)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		l, err := env.dyn.Resource(nsGVR).List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		terminating := false
+		for _, n := range l.Items {
+			terminating = terminating || n.GetDeletionTimestamp() != nil
+		}
+		if !terminating {
+			break
+		}
+	}
 	require.NoError(t, env.dyn.Resource(binding).Delete(context.Background(), policy, metav1.DeleteOptions{}))
 	require.NoError(t, env.dyn.Resource(vap).Delete(context.Background(), policy, metav1.DeleteOptions{}))
 	k.waitAdmission(false)
