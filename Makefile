@@ -11,7 +11,7 @@ E2E_REAL_TIMEOUT ?= 20m
 E2E_RELEASE_TIMEOUT ?= 20m
 ROBUSTNESS_TIMEOUT ?= 20m
 
-.PHONY: all build generate test tools unit e2e e2e-main e2e-more e2e-real robustness robustness-seeds kwok tekton kuttl debs chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
+.PHONY: all build generate test tools unit e2e e2e-main e2e-lane1 e2e-lane2 e2e-real robustness robustness-seeds kwok tekton kuttl debs chromium promtool conformance conformance-cartographer lint fmt vet staticcheck run-local e2e-kind crds controlplane realcontrollers bench clean
 
 all: build
 
@@ -28,8 +28,9 @@ build:
 ## $KUBECONFIG), the e2e suite on real workload controllers and Tekton
 ## (e2e/real, always on its own local cluster), the release's and the
 ## robustness suite's fixed seeds, and Cartographer's own kuttl suite
-## (conformance), one after the other (below).
-test: tools lint unit e2e conformance
+## (conformance): the suites in two lanes side by side (below).
+test: tools lint unit
+	@$(MAKE) --no-print-directory -j2 --output-sync=target e2e-lane1 e2e-lane2
 
 ## tools: everything the tests need from outside the repository, built or
 ## installed side by side (one's downloads overlap another's compiles); each
@@ -41,21 +42,32 @@ unit: controlplane promtool
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /e2e)
 	$(GO) -C hack/crdgen test -count=1 ./...
 
-## e2e: the e2e suites one after the other, each on its own cluster: ./e2e
-## (e2e-main); ./e2e/real, ./e2e/release (a release built by the recipe,
-## its chart installed, its image's binary run as the chart's Deployment
-## would: needs root) and the robustness suite's fixed seeds (e2e-more).
-## Side by side they would take less time (./e2e keeps about 40% of 2
-## cores busy), but their timing bounds (an outage's conflicts, a wave's
-## delay) were measured one suite at a time, and two at once broke one.
+## e2e: the e2e suites in two lanes side by side, each suite on its own
+## cluster: ./e2e; ./e2e/real; ./e2e/release (a release built by the
+## recipe, its chart installed, its image's binary run as the chart's
+## Deployment would: needs root); the robustness suite's fixed seeds. The
+## suites wait on controllers most of the time (./e2e keeps about 40% of 2
+## cores busy), so two lanes take about the time of the longer. ./e2e is
+## split in two by test name (E2E_LANE1: each half starts its own control
+## plane and Kontinue) so that the lanes are about as long. Each lane's
+## output is printed when it ends. `make test` adds the conformance suite
+## to lane 1.
+E2E_LANE1 := ^Test(Fault|GoTemplate|Dashboard|Helm|Rollout|Shard|Leader)
 e2e: controlplane realcontrollers chromium
-	@$(MAKE) --no-print-directory e2e-main e2e-more
+	@$(MAKE) --no-print-directory -j2 --output-sync=target e2e-lane1 e2e-lane2 E2E_CONFORMANCE=
 
+## e2e-main: all of ./e2e in one go test.
 e2e-main: controlplane chromium
 	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./e2e
 
-e2e-more: realcontrollers
+E2E_CONFORMANCE ?= conformance
+e2e-lane1: controlplane realcontrollers chromium build
+	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_LANE1)' ./e2e
 	$(GO) test -count=1 -timeout $(E2E_REAL_TIMEOUT) ./e2e/real
+	$(if $(E2E_CONFORMANCE),@$(MAKE) --no-print-directory $(E2E_CONFORMANCE))
+
+e2e-lane2: controlplane realcontrollers chromium
+	$(GO) test -count=1 -timeout $(E2E_TIMEOUT) -skip '$(E2E_LANE1)' ./e2e
 	$(GO) test -count=1 -timeout $(E2E_RELEASE_TIMEOUT) ./e2e/release
 	@$(MAKE) --no-print-directory robustness-seeds
 

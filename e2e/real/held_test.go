@@ -190,8 +190,11 @@ spec:
 	eventually(t, timeout, func() string {
 		var msg string
 		c2, msg = outcomes()
-		if msg == "" && c2["after"] == "" && c2["deploy"] == st.OutcomeSucceeded {
-			return "the next step's c2 not in the history yet"
+		// The history is written after the status write that ends a set
+		// at a step, one step's cell at a time: c2's row can be read
+		// while only some of its cells are in (seen under load).
+		if msg == "" && (c2["deploy"] == "" || c2["after"] == "") {
+			return fmt.Sprintf("c2's cells at deploy and after not in the history yet: %v", c2)
 		}
 		return msg
 	})
