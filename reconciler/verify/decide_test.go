@@ -1,13 +1,16 @@
 package verify_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler/api"
@@ -36,6 +39,10 @@ func TestDecide(t *testing.T) {
 	expired := ca.Keyless("alice@example.com", "https://issuer.example", time.Now().Add(-time.Hour))
 	stranger := otherCA.Keyless("alice@example.com", "https://issuer.example", now)
 	kk, otherKK := kontinueKey(t), kontinueKey(t)
+	deliverable := verify.Producer{Kind: "Deliverable", Namespace: "team-a", Name: "app", UID: "uid-dlv"}
+	dev, formerApp := vt.Owner, vt.Owner
+	dev.Name, dev.UID = "dev", "uid-dev"
+	formerApp.UID = "uid-former"
 
 	rootRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "trusted_root.json"}
 	logRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "with-log.json"}
@@ -127,6 +134,19 @@ func TestDecide(t *testing.T) {
 			ev: verify.Evidence{Statements: [][]byte{statement(t, otherKK, digestA)}}, want: verify.Refused, rule: "kontinue", why: "did not verify"},
 		{name: "kontinue: a tampered statement", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
 			ev: verify.Evidence{Statements: [][]byte{tamperEnvelope(t, statement(t, kk, digestB), digestB, digestA)}}, want: verify.Refused, rule: "kontinue", why: "did not verify"},
+		{name: "kontinue: a statement of the Workload that stamped this Deliverable", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestA)}, Producers: []verify.Producer{deliverable, vt.Producer}}, want: verify.Verified},
+		{name: "kontinue: a statement of another owner, copied into the history", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev:   verify.Evidence{Statements: [][]byte{vt.KontinueStatementOf(kk, dev, digestA)}, Producers: []verify.Producer{deliverable, vt.Producer}},
+			want: verify.Refused, rule: "kontinue", why: "is of Workload team-a/dev (uid uid-dev), not of Deliverable team-a/app or Workload team-a/app"},
+		{name: "kontinue: a statement of a deleted owner of the same name", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{vt.KontinueStatementOf(kk, formerApp, digestA)}}, want: verify.Refused, rule: "kontinue", why: "uid uid-former"},
+		{name: "kontinue: another owner's statement of it beside this one's", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{vt.KontinueStatementOf(kk, dev, digestA), statement(t, kk, digestA)}}, want: verify.Verified},
+		{name: "kontinue: no owner named to read statements of", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestA)}, Producers: []verify.Producer{}}, want: verify.Refused, rule: "kontinue", why: "none named"},
+		{name: "kontinue: a statement Kontinue signed that names no owner", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{ownerless(t, kk, digestA)}}, want: verify.Refused, rule: "kontinue", why: "names no owner"},
 		{name: "kontinue without a controller key", policy: api.InputVerify{Kontinue: &api.KontinueRule{}}, mat: &verify.Material{},
 			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestA)}}, want: verify.Refused, rule: "kontinue", why: "--attestation-key"},
 		{name: "kontinue of a config, by its value's digest", typ: verify.TypeConfig, value: map[string]any{"a": "b"}, policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
@@ -157,7 +177,11 @@ func TestDecide(t *testing.T) {
 			require.NoError(t, err)
 			target, err := verify.TargetOf(typ, "in", value)
 			require.NoError(t, err)
-			got := verify.Decide(p, target, c.ev)
+			ev := c.ev
+			if ev.Producers == nil {
+				ev.Producers = []verify.Producer{vt.Producer}
+			}
+			got := verify.Decide(p, target, ev)
 			assert.Equal(t, c.want, got.Outcome, got.Why)
 			if c.rule != "" {
 				assert.Equal(t, c.rule, got.Rule)
@@ -185,6 +209,17 @@ func tamperEnvelope(t *testing.T, env []byte, from, to string) []byte {
 	require.NoError(t, json.Unmarshal(env, &e))
 	e.Payload = []byte(strings.ReplaceAll(string(e.Payload), strings.TrimPrefix(from, "sha256:"), strings.TrimPrefix(to, "sha256:")))
 	b, err := json.Marshal(e)
+	require.NoError(t, err)
+	return b
+}
+
+// ownerless is a statement signed with k naming digest whose predicate is
+// not Kontinue's step schema (no owner).
+func ownerless(t *testing.T, k *attest.Key, digest string) []byte {
+	s := &intoto.Statement{Type: intoto.StatementTypeUri, PredicateType: attest.PredicateType,
+		Subject:   []*intoto.ResourceDescriptor{{Name: "image", Digest: map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}}},
+		Predicate: &structpb.Struct{Fields: map[string]*structpb.Value{"buildDefinition": structpb.NewStringValue("x")}}}
+	b, err := attest.Sign(context.Background(), k, s)
 	require.NoError(t, err)
 	return b
 }

@@ -294,12 +294,33 @@ func NewKontinueKey() *attest.Key {
 	return k
 }
 
-// KontinueStatement is a statement of Kontinue's, signed with k, naming
-// digest among a step's outputs, as the history ConfigMap keeps it.
+// Owner is the owner KontinueStatement's statements are about, and
+// Producer the same as a rule kontinue counts it.
+var (
+	Owner    = attest.Owner{APIVersion: "carto.run/v1alpha1", Kind: "Workload", Namespace: "team-a", Name: "app", UID: "uid-app"}
+	Producer = verify.Producer{Kind: Owner.Kind, Namespace: Owner.Namespace, Name: Owner.Name, UID: Owner.UID}
+)
+
+// KontinueStatement is a statement of Kontinue's about Owner, signed with
+// k, naming digest among a step's outputs, as the history ConfigMap keeps
+// it.
 func KontinueStatement(k *attest.Key, digest string) []byte {
-	s := &intoto.Statement{Type: intoto.StatementTypeUri, PredicateType: "https://slsa.dev/provenance/v1",
-		Subject:   []*intoto.ResourceDescriptor{{Name: "image", Digest: map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}}},
-		Predicate: &structpb.Struct{Fields: map[string]*structpb.Value{"buildDefinition": structpb.NewStringValue("x")}}}
+	return KontinueStatementOf(k, Owner, digest)
+}
+
+// KontinueStatementOf is KontinueStatement about owner o.
+func KontinueStatementOf(k *attest.Key, o attest.Owner, digest string) []byte {
+	owner, err := structpb.NewStruct(map[string]any{"owner": map[string]any{"apiVersion": o.APIVersion, "kind": o.Kind,
+		"namespace": o.Namespace, "name": o.Name, "uid": o.UID}, "step": "image"})
+	if err != nil {
+		panic(err)
+	}
+	s := &intoto.Statement{Type: intoto.StatementTypeUri, PredicateType: attest.PredicateType,
+		Subject: []*intoto.ResourceDescriptor{{Name: "image", Digest: map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}}},
+		Predicate: &structpb.Struct{Fields: map[string]*structpb.Value{"buildDefinition": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			"buildType":          structpb.NewStringValue(attest.BuildType),
+			"externalParameters": structpb.NewStructValue(owner),
+		}})}}}
 	b, err := attest.Sign(context.Background(), k, s)
 	if err != nil {
 		panic(err)
