@@ -186,6 +186,9 @@ func (p *Policy) signed(digest string, hexDigest []byte, ev Evidence) string {
 	for i, raw := range ev.Bundles {
 		b, stmt, err := readBundle(raw)
 		if err != nil {
+			// Counted, so that the refusal says why rather than that
+			// there is none.
+			n++
 			note("bundle %d: %v", i, err)
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	intoto "github.com/in-toto/attestation/go/v1"
+	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -44,11 +45,31 @@ func TestDecide(t *testing.T) {
 	dev.Name, dev.UID = "dev", "uid-dev"
 	formerApp.UID = "uid-former"
 
+	// A Sigstore whose keyless bundles carry their Rekor entry (inclusion
+	// proof and signed entry timestamp), and another whose log recorded
+	// none of them.
+	sigstore, otherLog := vt.NewSigstore(), vt.NewSigstore()
+	rekorRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "rekor.json"}
+	foreignLogRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "foreign-log.json"}
+	byAlice := func(ref *api.VerifyDataRef) []api.KeylessIdentity {
+		return []api.KeylessIdentity{{Subject: "alice@example.com", Issuer: "https://issuer.example", TrustedRoot: api.TrustedRootRef{ConfigMapRef: ref}}}
+	}
+	logged := func(digest string, change func(b *protobundle.Bundle)) []byte {
+		b := sigstore.Bundle("alice@example.com", "https://issuer.example", digest, verify.CosignSignPredicate, nil)
+		if change != nil {
+			change(b)
+		}
+		return vt.BundleJSON(b)
+	}
+	otherEntry := sigstore.Bundle("alice@example.com", "https://issuer.example", digestB, verify.CosignSignPredicate, nil).GetVerificationMaterial().GetTlogEntries()
+
 	rootRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "trusted_root.json"}
 	logRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "with-log.json"}
 	mat := verify.Material{Data: map[verify.Ref][]byte{
 		{Namespace: "platform", Name: "roots", Key: "trusted_root.json"}: ca.TrustedRoot(false),
 		{Namespace: "platform", Name: "roots", Key: "with-log.json"}:     ca.TrustedRoot(true),
+		{Namespace: "platform", Name: "roots", Key: "rekor.json"}:        sigstore.TrustedRoot(sigstore),
+		{Namespace: "platform", Name: "roots", Key: "foreign-log.json"}:  sigstore.TrustedRoot(otherLog),
 	}, Kontinue: kk}
 	keys := func(ks ...*vt.Key) []api.VerifyKey {
 		var out []api.VerifyKey
@@ -100,6 +121,57 @@ func TestDecide(t *testing.T) {
 			ev: verify.Evidence{Signatures: []verify.Layer{stranger.Sign(repo, digestA)}}, want: verify.Refused, rule: "signature", why: "certificate"},
 		{name: "keyless, the root has a log and the signature no entry", policy: api.InputVerify{Keyless: []api.KeylessIdentity{{Subject: "alice@example.com", Issuer: "https://issuer.example", TrustedRoot: api.TrustedRootRef{ConfigMapRef: logRef}}}},
 			ev: verify.Evidence{Signatures: []verify.Layer{alice.Sign(repo, digestA)}}, want: verify.Refused, rule: "signature", why: "log"},
+		// Sigstore bundles, as cosign stores them as OCI 1.1 referrers.
+		{name: "a bundle signed by the key", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA)}}, want: verify.Verified, rule: "signature"},
+		{name: "a bundle signed by another key", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{other.SignBundle(digestA)}}, want: verify.Refused, rule: "signature", why: "none of the 1 signatures"},
+		{name: "a bundle signing another digest", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{good.SignBundle(digestB)}}, want: verify.Refused, rule: "signature"},
+		{name: "a bundle that is not valid says why", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries[0].KindVersion = nil
+			})}}, want: verify.Refused, rule: "signature", why: "bundle 0: validation error"},
+		{name: "an attestation bundle is no signature", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{good.AttestBundle(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}}, want: verify.Refused, rule: "signature", why: "no signature of"},
+		{name: "SLSA provenance in a bundle", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), good.AttestBundle(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
+			want: verify.Verified, rule: "signature, attestation " + vt.SLSAType},
+		{name: "SLSA provenance in a bundle, of another digest", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), good.AttestBundle(digestB, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
+			want: verify.Refused, rule: "attestation " + vt.SLSAType},
+		{name: "SLSA provenance in a bundle by another key", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), other.AttestBundle(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
+			want: verify.Refused, rule: "attestation " + vt.SLSAType},
+		// Keyless bundles whose root has a transparency log: the entry the
+		// bundle carries is checked offline against the root's log key
+		// (its inclusion proof and signed entry timestamp), and must be of
+		// this very signature.
+		{name: "keyless bundle with its log entry", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, nil)}}, want: verify.Verified, rule: "signature"},
+		{name: "keyless bundle whose entry a log the root does not trust recorded", policy: api.InputVerify{Keyless: byAlice(foreignLogRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, nil)}}, want: verify.Refused, rule: "signature", why: "log inclusion"},
+		{name: "keyless bundle with the log entry of another signature", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries = otherEntry
+			})}}, want: verify.Refused, rule: "signature", why: "log inclusion"},
+		{name: "keyless bundle whose entry's time was altered", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries[0].IntegratedTime -= 60
+			})}}, want: verify.Refused, rule: "signature", why: "log inclusion"},
+		{name: "keyless bundle whose inclusion proof was altered", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				p := b.VerificationMaterial.TlogEntries[0].InclusionProof
+				p.TreeSize++
+			})}}, want: verify.Refused, rule: "signature", why: "log inclusion"},
+		{name: "keyless bundle without its log entry, the root has a log", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries = nil
+			})}}, want: verify.Refused, rule: "signature", why: "log"},
+		{name: "keyless bundle by another identity", policy: api.InputVerify{Keyless: []api.KeylessIdentity{{Subject: "bob@example.com", Issuer: "https://issuer.example", TrustedRoot: api.TrustedRootRef{ConfigMapRef: rekorRef}}}},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, nil)}}, want: verify.Refused, rule: "signature", why: "certificate identity"},
+		{name: "keyless bundle of another digest", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestB, nil)}}, want: verify.Refused, rule: "signature"},
 		{name: "SLSA provenance from the builder", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
 			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{good.Attest(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
 			want: verify.Verified, rule: "signature, attestation " + vt.SLSAType},
