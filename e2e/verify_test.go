@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler"
 	"kontinue.dev/kontinue/reconciler/history"
+	"kontinue.dev/kontinue/reconciler/verify"
 	"kontinue.dev/kontinue/reconciler/verify/verifytest"
 )
 
@@ -717,4 +719,133 @@ func alterStatement(t *testing.T, env, from, to string) string {
 	b, err := json.Marshal(e)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestVerifyReferrerBundles (issue 49): signatures and attestations
+// stored as Sigstore bundles attached to the image as OCI 1.1 referrers
+// (as cosign stores them in its bundle format), read from the registry
+// (go-containerregistry's, in process) by the referrers API and decided
+// by sigstore-go: a signature and SLSA provenance by the build key pass,
+// pinned; bundles by another key, and provenance of another digest
+// attached to this one, are held. Keyless: a bundle whose Rekor entry the
+// trusted root's log signed passes; one whose entry was altered is held
+// (the log is not queried: the entry the bundle carries is checked
+// against the root's log key).
+func TestVerifyReferrerBundles(t *testing.T) {
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	app := strings.TrimPrefix(srv.URL, "http://") + "/app"
+	key, other := verifytest.NewKey("ecdsa"), verifytest.NewKey("ecdsa")
+	sigstore := verifytest.NewSigstore()
+	const builder = "https://ci.example/builder"
+	push := func(tag string, bundles ...func(digest string) []byte) string {
+		t.Helper()
+		d, err := verifytest.Push(app, tag)
+		require.NoError(t, err)
+		for _, b := range bundles {
+			require.NoError(t, verifytest.AttachBundle(app, d, b(d)))
+		}
+		return d
+	}
+	signed := func(k *verifytest.Key) func(string) []byte { return k.SignBundle }
+	provenance := func(k *verifytest.Key, of string) func(string) []byte {
+		return func(d string) []byte {
+			if of != "" {
+				d = of
+			}
+			return k.AttestBundle(d, verifytest.SLSAType, verifytest.SLSA(builder))
+		}
+	}
+	keyless := func(alter func(b *protobundle.Bundle)) func(string) []byte {
+		return func(d string) []byte {
+			b := sigstore.Bundle("alice@example.com", "https://issuer.example", d, verify.CosignSignPredicate, nil)
+			if alter != nil {
+				alter(b)
+			}
+			return verifytest.BundleJSON(b)
+		}
+	}
+	good := push("good", signed(key), provenance(key, ""))
+	wrongKey := push("wrongkey", signed(other), provenance(other, ""))
+	otherDigest := push("otherdigest", signed(key), provenance(key, good))
+	logged := push("logged", keyless(nil))
+	altered := push("altered", keyless(func(b *protobundle.Bundle) {
+		b.VerificationMaterial.TlogEntries[0].IntegratedTime -= 60
+	}))
+
+	k := newKit(t)
+	rootJSON, err := json.Marshal(string(sigstore.TrustedRoot(sigstore)))
+	require.NoError(t, err)
+	k.apply(fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: sigstore-root}
+data: {trusted_root.json: %s}
+`, rootJSON))
+	chain, keylessChain, build, deploy := k.name("chain"), k.name("keyless"), k.name("build"), k.name("deploy")
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  params: [{name: image, default: none}]
+  imagePath: data.image
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-build}
+    data: {image: $(params.image)$}`))
+	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-deploy}
+    data: {image: $(images.app.image)$}`))
+	pem, err := json.Marshal(key.PublicPEM())
+	require.NoError(t, err)
+	k.apply(k.chainYAML(chain, "",
+		k.step("build", "ClusterImageTemplate", build, "")+
+			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
+    verify:
+      images:
+      - name: app
+        keys: [{publicKey: %s}]
+        attestations: [{predicateType: %q, builderID: %q}]`, pem, verifytest.SLSAType, builder))))
+	k.apply(k.chainYAML(keylessChain, "",
+		k.step("build", "ClusterImageTemplate", build, "")+
+			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
+    verify:
+      images:
+      - name: app
+        keyless:
+        - subject: alice@example.com
+          issuer: https://issuer.example
+          trustedRoot: {configMapRef: {namespace: %s, name: sigstore-root, key: trusted_root.json}}`, k.ns))))
+	image := func(tag string) string { return fmt.Sprintf("  params: [{name: image, value: %q}]", app+":"+tag) }
+	for _, w := range []struct{ name, chain string }{{"good", chain}, {"wrongkey", chain}, {"otherdigest", chain}, {"logged", keylessChain}, {"altered", keylessChain}} {
+		k.workload(w.name, w.chain, image(w.name))
+	}
+
+	for _, w := range []struct{ name, digest string }{{"good", good}, {"logged", logged}} {
+		k.waitObj(configMapGVR, w.name+"-deploy", k.dataIs("image", app+"@"+w.digest))
+		u := k.waitOwner(w.name, "Ready", "True", "Ready")
+		v := nested(stepStatus(u, "deploy"), "verification").([]any)[0].(map[string]any)
+		assert.Equal(t, "Verified", v["result"], w.name)
+		assert.Equal(t, w.digest, v["digest"], w.name)
+	}
+	for _, w := range []struct{ name, digest, rule, why string }{
+		{"wrongkey", wrongKey, "signature", "none of the 1 signatures"},
+		{"otherdigest", otherDigest, "attestation " + verifytest.SLSAType, "does not match any digest"},
+		{"altered", altered, "signature", "log inclusion"},
+	} {
+		eventually(t, 30*time.Second, func() string {
+			c := k.stepCond(get(t, workloadGVR, k.ns, w.name), "deploy", "ResourceSubmitted")
+			if c == nil || c["reason"] != "InputNotVerified" {
+				return fmt.Sprintf("%s's deploy ResourceSubmitted: %v", w.name, c)
+			}
+			return ""
+		})
+		k.assertCond(k.stepCond(get(t, workloadGVR, k.ns, w.name), "deploy", "ResourceSubmitted"), "False", "InputNotVerified",
+			"image [app] "+w.digest, "rule ["+w.rule+"]", w.why)
+		k.waitEvent(w.name, "InputNotVerified", "step [deploy]", w.digest)
+		_, err := tryGet(configMapGVR, k.ns, w.name+"-deploy")
+		require.Error(t, err, "nothing stamped for %s", w.name)
+	}
 }

@@ -172,6 +172,16 @@ func TestDecide(t *testing.T) {
 			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, nil)}}, want: verify.Refused, rule: "signature", why: "certificate identity"},
 		{name: "keyless bundle of another digest", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
 			ev: verify.Evidence{Bundles: [][]byte{logged(digestB, nil)}}, want: verify.Refused, rule: "signature"},
+		// cosign's keyless tag signature: the Rekor entry and its signed
+		// entry timestamp in the layer's bundle annotation.
+		{name: "keyless tag signature with its log entry", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Signatures: []verify.Layer{sigstore.CosignLayer("alice@example.com", "https://issuer.example", repo, digestA, 0)}}, want: verify.Verified},
+		{name: "keyless tag signature whose entry a log the root does not trust signed", policy: api.InputVerify{Keyless: byAlice(foreignLogRef)},
+			ev:   verify.Evidence{Signatures: []verify.Layer{sigstore.CosignLayer("alice@example.com", "https://issuer.example", repo, digestA, 0)}},
+			want: verify.Refused, rule: "signature", why: "log"},
+		{name: "keyless tag signature whose entry's time was altered", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev:   verify.Evidence{Signatures: []verify.Layer{sigstore.CosignLayer("alice@example.com", "https://issuer.example", repo, digestA, -60)}},
+			want: verify.Refused, rule: "signature", why: "log"},
 		{name: "SLSA provenance from the builder", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
 			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{good.Attest(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
 			want: verify.Verified, rule: "signature, attestation " + vt.SLSAType},

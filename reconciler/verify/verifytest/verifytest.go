@@ -519,3 +519,56 @@ func (s *Sigstore) Bundle(subject, issuer, digest, predicateType string, predica
 		Content: &protobundle.Bundle_DsseEnvelope{DsseEnvelope: protoEnvelope(env)},
 	}
 }
+
+// CosignLayer is a keyless cosign signature of repo@digest as cosign's
+// signature tag keeps it: the simple-signing payload, its signature, the
+// certificate and the Rekor entry with its signed entry timestamp (the
+// dev.sigstore.cosign/bundle annotation); alterTime is added to the
+// entry's integrated time after the log signed it (0: none).
+func (s *Sigstore) CosignLayer(subject, issuer, repo, digest string, alterTime int64) verify.Layer {
+	ref, err := name.NewDigest(repo + "@" + digest)
+	if err != nil {
+		panic(err)
+	}
+	p, err := json.Marshal(payload.Cosign{Image: ref})
+	if err != nil {
+		panic(err)
+	}
+	e, err := s.vs.Sign(subject, issuer, p)
+	if err != nil {
+		panic(err)
+	}
+	sc, err := e.SignatureContent()
+	if err != nil {
+		panic(err)
+	}
+	vc, err := e.VerificationContent()
+	if err != nil {
+		panic(err)
+	}
+	entries, err := e.TlogEntries()
+	if err != nil {
+		panic(err)
+	}
+	tle := entries[0].TransparencyLogEntry()
+	rp := tlog.RekorPayload{Body: base64.StdEncoding.EncodeToString(tle.CanonicalizedBody),
+		IntegratedTime: tle.IntegratedTime, LogIndex: tle.LogIndex, LogID: hex.EncodeToString(tle.LogId.KeyId)}
+	set, err := s.vs.RekorSignPayload(rp)
+	if err != nil {
+		panic(err)
+	}
+	rp.IntegratedTime += alterTime
+	ann, err := json.Marshal(map[string]any{"SignedEntryTimestamp": set, "Payload": rp})
+	if err != nil {
+		panic(err)
+	}
+	cert, err := cryptoutils.MarshalCertificateToPEM(vc.Certificate())
+	if err != nil {
+		panic(err)
+	}
+	return verify.Layer{MediaType: verify.MediaTypeSimpleSigning, Payload: p, Annotations: map[string]string{
+		verify.AnnotationSignature:   base64.StdEncoding.EncodeToString(sc.MessageSignatureContent().Signature()),
+		verify.AnnotationCertificate: string(cert),
+		verify.AnnotationBundle:      string(ann),
+	}}
+}
