@@ -257,15 +257,24 @@ func (p *Policy) attested(a api.AttestationRule, hexDigest []byte, ev Evidence) 
 	}
 	for i, raw := range ev.Bundles {
 		b, stmt, err := readBundle(raw)
-		if err != nil || stmt == nil {
+		if err != nil {
+			note("bundle %d: %v", i, err)
 			continue
+		}
+		if stmt == nil {
+			continue // a signature
 		}
 		if try(fmt.Sprintf("bundle %d", i), b, stmt.GetPredicateType()) {
 			return ""
 		}
 	}
 	if n == 0 {
-		return fmt.Sprintf("no %s attestation of sha256:%x found", a.PredicateType, hexDigest)
+		why := fmt.Sprintf("no %s attestation of sha256:%x found", a.PredicateType, hexDigest)
+		if len(errs) > 0 {
+			// What could not be read may have been it.
+			why += "; unreadable: " + strings.Join(errs, "; ")
+		}
+		return why
 	}
 	return fmt.Sprintf("none of the %d %s attestations of sha256:%x passes: %s", n, a.PredicateType, hexDigest, strings.Join(errs, "; "))
 }

@@ -137,6 +137,10 @@ func TestDecide(t *testing.T) {
 		{name: "SLSA provenance in a bundle", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
 			ev:   verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), good.AttestBundle(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
 			want: verify.Verified, rule: "signature, attestation " + vt.SLSAType},
+		{name: "an attestation bundle that is not valid says why", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev: verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries[0].KindVersion = nil
+			})}}, want: verify.Refused, rule: "attestation " + vt.SLSAType, why: "unreadable: bundle 1: validation error"},
 		{name: "SLSA provenance in a bundle, of another digest", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
 			ev:   verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), good.AttestBundle(digestB, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
 			want: verify.Refused, rule: "attestation " + vt.SLSAType},
