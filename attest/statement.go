@@ -169,6 +169,38 @@ func externalParameters(in Input, r *st.Resource, cur *st.InputSet) map[string]a
 
 // toStruct is a message as a structpb.Struct: the Statement's predicate
 // is any JSON object.
+// OwnerOf reads back whom a statement Build made is about: the owner its
+// externalParameters name. A statement without one (not Kontinue's step
+// schema) is an error. Only meaningful for a statement whose signature was
+// verified.
+func OwnerOf(s *intoto.Statement) (Owner, error) {
+	var o Owner
+	if s.GetPredicateType() != PredicateType {
+		return o, fmt.Errorf("predicate type %q, not %q", s.GetPredicateType(), PredicateType)
+	}
+	b, err := protojson.Marshal(s.GetPredicate())
+	if err != nil {
+		return o, err
+	}
+	var p slsa.Provenance
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, &p); err != nil {
+		return o, fmt.Errorf("not SLSA provenance v1: %w", err)
+	}
+	if bt := p.GetBuildDefinition().GetBuildType(); bt != BuildType {
+		return o, fmt.Errorf("build type %q, not %q", bt, BuildType)
+	}
+	owner, ok := p.GetBuildDefinition().GetExternalParameters().AsMap()["owner"].(map[string]any)
+	if !ok {
+		return o, errors.New("externalParameters name no owner")
+	}
+	str := func(k string) string { v, _ := owner[k].(string); return v }
+	o = Owner{APIVersion: str("apiVersion"), Kind: str("kind"), Namespace: str("namespace"), Name: str("name"), UID: str("uid")}
+	if o.Kind == "" || o.Namespace == "" || o.Name == "" {
+		return o, errors.New("externalParameters name an incomplete owner")
+	}
+	return o, nil
+}
+
 func toStruct(m proto.Message) (*structpb.Struct, error) {
 	b, err := protojson.Marshal(m)
 	if err != nil {

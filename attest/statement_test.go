@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -321,4 +323,25 @@ func TestBuildRefuses(t *testing.T) {
 			assert.Equal(t, tt.notYet, errors.Is(err, ErrNotAttestable), "%v", err)
 		})
 	}
+}
+
+// OwnerOf reads back the owner Build wrote: what a step checking
+// Kontinue's statements (rule kontinue) binds a statement to.
+func TestOwnerOf(t *testing.T) {
+	s, err := Build(Input{Owner: wl, Status: workload(), Step: "build"})
+	require.NoError(t, err)
+	got, err := OwnerOf(s)
+	require.NoError(t, err)
+	assert.Equal(t, wl, got)
+
+	other := proto.Clone(s).(*intoto.Statement)
+	other.PredicateType = "https://example.com/other"
+	_, err = OwnerOf(other)
+	assert.ErrorContains(t, err, "predicate type")
+
+	noOwner := proto.Clone(s).(*intoto.Statement)
+	bd := noOwner.GetPredicate().GetFields()["buildDefinition"].GetStructValue()
+	delete(bd.GetFields()["externalParameters"].GetStructValue().GetFields(), "owner")
+	_, err = OwnerOf(noOwner)
+	assert.ErrorContains(t, err, "no owner")
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +23,8 @@ import (
 
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/history"
+	"kontinue.dev/kontinue/reconciler/verify"
 	"kontinue.dev/kontinue/reconciler/verify/verifytest"
 )
 
@@ -420,4 +424,428 @@ func TestVerifyBadPolicyOnTheChain(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestVerifyDeliveryRequiresKontinueStatements (issue 49), a chain end to
+// end: a Workload's chain takes a source, an image (its deliver step
+// requires the build key's signature, cosign's tag in the registry) and
+// stamps a Deliverable with the image it verified; the ClusterDelivery's
+// deploy step requires Kontinue's own statements of that image (rule
+// kontinue: a statement Kontinue signed of a step's outputs, of this
+// Deliverable or of the Workload that stamped it).
+//
+//   - The honest path delivers: the image the Workload's chain built and
+//     Kontinue signed a statement of.
+//   - A Deliverable made by hand, claiming the Workload as its upstream,
+//     delivers the Workload's image; its source edited to an image no
+//     statement of the Workload names, and the Workload's statement of its
+//     image step altered to name that image, is held: InputNotVerified
+//     naming the rule and the digest, the deploy step keeps its object and
+//     outputs, a Warning event. A statement Kontinue really signed, but of
+//     another Workload (whose chain checks nothing), copied into the
+//     history does not count either: a statement speaks only of the owner
+//     it was signed for.
+//   - A Deliverable no Workload stamped (its image not produced by this
+//     cluster's chain for it) is refused, whatever registry signatures its
+//     image has.
+//   - An unsigned image stops at the Workload's first step that checks it:
+//     the Deliverable keeps the verified image.
+func TestVerifyDeliveryRequiresKontinueStatements(t *testing.T) {
+	require.False(t, env.external, "the test restarts Kontinue in this process with a key")
+	priv, _ := keyFiles(t)
+	akey, err := attest.LoadKeyFile(priv, true)
+	require.NoError(t, err)
+	env.kontinue.stop()
+	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) {
+		o.Attest = attest.NewSigner(akey, "e2e").Extra
+		o.Verify.Key = akey
+	})
+	t.Cleanup(func() {
+		env.kontinue.stop()
+		env.kontinue = startKontinue(env.cfg)
+	})
+
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	app := strings.TrimPrefix(srv.URL, "http://") + "/app"
+	build := verifytest.NewKey("ecdsa")
+	push := func(tag string, signers ...*verifytest.Key) string {
+		t.Helper()
+		d, err := verifytest.Push(app, tag)
+		require.NoError(t, err)
+		for _, s := range signers {
+			require.NoError(t, verifytest.Attach(app, d, "sig", s.Sign(app, d)))
+		}
+		return d
+	}
+	good, unsigned, rogue := push("good", build), push("unsigned"), push("rogue")
+
+	k := newKit(t)
+	k.apply(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: stamp-deliverables}
+rules:
+- {apiGroups: [carto.run], resources: [deliverables], verbs: [get, list, watch, create, update, patch, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: stamp-deliverables}
+subjects: [{kind: ServiceAccount, name: default}]
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: stamp-deliverables}
+`)
+	chain, devChain, delivery := k.name("chain"), k.name("dev"), k.name("delivery")
+	src, img, dlv, dsrc, deploy := k.name("src"), k.name("img"), k.name("dlv"), k.name("dsrc"), k.name("deploy")
+	k.apply(k.templateYAML("ClusterSourceTemplate", src, `
+  params: [{name: commit, default: none}]
+  urlPath: .data.url
+  revisionPath: .data.revision
+  healthRule: {alwaysHealthy: {}}
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-src}
+    data: {url: $(workload.spec.source.git.url)$, revision: $(params.commit)$}`))
+	k.apply(k.templateYAML("ClusterImageTemplate", img, `
+  params: [{name: image, default: none}]
+  imagePath: .data.image
+  healthRule: {alwaysHealthy: {}}
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-img}
+    data: {image: $(params.image)$, revision: $(sources.src.revision)$}`))
+	k.apply(k.templateYAML("ClusterTemplate", dlv, fmt.Sprintf(`
+  template:
+    apiVersion: carto.run/v1alpha1
+    kind: Deliverable
+    metadata: {name: $(workload.metadata.name)$, labels: {app.example.com/delivery: %s}}
+    spec:
+      source: {image: $(images.app.image)$}`, delivery)))
+	k.apply(k.templateYAML("ClusterSourceTemplate", dsrc, `
+  urlPath: .data.url
+  revisionPath: .data.revision
+  healthRule: {alwaysHealthy: {}}
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(deliverable.metadata.name)$-dsrc}
+    data: {url: $(deliverable.spec.source.image)$, revision: v1}`))
+	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(deliverable.metadata.name)$-live}
+    data: {image: $(sources.app.url)$}`))
+	pem, err := json.Marshal(build.PublicPEM())
+	require.NoError(t, err)
+	k.apply(k.chainYAML(chain, "",
+		k.step("source", "ClusterSourceTemplate", src, "")+
+			k.step("image", "ClusterImageTemplate", img, "sources: [{name: src, resource: source}]")+
+			k.step("deliver", "ClusterTemplate", dlv, fmt.Sprintf(`images: [{name: app, resource: image}]
+    verify:
+      images: [{name: app, keys: [{publicKey: %s}]}]`, pem))))
+	// A chain that checks nothing: what any app team may put an image on.
+	k.apply(k.chainYAML(devChain, "",
+		k.step("source", "ClusterSourceTemplate", src, "")+
+			k.step("image", "ClusterImageTemplate", img, "sources: [{name: src, resource: source}]")))
+	k.apply(fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: ClusterDelivery
+metadata: {name: %[1]s}
+spec:
+  selector: {app.example.com/delivery: %[1]s}
+  resources:
+  - name: source
+    templateRef: {kind: ClusterSourceTemplate, name: %[2]s}
+  - name: deploy
+    templateRef: {kind: ClusterTemplate, name: %[3]s}
+    sources: [{name: app, resource: source}]
+    verify:
+      sources: [{name: app, kontinue: {}}]
+`, delivery, dsrc, deploy))
+	params := func(image string) string {
+		return fmt.Sprintf("  params: [{name: commit, value: c1}, {name: image, value: %q}]", image)
+	}
+	deliverable := func(name, image string, upstream *unstructured.Unstructured) {
+		u := obj(fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: Deliverable
+metadata: {name: %s, labels: {app.example.com/delivery: %s}}
+spec: {source: {image: %q}}`, name, delivery, image))
+		if upstream != nil {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "carto.run/v1alpha1", Kind: "Workload",
+				Name: upstream.GetName(), UID: upstream.GetUID(), Controller: ptr(true)}})
+		}
+		_, err := env.dyn.Resource(deliverableGVR).Namespace(k.ns).Apply(context.Background(), name, u, metav1.ApplyOptions{FieldManager: "app-team", Force: true})
+		require.NoError(t, err)
+	}
+	deployCond := func(name string) map[string]any {
+		u, err := tryGet(deliverableGVR, k.ns, name)
+		if err != nil {
+			return nil
+		}
+		return stepCondition(u, "deploy", "ResourceSubmitted")
+	}
+	// refused waits for name's deploy step to hold digest under rule kontinue.
+	refused := func(name, digest string, parts ...string) map[string]any {
+		t.Helper()
+		eventually(t, 90*time.Second, func() string {
+			c := deployCond(name)
+			if c == nil || c["reason"] != "InputNotVerified" || !strings.Contains(fmt.Sprint(c["message"]), digest) {
+				return fmt.Sprintf("%s's deploy ResourceSubmitted: %v", name, c)
+			}
+			for _, p := range parts {
+				if !strings.Contains(fmt.Sprint(c["message"]), p) {
+					return fmt.Sprintf("%s's deploy ResourceSubmitted does not say %q: %v", name, p, c)
+				}
+			}
+			return ""
+		})
+		c := deployCond(name)
+		k.assertCond(c, "False", "InputNotVerified", "source [app]", digest, "rule [kontinue]")
+		return c
+	}
+	ref := func(d string) string { return app + "@" + d }
+
+	// The honest path: the Workload's chain verifies the signed image and
+	// stamps the Deliverable with it; the delivery takes it on Kontinue's
+	// statement of the Workload's image step.
+	k.workload("app", chain, params(ref(good)))
+	k.waitOwner("app", "Ready", "True", "Ready")
+	k.waitObj(deliverableGVR, "app", func(u *unstructured.Unstructured) string {
+		if got := nested(u.Object, "spec", "source", "image"); got != ref(good) {
+			return fmt.Sprintf("Deliverable app's image %v", got)
+		}
+		return ""
+	})
+	k.waitObj(configMapGVR, "app-live", k.dataIs("image", ref(good)))
+	u := waitOwner(t, deliverableGVR, k.ns, "app", "Ready", "True", "Ready")
+	v := nested(stepStatus(u, "deploy"), "verification").([]any)[0].(map[string]any)
+	assert.Equal(t, "Verified", v["result"])
+	assert.Equal(t, "kontinue", v["rule"])
+	assert.Equal(t, good, v["digest"])
+
+	// A Deliverable made by hand that names the Workload as its upstream
+	// delivers what the Workload's chain produced ...
+	wl := get(t, workloadGVR, k.ns, "app")
+	deliverable("claimed", ref(good), wl)
+	k.waitObj(configMapGVR, "claimed-live", k.dataIs("image", ref(good)))
+	before := stepStatus(waitOwner(t, deliverableGVR, k.ns, "claimed", "Ready", "True", "Ready"), "deploy")
+
+	// ... but not an image the Workload's statements do not name, with the
+	// statement of its image step altered to name it (its signature kept).
+	hist := history.Name("Workload", "app")
+	dataKey := attest.DataKey("image")
+	k.update(configMapGVR, k.ns, hist, func(u *unstructured.Unstructured) {
+		s, _, _ := unstructured.NestedString(u.Object, "data", dataKey)
+		require.NotEmpty(t, s, "the Workload's history has the statement of its image step")
+		require.NoError(t, unstructured.SetNestedField(u.Object, alterStatement(t, s, good, rogue), "data", dataKey))
+	})
+	deliverable("claimed", ref(rogue), wl)
+	c := refused("claimed", rogue, "did not verify")
+	assert.NotContains(t, fmt.Sprint(c["message"]), "waiting")
+	waitEventIn(t, k.ns, "claimed", "InputNotVerified", "step [deploy]", rogue, "rule [kontinue]")
+	u = get(t, deliverableGVR, k.ns, "claimed")
+	assert.Equal(t, ref(good), nested(get(t, configMapGVR, k.ns, "claimed-live").Object, "data", "image"), "the deploy step keeps its object")
+	assert.Equal(t, before["outputs"], stepStatus(u, "deploy")["outputs"], "and its outputs")
+	v = nested(stepStatus(u, "deploy"), "verification").([]any)[0].(map[string]any)
+	assert.Equal(t, true, v["held"])
+	assert.Equal(t, rogue, v["digest"])
+
+	// A statement Kontinue did sign naming the image, but of another
+	// Workload (on a chain that checks nothing), copied into the history
+	// in place of the altered one: not this Workload's, it does not count.
+	k.workload("dev", devChain, params(ref(rogue)))
+	k.waitOwner("dev", "Ready", "True", "Ready")
+	var devStatement string
+	eventually(t, 30*time.Second, func() string {
+		s, _, _ := unstructured.NestedString(get(t, configMapGVR, k.ns, history.Name("Workload", "dev")).Object, "data", dataKey)
+		if s == "" {
+			return "no statement of dev's image step yet"
+		}
+		devStatement = s
+		return ""
+	})
+	k.update(configMapGVR, k.ns, hist, func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedField(u.Object, devStatement, "data", dataKey))
+	})
+	refused("claimed", rogue, "Workload "+k.ns+"/dev")
+	assert.Equal(t, ref(good), nested(get(t, configMapGVR, k.ns, "claimed-live").Object, "data", "image"), "the deploy step keeps its object")
+
+	// A Deliverable no Workload stamped: nothing of this cluster's chain
+	// vouches for its image, signed by the build key though it is.
+	deliverable("stray", ref(good), nil)
+	refused("stray", good, "no statement signed by Kontinue")
+	_, err = tryGet(configMapGVR, k.ns, "stray-live")
+	require.Error(t, err, "nothing deployed for a Deliverable whose image nothing vouches for")
+	waitEventIn(t, k.ns, "stray", "InputNotVerified", "step [deploy]", good, "rule [kontinue]")
+
+	// An unsigned image stops at the Workload's deliver step: the
+	// Deliverable keeps the image that passed. (Last: the Workload's image
+	// step then has a statement of the unsigned image, no longer of the
+	// good one, which the Deliverables above were checked against.)
+	k.update(workloadGVR, k.ns, "app", func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "commit", "value": "c2"},
+			map[string]any{"name": "image", "value": ref(unsigned)}}, "spec", "params"))
+	})
+	eventually(t, 30*time.Second, func() string {
+		c := k.stepCond(get(t, workloadGVR, k.ns, "app"), "deliver", "ResourceSubmitted")
+		if c == nil || c["reason"] != "InputNotVerified" || !strings.Contains(fmt.Sprint(c["message"]), unsigned) {
+			return fmt.Sprintf("deliver's ResourceSubmitted: %v", c)
+		}
+		return ""
+	})
+	k.assertCond(k.stepCond(get(t, workloadGVR, k.ns, "app"), "deliver", "ResourceSubmitted"), "False", "InputNotVerified", unsigned, "rule [signature]")
+	assert.Equal(t, ref(good), nested(get(t, deliverableGVR, k.ns, "app").Object, "spec", "source", "image"))
+	assert.Equal(t, ref(good), nested(get(t, configMapGVR, k.ns, "app-live").Object, "data", "image"))
+
+	// All along, the honest Deliverable kept its image.
+	assert.Equal(t, ref(good), nested(get(t, configMapGVR, k.ns, "app-live").Object, "data", "image"))
+}
+
+// alterStatement rewrites the in-toto statement inside a DSSE envelope
+// (from → to, the digests without their algorithm), keeping its signature:
+// a history edited by hand.
+func alterStatement(t *testing.T, env, from, to string) string {
+	var e map[string]any
+	require.NoError(t, json.Unmarshal([]byte(env), &e))
+	p, err := base64.StdEncoding.DecodeString(e["payload"].(string))
+	require.NoError(t, err)
+	altered := strings.ReplaceAll(string(p), strings.TrimPrefix(from, "sha256:"), strings.TrimPrefix(to, "sha256:"))
+	require.NotEqual(t, string(p), altered, "the statement names %s", from)
+	e["payload"] = base64.StdEncoding.EncodeToString([]byte(altered))
+	b, err := json.Marshal(e)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestVerifyReferrerBundles (issue 49): signatures and attestations
+// stored as Sigstore bundles attached to the image as OCI 1.1 referrers
+// (as cosign stores them in its bundle format), read from the registry
+// (go-containerregistry's, in process) by the referrers API and decided
+// by sigstore-go: a signature and SLSA provenance by the build key pass,
+// pinned; bundles by another key, and provenance of another digest
+// attached to this one, are held. Keyless: a bundle whose Rekor entry the
+// trusted root's log signed passes; one whose entry was altered is held
+// (the log is not queried: the entry the bundle carries is checked
+// against the root's log key).
+func TestVerifyReferrerBundles(t *testing.T) {
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	app := strings.TrimPrefix(srv.URL, "http://") + "/app"
+	key, other := verifytest.NewKey("ecdsa"), verifytest.NewKey("ecdsa")
+	sigstore := verifytest.NewSigstore()
+	const builder = "https://ci.example/builder"
+	push := func(tag string, bundles ...func(digest string) []byte) string {
+		t.Helper()
+		d, err := verifytest.Push(app, tag)
+		require.NoError(t, err)
+		for _, b := range bundles {
+			require.NoError(t, verifytest.AttachBundle(app, d, b(d)))
+		}
+		return d
+	}
+	signed := func(k *verifytest.Key) func(string) []byte { return k.SignBundle }
+	provenance := func(k *verifytest.Key, of string) func(string) []byte {
+		return func(d string) []byte {
+			if of != "" {
+				d = of
+			}
+			return k.AttestBundle(d, verifytest.SLSAType, verifytest.SLSA(builder))
+		}
+	}
+	keyless := func(alter func(b *protobundle.Bundle)) func(string) []byte {
+		return func(d string) []byte {
+			b := sigstore.Bundle("alice@example.com", "https://issuer.example", d, verify.CosignSignPredicate, nil)
+			if alter != nil {
+				alter(b)
+			}
+			return verifytest.BundleJSON(b)
+		}
+	}
+	good := push("good", signed(key), provenance(key, ""))
+	wrongKey := push("wrongkey", signed(other), provenance(other, ""))
+	otherDigest := push("otherdigest", signed(key), provenance(key, good))
+	logged := push("logged", keyless(nil))
+	altered := push("altered", keyless(func(b *protobundle.Bundle) {
+		b.VerificationMaterial.TlogEntries[0].IntegratedTime -= 60
+	}))
+
+	k := newKit(t)
+	rootJSON, err := json.Marshal(string(sigstore.TrustedRoot(sigstore)))
+	require.NoError(t, err)
+	k.apply(fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: sigstore-root}
+data: {trusted_root.json: %s}
+`, rootJSON))
+	chain, keylessChain, build, deploy := k.name("chain"), k.name("keyless"), k.name("build"), k.name("deploy")
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  params: [{name: image, default: none}]
+  imagePath: data.image
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-build}
+    data: {image: $(params.image)$}`))
+	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-deploy}
+    data: {image: $(images.app.image)$}`))
+	pem, err := json.Marshal(key.PublicPEM())
+	require.NoError(t, err)
+	k.apply(k.chainYAML(chain, "",
+		k.step("build", "ClusterImageTemplate", build, "")+
+			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
+    verify:
+      images:
+      - name: app
+        keys: [{publicKey: %s}]
+        attestations: [{predicateType: %q, builderID: %q}]`, pem, verifytest.SLSAType, builder))))
+	k.apply(k.chainYAML(keylessChain, "",
+		k.step("build", "ClusterImageTemplate", build, "")+
+			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
+    verify:
+      images:
+      - name: app
+        keyless:
+        - subject: alice@example.com
+          issuer: https://issuer.example
+          trustedRoot: {configMapRef: {namespace: %s, name: sigstore-root, key: trusted_root.json}}`, k.ns))))
+	image := func(tag string) string { return fmt.Sprintf("  params: [{name: image, value: %q}]", app+":"+tag) }
+	for _, w := range []struct{ name, chain string }{{"good", chain}, {"wrongkey", chain}, {"otherdigest", chain}, {"logged", keylessChain}, {"altered", keylessChain}} {
+		k.workload(w.name, w.chain, image(w.name))
+	}
+
+	for _, w := range []struct{ name, digest string }{{"good", good}, {"logged", logged}} {
+		k.waitObj(configMapGVR, w.name+"-deploy", k.dataIs("image", app+"@"+w.digest))
+		u := k.waitOwner(w.name, "Ready", "True", "Ready")
+		v := nested(stepStatus(u, "deploy"), "verification").([]any)[0].(map[string]any)
+		assert.Equal(t, "Verified", v["result"], w.name)
+		assert.Equal(t, w.digest, v["digest"], w.name)
+	}
+	for _, w := range []struct{ name, digest, rule, why string }{
+		{"wrongkey", wrongKey, "signature", "none of the 1 signatures"},
+		{"otherdigest", otherDigest, "attestation " + verifytest.SLSAType, "does not match any digest"},
+		{"altered", altered, "signature", "log inclusion"},
+	} {
+		eventually(t, 30*time.Second, func() string {
+			c := k.stepCond(get(t, workloadGVR, k.ns, w.name), "deploy", "ResourceSubmitted")
+			if c == nil || c["reason"] != "InputNotVerified" {
+				return fmt.Sprintf("%s's deploy ResourceSubmitted: %v", w.name, c)
+			}
+			return ""
+		})
+		k.assertCond(k.stepCond(get(t, workloadGVR, k.ns, w.name), "deploy", "ResourceSubmitted"), "False", "InputNotVerified",
+			"image [app] "+w.digest, "rule ["+w.rule+"]", w.why)
+		k.waitEvent(w.name, "InputNotVerified", "step [deploy]", w.digest)
+		_, err := tryGet(configMapGVR, k.ns, w.name+"-deploy")
+		require.Error(t, err, "nothing stamped for %s", w.name)
+	}
 }

@@ -20,7 +20,6 @@ import (
 
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler/api"
-	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	st "kontinue.dev/kontinue/reconciler/status"
@@ -45,7 +44,7 @@ type inputCheck struct {
 	v         Verifier
 	owner     check.Owner
 	account   api.ServiceAccountRef
-	histories []string
+	producers []verify.Producer
 	onRefused func(chain, step, rule string)
 	byStep    map[string]*checked
 }
@@ -63,12 +62,13 @@ func checkInputs(env *Env, l *loaded, s *steps) {
 		return
 	}
 	f := env.Flavor
-	histories := []string{history.Name(f.OwnerKind, l.owner.GetName())}
+	ns := l.owner.GetNamespace()
+	producers := []verify.Producer{{Kind: f.OwnerKind, Namespace: ns, Name: l.owner.GetName(), UID: string(l.owner.GetUID())}}
 	if up := attest.UpstreamOf(l.owner); up != nil {
-		histories = append(histories, history.Name(up.Kind, up.Name))
+		producers = append(producers, verify.Producer{Kind: up.Kind, Namespace: ns, Name: up.Name, UID: up.UID})
 	}
-	s.verify = &inputCheck{v: env.Verify, owner: check.Owner{Kind: f.OwnerKind, Namespace: l.owner.GetNamespace(), Name: l.owner.GetName()},
-		account: l.account(), histories: histories, onRefused: env.InputRefused, byStep: map[string]*checked{}}
+	s.verify = &inputCheck{v: env.Verify, owner: check.Owner{Kind: f.OwnerKind, Namespace: ns, Name: l.owner.GetName()},
+		account: l.account(), producers: producers, onRefused: env.InputRefused, byStep: map[string]*checked{}}
 	s.prepare.Verify = s.verifyInputs
 }
 
@@ -104,7 +104,7 @@ func (s *steps) verifyInputs(def api.Step, in render.Inputs) (render.Inputs, *pr
 			continue // not there yet: prepare waited for it already
 		}
 		d := s.verify.v.Check(check.Request{Owner: s.verify.owner, Account: s.verify.account, Type: n.Type, Input: n.Policy.Name,
-			Value: value, Policy: n.Policy, Histories: s.verify.histories})
+			Value: value, Policy: n.Policy, Producers: s.verify.producers})
 		rec := st.InputVerification{Type: n.Type, Name: n.Policy.Name, Digest: d.Digest, Rule: d.Rule, Message: cut(d.Why)}
 		if d.Recheck > 0 && (c.recheck == 0 || d.Recheck < c.recheck) {
 			c.recheck = d.Recheck

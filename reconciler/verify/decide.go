@@ -36,6 +36,30 @@ type Evidence struct {
 	Attestations []Layer  `json:"attestations,omitempty"`
 	Bundles      [][]byte `json:"bundles,omitempty"`
 	Statements   [][]byte `json:"statements,omitempty"`
+	// Producers are the owners whose histories Statements were read from
+	// (the owner asking, the Workload that stamped a Deliverable): a
+	// statement counts only when it is about one of them. A history is a
+	// ConfigMap in the tenant's namespace, which the tenant may write: a
+	// statement Kontinue signed for another owner copied into it is
+	// Kontinue's word about that owner, not about this one.
+	Producers []Producer `json:"producers,omitempty"`
+}
+
+// Producer is an owner whose statements count for rule kontinue.
+type Producer struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// UID, when known, must be the statement's too: not a deleted
+	// owner's of the same name.
+	UID string `json:"uid,omitempty"`
+}
+
+func (p Producer) String() string { return p.Kind + " " + p.Namespace + "/" + p.Name }
+
+// is says whether o (a verified statement's owner) is p.
+func (p Producer) is(o attest.Owner) bool {
+	return o.Kind == p.Kind && o.Namespace == p.Namespace && o.Name == p.Name && (p.UID == "" || o.UID == p.UID)
 }
 
 // Outcome of a decision.
@@ -162,6 +186,9 @@ func (p *Policy) signed(digest string, hexDigest []byte, ev Evidence) string {
 	for i, raw := range ev.Bundles {
 		b, stmt, err := readBundle(raw)
 		if err != nil {
+			// Counted, so that the refusal says why rather than that
+			// there is none.
+			n++
 			note("bundle %d: %v", i, err)
 			continue
 		}
@@ -230,15 +257,24 @@ func (p *Policy) attested(a api.AttestationRule, hexDigest []byte, ev Evidence) 
 	}
 	for i, raw := range ev.Bundles {
 		b, stmt, err := readBundle(raw)
-		if err != nil || stmt == nil {
+		if err != nil {
+			note("bundle %d: %v", i, err)
 			continue
+		}
+		if stmt == nil {
+			continue // a signature
 		}
 		if try(fmt.Sprintf("bundle %d", i), b, stmt.GetPredicateType()) {
 			return ""
 		}
 	}
 	if n == 0 {
-		return fmt.Sprintf("no %s attestation of sha256:%x found", a.PredicateType, hexDigest)
+		why := fmt.Sprintf("no %s attestation of sha256:%x found", a.PredicateType, hexDigest)
+		if len(errs) > 0 {
+			// What could not be read may have been it.
+			why += "; unreadable: " + strings.Join(errs, "; ")
+		}
+		return why
 	}
 	return fmt.Sprintf("none of the %d %s attestations of sha256:%x passes: %s", n, a.PredicateType, hexDigest, strings.Join(errs, "; "))
 }
@@ -344,17 +380,46 @@ func (p *Policy) byKontinue(t Target, digest string, ev Evidence) (string, bool)
 			why = err.Error()
 			continue
 		}
+		names := false
 		for _, s := range stmt.GetSubject() {
 			if s.GetDigest()["sha256"] == want {
+				names = true
+			}
+		}
+		if !names {
+			continue
+		}
+		// Signed by Kontinue and naming the value: about whom?
+		o, err := attest.OwnerOf(stmt)
+		if err != nil {
+			bad++
+			why = fmt.Sprintf("a statement naming sha256:%s names no owner: %v", want, err)
+			continue
+		}
+		for _, pr := range ev.Producers {
+			if pr.is(o) {
 				return "", false
 			}
 		}
+		bad++
+		why = fmt.Sprintf("a statement naming sha256:%s is of %s %s/%s (uid %s), not of %s", want, o.Kind, o.Namespace, o.Name, o.UID, producers(ev.Producers))
 	}
 	msg := fmt.Sprintf("no statement signed by Kontinue names sha256:%s (%d statements read)", want, len(ev.Statements))
 	if bad > 0 {
 		msg += fmt.Sprintf("; %d did not verify: %s", bad, why)
 	}
 	return msg, bad == 0
+}
+
+func producers(ps []Producer) string {
+	if len(ps) == 0 {
+		return "any owner it was read for (none named)"
+	}
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.String())
+	}
+	return strings.Join(out, " or ")
 }
 
 // readBundle parses a Sigstore bundle (sigstore-go) and, when it holds a

@@ -1,13 +1,17 @@
 package verify_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	intoto "github.com/in-toto/attestation/go/v1"
+	protobundle "github.com/sigstore/protobuf-specs/gen/pb-go/bundle/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler/api"
@@ -36,12 +40,36 @@ func TestDecide(t *testing.T) {
 	expired := ca.Keyless("alice@example.com", "https://issuer.example", time.Now().Add(-time.Hour))
 	stranger := otherCA.Keyless("alice@example.com", "https://issuer.example", now)
 	kk, otherKK := kontinueKey(t), kontinueKey(t)
+	deliverable := verify.Producer{Kind: "Deliverable", Namespace: "team-a", Name: "app", UID: "uid-dlv"}
+	dev, formerApp := vt.Owner, vt.Owner
+	dev.Name, dev.UID = "dev", "uid-dev"
+	formerApp.UID = "uid-former"
+
+	// A Sigstore whose keyless bundles carry their Rekor entry (inclusion
+	// proof and signed entry timestamp), and another whose log recorded
+	// none of them.
+	sigstore, otherLog := vt.NewSigstore(), vt.NewSigstore()
+	rekorRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "rekor.json"}
+	foreignLogRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "foreign-log.json"}
+	byAlice := func(ref *api.VerifyDataRef) []api.KeylessIdentity {
+		return []api.KeylessIdentity{{Subject: "alice@example.com", Issuer: "https://issuer.example", TrustedRoot: api.TrustedRootRef{ConfigMapRef: ref}}}
+	}
+	logged := func(digest string, change func(b *protobundle.Bundle)) []byte {
+		b := sigstore.Bundle("alice@example.com", "https://issuer.example", digest, verify.CosignSignPredicate, nil)
+		if change != nil {
+			change(b)
+		}
+		return vt.BundleJSON(b)
+	}
+	otherEntry := sigstore.Bundle("alice@example.com", "https://issuer.example", digestB, verify.CosignSignPredicate, nil).GetVerificationMaterial().GetTlogEntries()
 
 	rootRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "trusted_root.json"}
 	logRef := &api.VerifyDataRef{Namespace: "platform", Name: "roots", Key: "with-log.json"}
 	mat := verify.Material{Data: map[verify.Ref][]byte{
 		{Namespace: "platform", Name: "roots", Key: "trusted_root.json"}: ca.TrustedRoot(false),
 		{Namespace: "platform", Name: "roots", Key: "with-log.json"}:     ca.TrustedRoot(true),
+		{Namespace: "platform", Name: "roots", Key: "rekor.json"}:        sigstore.TrustedRoot(sigstore),
+		{Namespace: "platform", Name: "roots", Key: "foreign-log.json"}:  sigstore.TrustedRoot(otherLog),
 	}, Kontinue: kk}
 	keys := func(ks ...*vt.Key) []api.VerifyKey {
 		var out []api.VerifyKey
@@ -93,6 +121,71 @@ func TestDecide(t *testing.T) {
 			ev: verify.Evidence{Signatures: []verify.Layer{stranger.Sign(repo, digestA)}}, want: verify.Refused, rule: "signature", why: "certificate"},
 		{name: "keyless, the root has a log and the signature no entry", policy: api.InputVerify{Keyless: []api.KeylessIdentity{{Subject: "alice@example.com", Issuer: "https://issuer.example", TrustedRoot: api.TrustedRootRef{ConfigMapRef: logRef}}}},
 			ev: verify.Evidence{Signatures: []verify.Layer{alice.Sign(repo, digestA)}}, want: verify.Refused, rule: "signature", why: "log"},
+		// Sigstore bundles, as cosign stores them as OCI 1.1 referrers.
+		{name: "a bundle signed by the key", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA)}}, want: verify.Verified, rule: "signature"},
+		{name: "a bundle signed by another key", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{other.SignBundle(digestA)}}, want: verify.Refused, rule: "signature", why: "none of the 1 signatures"},
+		{name: "a bundle signing another digest", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{good.SignBundle(digestB)}}, want: verify.Refused, rule: "signature"},
+		{name: "a bundle that is not valid says why", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries[0].KindVersion = nil
+			})}}, want: verify.Refused, rule: "signature", why: "bundle 0: validation error"},
+		{name: "an attestation bundle is no signature", policy: api.InputVerify{Keys: keys(good)},
+			ev: verify.Evidence{Bundles: [][]byte{good.AttestBundle(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}}, want: verify.Refused, rule: "signature", why: "no signature of"},
+		{name: "SLSA provenance in a bundle", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), good.AttestBundle(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
+			want: verify.Verified, rule: "signature, attestation " + vt.SLSAType},
+		{name: "an attestation bundle that is not valid says why", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev: verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries[0].KindVersion = nil
+			})}}, want: verify.Refused, rule: "attestation " + vt.SLSAType, why: "unreadable: bundle 1: validation error"},
+		{name: "SLSA provenance in a bundle, of another digest", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), good.AttestBundle(digestB, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
+			want: verify.Refused, rule: "attestation " + vt.SLSAType},
+		{name: "SLSA provenance in a bundle by another key", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
+			ev:   verify.Evidence{Bundles: [][]byte{good.SignBundle(digestA), other.AttestBundle(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
+			want: verify.Refused, rule: "attestation " + vt.SLSAType},
+		// Keyless bundles whose root has a transparency log: the entry the
+		// bundle carries is checked offline against the root's log key
+		// (its inclusion proof and signed entry timestamp), and must be of
+		// this very signature.
+		{name: "keyless bundle with its log entry", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, nil)}}, want: verify.Verified, rule: "signature"},
+		{name: "keyless bundle whose entry a log the root does not trust recorded", policy: api.InputVerify{Keyless: byAlice(foreignLogRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, nil)}}, want: verify.Refused, rule: "signature", why: "log inclusion"},
+		{name: "keyless bundle with the log entry of another signature", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries = otherEntry
+			})}}, want: verify.Refused, rule: "signature", why: "log inclusion"},
+		{name: "keyless bundle whose entry's time was altered", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries[0].IntegratedTime -= 60
+			})}}, want: verify.Refused, rule: "signature", why: "log inclusion"},
+		{name: "keyless bundle whose inclusion proof was altered", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				p := b.VerificationMaterial.TlogEntries[0].InclusionProof
+				p.TreeSize++
+			})}}, want: verify.Refused, rule: "signature", why: "log inclusion"},
+		{name: "keyless bundle without its log entry, the root has a log", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, func(b *protobundle.Bundle) {
+				b.VerificationMaterial.TlogEntries = nil
+			})}}, want: verify.Refused, rule: "signature", why: "log"},
+		{name: "keyless bundle by another identity", policy: api.InputVerify{Keyless: []api.KeylessIdentity{{Subject: "bob@example.com", Issuer: "https://issuer.example", TrustedRoot: api.TrustedRootRef{ConfigMapRef: rekorRef}}}},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestA, nil)}}, want: verify.Refused, rule: "signature", why: "certificate identity"},
+		{name: "keyless bundle of another digest", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Bundles: [][]byte{logged(digestB, nil)}}, want: verify.Refused, rule: "signature"},
+		// cosign's keyless tag signature: the Rekor entry and its signed
+		// entry timestamp in the layer's bundle annotation.
+		{name: "keyless tag signature with its log entry", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev: verify.Evidence{Signatures: []verify.Layer{sigstore.CosignLayer("alice@example.com", "https://issuer.example", repo, digestA, 0)}}, want: verify.Verified},
+		{name: "keyless tag signature whose entry a log the root does not trust signed", policy: api.InputVerify{Keyless: byAlice(foreignLogRef)},
+			ev:   verify.Evidence{Signatures: []verify.Layer{sigstore.CosignLayer("alice@example.com", "https://issuer.example", repo, digestA, 0)}},
+			want: verify.Refused, rule: "signature", why: "log"},
+		{name: "keyless tag signature whose entry's time was altered", policy: api.InputVerify{Keyless: byAlice(rekorRef)},
+			ev:   verify.Evidence{Signatures: []verify.Layer{sigstore.CosignLayer("alice@example.com", "https://issuer.example", repo, digestA, -60)}},
+			want: verify.Refused, rule: "signature", why: "log"},
 		{name: "SLSA provenance from the builder", policy: api.InputVerify{Keys: keys(good), Attestations: slsa},
 			ev:   verify.Evidence{Signatures: []verify.Layer{good.Sign(repo, digestA)}, Attestations: []verify.Layer{good.Attest(digestA, vt.SLSAType, vt.SLSA("https://ci.example/builder"))}},
 			want: verify.Verified, rule: "signature, attestation " + vt.SLSAType},
@@ -127,6 +220,19 @@ func TestDecide(t *testing.T) {
 			ev: verify.Evidence{Statements: [][]byte{statement(t, otherKK, digestA)}}, want: verify.Refused, rule: "kontinue", why: "did not verify"},
 		{name: "kontinue: a tampered statement", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
 			ev: verify.Evidence{Statements: [][]byte{tamperEnvelope(t, statement(t, kk, digestB), digestB, digestA)}}, want: verify.Refused, rule: "kontinue", why: "did not verify"},
+		{name: "kontinue: a statement of the Workload that stamped this Deliverable", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestA)}, Producers: []verify.Producer{deliverable, vt.Producer}}, want: verify.Verified},
+		{name: "kontinue: a statement of another owner, copied into the history", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev:   verify.Evidence{Statements: [][]byte{vt.KontinueStatementOf(kk, dev, digestA)}, Producers: []verify.Producer{deliverable, vt.Producer}},
+			want: verify.Refused, rule: "kontinue", why: "is of Workload team-a/dev (uid uid-dev), not of Deliverable team-a/app or Workload team-a/app"},
+		{name: "kontinue: a statement of a deleted owner of the same name", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{vt.KontinueStatementOf(kk, formerApp, digestA)}}, want: verify.Refused, rule: "kontinue", why: "uid uid-former"},
+		{name: "kontinue: another owner's statement of it beside this one's", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{vt.KontinueStatementOf(kk, dev, digestA), statement(t, kk, digestA)}}, want: verify.Verified},
+		{name: "kontinue: no owner named to read statements of", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestA)}, Producers: []verify.Producer{}}, want: verify.Refused, rule: "kontinue", why: "none named"},
+		{name: "kontinue: a statement Kontinue signed that names no owner", policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
+			ev: verify.Evidence{Statements: [][]byte{ownerless(t, kk, digestA)}}, want: verify.Refused, rule: "kontinue", why: "names no owner"},
 		{name: "kontinue without a controller key", policy: api.InputVerify{Kontinue: &api.KontinueRule{}}, mat: &verify.Material{},
 			ev: verify.Evidence{Statements: [][]byte{statement(t, kk, digestA)}}, want: verify.Refused, rule: "kontinue", why: "--attestation-key"},
 		{name: "kontinue of a config, by its value's digest", typ: verify.TypeConfig, value: map[string]any{"a": "b"}, policy: api.InputVerify{Kontinue: &api.KontinueRule{}},
@@ -157,7 +263,11 @@ func TestDecide(t *testing.T) {
 			require.NoError(t, err)
 			target, err := verify.TargetOf(typ, "in", value)
 			require.NoError(t, err)
-			got := verify.Decide(p, target, c.ev)
+			ev := c.ev
+			if ev.Producers == nil {
+				ev.Producers = []verify.Producer{vt.Producer}
+			}
+			got := verify.Decide(p, target, ev)
 			assert.Equal(t, c.want, got.Outcome, got.Why)
 			if c.rule != "" {
 				assert.Equal(t, c.rule, got.Rule)
@@ -185,6 +295,17 @@ func tamperEnvelope(t *testing.T, env []byte, from, to string) []byte {
 	require.NoError(t, json.Unmarshal(env, &e))
 	e.Payload = []byte(strings.ReplaceAll(string(e.Payload), strings.TrimPrefix(from, "sha256:"), strings.TrimPrefix(to, "sha256:")))
 	b, err := json.Marshal(e)
+	require.NoError(t, err)
+	return b
+}
+
+// ownerless is a statement signed with k naming digest whose predicate is
+// not Kontinue's step schema (no owner).
+func ownerless(t *testing.T, k *attest.Key, digest string) []byte {
+	s := &intoto.Statement{Type: intoto.StatementTypeUri, PredicateType: attest.PredicateType,
+		Subject:   []*intoto.ResourceDescriptor{{Name: "image", Digest: map[string]string{"sha256": strings.TrimPrefix(digest, "sha256:")}}},
+		Predicate: &structpb.Struct{Fields: map[string]*structpb.Value{"buildDefinition": structpb.NewStringValue("x")}}}
+	b, err := attest.Sign(context.Background(), k, s)
 	require.NoError(t, err)
 	return b
 }

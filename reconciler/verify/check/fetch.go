@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/attest"
+	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/verify"
 )
 
@@ -149,7 +150,9 @@ func (e *Edge) Evidence(ctx context.Context, req Request, t verify.Target, regis
 		}
 	}
 	if req.Policy.Kontinue != nil {
-		for _, h := range req.Histories {
+		ev.Producers = req.Producers
+		for _, p := range req.Producers {
+			h := history.Name(p.Kind, p.Name)
 			u, err := as.Resource(configMaps).Namespace(req.Owner.Namespace).Get(ctx, h, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				continue

@@ -37,10 +37,10 @@ type Request struct {
 	Input   string
 	Value   any
 	Policy  api.InputVerify
-	// Histories are the history ConfigMaps (in Owner.Namespace) whose
-	// Kontinue statements count for the kontinue rule: the owner's own,
-	// and the Workload's that stamped a Deliverable.
-	Histories []string
+	// Producers are the owners (in Owner.Namespace) whose histories'
+	// statements count for the kontinue rule, each only about itself:
+	// the owner, and the Workload that stamped a Deliverable.
+	Producers []verify.Producer
 }
 
 // Fetcher does the I/O of one decision.
@@ -151,7 +151,7 @@ func key(req Request, t verify.Target) string {
 	if ref == "" || t.Type == verify.TypeConfig {
 		ref = t.ValueDigest
 	}
-	return fmt.Sprintf("%s|%s/%s|%s|%s|%v", req.Owner.Namespace, t.Type, ref, t.Digest, verify.SpecHash(req.Policy), req.Histories)
+	return fmt.Sprintf("%s|%s/%s|%s|%s|%v", req.Owner.Namespace, t.Type, ref, t.Digest, verify.SpecHash(req.Policy), req.Producers)
 }
 
 // Decision is Check's answer: the result, and when asking again may give

@@ -192,7 +192,7 @@ func TestAStatementIsWaitedForThenRefused(t *testing.T) {
 	// The statement comes: verified.
 	advance(2 * time.Second)
 	f.mu.Lock()
-	f.ev = verify.Evidence{Statements: [][]byte{vt.KontinueStatement(f.kontinue, digestA)}}
+	f.ev = verify.Evidence{Statements: [][]byte{vt.KontinueStatement(f.kontinue, digestA)}, Producers: []verify.Producer{vt.Producer}}
 	f.mu.Unlock()
 	r.Check(req)
 	w.wait(t)
