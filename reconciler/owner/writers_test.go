@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -109,6 +110,10 @@ func (s *fakeStamper) RemoveRuns(_ context.Context, _ dynamic.Interface, _ schem
 		s.removed = append(s.removed, r.Name)
 	}
 	return false, nil
+}
+
+func (s *fakeStamper) AdoptMoved(context.Context, func() (dynamic.Interface, error), schema.GroupVersionResource, string, labels.Set, types.UID) (int, error) {
+	return 0, nil
 }
 
 func lower(s string) string {
