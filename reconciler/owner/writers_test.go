@@ -37,8 +37,10 @@ type fakeStamper struct {
 	runs          []runs.Run
 	runsErr       error
 	createErr     error
+	adoptErr      error
 
 	puts    []string
+	adopted []string // kinds looked at in other shards (AdoptMoved)
 	created []string
 	removed []string
 }
@@ -112,8 +114,9 @@ func (s *fakeStamper) RemoveRuns(_ context.Context, _ dynamic.Interface, _ schem
 	return false, nil
 }
 
-func (s *fakeStamper) AdoptMoved(context.Context, func() (dynamic.Interface, error), schema.GroupVersionResource, string, labels.Set, types.UID) (int, error) {
-	return 0, nil
+func (s *fakeStamper) AdoptMoved(_ context.Context, _ func() (dynamic.Interface, error), gvr schema.GroupVersionResource, _ string, _ labels.Set, _ types.UID) (int, error) {
+	s.adopted = append(s.adopted, gvr.Resource)
+	return 0, s.adoptErr
 }
 
 func lower(s string) string {
