@@ -404,3 +404,71 @@ data: {url: x, rev: "y"}
 	assert.Empty(t, misplaced)
 	k.assertBystanders(bystanders)
 }
+
+// Robustness seed 6's case: an owner's src object whose record was lost
+// (shard a's replica killed, src's entry rolled out of the status), then,
+// in one edit, the owner moves to shard b and its src step to a new name
+// that a person holds (refused: StampedObjectNotOwned). While the step is
+// refused, shard b's replica brings the old object into its shard and
+// keeps it (its step may still want it), leaving the person's object as it
+// is; once the person hands that one over (kontinue.dev/adopt-by), the old
+// object goes.
+func TestShardMoveWhileRefusedRemovesTheOldObject(t *testing.T) {
+	k := newShardKit(t)
+	k.fakeTekton()
+	apply(t, k.ns, k.chainYAML())
+	a := k.start("--shard=a")
+	k.start("--shard=b")
+	const w = "mover"
+	apply(t, k.ns, k.shardWorkloadYAML(w, "a", 1))
+	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 1}) })
+	// A person's object at the name commit c2 gives the src step, labelled
+	// like the owner's.
+	apply(t, k.ns, fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: %[1]s-src-c2
+  labels: {kontinue.dev/stamped: "true", carto.run/workload-name: %[1]s, carto.run/workload-namespace: %[2]s,
+    carto.run/resource-name: src, kontinue.dev/shard: a}
+data: {url: x, rev: "y"}
+`, w, k.ns))
+	persons := get(t, configMapGVR, k.ns, w+"-src-c2").GetResourceVersion()
+
+	a.kill()
+	u := get(t, workloadGVR, k.ns, w)
+	res, _ := nested(u.Object, "status", "resources").([]any)
+	var kept []any
+	for _, r := range res {
+		if m, _ := r.(map[string]any); m["name"] != "src" {
+			kept = append(kept, r)
+		}
+	}
+	require.Len(t, kept, 3)
+	require.NoError(t, unstructured.SetNestedSlice(u.Object, kept, "status", "resources"))
+	_, err := env.dyn.Resource(workloadGVR).Namespace(k.ns).UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	apply(t, k.ns, k.shardWorkloadYAML(w, "b", 2))
+
+	waitStep(t, workloadGVR, k.ns, w, "src", "Ready", "False", "StampedObjectNotOwned")
+	eventually(t, time.Minute, func() string {
+		if got := get(t, configMapGVR, k.ns, w+"-src-c1").GetLabels()[shardLabel]; got != "b" {
+			return fmt.Sprintf("%s-src-c1 in shard %q, want b", w, got)
+		}
+		return ""
+	})
+	assert.Equal(t, persons, get(t, configMapGVR, k.ns, w+"-src-c2").GetResourceVersion(), "the person's object was written")
+
+	cm := get(t, configMapGVR, k.ns, w+"-src-c2")
+	cm.SetAnnotations(map[string]string{"kontinue.dev/adopt-by": "Workload/" + w})
+	_, err = env.dyn.Resource(configMapGVR).Namespace(k.ns).Update(context.Background(), cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 2}) })
+	eventually(t, time.Minute, func() string {
+		if o := k.orphans(); len(o) > 0 {
+			return fmt.Sprintf("objects no status references: %v", o)
+		}
+		return ""
+	})
+	assert.Empty(t, k.misplaced(map[string]string{w: "b"}))
+}
