@@ -47,7 +47,11 @@ type cleanup struct {
 	// removeRunTemplate deletes a generated ClusterRunTemplate the record
 	// names, as Kontinue (RemoveRunTemplate).
 	removeRunTemplate func(rec st.GeneratedRunTemplate, why string) error
-	out               cleaned
+	// stampedKinds are the kinds whose stamped objects this replica
+	// watches (for any owner): where a moved owner's objects are looked
+	// for besides its own steps' kinds (adoptMoved).
+	stampedKinds func() []schema.GroupVersionResource
+	out          cleaned
 }
 
 // clean runs the cleanup stage over status, the steps' outcome.
@@ -55,7 +59,8 @@ func clean(env *Env, x *ownerIO, l *loaded, status st.OwnerStatus) cleaned {
 	c := &cleanup{x: x, flavor: env.Flavor, prev: l.prev, status: status,
 		removeRunTemplate: func(rec st.GeneratedRunTemplate, why string) error {
 			return RemoveRunTemplate(x.ctx, env.Tracker, env.Writer, env.Dynamic, rec, why)
-		}}
+		},
+		stampedKinds: func() []schema.GroupVersionResource { return stampedKinds(env.Tracker.Active()) }}
 	c.out.records = status.GeneratedRunTemplates
 	c.out.shard = l.prev.Shard
 	c.out.err = c.removeOrphans()
@@ -72,7 +77,9 @@ func clean(env *Env, x *ownerIO, l *loaded, status st.OwnerStatus) cleaned {
 // object no status names (applied, then the record lost; a step refused
 // at its new name while the owner moved: robustness seed 6) is in no cache
 // of this shard, and no other shard serves the owner any more. They are
-// looked for in the kinds the steps stamp now or the status named; found,
+// looked for in the kinds the steps stamp now, the status named, and this
+// replica stamps for any owner (a step the move's edit renamed or removed
+// most likely stamps what other owners of its chain do); found,
 // each is relabelled (stamp.Session.AdoptMoved), its event wakes the owner,
 // and the cleanup of the next reconcile keeps or removes it as any other
 // object of the owner. Until every kind was looked at, status.shard keeps
@@ -93,6 +100,11 @@ func (op *cleanup) adoptMoved(shard string) error {
 	}
 	for _, ref := range op.prev.Orphans {
 		kinds[refKeyOf(ref).gvr] = true
+	}
+	if op.stampedKinds != nil {
+		for _, gvr := range op.stampedKinds() {
+			kinds[gvr] = true
+		}
 	}
 	delete(kinds, api.RunTemplateGVR) // cluster-scoped, found by their records (status.generatedRunTemplates)
 	for gvr := range kinds {
@@ -355,4 +367,16 @@ func (op *cleanup) removeStaleRunTemplates() error {
 	}
 	op.out.records = kept
 	return firstErr
+}
+
+// stampedKinds are the kinds of the watches of stamped objects among
+// active (tracking.Tracker.Active).
+func stampedKinds(active map[tracking.Key]int) []schema.GroupVersionResource {
+	var out []schema.GroupVersionResource
+	for k := range active {
+		if k.Selector == api.StampedSelector && k.Namespace == "" && k.Name == "" && k.As == "" {
+			out = append(out, k.GVR)
+		}
+	}
+	return out
 }

@@ -10,12 +10,13 @@ import (
 
 	"kontinue.dev/kontinue/reconciler/api"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/tracking"
 )
 
 // An owner whose status.shard is not the replica's moved: the objects it
 // left in other shards are looked for, once, in every kind its steps stamp
-// now or its status named (not the cluster-scoped ClusterRunTemplates,
-// which their records find), and status.shard becomes the replica's only
+// now, its status named or the replica watches stamped objects of (not the
+// cluster-scoped ClusterRunTemplates, which their records find), and status.shard becomes the replica's only
 // when every kind was looked at.
 func TestAdoptMoved(t *testing.T) {
 	cm := st.StampedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "dev", Name: "app-src", Resource: "configmaps"}
@@ -34,9 +35,9 @@ func TestAdoptMoved(t *testing.T) {
 		wantErr   bool
 	}{
 		{name: "same shard: nothing looked at", prevShard: "a", shard: "a", wantShard: "a"},
-		{name: "moved: every kind", prevShard: "a", shard: "b", looks: []string{"configmaps", "widgets", "gadgets", "jobs"}, wantShard: "b"},
-		{name: "moved to the default shard", prevShard: "a", shard: "", looks: []string{"configmaps", "widgets", "gadgets", "jobs"}, wantShard: ""},
-		{name: "a status of the default shard", prevShard: "", shard: "b", looks: []string{"configmaps", "widgets", "gadgets", "jobs"}, wantShard: "b"},
+		{name: "moved: every kind", prevShard: "a", shard: "b", looks: []string{"configmaps", "widgets", "gadgets", "jobs", "gizmos"}, wantShard: "b"},
+		{name: "moved to the default shard", prevShard: "a", shard: "", looks: []string{"configmaps", "widgets", "gadgets", "jobs", "gizmos"}, wantShard: ""},
+		{name: "a status of the default shard", prevShard: "", shard: "b", looks: []string{"configmaps", "widgets", "gadgets", "jobs", "gizmos"}, wantShard: "b"},
 		{name: "refused: looked at again at the next reconcile (RBAC news), no backoff", prevShard: "a", shard: "b",
 			err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "app-src", errors.New("no")), wantShard: "a"},
 		{name: "failed: retried", prevShard: "a", shard: "b", err: errors.New("boom"), wantShard: "a", wantErr: true},
@@ -48,7 +49,14 @@ func TestAdoptMoved(t *testing.T) {
 			x.keep.want(st.StampedRef{APIVersion: "carto.run/v1alpha1", Kind: "ClusterRunTemplate", Name: "gen", Resource: api.RunTemplateGVR.Resource + "." + api.RunTemplateGVR.Group})
 			p := prev
 			p.Shard = tt.prevShard
-			op := &cleanup{x: x, prev: p}
+			op := &cleanup{x: x, prev: p, stampedKinds: func() []schema.GroupVersionResource {
+				return stampedKinds(map[tracking.Key]int{
+					{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}, Selector: api.StampedSelector}:  1,
+					{GVR: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, Selector: api.StampedSelector}: 2,
+					{GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, Namespace: "dev"}:                                    1,
+					{GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Selector: api.StampedSelector, Name: "held"}:      1,
+				})
+			}}
 			op.out.shard = p.Shard
 			err := op.adoptMoved(tt.shard)
 			assert.Equal(t, tt.wantErr, err != nil, "%v", err)
