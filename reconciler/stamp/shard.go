@@ -10,13 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/shard"
 )
 
 // Runs of an owner that moved shard (docs/operations.md#moving-an-owner)
@@ -77,16 +77,8 @@ func adoptRuns(ctx context.Context, shard string, q RunQuery, gvr schema.GroupVe
 // many it relabelled and the first error (the caller looks again).
 func (s *Session) AdoptMoved(ctx context.Context, cl func() (dynamic.Interface, error), gvr schema.GroupVersionResource, namespace string,
 	owner labels.Set, controller types.UID) (int, error) {
-	op, vals := selection.NotEquals, []string{s.Shard}
-	if s.Shard == "" {
-		op, vals = selection.Exists, nil
-	}
-	other, err := labels.NewRequirement(api.ShardLabel, op, vals)
-	if err != nil {
-		return 0, err
-	}
-	sel := labels.SelectorFromSet(owner).Add(*other)
-	l, err := resource(s.dyn, gvr, namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	sel := labels.SelectorFromSet(owner).String() + "," + shard.Others(s.Shard)
+	l, err := resource(s.dyn, gvr, namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return 0, nil
 	}
