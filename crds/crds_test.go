@@ -485,7 +485,7 @@ func TestOwnerStatus(t *testing.T) {
 	docs := loadFiles(t)
 	for kind, ref := range map[string]string{api.KindWorkload: "supplyChainRef", api.KindDeliverable: "deliveryRef"} {
 		status := prop(t, rootSchema(t, docs[kind]), "status")
-		assert.ElementsMatch(t, []string{"observedGeneration", "lastHandledReconcileAt", "conditions", ref, "resources", "orphans", "generatedRunTemplates", "chainRevision"}, propNames(status), kind)
+		assert.ElementsMatch(t, []string{"observedGeneration", "lastHandledReconcileAt", "conditions", ref, "resources", "orphans", "generatedRunTemplates", "chainRevision", "shard"}, propNames(status), kind)
 		assert.ElementsMatch(t, []string{"step", "name", "uid", "claim"}, propNames(prop(t, status, "generatedRunTemplates.[]")), kind)
 		assert.ElementsMatch(t, []string{"kind", "name"}, propNames(prop(t, status, ref)), kind)
 		res := prop(t, status, "resources.[]")

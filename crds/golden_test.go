@@ -84,6 +84,7 @@ var addedFields = map[string]string{
 	"owners|.status.resources[].verification":     "issue 49: how each input of a step was verified (docs/verification.md)",
 	"chains|.spec.rollout.waves[].maxUnavailable": "issue 47.9: a wave's roll-out cap (docs/rollouts.md)",
 	"chains|.spec.deploymentSteps":                "issue 50: which steps are deployments for the DORA metrics (docs/dora.md)",
+	"owners|.status.shard":                        "issue 46: the shard that holds an owner's objects (docs/operations.md#sharding)",
 }
 
 // nullable is why a field is nullable.

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 const shardLabel = "kontinue.dev/shard"
@@ -319,6 +320,151 @@ func TestShardMoveWithChangeRemovesReplacedObject(t *testing.T) {
 	apply(t, k.ns, k.shardWorkloadYAML(w, "b", 2)) // c2 renames the src ConfigMap
 	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 2}) })
 	eventually(t, 30*time.Second, func() string {
+		if o := k.orphans(); len(o) > 0 {
+			return fmt.Sprintf("objects no status references: %v", o)
+		}
+		return ""
+	})
+	assert.Empty(t, k.misplaced(map[string]string{w: "b"}))
+}
+
+// An owner whose objects in its old shard are named by no status (applied,
+// then the record lost: here shard a's replica is killed and the status
+// rolled back; in robustness seed 6 a step refused at its new name while
+// the owner moved) moves to shard b in the same edit that renames its src
+// object. Shard b's replica, whose watches see only shard b, still finds
+// the old object (labelled for shard a) and removes it, and brings the
+// others into its shard; objects labelled for the owner that it does not
+// control (a person's, another owner's), in shard a or the default shard,
+// are left untouched.
+func TestShardMoveRemovesUnrecordedObjectsOfTheOldShard(t *testing.T) {
+	k := newShardKit(t)
+	k.fakeTekton()
+	apply(t, k.ns, k.chainYAML())
+	a := k.start("--shard=a")
+	k.start("--shard=b")
+	const w = "mover"
+	apply(t, k.ns, k.shardWorkloadYAML(w, "a", 1))
+	apply(t, k.ns, k.shardWorkloadYAML("other", "a", 1))
+	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 1, "other": 1}) })
+	bystanders := k.bystanders(w) // the default shard's: no controller reference
+	other := get(t, workloadGVR, k.ns, "other")
+	apply(t, k.ns, fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: bystander-others
+  labels: {kontinue.dev/stamped: "true", carto.run/workload-name: %[1]s, carto.run/workload-namespace: %[2]s,
+    carto.run/resource-name: src, kontinue.dev/shard: a}
+  ownerReferences: [{apiVersion: carto.run/v1alpha1, kind: Workload, name: other, uid: %[3]s, controller: true}]
+data: {url: x, rev: "y"}
+`, w, k.ns, other.GetUID()))
+	bystanders[objRef{configMapGVR, k.ns, "bystander-others"}] = get(t, configMapGVR, k.ns, "bystander-others").GetResourceVersion()
+	oldSrc := get(t, configMapGVR, k.ns, w+"-src-c1")
+	require.Equal(t, "a", oldSrc.GetLabels()[shardLabel])
+
+	// The record of src's object is lost: shard a's replica is gone, its
+	// step's entry rolled out of the status (the generated
+	// ClusterRunTemplate's record stays: without it the new shard rightly
+	// refuses to take that object).
+	a.kill()
+	u := get(t, workloadGVR, k.ns, w)
+	res, _ := nested(u.Object, "status", "resources").([]any)
+	var kept []any
+	for _, r := range res {
+		if m, _ := r.(map[string]any); m["name"] != "src" {
+			kept = append(kept, r)
+		}
+	}
+	require.Len(t, kept, 3)
+	require.NoError(t, unstructured.SetNestedSlice(u.Object, kept, "status", "resources"))
+	_, err := env.dyn.Resource(workloadGVR).Namespace(k.ns).UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	apply(t, k.ns, k.shardWorkloadYAML(w, "b", 2)) // c2 renames the src ConfigMap
+
+	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 2}) })
+	eventually(t, time.Minute, func() string {
+		var bad []string
+		for _, o := range k.orphans() {
+			if strings.Contains(o, w+"-") {
+				bad = append(bad, o)
+			}
+		}
+		if len(bad) > 0 {
+			return fmt.Sprintf("objects no status references: %v", bad)
+		}
+		return ""
+	})
+	var misplaced []string
+	for _, m := range k.misplaced(map[string]string{w: "b", "other": "a"}) {
+		if !strings.Contains(m, "bystander-") {
+			misplaced = append(misplaced, m)
+		}
+	}
+	assert.Empty(t, misplaced)
+	k.assertBystanders(bystanders)
+}
+
+// Robustness seed 6's case: an owner's src object whose record was lost
+// (shard a's replica killed, src's entry rolled out of the status), then,
+// in one edit, the owner moves to shard b and its src step to a new name
+// that a person holds (refused: StampedObjectNotOwned). While the step is
+// refused, shard b's replica brings the old object into its shard and
+// keeps it (its step may still want it), leaving the person's object as it
+// is; once the person hands that one over (kontinue.dev/adopt-by), the old
+// object goes.
+func TestShardMoveWhileRefusedRemovesTheOldObject(t *testing.T) {
+	k := newShardKit(t)
+	k.fakeTekton()
+	apply(t, k.ns, k.chainYAML())
+	a := k.start("--shard=a")
+	k.start("--shard=b")
+	const w = "mover"
+	apply(t, k.ns, k.shardWorkloadYAML(w, "a", 1))
+	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 1}) })
+	// A person's object at the name commit c2 gives the src step, labelled
+	// like the owner's.
+	apply(t, k.ns, fmt.Sprintf(`
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: %[1]s-src-c2
+  labels: {kontinue.dev/stamped: "true", carto.run/workload-name: %[1]s, carto.run/workload-namespace: %[2]s,
+    carto.run/resource-name: src, kontinue.dev/shard: a}
+data: {url: x, rev: "y"}
+`, w, k.ns))
+	persons := get(t, configMapGVR, k.ns, w+"-src-c2").GetResourceVersion()
+
+	a.kill()
+	u := get(t, workloadGVR, k.ns, w)
+	res, _ := nested(u.Object, "status", "resources").([]any)
+	var kept []any
+	for _, r := range res {
+		if m, _ := r.(map[string]any); m["name"] != "src" {
+			kept = append(kept, r)
+		}
+	}
+	require.Len(t, kept, 3)
+	require.NoError(t, unstructured.SetNestedSlice(u.Object, kept, "status", "resources"))
+	_, err := env.dyn.Resource(workloadGVR).Namespace(k.ns).UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	apply(t, k.ns, k.shardWorkloadYAML(w, "b", 2))
+
+	waitStep(t, workloadGVR, k.ns, w, "src", "Ready", "False", "StampedObjectNotOwned")
+	eventually(t, time.Minute, func() string {
+		if got := get(t, configMapGVR, k.ns, w+"-src-c1").GetLabels()[shardLabel]; got != "b" {
+			return fmt.Sprintf("%s-src-c1 in shard %q, want b", w, got)
+		}
+		return ""
+	})
+	assert.Equal(t, persons, get(t, configMapGVR, k.ns, w+"-src-c2").GetResourceVersion(), "the person's object was written")
+
+	cm := get(t, configMapGVR, k.ns, w+"-src-c2")
+	cm.SetAnnotations(map[string]string{"kontinue.dev/adopt-by": "Workload/" + w})
+	_, err = env.dyn.Resource(configMapGVR).Namespace(k.ns).Update(context.Background(), cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	eventually(t, 2*time.Minute, func() string { return k.converged(map[string]int{w: 2}) })
+	eventually(t, time.Minute, func() string {
 		if o := k.orphans(); len(o) > 0 {
 			return fmt.Sprintf("objects no status references: %v", o)
 		}

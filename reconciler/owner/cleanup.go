@@ -31,6 +31,7 @@ import (
 type cleaned struct {
 	orphans    []st.StampedRef
 	records    []st.GeneratedRunTemplate
+	shard      string // status.shard: where the owner's objects are
 	sweepLater bool
 	err        error
 }
@@ -46,7 +47,11 @@ type cleanup struct {
 	// removeRunTemplate deletes a generated ClusterRunTemplate the record
 	// names, as Kontinue (RemoveRunTemplate).
 	removeRunTemplate func(rec st.GeneratedRunTemplate, why string) error
-	out               cleaned
+	// stampedKinds are the kinds whose stamped objects this replica
+	// watches (for any owner): where a moved owner's objects are looked
+	// for besides its own steps' kinds (adoptMoved).
+	stampedKinds func() []schema.GroupVersionResource
+	out          cleaned
 }
 
 // clean runs the cleanup stage over status, the steps' outcome.
@@ -54,10 +59,66 @@ func clean(env *Env, x *ownerIO, l *loaded, status st.OwnerStatus) cleaned {
 	c := &cleanup{x: x, flavor: env.Flavor, prev: l.prev, status: status,
 		removeRunTemplate: func(rec st.GeneratedRunTemplate, why string) error {
 			return RemoveRunTemplate(x.ctx, env.Tracker, env.Writer, env.Dynamic, rec, why)
-		}}
+		},
+		stampedKinds: func() []schema.GroupVersionResource { return stampedKinds(env.Tracker.Active()) }}
 	c.out.records = status.GeneratedRunTemplates
+	c.out.shard = l.prev.Shard
 	c.out.err = c.removeOrphans()
+	if err := c.adoptMoved(env.Writer.Shard); err != nil && c.out.err == nil {
+		c.out.err = err
+	}
 	return c.out
+}
+
+// adoptMoved brings into this replica's shard the objects the owner left
+// in other shards, once, after it moved (status.shard is not this shard):
+// objects its steps apply again are relabelled by that apply, and orphans
+// its status names are read from the API server (deleteOrphan), but an
+// object no status names (applied, then the record lost; a step refused
+// at its new name while the owner moved: robustness seed 6) is in no cache
+// of this shard, and no other shard serves the owner any more. They are
+// looked for in the kinds the steps stamp now, the status named, and this
+// replica stamps for any owner (a step the move's edit renamed or removed
+// most likely stamps what other owners of its chain do); found,
+// each is relabelled (stamp.Session.AdoptMoved), its event wakes the owner,
+// and the cleanup of the next reconcile keeps or removes it as any other
+// object of the owner. Until every kind was looked at, status.shard keeps
+// the shard it named, so that the next reconcile looks again.
+func (op *cleanup) adoptMoved(shard string) error {
+	if op.prev.Shard == shard {
+		return nil
+	}
+	x := op.x
+	kinds := map[schema.GroupVersionResource]bool{}
+	for _, gvr := range x.keep.wantedKinds() {
+		kinds[gvr] = true
+	}
+	for _, res := range op.prev.Resources {
+		for _, ref := range refsOf(res) {
+			kinds[refKeyOf(ref).gvr] = true
+		}
+	}
+	for _, ref := range op.prev.Orphans {
+		kinds[refKeyOf(ref).gvr] = true
+	}
+	if op.stampedKinds != nil {
+		for _, gvr := range op.stampedKinds() {
+			kinds[gvr] = true
+		}
+	}
+	delete(kinds, api.RunTemplateGVR) // cluster-scoped, found by their records (status.generatedRunTemplates)
+	for gvr := range kinds {
+		if _, err := x.w.AdoptMoved(x.ctx, x.client, gvr, x.owner.GetNamespace(), x.labels, x.owner.GetUID()); err != nil {
+			klog.InfoS("could not adopt the objects an owner left in another shard; will retry", "owner", x.user,
+				"kind", resourceString(gvr), "err", err.Error())
+			if apierrors.IsForbidden(err) {
+				return nil // looked at again when RBAC changes, not on a timer
+			}
+			return err
+		}
+	}
+	op.out.shard = shard
+	return nil
 }
 
 // removeOrphans deletes objects the previous status listed (in its steps or
@@ -306,4 +367,16 @@ func (op *cleanup) removeStaleRunTemplates() error {
 	}
 	op.out.records = kept
 	return firstErr
+}
+
+// stampedKinds are the kinds of the watches of stamped objects among
+// active (tracking.Tracker.Active).
+func stampedKinds(active map[tracking.Key]int) []schema.GroupVersionResource {
+	var out []schema.GroupVersionResource
+	for k := range active {
+		if k.Selector == api.StampedSelector && k.Namespace == "" && k.Name == "" && k.As == "" {
+			out = append(out, k.GVR)
+		}
+	}
+	return out
 }

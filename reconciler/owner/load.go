@@ -76,6 +76,8 @@ func load(env *Env, chains []*unstructured.Unstructured, obj *unstructured.Unstr
 	l.status.Orphans = slices.Clone(l.prev.Orphans)
 	// The revision rendered with stays until the steps render again.
 	l.status.ChainRevision = l.prev.ChainRevision
+	// The shard that holds its objects, until the cleanup has moved them.
+	l.status.Shard = l.prev.Shard
 	// Keep what the owner had until a step says otherwise: a bad input must
 	// never make Kontinue forget (and so delete) a stamped object.
 	l.status.Resources = l.prev.Resources

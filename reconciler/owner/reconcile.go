@@ -196,7 +196,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	var c cleaned
 	if !l.noAccount {
 		c = clean(env, x, l, status)
-		status.Orphans, status.GeneratedRunTemplates = c.orphans, c.records
+		status.Orphans, status.GeneratedRunTemplates, status.Shard = c.orphans, c.records, c.shard
 	}
 
 	if err := r.writeStatus(ctx, obj, l, &status); err != nil { // 5. status

@@ -70,6 +70,8 @@ type stamper interface {
 	ListRuns(ctx context.Context, q stamp.RunQuery) ([]runs.Run, error)
 	CreateRun(ctx context.Context, f stamp.For, gvr schema.GroupVersionResource, run *unstructured.Unstructured, digest, memo string) (*unstructured.Unstructured, error)
 	RemoveRuns(ctx context.Context, cl dynamic.Interface, gvr schema.GroupVersionResource, doomed []runs.Run, owner *unstructured.Unstructured, account, why string) (bool, error)
+	// AdoptMoved: objects an owner that moved shard left in others (stamp/shard.go).
+	AdoptMoved(ctx context.Context, cl func() (dynamic.Interface, error), gvr schema.GroupVersionResource, namespace string, owner labels.Set, controller types.UID) (int, error)
 	// Record and KeepRecord: a record such as a Helm release (stamp/records.go).
 	Record(cached *unstructured.Unstructured, namespace, name string) *unstructured.Unstructured
 	KeepRecord(ctx context.Context, cl dynamic.Interface, secret *unstructured.Unstructured, uid types.UID) error

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -36,8 +37,10 @@ type fakeStamper struct {
 	runs          []runs.Run
 	runsErr       error
 	createErr     error
+	adoptErr      error
 
 	puts    []string
+	adopted []string // kinds looked at in other shards (AdoptMoved)
 	created []string
 	removed []string
 }
@@ -109,6 +112,11 @@ func (s *fakeStamper) RemoveRuns(_ context.Context, _ dynamic.Interface, _ schem
 		s.removed = append(s.removed, r.Name)
 	}
 	return false, nil
+}
+
+func (s *fakeStamper) AdoptMoved(_ context.Context, _ func() (dynamic.Interface, error), gvr schema.GroupVersionResource, _ string, _ labels.Set, _ types.UID) (int, error) {
+	s.adopted = append(s.adopted, gvr.Resource)
+	return 0, s.adoptErr
 }
 
 func lower(s string) string {

@@ -41,7 +41,8 @@ func Narrowed(k tracking.Key) bool {
 // is empty; for the default shard: any label). Together with its own
 // watch they are every owner, without one twice: a replica watches them,
 // trimmed, only while a chain's roll-out needs every owner's facts
-// (reconciler/chain/route.go).
+// (reconciler/chain/route.go). Of stamped objects: those a moved owner
+// left in other shards (stamp.Session.AdoptMoved).
 func Others(shard string) string {
 	if shard == "" {
 		return api.ShardLabel

@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/json"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
 
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/apply"
+	"kontinue.dev/kontinue/reconciler/shard"
 )
 
 // Runs of an owner that moved shard (docs/operations.md#moving-an-owner)
@@ -19,8 +24,9 @@ import (
 // them, so the API server's list (LoadRuns' confirmation) is what finds
 // them. They are adopted as they are (same object, same UID: never run
 // again) and relabelled, so that the new shard's cache holds them from
-// then on. Applied objects need nothing of this: their next apply carries
-// the new label.
+// then on. An applied object a step applies again gets the new label with
+// that apply; the others (of a step renamed or gone, never recorded in
+// status) are found by AdoptMoved once per move.
 
 // shardPatch is the merge patch that puts the object of uid in shard. The
 // UID is a precondition: the API server refuses the patch (metadata.uid
@@ -55,6 +61,52 @@ func adoptRuns(ctx context.Context, shard string, q RunQuery, gvr schema.GroupVe
 		klog.InfoS("adopted a run of another shard", "run", o.GetNamespace()+"/"+o.GetName(), "uid", o.GetUID(), "from", api.ShardOf(o.GetLabels()), "shard", shard)
 		list[i] = got
 	}
+}
+
+// AdoptMoved relabels into the writer's shard the objects of gvr in
+// namespace that an owner which moved shard left in other shards:
+// labelled for the owner (owner: its stamped and owner labels) and in
+// another shard, which the writer's watches do not show, and controlled by
+// controller (the owner's UID). What carries the owner's labels but not its
+// controller reference (a person's, another owner's, a predecessor's of the
+// same name) is left as it is. Once relabelled, the writer's cache holds
+// them and decides as for any object of the owner: a run stays a run, an
+// object no status names and no step wants goes (owner/cleanup.go). The
+// list is the API server's, as Kontinue; the patches are cl's (the owner's
+// service account), with the object's UID as precondition. It reports how
+// many it relabelled and the first error (the caller looks again).
+func (s *Session) AdoptMoved(ctx context.Context, cl func() (dynamic.Interface, error), gvr schema.GroupVersionResource, namespace string,
+	owner labels.Set, controller types.UID) (int, error) {
+	sel := labels.SelectorFromSet(owner).String() + "," + shard.Others(s.Shard)
+	l, err := resource(s.dyn, gvr, namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.Note(err)
+	}
+	n := 0
+	for i := range l.Items {
+		o := &l.Items[i]
+		if c := metav1.GetControllerOfNoCopy(o); c == nil || c.UID != controller || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		c, err := cl()
+		if err != nil {
+			return n, err
+		}
+		_, err = resource(c, gvr, o.GetNamespace()).Patch(ctx, o.GetName(), types.MergePatchType, shardPatch(s.Shard, o.GetUID()), metav1.PatchOptions{FieldManager: FieldManager})
+		switch {
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			continue // gone, or another object at the name since
+		case err != nil:
+			return n, s.Note(err)
+		}
+		n++
+		klog.InfoS("adopted an object of another shard", "object", gvr.Resource+"/"+o.GetNamespace()+"/"+o.GetName(), "uid", o.GetUID(),
+			"step", o.GetLabels()[api.LabelResourceName], "from", api.ShardOf(o.GetLabels()), "shard", s.Shard)
+	}
+	return n, nil
 }
 
 // upToDate says whether live holds desired (apply.UpToDate) in desired's

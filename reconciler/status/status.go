@@ -88,6 +88,12 @@ type OwnerStatus struct {
 	// content hash of the chain and its templates) the owner rendered with,
 	// when the chain has a roll-out policy.
 	ChainRevision string `json:"chainRevision,omitempty"` // reconciler/rollout
+	// A Kontinue addition: the shard (the kontinue.dev/shard label) whose
+	// replica last brought every object of this owner into its shard (empty:
+	// the default shard). An owner whose label names another shard has
+	// moved: the new shard's replica looks for the objects it left in other
+	// shards, which its watches do not show (docs/operations.md#sharding).
+	Shard string `json:"shard,omitempty"`
 }
 
 // One generated ClusterRunTemplate. Kontinue updates and deletes the object
