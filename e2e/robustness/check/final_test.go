@@ -228,6 +228,12 @@ func TestTruthfulStatus(t *testing.T) {
 	old["conditions"].([]any)[0].(map[string]any)["observedGeneration"] = 1
 	assert.Empty(t, TruthfulStatus(snap(workload([]any{old})), outputs, nil))
 
+	// No chain selects the owner (seed 300: it left every chain by a
+	// label, the generation as it was): the entries are the last walk's.
+	unselected := workload([]any{stepEntry("src", out("r2"), "Ready", "True")})
+	unselected["status"].(map[string]any)["conditions"] = []any{map[string]any{"type": "Ready", "status": "False", "reason": "SupplyChainNotFound"}}
+	assert.Empty(t, TruthfulStatus(snap(unselected), outputs, nil))
+
 	stale := workload(nil)
 	stale.md()["generation"] = 3
 	vs = TruthfulStatus(snap(stale), outputs, nil)

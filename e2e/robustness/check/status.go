@@ -37,6 +37,13 @@ func TruthfulStatus(final *Snapshot, outputs Outputs, served Served) []Violation
 					clip(gjson.GetBytes(o.JSON, "status.conditions").Raw))})
 			continue
 		}
+		if r := condition(gjson.GetBytes(o.JSON, "status.conditions"), "Ready").Get("reason").String(); unwalked[r] {
+			// No chain selects the owner: as Cartographer's, its steps'
+			// entries stay those of the last walk, and Ready says so (seed
+			// 300: it left every chain by a label, which leaves the
+			// generation as it was, then a person deleted an object).
+			continue
+		}
 		gjson.GetBytes(o.JSON, "status.resources").ForEach(func(_, st gjson.Result) bool {
 			step := st.Get("name").String()
 			submitted := condition(st.Get("conditions"), "ResourceSubmitted")
@@ -103,6 +110,13 @@ func TruthfulStatus(final *Snapshot, outputs Outputs, served Served) []Violation
 		})
 	}
 	return vs
+}
+
+// unwalked are the owner's Ready reasons when no chain is selected
+// (reconciler/api's contract): nothing is walked, nothing updated.
+var unwalked = map[string]bool{
+	"SupplyChainNotFound": true, "MultipleSupplyChainMatches": true, "WorkloadLabelsMissing": true,
+	"DeliveryNotFound": true, "MultipleDeliveryMatches": true, "DeliverableLabelsMissing": true,
 }
 
 // plain strings are their own YAML (no quoting, not a number or bool).
