@@ -1,5 +1,5 @@
 // Package cli is Kontinue's command line (docs/cli.md): `kontinue get`,
-// `diff`, `render`, `reconcile`, `events`, `trace`, `history`, `attest`, `check`, `dashboard`, `crds`,
+// `diff`, `render`, `reconcile`, `events`, `trace`, `history`, `attest`, `verify`, `check`, `dashboard`, `crds`,
 // `version`, `completion`; main adds `controller`. It is built with cobra;
 // kubectl's connection flags (--kubeconfig, --context, -n, --as, --token,
 // --server, --request-timeout, ...) are global and resolved by package
@@ -121,7 +121,7 @@ command line to look at and act on what it does.`,
 		&cobra.Group{ID: "run", Title: "Run and install:"}, &cobra.Group{ID: "other", Title: "Other:"})
 	root.SetHelpCommandGroupID("other")
 	root.SetCompletionCommandGroupID("other")
-	for _, c := range []*cobra.Command{getCommand(a), eventsCommand(a), traceCommand(a), historyCommand(a), doraCommand(a), attestCommand(a), reconcileCommand(a), checkCommand(a), dashboardCommand(a)} {
+	for _, c := range []*cobra.Command{getCommand(a), eventsCommand(a), traceCommand(a), historyCommand(a), doraCommand(a), attestCommand(a), verifyCommand(a), reconcileCommand(a), checkCommand(a), dashboardCommand(a)} {
 		c.GroupID = "use"
 		root.AddCommand(c)
 	}

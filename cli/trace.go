@@ -37,7 +37,10 @@ func traceCommand(a *app) *cobra.Command {
 		Long: `Print which input values made what a step publishes, step by step back to the
 source revision: commit -> image -> config -> deployment, with when each
 step took its inputs and when they succeeded, as the steps' status records
-them (status.resources[].provenance).
+them (status.resources[].provenance), and how each input a chain's verify
+policy names was checked (status.resources[].verification: Verified or
+Refused, the digest, the rule, whether the step holds its previous input,
+why), as 'kontinue get' shows it.
 
 KIND NAME is a Workload or Deliverable (all the steps no later step reads,
 or --step), or any object Kontinue stamped (its step: found by its
@@ -254,6 +257,9 @@ func printCrossing(w io.Writer, c *view.Crossing) {
 	fmt.Fprintln(w, proof)
 }
 
+// noPaint is a painter that does not colour (trace prints plain text).
+func noPaint(_, s string) string { return s }
+
 // printTrace prints the hops upstream first, each with its inputs and
 // outputs, then the notes.
 func printTrace(w io.Writer, t view.Trace) {
@@ -288,6 +294,9 @@ func printTrace(w io.Writer, t view.Trace) {
 			if v, ok := h.Outputs[n]; ok {
 				fmt.Fprintf(w, "      out %s: %s\n", n, v)
 			}
+		}
+		for _, iv := range h.Verification {
+			fmt.Fprintf(w, "      verify %s\n", verificationLine(noPaint, iv))
 		}
 	}
 	if len(t.Notes) > 0 {

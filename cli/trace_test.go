@@ -90,3 +90,37 @@ func TestPrintTraceCrossing(t *testing.T) {
 		})
 	}
 }
+
+// TestPrintTraceVerification: each hop says how its inputs were checked
+// against the chain's verify policy, as `kontinue get` does (result,
+// input, digest, rule, held, why), as text and JSON.
+func TestPrintTraceVerification(t *testing.T) {
+	o, err := view.DecodeTraceOwner(yamlObj(t, `
+apiVersion: carto.run/v1alpha1
+kind: Workload
+metadata: {name: app, namespace: dev}
+status:
+  resources:
+  - name: build
+    outputs: [{name: image, preview: "reg.example/app@sha256:9a1e", digest: x}]
+    provenance: {current: {digest: b1, outcome: Succeeded}}
+  - name: deploy
+    inputs: [{name: build}]
+    stampedRef: {apiVersion: v1, kind: ConfigMap, namespace: dev, name: app-deploy}
+    provenance: {current: {digest: d1, outcome: Succeeded, images: [{name: image, resource: build, image: "reg.example/app@sha256:4f2c"}]}}
+    verification:
+    - {type: image, name: image, result: Refused, rule: signature, digest: "sha256:9a1e9a1e9a1e9a1e9a1e", held: true, message: "no signature of sha256:9a1e… found"}
+    - {type: source, name: src, result: Verified, rule: "signature, kontinue", digest: "sha256:4f2c4f2c4f2c4f2c4f2c"}
+`))
+	require.NoError(t, err)
+	tr, err := view.TraceStep(o, []string{"deploy"}, nil)
+	require.NoError(t, err)
+	var b bytes.Buffer
+	printTrace(&b, tr)
+	require.Contains(t, b.String(), "      verify Refused image image 9a1e9a1e9a1e (signature); the step keeps its previous image: no signature of sha256:9a1e… found\n")
+	require.Contains(t, b.String(), "      verify Verified source src 4f2c4f2c4f2c (signature, kontinue)\n")
+	b.Reset()
+	require.NoError(t, writeJSON(&b, tr))
+	require.Contains(t, b.String(), `"verification": [`)
+	require.Contains(t, b.String(), `"held": true`)
+}

@@ -849,3 +849,80 @@ data: {trusted_root.json: %s}
 		require.Error(t, err, "nothing stamped for %s", w.name)
 	}
 }
+
+// TestVerifyCLI (issue 49, the user side): `kontinue verify` checks an
+// image against the chain in the cluster, with the controller's decision
+// and the key the policy reads from a Secret: signed by the build key it
+// passes (exit 0, the signer named); signed by another key it is refused
+// (exit 1, rule signature and the digest named). `kontinue trace` shows
+// the step's verification of the image the controller refused.
+func TestVerifyCLI(t *testing.T) {
+	t.Setenv("DOCKER_CONFIG", t.TempDir()) // the CLI reads the registry anonymously
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	app := strings.TrimPrefix(srv.URL, "http://") + "/app"
+	key, other := verifytest.NewKey("ecdsa"), verifytest.NewKey("ecdsa")
+	push := func(tag string, by *verifytest.Key) string {
+		t.Helper()
+		d, err := verifytest.Push(app, tag)
+		require.NoError(t, err)
+		require.NoError(t, verifytest.Attach(app, d, "sig", by.Sign(app, d)))
+		return d
+	}
+	signed, wrongKey := push("signed", key), push("wrongkey", other)
+
+	k := newKit(t)
+	chain, build, deploy := k.name("chain"), k.name("build"), k.name("deploy")
+	pem, err := json.Marshal(key.PublicPEM())
+	require.NoError(t, err)
+	k.apply(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: build-key}\nstringData: {cosign.pub: %s}\n", pem))
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  params: [{name: image, default: none}]
+  imagePath: data.image
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-build}
+    data: {image: $(params.image)$}`))
+	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-deploy}
+    data: {image: $(images.app.image)$}`))
+	k.apply(k.chainYAML(chain, "",
+		k.step("build", "ClusterImageTemplate", build, "")+
+			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
+    verify:
+      images: [{name: app, keys: [{secretRef: {namespace: %s, name: build-key, key: cosign.pub}}]}]`, k.ns))))
+
+	// Signed by the build key: passes, by tag (resolved to its digest).
+	code, out, errOut := kontinueCLI(t, "verify", app+":signed", "--chain", chain)
+	require.Equal(t, 0, code, errOut+out)
+	assert.Contains(t, out, "step [deploy] image [app]: Verified "+signed, out)
+	assert.Contains(t, out, "✔ signature: signature 0 (cosign's sha256-"+strings.TrimPrefix(signed, "sha256:")+".sig tag) by keys[0]", out)
+
+	// Signed by another key: refused, naming the rule and the digest.
+	code, out, errOut = kontinueCLI(t, "verify", app+":wrongkey", "--chain", "clustersupplychain/"+chain, "--step", "deploy", "--input", "app")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out, "step [deploy] image [app]: Refused "+wrongKey, out)
+	assert.Contains(t, out, "✗ signature: none of the 1 signatures of "+wrongKey+" is by a trusted signer", out)
+	assert.Contains(t, errOut, "refused by 1 of 1 policies")
+
+	// The controller decides alike; trace shows the step's verification.
+	k.workload("app", chain, fmt.Sprintf("  params: [{name: image, value: %q}]", app+":signed"))
+	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", app+"@"+signed))
+	k.update(workloadGVR, k.ns, "app", func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "image", "value": app + ":wrongkey"}}, "spec", "params"))
+	})
+	eventually(t, 30*time.Second, func() string {
+		c := k.stepCond(get(t, workloadGVR, k.ns, "app"), "deploy", "ResourceSubmitted")
+		if c == nil || c["reason"] != "InputNotVerified" || !strings.Contains(fmt.Sprint(c["message"]), wrongKey) {
+			return fmt.Sprintf("deploy's ResourceSubmitted: %v", c)
+		}
+		return ""
+	})
+	code, out, errOut = kontinueCLI(t, "trace", "workload", "app", "-n", k.ns, "--step", "deploy")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "verify Refused image app "+strings.TrimPrefix(wrongKey, "sha256:")[:12]+" (signature); the step keeps its previous image: ", out)
+}

@@ -44,6 +44,10 @@ type Hop struct {
 	// Links say, per input, whether it is what the earlier step publishes
 	// now (proven by value or digest) or an older output of it.
 	Links []Link `json:"links,omitempty"`
+	// Verification is how each input the chain's verify policy names was
+	// checked (the step's status.resources[].verification, as `kontinue
+	// get` shows it): result, digest, rule, held, why.
+	Verification []st.InputVerification `json:"verification,omitempty"`
 	// From is, on a first step of a Deliverable a Workload claims (its
 	// controller reference), the hop across chains: the Workload
 	// revision that made what the step published, proven or not.
@@ -224,7 +228,7 @@ func (t *Trace) walk(o TraceOwner, step string, seen map[string]bool) {
 		t.Notes = append(t.Notes, fmt.Sprintf("%s has no step [%s] in its status", o.ref(), step))
 		return
 	}
-	h := Hop{Owner: o.ref(), Step: step}
+	h := Hop{Owner: o.ref(), Step: step, Verification: r.Verification}
 	if r.StampedRef != nil {
 		h.Stamped = r.StampedRef.Kind + "/" + r.StampedRef.Namespace + "/" + r.StampedRef.Name
 	}

@@ -98,14 +98,39 @@ type Result struct {
 // signed by one of them, Kontinue's statement. The first that does not
 // refuses.
 func Decide(p *Policy, t Target, ev Evidence) Result {
+	res, _ := decide(p, t, ev, false)
+	return res
+}
+
+// RuleResult is how one rule of a policy fared (Explain).
+type RuleResult struct {
+	// Rule as Result names it: signature, attestation <type>, kontinue,
+	// digest (no digest to look up) or policy.
+	Rule   string `json:"rule"`
+	Passed bool   `json:"passed"`
+	// Why: what passed it (the signer: keys[i] or keyless[i] <subject>)
+	// or why it did not.
+	Why string `json:"why"`
+}
+
+// Explain is Decide, and every rule's outcome: it goes on past the first
+// rule that refuses (`kontinue verify` prints each). The Result is
+// Decide's.
+func Explain(p *Policy, t Target, ev Evidence) (Result, []RuleResult) {
+	return decide(p, t, ev, true)
+}
+
+// decide is Decide; all: every rule is evaluated and reported.
+func decide(p *Policy, t Target, ev Evidence, all bool) (Result, []RuleResult) {
 	digest := t.Digest
 	if digest == "" {
 		digest = ev.Digest
 	}
 	res := Result{Digest: digest}
-	refuse := func(rule, format string, a ...any) Result {
+	var rules []RuleResult
+	refuse := func(rule, format string, a ...any) (Result, []RuleResult) {
 		res.Outcome, res.Rule, res.Why = Refused, rule, fmt.Sprintf(format, a...)
-		return res
+		return res, append(rules, RuleResult{Rule: rule, Why: res.Why})
 	}
 	if t.Digest != "" && ev.Digest != "" && ev.Digest != t.Digest {
 		return refuse(RuleDigest, "the evidence is of %s, not of %s", ev.Digest, t.Digest)
@@ -123,32 +148,50 @@ func Decide(p *Policy, t Target, ev Evidence) Result {
 		hexDigest = h
 	}
 	var passed []string
-	if len(p.signers) > 0 {
-		if why := p.signed(digest, hexDigest, ev); why != "" {
-			return refuse(RuleSignature, "%s", why)
+	// rule records one rule's outcome; false: stop (the first refusal,
+	// unless all are wanted).
+	rule := func(name, by, why string) bool {
+		if why == "" {
+			passed = append(passed, name)
+			rules = append(rules, RuleResult{Rule: name, Passed: true, Why: by})
+			return true
 		}
-		passed = append(passed, RuleSignature)
+		rules = append(rules, RuleResult{Rule: name, Why: why})
+		if res.Outcome != Refused {
+			res.Outcome, res.Rule, res.Why = Refused, name, why
+		}
+		return all
+	}
+	if len(p.signers) > 0 {
+		by, why := p.signed(digest, hexDigest, ev)
+		if !rule(RuleSignature, by, why) {
+			return res, rules
+		}
 	}
 	for _, a := range p.attest {
-		if why := p.attested(a, hexDigest, ev); why != "" {
-			return refuse(RuleAttestation+" "+a.PredicateType, "%s", why)
+		by, why := p.attested(a, hexDigest, ev)
+		if !rule(RuleAttestation+" "+a.PredicateType, by, why) {
+			return res, rules
 		}
-		passed = append(passed, RuleAttestation+" "+a.PredicateType)
 	}
 	if p.kontinue {
-		if why, awaited := p.byKontinue(t, digest, ev); why != "" {
-			res = refuse(RuleKontinue, "%s", why)
+		why, awaited := p.byKontinue(t, digest, ev)
+		if why != "" && res.Outcome != Refused {
 			res.Awaited = awaited
-			return res
 		}
-		passed = append(passed, RuleKontinue)
+		if !rule(RuleKontinue, "a statement signed by Kontinue names it", why) {
+			return res, rules
+		}
 	}
-	res.Outcome, res.Rule = Verified, strings.Join(passed, ", ")
-	return res
+	if res.Outcome != Refused {
+		res.Outcome, res.Rule = Verified, strings.Join(passed, ", ")
+	}
+	return res, rules
 }
 
-// signed is "" when a signer signed digest, else why not.
-func (p *Policy) signed(digest string, hexDigest []byte, ev Evidence) string {
+// signed says which signer signed digest (and how it was found), or why
+// none did.
+func (p *Policy) signed(digest string, hexDigest []byte, ev Evidence) (by, why string) {
 	var errs []string
 	note := func(format string, a ...any) {
 		if len(errs) < 3 {
@@ -180,7 +223,7 @@ func (p *Policy) signed(digest string, hexDigest []byte, ev Evidence) string {
 				note("signature %d by %s is of %s, not of this digest", i, s.name, got)
 				continue
 			}
-			return ""
+			return fmt.Sprintf("signature %d (cosign's %s.sig tag) by %s", i, strings.Replace(digest, ":", "-", 1), s.name), ""
 		}
 	}
 	for i, raw := range ev.Bundles {
@@ -202,18 +245,18 @@ func (p *Policy) signed(digest string, hexDigest []byte, ev Evidence) string {
 				note("bundle %d, %s: %v", i, s.name, err)
 				continue
 			}
-			return ""
+			return fmt.Sprintf("bundle %d (an OCI referrer) by %s", i, s.name), ""
 		}
 	}
 	if n == 0 {
-		return fmt.Sprintf("no signature of %s found", digest)
+		return "", fmt.Sprintf("no signature of %s found", digest)
 	}
-	return fmt.Sprintf("none of the %d signatures of %s is by a trusted signer: %s", n, digest, strings.Join(errs, "; "))
+	return "", fmt.Sprintf("none of the %d signatures of %s is by a trusted signer: %s", n, digest, strings.Join(errs, "; "))
 }
 
-// attested is "" when an attestation of predicate type a.PredicateType,
-// signed by a signer, about this digest, satisfies a; else why not.
-func (p *Policy) attested(a api.AttestationRule, hexDigest []byte, ev Evidence) string {
+// attested says which attestation of predicate type a.PredicateType,
+// signed by which signer, about this digest, satisfies a; or why none does.
+func (p *Policy) attested(a api.AttestationRule, hexDigest []byte, ev Evidence) (by, why string) {
 	var errs []string
 	note := func(format string, args ...any) {
 		if len(errs) < 3 {
@@ -221,6 +264,7 @@ func (p *Policy) attested(a api.AttestationRule, hexDigest []byte, ev Evidence) 
 		}
 	}
 	n := 0
+	var signedBy string
 	try := func(what string, e sgverify.SignedEntity, typ string) bool {
 		if typ != a.PredicateType {
 			return false
@@ -237,6 +281,7 @@ func (p *Policy) attested(a api.AttestationRule, hexDigest []byte, ev Evidence) 
 				note("%s: %s", what, why)
 				return false
 			}
+			signedBy = what + " by " + s.name
 			return true
 		}
 		return false
@@ -252,7 +297,7 @@ func (p *Policy) attested(a api.AttestationRule, hexDigest []byte, ev Evidence) 
 			typ = st.GetPredicateType() // not trusted yet: only to pick the rule
 		}
 		if try(fmt.Sprintf("attestation %d", i), e, typ) {
-			return ""
+			return signedBy, ""
 		}
 	}
 	for i, raw := range ev.Bundles {
@@ -265,7 +310,7 @@ func (p *Policy) attested(a api.AttestationRule, hexDigest []byte, ev Evidence) 
 			continue // a signature
 		}
 		if try(fmt.Sprintf("bundle %d", i), b, stmt.GetPredicateType()) {
-			return ""
+			return signedBy, ""
 		}
 	}
 	if n == 0 {
@@ -274,9 +319,9 @@ func (p *Policy) attested(a api.AttestationRule, hexDigest []byte, ev Evidence) 
 			// What could not be read may have been it.
 			why += "; unreadable: " + strings.Join(errs, "; ")
 		}
-		return why
+		return "", why
 	}
-	return fmt.Sprintf("none of the %d %s attestations of sha256:%x passes: %s", n, a.PredicateType, hexDigest, strings.Join(errs, "; "))
+	return "", fmt.Sprintf("none of the %d %s attestations of sha256:%x passes: %s", n, a.PredicateType, hexDigest, strings.Join(errs, "; "))
 }
 
 // predicateHolds is "" when the verified statement's predicate says what a

@@ -274,6 +274,25 @@ func TestDecide(t *testing.T) {
 			}
 			assert.Contains(t, got.Why, c.why)
 			assert.Equal(t, c.awaited, got.Awaited, "awaited")
+
+			// Explain decides alike, and says of each rule how it fared:
+			// the first that did not pass is the one Decide names; every
+			// rule of a verified value passed and says by whom.
+			explained, rules := verify.Explain(p, target, ev)
+			assert.Equal(t, got, explained, "Explain's result is Decide's")
+			require.NotEmpty(t, rules)
+			firstFailed := ""
+			for _, r := range rules {
+				if !r.Passed && firstFailed == "" {
+					firstFailed = r.Rule
+				}
+				assert.NotEmpty(t, r.Why, "rule %s says why or by whom", r.Rule)
+			}
+			if got.Outcome == verify.Verified {
+				assert.Empty(t, firstFailed)
+			} else {
+				assert.Equal(t, got.Rule, firstFailed)
+			}
 		})
 	}
 }

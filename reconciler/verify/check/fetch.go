@@ -57,6 +57,10 @@ type Edge struct {
 	Key *attest.Key
 	// Transport reaches registries (nil: http.DefaultTransport).
 	Transport http.RoundTripper
+	// Keychain, when set, is what registries are read with instead of the
+	// service account's imagePullSecrets: `kontinue verify`'s, the user's
+	// docker configuration. The controller leaves it nil.
+	Keychain authn.Keychain
 	// MaterialTTL is how long keys and roots read are kept (default 1m).
 	MaterialTTL time.Duration
 
@@ -223,9 +227,12 @@ func keychain(ctx context.Context, as dynamic.Interface, req Request) (authn.Key
 // registry reads the registry's evidence of t.
 func (e *Edge) registry(ctx context.Context, as dynamic.Interface, req Request, t verify.Target) (verify.Evidence, error) {
 	var ev verify.Evidence
-	kc, err := keychain(ctx, as, req)
-	if err != nil {
-		return ev, err
+	kc := e.Keychain
+	if kc == nil {
+		var err error
+		if kc, err = keychain(ctx, as, req); err != nil {
+			return ev, err
+		}
 	}
 	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
 	if e.Transport != nil {

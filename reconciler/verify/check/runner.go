@@ -308,32 +308,12 @@ func (r *Runner) work(ctx context.Context) {
 	}
 }
 
-// decide fetches and decides one request.
+// decide fetches and decides one request (Once), within the timeout.
 func (r *Runner) decide(ctx context.Context, req Request) (verify.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.o.Timeout)
 	defer cancel()
-	t, err := verify.TargetOf(req.Type, req.Input, req.Value)
-	if err != nil {
-		return verify.Result{Outcome: verify.Refused, Rule: verify.RuleDigest, Why: err.Error()}, nil
-	}
-	m, err := r.f.Material(ctx, verify.Refs(req.Policy))
-	if err != nil {
-		return verify.Result{}, fmt.Errorf("reading the policy's keys: %w", err)
-	}
-	p, err := verify.Compile(req.Type, req.Policy, m)
-	if err != nil {
-		return verify.Result{Outcome: verify.Refused, Rule: verify.RulePolicy, Digest: t.Digest, Why: err.Error()}, nil
-	}
-	registry := len(req.Policy.Keys)+len(req.Policy.Keyless)+len(req.Policy.Attestations) > 0
-	if registry && t.Repository == "" {
-		// Decide says why; nothing to fetch from a registry.
-		registry = false
-	}
-	ev, err := r.f.Evidence(ctx, req, t, registry)
-	if err != nil {
-		return verify.Result{}, err
-	}
-	return verify.Decide(p, t, ev), nil
+	res, _, err := Once(ctx, r.f, req, false)
+	return res, err
 }
 
 // done records a fetch's outcome and wakes who waited.
