@@ -102,6 +102,11 @@ type Recorder struct {
 	// Events is: nothing when nothing changed. They are written with the
 	// history, in the same write when both have something.
 	Extra func(o Owner, prev, next []st.Resource) map[string]string
+	// Merge, when set, is the value written under an Extra key from what
+	// the ConfigMap holds there (stored) and what Extra gave (fresh): the
+	// attestations keep a step's last few statements (attest.Signer.Merge).
+	// Unset, fresh replaces stored.
+	Merge func(o Owner, key, stored, fresh string) string
 
 	mu sync.Mutex
 	// pending keeps, per owner, the status a write that failed for a
@@ -117,6 +122,13 @@ type Recorder struct {
 	// store and logf are the edges (tests replace them).
 	store func(ctx context.Context, client dynamic.Interface, o Owner, events []Event, extra map[string]string) error
 	logf  func(msg string, kv ...any)
+}
+
+// Extras adds keys to owners' history ConfigMaps, as Recorder.Extra and
+// Recorder.Merge (attest.Signer).
+type Extras interface {
+	Extra(o Owner, prev, next []st.Resource) map[string]string
+	Merge(o Owner, key, stored, fresh string) string
 }
 
 type pending struct {
@@ -235,13 +247,11 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 		}
 	}
 	h, changed := Apply(h, events, r.Limit)
-	for k, v := range extra {
-		if cm == nil {
-			break
-		}
-		if s, _, _ := unstructured.NestedString(cm.Object, "data", k); s != v {
-			changed = true
-		}
+	if cm != nil {
+		stored, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+		var more bool
+		extra, more = mergeExtra(o, stored, extra, r.Merge)
+		changed = changed || more
 	}
 	if !changed && cm != nil {
 		return nil
@@ -279,6 +289,25 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 	// retried from the pending status.
 	_, err = res.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kontinue"})
 	return err
+}
+
+// mergeExtra is what extra's keys hold once written over stored (the
+// ConfigMap's data): merge's value of each (nil: extra's), and whether
+// any differs from what is stored.
+func mergeExtra(o Owner, stored, extra map[string]string, merge func(o Owner, key, stored, fresh string) string) (map[string]string, bool) {
+	if len(extra) == 0 {
+		return extra, false
+	}
+	out := make(map[string]string, len(extra))
+	changed := false
+	for k, v := range extra {
+		if merge != nil {
+			v = merge(o, k, stored[k], v)
+		}
+		changed = changed || stored[k] != v
+		out[k] = v
+	}
+	return out, changed
 }
 
 // Encode is h as JSON of at most max bytes: its oldest revisions are
