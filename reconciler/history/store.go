@@ -247,18 +247,25 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 		}
 	}
 	h, changed := Apply(h, events, r.Limit)
-	if cm != nil {
-		stored, _, _ := unstructured.NestedStringMap(cm.Object, "data")
-		var more bool
-		extra, more = mergeExtra(o, stored, extra, r.Merge)
-		changed = changed || more
-	}
-	if !changed && cm != nil {
-		return nil
-	}
 	b, err := Encode(h, MaxBytes)
 	if err != nil {
 		return err
+	}
+	if cm != nil {
+		stored, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+		if stored == nil {
+			stored = map[string]string{}
+		}
+		stored[DataKey] = string(b)
+		var more, full bool
+		extra, more, full = mergeExtra(o, stored, extra, r.Merge, MaxData)
+		changed = changed || more
+		if full {
+			r.logf("history ConfigMap near its size limit: the steps' earlier statements are not kept", "owner", o.Kind+"/"+o.Namespace+"/"+o.Name)
+		}
+	}
+	if !changed && cm != nil {
+		return nil
 	}
 	if cm == nil {
 		cm = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
@@ -291,23 +298,49 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 	return err
 }
 
+// MaxData bounds the ConfigMap's data (keys and values) as written: the
+// API server refuses more than 1 MiB, and a refused write loses the
+// history's events too. A little is left for the rest of the object.
+const MaxData = 1<<20 - 16<<10
+
 // mergeExtra is what extra's keys hold once written over stored (the
-// ConfigMap's data): merge's value of each (nil: extra's), and whether
-// any differs from what is stored.
-func mergeExtra(o Owner, stored, extra map[string]string, merge func(o Owner, key, stored, fresh string) string) (map[string]string, bool) {
+// ConfigMap's data, with the history as it will be written): merge's value
+// of each (nil: extra's), and whether any differs from what is stored.
+// When the merged data would pass max, extra's values replace what is
+// stored instead (full): the older content merge keeps goes first.
+func mergeExtra(o Owner, stored, extra map[string]string, merge func(o Owner, key, stored, fresh string) string, max int) (out map[string]string, changed, full bool) {
 	if len(extra) == 0 {
-		return extra, false
+		return extra, false, false
 	}
-	out := make(map[string]string, len(extra))
-	changed := false
+	out = make(map[string]string, len(extra))
 	for k, v := range extra {
 		if merge != nil {
 			v = merge(o, k, stored[k], v)
 		}
-		changed = changed || stored[k] != v
 		out[k] = v
 	}
-	return out, changed
+	if merge != nil && dataSize(stored, out) > max {
+		out, full = extra, true
+	}
+	for k, v := range out {
+		changed = changed || stored[k] != v
+	}
+	return out, changed, full
+}
+
+// dataSize is the size of stored's keys and values, with over's written
+// over them, as the API server counts a ConfigMap's.
+func dataSize(stored, over map[string]string) int {
+	n := 0
+	for k, v := range stored {
+		if _, ok := over[k]; !ok {
+			n += len(k) + len(v)
+		}
+	}
+	for k, v := range over {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // Encode is h as JSON of at most max bytes: its oldest revisions are
