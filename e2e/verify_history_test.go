@@ -19,6 +19,7 @@ import (
 
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler"
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/verify/verifytest"
 )
@@ -31,14 +32,23 @@ import (
 // restart, which empties the verification cache; in a running controller
 // after the cache's hour), the statement naming A must still be in the
 // Workload's history, or the delivery refuses the image it already runs.
+//
+// Kontinue runs here for a shard of the test's own (the Workload is
+// labelled, and what it stamps carries the label): the decisions it counts
+// are the test's owners' alone, whatever other tests left in the cluster.
+// Of them only the Deliverable's, about A, can pass (B is unsigned).
 func TestVerifyDeliveryKeepsAnEarlierImage(t *testing.T) {
 	require.False(t, env.external, "the test restarts Kontinue in this process with a key")
 	priv, _ := keyFiles(t)
 	akey, err := attest.LoadKeyFile(priv, true)
 	require.NoError(t, err)
 	var verified atomic.Int64
+	k := newKit(t)
+	shard := k.ns
 	start := func(count bool) {
 		env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) {
+			o.Shard = shard
+			o.Leases.ID = "kontinue-leader-" + shard
 			o.Attest = attest.NewSigner(akey, "e2e")
 			o.Verify.Key = akey
 			if count {
@@ -69,7 +79,6 @@ func TestVerifyDeliveryKeepsAnEarlierImage(t *testing.T) {
 	require.NoError(t, err)
 	ref := func(d string) string { return app + "@" + d }
 
-	k := newKit(t)
 	k.apply(`
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -138,10 +147,15 @@ spec:
     verify:
       sources: [{name: app, kontinue: {}}]
 `, delivery, dsrc, deploy))
-	image := func(r string) string { return fmt.Sprintf("  params: [{name: image, value: %q}]", r) }
-
 	// A: built, signed, delivered on Kontinue's statement of it.
-	k.workload("app", chain, image(ref(a)))
+	k.apply(fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: Workload
+metadata:
+  name: app
+  labels: {app.example.com/chain: %s, %s: %s}
+spec:
+  params: [{name: image, value: %q}]`, chain, api.ShardLabel, shard, ref(a)))
 	k.waitOwner("app", "Ready", "True", "Ready")
 	k.waitObj(configMapGVR, "app-live", k.dataIs("image", ref(a)))
 	waitOwner(t, deliverableGVR, k.ns, "app", "Ready", "True", "Ready")
