@@ -99,7 +99,7 @@ func run(ctx context.Context, o options, cfg *rest.Config) error {
 		HistoryRevisions: historyRevisions(o.history), Shard: o.shard, Leases: leases}
 	ropts.Verify = reconciler.VerifyOptions{OnDecision: metrics.VerifyDecided, OnRefused: metrics.InputRefused}
 	if o.signer != nil {
-		ropts.Attest = o.signer.Extra
+		ropts.Attest = o.signer
 		// The kontinue rule of a verify policy checks statements with it.
 		ropts.Verify.Key = o.signer.Key
 		klog.InfoS("signing attestations", "keyid", o.signer.Key.ID)

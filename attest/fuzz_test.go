@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"testing"
 
+	"kontinue.dev/kontinue/reconciler/history"
 	st "kontinue.dev/kontinue/reconciler/status"
 )
 
@@ -59,6 +60,44 @@ func FuzzBuild(f *testing.F) {
 		if stmt, err := Build(Input{Owner: wl, Status: s, Step: step}); err == nil {
 			if _, err := Marshal(stmt); err != nil {
 				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// FuzzSignerMerge: what a step's key holds is anyone's to write: whatever
+// is stored, the merge keeps the fresh statement last, within the bounds,
+// and nothing its key does not verify.
+func FuzzSignerMerge(f *testing.F) {
+	der, err := x509.MarshalPKCS8PrivateKey(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	k, err := ParseKey(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	if err != nil {
+		f.Fatal(err)
+	}
+	stmt, err := Build(Input{Owner: wl, Status: workload(), Step: "build"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	env, err := Sign(context.Background(), k, stmt)
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := NewSigner(k, "fuzz")
+	o := history.Owner{APIVersion: wl.APIVersion, Kind: wl.Kind, Namespace: wl.Namespace, Name: wl.Name, UID: wl.UID}
+	f.Add(string(env))
+	f.Add(string(env) + "\n" + string(env) + "\n\n{")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, stored string) {
+		got := Envelopes(s.Merge(o, DataKey("build"), stored, string(env)))
+		if len(got) == 0 || got[len(got)-1] != string(env) || len(got) > KeepStatements {
+			t.Fatalf("kept %d envelopes, the fresh one last: %v", len(got), len(got) > 0 && got[len(got)-1] == string(env))
+		}
+		for _, e := range got {
+			if _, err := Verify(context.Background(), k, []byte(e)); err != nil {
+				t.Fatalf("kept an envelope that does not verify: %v", err)
 			}
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	intoto "github.com/in-toto/attestation/go/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -28,9 +29,54 @@ const DataKeyPrefix = "attestation."
 // wrong, and the ConfigMap (1 MiB, shared with the history) must not fill.
 const MaxEnvelope = 32 << 10
 
-// DataKey is the ConfigMap key of step's signed envelope: one line of
-// DSSE JSON, the in-toto bundle format (.intoto.jsonl) tools read.
+// DataKey is the ConfigMap key of step's signed envelopes: one line of
+// DSSE JSON each, the in-toto bundle format (.intoto.jsonl) tools read,
+// oldest first (the last line is the current input set's).
 func DataKey(step string) string { return DataKeyPrefix + step + ".intoto.jsonl" }
+
+// KeepStatements is how many signed statements a step's key keeps: its
+// last few input sets. A later step (a Deliverable the Workload stamped)
+// may still hold an output of an earlier set, and its verification (rule
+// kontinue) needs the statement naming that output, not only the newest.
+const KeepStatements = 5
+
+// MaxBundle bounds a step's key (all its envelopes): older envelopes are
+// dropped first to fit; the newest (at most MaxEnvelope) always stays.
+// With the history's half of the ConfigMap (history.MaxBytes), it leaves
+// room for the keys of about seven steps at their largest, and for the
+// keys of some fifty steps of the usual 2 KiB envelopes.
+const MaxBundle = 64 << 10
+
+// Envelopes are the envelopes a step's key holds, oldest first (one per
+// line; blank lines skipped).
+func Envelopes(stored string) []string {
+	var out []string
+	for _, l := range strings.Split(stored, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Retain is what a step's key keeps once fresh is signed: fresh last,
+// after the newest of kept (oldest first) that fit in keep envelopes and
+// max bytes (with their line ends). fresh itself is always kept.
+func Retain(kept []string, fresh string, keep, max int) []string {
+	out := []string{fresh}
+	size := len(fresh) + 1
+	for i := len(kept) - 1; i >= 0 && len(out) < keep; i-- {
+		if size+len(kept[i])+1 > max {
+			break
+		}
+		size += len(kept[i]) + 1
+		out = append(out, kept[i])
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
 
 // Due are the steps of next whose current input set succeeded, or whose
 // outputs changed, since prev: the statements to sign now. The same status
@@ -149,3 +195,41 @@ func (s *Signer) Extra(o history.Owner, prev, next []st.Resource) map[string]str
 }
 
 var errTooLarge = errors.New("signed envelope larger than 32 KiB")
+
+// Merge is history.Recorder.Merge: the value of a step's key once fresh
+// (Extra's newest envelope) is signed, from what the ConfigMap holds
+// (stored). Of stored it keeps the envelopes this key verifies that are
+// about o (kind, namespace, name, uid) and about other subjects than
+// fresh's (a set taken again is named once, by its newest statement),
+// within KeepStatements and MaxBundle. What it cannot vouch for (an
+// envelope edited, copied from another owner, or signed with an earlier
+// key) is dropped, not carried along.
+func (s *Signer) Merge(o history.Owner, key, stored, fresh string) string {
+	if !strings.HasPrefix(key, DataKeyPrefix) || stored == "" {
+		return fresh
+	}
+	ctx := context.Background()
+	subjects := func(env string) (string, bool) {
+		stmt, err := Verify(ctx, s.Key, []byte(env))
+		if err != nil {
+			return "", false
+		}
+		who, err := OwnerOf(stmt)
+		if err != nil || who.Kind != o.Kind || who.Namespace != o.Namespace || who.Name != o.Name || (o.UID != "" && who.UID != o.UID) {
+			return "", false
+		}
+		b, err := Marshal(&intoto.Statement{Subject: stmt.GetSubject()})
+		return string(b), err == nil
+	}
+	same, ok := subjects(fresh)
+	if !ok {
+		return fresh
+	}
+	var kept []string
+	for _, env := range Envelopes(stored) {
+		if subj, ok := subjects(env); ok && subj != same {
+			kept = append(kept, env)
+		}
+	}
+	return strings.Join(Retain(kept, fresh, KeepStatements, MaxBundle), "\n")
+}

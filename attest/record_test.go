@@ -2,6 +2,8 @@ package attest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -192,6 +194,94 @@ func TestCompare(t *testing.T) {
 				return
 			}
 			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+// TestRetain: a step's key keeps its newest envelopes, oldest first,
+// within a count and a size; the fresh one always.
+func TestRetain(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		kept      []string
+		fresh     string
+		keep, max int
+		want      []string
+	}{
+		{name: "nothing kept", fresh: "f", keep: 5, max: 100, want: []string{"f"}},
+		{name: "appended, oldest first", kept: []string{"a", "b"}, fresh: "f", keep: 5, max: 100, want: []string{"a", "b", "f"}},
+		{name: "the count: the oldest go", kept: []string{"a", "b", "c", "d", "e"}, fresh: "f", keep: 3, max: 100, want: []string{"d", "e", "f"}},
+		{name: "a count of one: the fresh alone", kept: []string{"a"}, fresh: "f", keep: 1, max: 100, want: []string{"f"}},
+		{name: "the size, with line ends: the oldest go", kept: []string{"aaaa", "bbbb", "cccc"}, fresh: "ffff", keep: 5, max: 15, want: []string{"bbbb", "cccc", "ffff"}},
+		{name: "the size: an older one too large stops there", kept: []string{"a", "bbbbbbbbbb", "c"}, fresh: "f", keep: 5, max: 8, want: []string{"c", "f"}},
+		{name: "a fresh one larger than the size is kept alone", kept: []string{"a"}, fresh: "ffffff", keep: 5, max: 4, want: []string{"ffffff"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, Retain(tt.kept, tt.fresh, tt.keep, tt.max))
+		})
+	}
+}
+
+func TestEnvelopes(t *testing.T) {
+	assert.Empty(t, Envelopes(""))
+	assert.Equal(t, []string{"a"}, Envelopes("a"), "one envelope, as written before a step kept several")
+	assert.Equal(t, []string{"a", "b"}, Envelopes("a\n\n  b \n"))
+}
+
+// TestSignerMerge: what a step's key keeps when a new statement is
+// signed: the owner's statements of its last input sets, each set once,
+// newest last; nothing the key cannot vouch for.
+func TestSignerMerge(t *testing.T) {
+	priv, _ := keyPair(t, "p256")
+	sk, err := ParseKey(priv)
+	require.NoError(t, err)
+	otherPriv, _ := keyPair(t, "p256")
+	other, err := ParseKey(otherPriv)
+	require.NoError(t, err)
+	s := NewSigner(sk, "v9")
+	o := history.Owner{APIVersion: "carto.run/v1alpha1", Kind: "Workload", Namespace: "dev", Name: "app", UID: "u1"}
+	// sign is the statement of build's output image n (a set of its own),
+	// of owner uid, signed with k.
+	sign := func(n int, uid string, k *Key) string {
+		status := workload()
+		status.Resources[1].Provenance.Current.Digest = fmt.Sprintf("set%d", n)
+		status.Resources[1].Outputs = []st.Output{output("image", "registry.example.com/app@sha256:"+strings.Repeat(fmt.Sprintf("%x", n%16), 64))}
+		stmt, err := Build(Input{Owner: Owner{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: uid}, Status: status, Step: "build"})
+		require.NoError(t, err)
+		env, err := Sign(context.Background(), k, stmt)
+		require.NoError(t, err)
+		return string(env)
+	}
+	e := make([]string, 8)
+	for i := range e {
+		e[i] = sign(i, "u1", sk)
+	}
+	again := sign(1, "u1", sk) // set 1 taken again: another signature of the same subjects
+	var tampered map[string]any
+	require.NoError(t, json.Unmarshal([]byte(e[2]), &tampered))
+	tampered["payload"] = strings.Replace(tampered["payload"].(string), "A", "B", 1)
+	altered, _ := json.Marshal(tampered)
+	lines := func(l ...string) string { return strings.Join(l, "\n") }
+	key := DataKey("build")
+	for _, tt := range []struct {
+		name        string
+		key, stored string
+		fresh       string
+		want        string
+	}{
+		{name: "nothing stored: the fresh one", key: key, fresh: e[1], want: e[1]},
+		{name: "an earlier set's kept before it", key: key, stored: e[0], fresh: e[1], want: lines(e[0], e[1])},
+		{name: "the same set again: named once, by its newest", key: key, stored: lines(e[0], e[1]), fresh: again, want: lines(e[0], again)},
+		{name: "the last KeepStatements sets", key: key, stored: lines(e[0], e[1], e[2], e[3], e[4], e[5]), fresh: e[6],
+			want: lines(e[2], e[3], e[4], e[5], e[6])},
+		{name: "another owner's (a uid of a deleted owner of that name) dropped", key: key, stored: lines(sign(3, "u0", sk), e[0]), fresh: e[1], want: lines(e[0], e[1])},
+		{name: "one signed with another key dropped", key: key, stored: lines(sign(3, "u1", other), e[0]), fresh: e[1], want: lines(e[0], e[1])},
+		{name: "an altered one dropped", key: key, stored: lines(string(altered), e[0]), fresh: e[1], want: lines(e[0], e[1])},
+		{name: "lines that are no envelope dropped", key: key, stored: lines("", "{not json", e[0], ""), fresh: e[1], want: lines(e[0], e[1])},
+		{name: "not an attestation's key: replaced", key: "other", stored: e[0], fresh: e[1], want: e[1]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, s.Merge(o, tt.key, tt.stored, tt.fresh))
 		})
 	}
 }

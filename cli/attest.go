@@ -46,10 +46,12 @@ read, unsigned (docs/attestation.md).
 
 A controller started with --attestation-key signs each step's statement as
 its input set succeeds, and keeps it in the owner's history ConfigMap
-(kontinue-history.<kind>.<name>, key attestation.<step>.intoto.jsonl).
--o envelope prints it as stored; --verify --key checks its signature with the
-public key and that it states what the status records now (same owner, step,
-input set, subjects and dependencies), and exits 1 when it does not.
+(kontinue-history.<kind>.<name>, key attestation.<step>.intoto.jsonl), with
+the statements of the step's last few input sets before it, one per line.
+-o envelope prints the newest as stored; --verify --key checks a stored
+envelope's signature with the public key and that it states what the status
+records now (same owner, step, input set, subjects and dependencies), and
+exits 1 when none does.
 
 --sign-with signs the statement built here with your own key: it vouches for
 what you read in the status, not for what the controller observed.`,
@@ -125,15 +127,15 @@ func (a *app) runAttest(ctx context.Context, o *attestOptions, args []string) er
 		step = leaves[0]
 	}
 	if o.output == "envelope" || o.verify {
-		env, err := storedEnvelope(ctx, dyn, k.kind, ns, name, step)
+		envs, err := storedEnvelopes(ctx, dyn, k.kind, ns, name, step)
 		if err != nil {
 			return err
 		}
 		if o.output == "envelope" {
-			_, err := fmt.Fprintln(a.env.Stdout, env)
+			_, err := fmt.Fprintln(a.env.Stdout, envs[len(envs)-1])
 			return err
 		}
-		return a.verifyAttestation(ctx, o, key, obj, owner, step, env)
+		return a.verifyAttestation(ctx, o, key, obj, owner, step, envs)
 	}
 	stmt, err := attest.Build(attestInput(obj, owner, step))
 	if err != nil {
@@ -158,44 +160,64 @@ func attestInput(obj *unstructured.Unstructured, owner view.TraceOwner, step str
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
-// storedEnvelope is the controller's signed envelope of step, read from
-// the owner's history ConfigMap with the caller's identity.
-func storedEnvelope(ctx context.Context, dyn dynamic.Interface, kind, ns, name, step string) (string, error) {
+// storedEnvelopes are the controller's signed envelopes of step, oldest
+// first, read from the owner's history ConfigMap with the caller's identity.
+func storedEnvelopes(ctx context.Context, dyn dynamic.Interface, kind, ns, name, step string) ([]string, error) {
 	cmName := history.Name(kind, name)
 	cm, err := dyn.Resource(configMapsGVR).Namespace(ns).Get(ctx, cmName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("no signed attestation of %s %s/%s: its history ConfigMap %s does not exist (the controller signs with --attestation-key, once a step's input set succeeds)", kind, ns, name, cmName)
+		return nil, fmt.Errorf("no signed attestation of %s %s/%s: its history ConfigMap %s does not exist (the controller signs with --attestation-key, once a step's input set succeeds)", kind, ns, name, cmName)
 	case err != nil:
-		return "", fmt.Errorf("ConfigMap %s/%s: %w", ns, cmName, err)
+		return nil, fmt.Errorf("ConfigMap %s/%s: %w", ns, cmName, err)
 	}
-	env, _, _ := unstructured.NestedString(cm.Object, "data", attest.DataKey(step))
-	if env == "" {
-		return "", fmt.Errorf("no signed attestation of %s %s/%s step [%s] in ConfigMap %s (key %s): the controller signs with --attestation-key, once the step's input set succeeds",
+	stored, _, _ := unstructured.NestedString(cm.Object, "data", attest.DataKey(step))
+	envs := attest.Envelopes(stored)
+	if len(envs) == 0 {
+		return nil, fmt.Errorf("no signed attestation of %s %s/%s step [%s] in ConfigMap %s (key %s): the controller signs with --attestation-key, once the step's input set succeeds",
 			kind, ns, name, step, cmName, attest.DataKey(step))
 	}
-	return env, nil
+	return envs, nil
 }
 
-// verifyAttestation checks env's signature with key, then that it states
-// what the status records now.
-func (a *app) verifyAttestation(ctx context.Context, o *attestOptions, key *attest.Key, obj *unstructured.Unstructured, owner view.TraceOwner, step, env string) error {
-	signed, err := attest.Verify(ctx, key, []byte(env))
-	if err != nil {
-		return fmt.Errorf("step [%s]: the stored envelope does not verify with %s: %w", step, o.key, err)
+// verifyAttestation checks the envelopes' signatures with key, then that
+// one states what the status records now: the newest first (the current
+// set's, unless the controller has not written it yet); when none does,
+// why the newest does not.
+func (a *app) verifyAttestation(ctx context.Context, o *attestOptions, key *attest.Key, obj *unstructured.Unstructured, owner view.TraceOwner, step string, envs []string) error {
+	var signed *intoto.Statement
+	var first error
+	for i := len(envs) - 1; i >= 0 && signed == nil; i-- {
+		var err error
+		if signed, err = matchesStatus(ctx, o, key, obj, owner, step, envs[i]); err != nil && first == nil {
+			first = err
+		}
 	}
-	now, err := attest.Build(attestInput(obj, owner, step))
-	if err != nil {
-		return fmt.Errorf("step [%s]: the signature is good, but the status has nothing to compare it with: %w", step, err)
-	}
-	if err := attest.Compare(signed, now); err != nil {
-		return fmt.Errorf("step [%s]: the signature is good, but %w", step, err)
+	if signed == nil {
+		return first
 	}
 	if o.output == "json" {
 		return writeStatement(a.env.Stdout, "json", signed)
 	}
 	fmt.Fprintf(a.env.Stdout, "Verified: signed with key %s, and it states what the status records now.\n", key.ID)
 	return writeStatement(a.env.Stdout, "text", signed)
+}
+
+// matchesStatus checks env's signature with key, then that it states what
+// the status records now.
+func matchesStatus(ctx context.Context, o *attestOptions, key *attest.Key, obj *unstructured.Unstructured, owner view.TraceOwner, step, env string) (*intoto.Statement, error) {
+	signed, err := attest.Verify(ctx, key, []byte(env))
+	if err != nil {
+		return nil, fmt.Errorf("step [%s]: the stored envelope does not verify with %s: %w", step, o.key, err)
+	}
+	now, err := attest.Build(attestInput(obj, owner, step))
+	if err != nil {
+		return nil, fmt.Errorf("step [%s]: the signature is good, but the status has nothing to compare it with: %w", step, err)
+	}
+	if err := attest.Compare(signed, now); err != nil {
+		return nil, fmt.Errorf("step [%s]: the signature is good, but %w", step, err)
+	}
+	return signed, nil
 }
 
 // writeStatement prints s as indented JSON, or in a few lines for people.

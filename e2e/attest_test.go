@@ -124,7 +124,7 @@ func TestAttest(t *testing.T) {
 	priv, pub := keyFiles(t)
 	key, err := attest.LoadKeyFile(priv, true)
 	require.NoError(t, err)
-	withKey := func(o *reconciler.Options) { o.Attest = attest.NewSigner(key, "e2e").Extra }
+	withKey := func(o *reconciler.Options) { o.Attest = attest.NewSigner(key, "e2e") }
 	env.kontinue.stop()
 	env.kontinue = startKontinueWith(env.cfg, withKey)
 	t.Cleanup(func() {
@@ -199,11 +199,16 @@ func TestAttest(t *testing.T) {
 		assert.Equal(t, inputSetOf(t, "cm", ns, "app-src"), s.Get(`subject.2.digest.kontinue\.dev/input-set`).String())
 		assert.Empty(t, s.Get("predicate.buildDefinition.resolvedDependencies").Array(), "a first step's input is the owner's spec")
 
-		// The envelope as stored verifies with the public key alone.
+		// The envelopes as stored verify with the public key alone: the
+		// step's statement of each revision so far, the newest last.
 		cm := get(t, configMapGVR, ns, cmName)
-		stored := nested(cm.Object, "data", attest.DataKey("deploy")).(string)
-		_, err := attest.Verify(context.Background(), pubKey, []byte(stored))
-		require.NoError(t, err)
+		envs := attest.Envelopes(nested(cm.Object, "data", attest.DataKey("deploy")).(string))
+		require.Len(t, envs, i+1, "the deploy step's statements of revisions 1..%d", i+1)
+		for _, e := range envs {
+			_, err := attest.Verify(context.Background(), pubKey, []byte(e))
+			require.NoError(t, err)
+		}
+		stored := envs[len(envs)-1]
 		if i == 0 {
 			firstDeploy = stored
 		}
@@ -236,7 +241,8 @@ func TestAttest(t *testing.T) {
 	// An older envelope put back (as anyone who may write the ConfigMap
 	// could) has a good signature, but is not what the status records.
 	cm := get(t, configMapGVR, ns, cmName)
-	current := nested(cm.Object, "data", attest.DataKey("deploy")).(string)
+	deployEnvs := attest.Envelopes(nested(cm.Object, "data", attest.DataKey("deploy")).(string))
+	current := deployEnvs[len(deployEnvs)-1]
 	require.NoError(t, unstructured.SetNestedField(cm.Object, firstDeploy, "data", attest.DataKey("deploy")))
 	_, err = env.dyn.Resource(configMapGVR).Namespace(ns).Update(context.Background(), cm, metav1.UpdateOptions{})
 	require.NoError(t, err)

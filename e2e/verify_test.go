@@ -317,7 +317,7 @@ func TestVerifyKontinueStatements(t *testing.T) {
 	require.NoError(t, err)
 	env.kontinue.stop()
 	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) {
-		o.Attest = attest.NewSigner(key, "e2e").Extra
+		o.Attest = attest.NewSigner(key, "e2e")
 		o.Verify.Key = key
 	})
 	t.Cleanup(func() {
@@ -457,7 +457,7 @@ func TestVerifyDeliveryRequiresKontinueStatements(t *testing.T) {
 	require.NoError(t, err)
 	env.kontinue.stop()
 	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) {
-		o.Attest = attest.NewSigner(akey, "e2e").Extra
+		o.Attest = attest.NewSigner(akey, "e2e")
 		o.Verify.Key = akey
 	})
 	t.Cleanup(func() {

@@ -71,8 +71,8 @@ type Options struct {
 	// OpenTelemetry spans of what ended (reconciler/spans).
 	Spans func(o spans.Owner, prev, next []st.Resource)
 	// Attest, when set, adds signed attestations to owners' histories
-	// (attest.Signer.Extra): it needs the history on.
-	Attest func(o history.Owner, prev, next []st.Resource) map[string]string
+	// (attest.Signer): it needs the history on.
+	Attest history.Extras
 	// Written, when set, is told of every owner's status write
 	// (notifications: notify.Hook). It must only enqueue.
 	Written func(owner.Written)
@@ -221,8 +221,8 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 
 		owners: map[string]*ownerReconciler{},
 	}
-	if m.history != nil {
-		m.history.Extra = opts.Attest
+	if m.history != nil && opts.Attest != nil {
+		m.history.Extra, m.history.Merge = opts.Attest.Extra, opts.Attest.Merge
 	}
 	m.verifier = m.newVerifier()
 	// Events get their own client, with a rate limit of the same size but

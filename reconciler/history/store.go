@@ -102,6 +102,11 @@ type Recorder struct {
 	// Events is: nothing when nothing changed. They are written with the
 	// history, in the same write when both have something.
 	Extra func(o Owner, prev, next []st.Resource) map[string]string
+	// Merge, when set, is the value written under an Extra key from what
+	// the ConfigMap holds there (stored) and what Extra gave (fresh): the
+	// attestations keep a step's last few statements (attest.Signer.Merge).
+	// Unset, fresh replaces stored.
+	Merge func(o Owner, key, stored, fresh string) string
 
 	mu sync.Mutex
 	// pending keeps, per owner, the status a write that failed for a
@@ -117,6 +122,13 @@ type Recorder struct {
 	// store and logf are the edges (tests replace them).
 	store func(ctx context.Context, client dynamic.Interface, o Owner, events []Event, extra map[string]string) error
 	logf  func(msg string, kv ...any)
+}
+
+// Extras adds keys to owners' history ConfigMaps, as Recorder.Extra and
+// Recorder.Merge (attest.Signer).
+type Extras interface {
+	Extra(o Owner, prev, next []st.Resource) map[string]string
+	Merge(o Owner, key, stored, fresh string) string
 }
 
 type pending struct {
@@ -235,20 +247,25 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 		}
 	}
 	h, changed := Apply(h, events, r.Limit)
-	for k, v := range extra {
-		if cm == nil {
-			break
+	b, err := Encode(h, MaxBytes)
+	if err != nil {
+		return err
+	}
+	if cm != nil {
+		stored, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+		if stored == nil {
+			stored = map[string]string{}
 		}
-		if s, _, _ := unstructured.NestedString(cm.Object, "data", k); s != v {
-			changed = true
+		stored[DataKey] = string(b)
+		var more, full bool
+		extra, more, full = mergeExtra(o, stored, extra, r.Merge, MaxData)
+		changed = changed || more
+		if full {
+			r.logf("history ConfigMap near its size limit: the steps' earlier statements are not kept", "owner", o.Kind+"/"+o.Namespace+"/"+o.Name)
 		}
 	}
 	if !changed && cm != nil {
 		return nil
-	}
-	b, err := Encode(h, MaxBytes)
-	if err != nil {
-		return err
 	}
 	if cm == nil {
 		cm = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
@@ -279,6 +296,51 @@ func (r *Recorder) write(ctx context.Context, client dynamic.Interface, o Owner,
 	// retried from the pending status.
 	_, err = res.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kontinue"})
 	return err
+}
+
+// MaxData bounds the ConfigMap's data (keys and values) as written: the
+// API server refuses more than 1 MiB, and a refused write loses the
+// history's events too. A little is left for the rest of the object.
+const MaxData = 1<<20 - 16<<10
+
+// mergeExtra is what extra's keys hold once written over stored (the
+// ConfigMap's data, with the history as it will be written): merge's value
+// of each (nil: extra's), and whether any differs from what is stored.
+// When the merged data would pass max, extra's values replace what is
+// stored instead (full): the older content merge keeps goes first.
+func mergeExtra(o Owner, stored, extra map[string]string, merge func(o Owner, key, stored, fresh string) string, max int) (out map[string]string, changed, full bool) {
+	if len(extra) == 0 {
+		return extra, false, false
+	}
+	out = make(map[string]string, len(extra))
+	for k, v := range extra {
+		if merge != nil {
+			v = merge(o, k, stored[k], v)
+		}
+		out[k] = v
+	}
+	if merge != nil && dataSize(stored, out) > max {
+		out, full = extra, true
+	}
+	for k, v := range out {
+		changed = changed || stored[k] != v
+	}
+	return out, changed, full
+}
+
+// dataSize is the size of stored's keys and values, with over's written
+// over them, as the API server counts a ConfigMap's.
+func dataSize(stored, over map[string]string) int {
+	n := 0
+	for k, v := range stored {
+		if _, ok := over[k]; !ok {
+			n += len(k) + len(v)
+		}
+	}
+	for k, v := range over {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // Encode is h as JSON of at most max bytes: its oldest revisions are

@@ -172,3 +172,57 @@ func TestRecordExtra(t *testing.T) {
 	assert.Equal(t, 4, x.writes)
 	assert.Equal(t, x.extra[2], x.extra[3], "retried from the same status")
 }
+
+// TestMergeExtra: Extra's values are written through Merge with what the
+// ConfigMap holds under each key; written when any differs.
+func TestMergeExtra(t *testing.T) {
+	o := Owner{Kind: "Workload", Namespace: "dev", Name: "app", UID: "u1"}
+	appendLine := func(_ Owner, key, stored, fresh string) string {
+		if stored == "" {
+			return fresh
+		}
+		return stored + "\n" + fresh
+	}
+	keep := func(_ Owner, key, stored, fresh string) string { return stored }
+	for _, tt := range []struct {
+		name          string
+		stored, extra map[string]string
+		merge         func(Owner, string, string, string) string
+		want          map[string]string
+		max           int
+		changed, full bool
+	}{
+		{name: "nothing extra", stored: map[string]string{"a": "1"}, merge: appendLine},
+		{name: "no merge: replaced", stored: map[string]string{"a": "1"}, extra: map[string]string{"a": "2"},
+			want: map[string]string{"a": "2"}, changed: true},
+		{name: "no merge, the same value: unchanged", stored: map[string]string{"a": "1"}, extra: map[string]string{"a": "1"},
+			want: map[string]string{"a": "1"}},
+		{name: "merged with what is stored", stored: map[string]string{"a": "1", "b": "x"}, extra: map[string]string{"a": "2", "c": "3"}, merge: appendLine,
+			want: map[string]string{"a": "1\n2", "c": "3"}, changed: true},
+		{name: "merged to what is stored: unchanged", stored: map[string]string{"a": "1"}, extra: map[string]string{"a": "2"}, merge: keep,
+			want: map[string]string{"a": "1"}},
+		// Sizes count keys and values: "h"+"12345" is 6, "a"+"1" 2.
+		{name: "merged, exactly at the bound", stored: map[string]string{"h": "12345", "a": "1"}, extra: map[string]string{"a": "2"}, merge: appendLine, max: 10,
+			want: map[string]string{"a": "1\n2"}, changed: true},
+		{name: "merged past the bound: the fresh value replaces what is stored", stored: map[string]string{"h": "123456", "a": "1"}, extra: map[string]string{"a": "2"}, merge: appendLine, max: 10,
+			want: map[string]string{"a": "2"}, changed: true, full: true},
+		{name: "past the bound, the fresh value as stored: unchanged", stored: map[string]string{"h": "123456", "a": "2"}, extra: map[string]string{"a": "2"}, merge: appendLine, max: 10,
+			want: map[string]string{"a": "2"}, full: true},
+		{name: "without merge the bound is not the recorder's to keep", stored: map[string]string{"h": "123456789"}, extra: map[string]string{"a": "2"}, max: 1,
+			want: map[string]string{"a": "2"}, changed: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.max == 0 {
+				tt.max = MaxData
+			}
+			got, changed, full := mergeExtra(o, tt.stored, tt.extra, tt.merge, tt.max)
+			assert.Equal(t, tt.changed, changed)
+			assert.Equal(t, tt.full, full)
+			if tt.want == nil {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}

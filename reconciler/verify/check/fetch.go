@@ -167,7 +167,11 @@ func (e *Edge) Evidence(ctx context.Context, req Request, t verify.Target, regis
 			data, _, _ := unstructuredStrings(u.Object, "data")
 			for k, v := range data {
 				if strings.HasPrefix(k, attest.DataKeyPrefix) {
-					ev.Statements = append(ev.Statements, []byte(strings.TrimSpace(v)))
+					// A step's last few statements: an earlier set's
+					// output a later step still holds is named there.
+					for _, env := range attest.Envelopes(v) {
+						ev.Statements = append(ev.Statements, []byte(env))
+					}
 				}
 			}
 		}
