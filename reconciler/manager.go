@@ -119,6 +119,8 @@ type Manager struct {
 
 	// blocked owners and Runnables wait for RBAC or discovery news.
 	blocked *blocked.Keys[Key]
+	// slotWait: owners waiting for their namespace's render slots.
+	slotWait *slotWaiters
 
 	synced   bool
 	syncedMu sync.RWMutex
@@ -270,6 +272,11 @@ func NewManager(cfg *rest.Config, opts Options) (*Manager, error) {
 	m.templates = specs.NewTemplates(m.tracker)
 	m.schemas = newSchemas(m.tracker)
 	m.blocked = blocked.New(m.enqueueFanOut)
+	m.slotWait = &slotWaiters{wake: func(k Key) {
+		if o := m.owners[k.Kind]; o != nil {
+			o.edited(k)
+		}
+	}}
 	idx := newIndex()
 	for _, f := range []*api.Flavor{api.WorkloadFlavor, api.DeliverableFlavor} {
 		m.owners[f.OwnerKind] = newOwnerReconciler(m, f, idx)
@@ -388,6 +395,7 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	defer m.slotWait.watch()()
 	m.runVerifier(work)
 	if m.presence != nil {
 		// This replica's shard is served while its controllers run.

@@ -140,6 +140,9 @@ func (r *ownerReconciler) Reconcile(ctx context.Context, key Key) (Result, error
 	if errors.Is(err, owner.ErrUnreadable) {
 		return Result{}, loop.Terminal(err)
 	}
+	if ns := render.BusyNamespace(err); ns != "" {
+		r.m.slotWait.add(ns, key) // and the backoff, should nothing end
+	}
 	if err != nil {
 		return Result{}, err
 	}

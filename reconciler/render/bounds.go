@@ -54,8 +54,63 @@ func timeoutError(engine string, ctx context.Context) *StampError {
 const timeoutMemo = time.Minute
 
 // slowError is a render that ran out of time or found every render slot
-// taken: the template may be fine, and a later attempt can succeed.
-type slowError struct{ *StampError }
+// taken: the template may be fine, and a later attempt can succeed. ns is
+// the namespace whose share of the slots was taken (nsBusyError), if so.
+type slowError struct {
+	*StampError
+	ns string
+}
+
+// BusyNamespace is the namespace whose share of the render slots err found
+// taken by renders that had not finished ("" when err is not that): its
+// owner can be woken when one of them ends (OnNamespaceSlotFreed) instead
+// of waiting for a backoff grown to minutes.
+func BusyNamespace(err error) string {
+	var s slowError
+	if errors.As(err, &s) {
+		return s.ns
+	}
+	return ""
+}
+
+// slotFreed are the functions told when a render gives its namespace's
+// slot back (one per running Manager).
+var slotFreed struct {
+	sync.Mutex
+	next int
+	fs   map[int]func(ns string)
+}
+
+// OnNamespaceSlotFreed has f called, on the render's goroutine (f must not
+// block), each time a render of namespace ns gives back its namespace's
+// share; the returned function stops it.
+func OnNamespaceSlotFreed(f func(ns string)) (stop func()) {
+	slotFreed.Lock()
+	defer slotFreed.Unlock()
+	if slotFreed.fs == nil {
+		slotFreed.fs = map[int]func(string){}
+	}
+	id := slotFreed.next
+	slotFreed.next++
+	slotFreed.fs[id] = f
+	return func() {
+		slotFreed.Lock()
+		defer slotFreed.Unlock()
+		delete(slotFreed.fs, id)
+	}
+}
+
+func tellSlotFreed(ns string) {
+	slotFreed.Lock()
+	fs := make([]func(string), 0, len(slotFreed.fs))
+	for _, f := range slotFreed.fs {
+		fs = append(fs, f)
+	}
+	slotFreed.Unlock()
+	for _, f := range fs {
+		f(ns)
+	}
+}
 
 func (e slowError) Unwrap() error { return e.StampError }
 
@@ -205,6 +260,7 @@ func (s *nsSlots) give(ns string) {
 	s.mu.Unlock()
 	<-sem.ch
 	s.release(ns, sem)
+	tellSlotFreed(ns)
 }
 
 func (s *nsSlots) release(ns string, sem *nsSem) {

@@ -2,6 +2,8 @@ package render
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,6 +61,9 @@ func TestRenderSlotsPerNamespace(t *testing.T) {
 	// a loaded machine the child's garbage outgrew its 256 MiB before the
 	// deadline: the render failed on memory, not time).
 	spin := `{{ $l := until 60000 }}{{ range $l }}{{ range $l }}{{ end }}{{ end }}{apiVersion: v1, kind: ConfigMap, metadata: {name: x}}`
+	var freedMu sync.Mutex
+	freed := map[string]int{}
+	defer OnNamespaceSlotFreed(func(ns string) { freedMu.Lock(); freed[ns]++; freedMu.Unlock() })()
 	errs := make(chan error, nsShare)
 	for i := range nsShare {
 		go func() {
@@ -87,6 +92,7 @@ func TestRenderSlotsPerNamespace(t *testing.T) {
 		require.Error(t, err, e.Name())
 		assert.Contains(t, err.Error(), "namespace [a] already has 2 renders running", e.Name())
 		assert.True(t, Retryable(err), e.Name())
+		assert.Equal(t, "a", BusyNamespace(err), "the namespace whose freed slot wakes the owner (%s)", e.Name())
 		// It waited queueWait, not until its deadline: the reconcile
 		// waiting for it does not hold a worker that long.
 		assert.Less(t, time.Since(start), limits.timeout-time.Second, e.Name())
@@ -96,4 +102,7 @@ func TestRenderSlotsPerNamespace(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "goTemplate rendering did not finish within 15s")
 	}
+	// Each spin gave namespace a's slot back, and said so.
+	require.Eventually(t, func() bool { freedMu.Lock(); defer freedMu.Unlock(); return freed["a"] >= nsShare }, 5*time.Second, 10*time.Millisecond)
+	assert.Empty(t, BusyNamespace(errors.New("other")), "not a busy namespace")
 }

@@ -142,7 +142,7 @@ func runGoTemplate(ctx context.Context, step, key string, req [][]byte) (any, er
 	var fail *childFailure
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		goTemplateResults.add(step, goTemplateResult{key: key, err: slowError{timeoutError(GoTemplateName, ctx)}}, 1024, timeoutMemo)
+		goTemplateResults.add(step, goTemplateResult{key: key, err: slowError{StampError: timeoutError(GoTemplateName, ctx)}}, 1024, timeoutMemo)
 		return nil, err
 	case errors.As(err, &fail):
 		var templates bool
@@ -194,13 +194,13 @@ func boundedError(engine string, ctx context.Context, err error, what string) er
 	case errors.As(err, &se):
 		return se
 	case errors.As(err, &nb):
-		return slowError{&StampError{Engine: engine, Message: fmt.Sprintf("%s: %s (templates or charts that take too long)", what, nb.Error())}}
+		return slowError{&StampError{Engine: engine, Message: fmt.Sprintf("%s: %s (templates or charts that take too long)", what, nb.Error())}, nb.ns}
 	case errors.Is(err, errBusy):
-		return slowError{&StampError{Engine: engine, Message: fmt.Sprintf("%s: all %d render slots are held by renders that have not finished (templates or charts that take too long)", what, cap(renderSlots))}}
+		return slowError{StampError: &StampError{Engine: engine, Message: fmt.Sprintf("%s: all %d render slots are held by renders that have not finished (templates or charts that take too long)", what, cap(renderSlots))}}
 	case errors.Is(err, errTooLarge):
 		return tooLarge(engine)
 	case ctx.Err() != nil, errors.Is(err, context.DeadlineExceeded):
-		return slowError{timeoutError(engine, ctx)}
+		return slowError{StampError: timeoutError(engine, ctx)}
 	}
 	return &StampError{Engine: engine, Message: what, Err: err}
 }

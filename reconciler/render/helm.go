@@ -130,7 +130,7 @@ func (h *helmEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Cont
 			// A chart that ran out of time is not run again for a while:
 			// each run would hold a slot until the deadline. It stays a
 			// slow render, retried with backoff.
-			h.renders.add(key, &helmResult{err: slowError{timeoutError(HelmName, runCtx)}}, 1024, timeoutMemo)
+			h.renders.add(key, &helmResult{err: slowError{StampError: timeoutError(HelmName, runCtx)}}, 1024, timeoutMemo)
 		}
 		if err != nil {
 			return nil, err

@@ -89,7 +89,7 @@ func (yttEngine) Render(ctx context.Context, spec *api.TemplateSpec, tc Context)
 			if errors.Is(err, context.DeadlineExceeded) {
 				// Not run again for a while: each run would hold a slot
 				// until the deadline.
-				yttResults.add(key, yttResult{err: slowError{timeoutError(YttName, runCtx)}}, 1024, timeoutMemo)
+				yttResults.add(key, yttResult{err: slowError{StampError: timeoutError(YttName, runCtx)}}, 1024, timeoutMemo)
 			}
 			return v, err
 		})
