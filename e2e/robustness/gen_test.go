@@ -113,6 +113,7 @@ func generateOps(seed uint64, traffic time.Duration, withLane bool) ([]Op, bool)
 		g.tenantOp(g.tenants[g.r.IntN(len(g.tenants))])
 		g.laneOp()
 	}
+	g.lane.endStorms(g)
 	sort.SliceStable(g.ops, func(i, j int) bool { return g.ops[i].At < g.ops[j].At })
 	return g.ops, pof
 }

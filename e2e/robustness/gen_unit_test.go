@@ -98,3 +98,25 @@ func TestCatalogRenders(t *testing.T) {
 	}
 	assert.Contains(t, render(chainDocs["main"], "rbx", 1, false), "pauseOnFailure: false")
 }
+
+// A storm ends with the traffic: every hog made is deleted at its last
+// moment, so that the final checks see the namespace's render slots free.
+func TestStormsEndWithTheTraffic(t *testing.T) {
+	storms := 0
+	for seed := uint64(1); seed <= 40; seed++ {
+		traffic := 90 * time.Second
+		ops, _ := generate(seed, traffic)
+		last := map[string]Op{}
+		for _, o := range ops {
+			if strings.HasPrefix(o.Name, "hog-") {
+				last[o.Tenant+"/"+o.Name] = o
+			}
+		}
+		for k, o := range last {
+			storms++
+			assert.Equal(t, "delete", o.Do, "seed %d: %s's last op", seed, k)
+			assert.Equal(t, traffic-time.Millisecond, o.At, "seed %d: %s", seed, k)
+		}
+	}
+	assert.Positive(t, storms, "no storm in 40 seeds")
+}

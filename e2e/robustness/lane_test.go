@@ -115,6 +115,25 @@ func (g *generator) laneOp() {
 	}
 }
 
+// endStorms: a tenant's storm ends with the traffic (its hogs deleted at
+// the traffic's last moment). The final checks judge a cluster at rest:
+// hogs re-render their endless templates each time their timeout is
+// forgotten, and would keep their namespace's render slots taken through
+// the settle time and the quiet window, where every reconcile of the
+// tenant's other owners is judged as a write with nothing changed (seed
+// 304). Drawn from no source: the other ops stay as they were.
+func (l *lane) endStorms(g *generator) {
+	at := g.end - time.Millisecond
+	for _, t := range tenants {
+		if !l.stormed[t] {
+			continue
+		}
+		for i := 1; i <= hogs; i++ {
+			g.add(Op{At: at, Actor: "person-" + t, Do: "delete", Tenant: t, Kind: "Workload", Name: "hog-" + strconv.Itoa(i)})
+		}
+	}
+}
+
 // xweighted is weighted on the lane's source.
 func (g *generator) xweighted(choices ...any) string {
 	total := 0
