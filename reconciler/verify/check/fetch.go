@@ -81,8 +81,13 @@ type Edge struct {
 type account struct {
 	version string    // the account's and its pull Secrets' resourceVersions
 	read    time.Time // when they were read
+	made    time.Time
 	puller  *remote.Puller
 }
+
+// pullerAge bounds how long one Puller is used: it keeps an
+// authentication per repository it reached, and a token may expire.
+const pullerAge = 10 * time.Minute
 
 type cached struct {
 	b     []byte
@@ -268,7 +273,7 @@ func (e *Edge) puller(ctx context.Context, as dynamic.Interface, acct api.Servic
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if a = e.accounts[acct]; a != nil && a.version == version {
+	if a = e.accounts[acct]; a != nil && a.version == version && time.Since(a.made) < pullerAge {
 		a.read = time.Now()
 		return a.puller, nil
 	}
@@ -293,7 +298,8 @@ func (e *Edge) puller(ctx context.Context, as dynamic.Interface, acct api.Servic
 		}
 		delete(e.accounts, k) // any one: it is read again when used
 	}
-	e.accounts[acct] = &account{version: version, read: time.Now(), puller: p}
+	now := time.Now()
+	e.accounts[acct] = &account{version: version, read: now, made: now, puller: p}
 	return p, nil
 }
 
