@@ -127,41 +127,37 @@ type TemplateRef struct{ Kind, Name string }
 // help.
 var ErrUnreadable = errors.New("owner unreadable")
 
-// maxStatusDeferral bounds how long an owner's status waits for its
-// inputs' decisions in all (deferStatus): an owner whose inputs change
-// faster than they are decided is not left unwritten.
-const maxStatusDeferral = time.Second
-
 // deferStatus says whether user's status waits for an input's decision
 // (w.verifyGrace: one asked about just now), and how long: not after an
-// error, nor past maxStatusDeferral since it first waited.
+// error, and in all no longer than the grace it first waited for (so an
+// owner whose inputs change faster than they are decided is written).
 func (r *Reconciler) deferStatus(user string, w walked, lerr error) (time.Duration, bool) {
 	if w.verifyGrace <= 0 || w.err != nil || lerr != nil {
 		return 0, false
 	}
 	now := time.Now()
 	r.writesMu.Lock()
-	since, ok := r.deferred[user]
+	until, ok := r.deferred[user]
 	if !ok {
-		since = now
-		r.deferred[user] = now
+		until = now.Add(w.verifyGrace)
+		r.deferred[user] = until
 	}
 	r.writesMu.Unlock()
-	return deferral(now.Sub(since), w.verifyGrace, w.requeue)
+	return deferral(until.Sub(now), w.verifyGrace, w.requeue)
 }
 
-// deferral is how long a status that has waited waited already waits
-// more for a decision due within grace, the walk asking to be looked at
-// again after requeue (0: not asked): false when it waits no more.
-func deferral(waited, grace, requeue time.Duration) (time.Duration, bool) {
-	left := min(grace, maxStatusDeferral-waited)
-	if left <= 0 {
+// deferral is how long a status waits more for a decision due within
+// grace, with left of its first grace to go, the walk asking to be looked
+// at again after requeue (0: not asked): false when it waits no more.
+func deferral(left, grace, requeue time.Duration) (time.Duration, bool) {
+	wait := min(grace, left)
+	if wait <= 0 {
 		return 0, false
 	}
-	if requeue > 0 && requeue < left {
-		left = requeue
+	if requeue > 0 && requeue < wait {
+		wait = requeue
 	}
-	return left, true
+	return wait, true
 }
 
 // Outcome is how one reconcile of an owner ended.
@@ -186,8 +182,8 @@ type Reconciler struct {
 	writesMu sync.Mutex
 	writes   map[string]ownWrite // status written, not yet seen in the cache
 	stale    fresh.Reads         // status writes refused on a stale copy
-	// deferred: owners whose status waits for an input's decision, since
-	// when (deferStatus).
+	// deferred: owners whose status waits for an input's decision, until
+	// when at most (deferStatus).
 	deferred map[string]time.Time
 }
 

@@ -218,26 +218,26 @@ func TestVerifyInputsBadPolicyOneWarning(t *testing.T) {
 	assert.Equal(t, []string{"policy"}, refusals)
 }
 
-// An owner's status waits for an input's decision its grace, at most
-// maxStatusDeferral in all, and no longer than the walk asked to be looked
-// at again.
+// An owner's status waits for an input's decision its grace, in all no
+// longer than the grace it first waited for, and no longer than the walk
+// asked to be looked at again.
 func TestDeferral(t *testing.T) {
 	for _, tt := range []struct {
-		name                   string
-		waited, grace, requeue time.Duration
-		want                   time.Duration
-		wait                   bool
+		name                 string
+		left, grace, requeue time.Duration
+		want                 time.Duration
+		wait                 bool
 	}{
-		{"asked just now", 0, time.Second, 0, time.Second, true},
-		{"the rest of the grace", 0, 300 * time.Millisecond, 0, 300 * time.Millisecond, true},
-		{"waited already: the rest of the bound", 700 * time.Millisecond, time.Second, 0, 300 * time.Millisecond, true},
-		{"waited the bound: written now", time.Second, time.Second, 0, 0, false},
-		{"inputs changing faster than decided: written", 3 * time.Second, 900 * time.Millisecond, 0, 0, false},
-		{"the walk asks to look again sooner", 0, time.Second, 100 * time.Millisecond, 100 * time.Millisecond, true},
-		{"the walk asks to look again later", 0, 400 * time.Millisecond, time.Minute, 400 * time.Millisecond, true},
+		{"asked just now", time.Second, time.Second, 0, time.Second, true},
+		{"the rest of the grace", time.Second, 300 * time.Millisecond, 0, 300 * time.Millisecond, true},
+		{"waited already: the rest of the first grace", 300 * time.Millisecond, time.Second, 0, 300 * time.Millisecond, true},
+		{"waited the first grace: written now", 0, time.Second, 0, 0, false},
+		{"inputs changing faster than decided: written", -2 * time.Second, 900 * time.Millisecond, 0, 0, false},
+		{"the walk asks to look again sooner", time.Second, time.Second, 100 * time.Millisecond, 100 * time.Millisecond, true},
+		{"the walk asks to look again later", time.Second, 400 * time.Millisecond, time.Minute, 400 * time.Millisecond, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, wait := deferral(tt.waited, tt.grace, tt.requeue)
+			got, wait := deferral(tt.left, tt.grace, tt.requeue)
 			assert.Equal(t, tt.wait, wait)
 			assert.Equal(t, tt.want, got)
 		})
