@@ -186,6 +186,99 @@ func TestVerifyBeforeUse(t *testing.T) {
 	b.waitOwner("app", "Ready", "True", "Ready")
 }
 
+// TestVerifyQuickDecisionWritesNoInterimStatus (issue 49's cost): a value
+// first asked about is decided off the workers; an owner whose decision
+// comes within the grace (check.Options.Grace, made long here so that a
+// loaded machine's slow fetch does not count) writes its status once, with
+// the input taken, never first InputVerifying: when the workload is
+// created, and when its image changes to another signed one. Every status
+// the workload goes through is watched, in order, until the one with the
+// new image.
+func TestVerifyQuickDecisionWritesNoInterimStatus(t *testing.T) {
+	require.False(t, env.external, "the test restarts Kontinue in this process with a long grace")
+	env.kontinue.stop()
+	env.kontinue = startKontinueWith(env.cfg, func(o *reconciler.Options) { o.Verify.Options.Grace = 2 * time.Minute })
+	t.Cleanup(func() {
+		env.kontinue.stop()
+		env.kontinue = startKontinue(env.cfg)
+	})
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	app := strings.TrimPrefix(srv.URL, "http://") + "/app"
+	key := verifytest.NewKey("ecdsa")
+	digests := map[string]string{}
+	for _, tag := range []string{"v1", "v2"} {
+		d, err := verifytest.Push(app, tag)
+		require.NoError(t, err)
+		require.NoError(t, verifytest.Attach(app, d, "sig", key.Sign(app, d)))
+		digests[tag] = d
+	}
+
+	k := newKit(t)
+	chain, build, deploy := k.name("chain"), k.name("build"), k.name("deploy")
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  params: [{name: image, default: none}]
+  imagePath: data.image
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-build}
+    data: {image: $(params.image)$}`))
+	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-deploy}
+    data: {image: $(images.app.image)$}`))
+	pem, err := json.Marshal(key.PublicPEM())
+	require.NoError(t, err)
+	k.apply(k.chainYAML(chain, "",
+		k.step("build", "ClusterImageTemplate", build, "")+
+			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
+    verify:
+      images: [{name: app, keys: [{publicKey: %s}]}]`, pem))))
+
+	w, err := env.dyn.Resource(workloadGVR).Namespace(k.ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=app"})
+	require.NoError(t, err)
+	defer w.Stop()
+	var reasons []string
+	// until reads the watch until deploy's verification shows digest
+	// verified, noting each reason deploy's ResourceSubmitted goes through.
+	until := func(digest string) {
+		t.Helper()
+		timeout := time.After(2 * time.Minute)
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				require.True(t, ok, "the watch ended")
+				o, isObj := ev.Object.(*unstructured.Unstructured)
+				if !isObj {
+					continue
+				}
+				if c := k.stepCond(o, "deploy", "ResourceSubmitted"); c != nil && (len(reasons) == 0 || reasons[len(reasons)-1] != c["reason"]) {
+					reasons = append(reasons, fmt.Sprint(c["reason"]))
+				}
+				if vs, _ := nested(stepStatus(o, "deploy"), "verification").([]any); len(vs) == 1 {
+					if v := vs[0].(map[string]any); v["result"] == "Verified" && v["digest"] == digest {
+						return
+					}
+				}
+			case <-timeout:
+				t.Fatalf("deploy never took %s; its ResourceSubmitted went %v", digest, reasons)
+			}
+		}
+	}
+	k.workload("app", chain, fmt.Sprintf("  params: [{name: image, value: %q}]", app+":v1"))
+	until(digests["v1"])
+	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", app+"@"+digests["v1"]))
+	k.update(workloadGVR, k.ns, "app", func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"name": "image", "value": app + ":v2"}}, "spec", "params"))
+	})
+	until(digests["v2"])
+	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", app+"@"+digests["v2"]))
+	assert.NotContains(t, reasons, "InputVerifying", "deploy's ResourceSubmitted went %v", reasons)
+}
+
 // TestVerifyReadsTheRegistryAsTheServiceAccount (issue 49): a registry
 // that needs credentials is read with the imagePullSecrets of the owner's
 // service account, read as that account: an account that may read its

@@ -127,6 +127,39 @@ type TemplateRef struct{ Kind, Name string }
 // help.
 var ErrUnreadable = errors.New("owner unreadable")
 
+// deferStatus says whether user's status waits for an input's decision
+// (w.verifyGrace: one asked about just now), and how long: not after an
+// error, and in all no longer than the grace it first waited for (so an
+// owner whose inputs change faster than they are decided is written).
+func (r *Reconciler) deferStatus(user string, w walked, lerr error) (time.Duration, bool) {
+	if w.verifyGrace <= 0 || w.err != nil || lerr != nil {
+		return 0, false
+	}
+	now := time.Now()
+	r.writesMu.Lock()
+	until, ok := r.deferred[user]
+	if !ok {
+		until = now.Add(w.verifyGrace)
+		r.deferred[user] = until
+	}
+	r.writesMu.Unlock()
+	return deferral(until.Sub(now), w.verifyGrace, w.requeue)
+}
+
+// deferral is how long a status waits more for a decision due within
+// grace, with left of its first grace to go, the walk asking to be looked
+// at again after requeue (0: not asked): false when it waits no more.
+func deferral(left, grace, requeue time.Duration) (time.Duration, bool) {
+	wait := min(grace, left)
+	if wait <= 0 {
+		return 0, false
+	}
+	if requeue > 0 && requeue < wait {
+		wait = requeue
+	}
+	return wait, true
+}
+
 // Outcome is how one reconcile of an owner ended.
 type Outcome struct {
 	// Requeue > 0: look again after it; Wait: it waits for something to
@@ -149,12 +182,15 @@ type Reconciler struct {
 	writesMu sync.Mutex
 	writes   map[string]ownWrite // status written, not yet seen in the cache
 	stale    fresh.Reads         // status writes refused on a stale copy
+	// deferred: owners whose status waits for an input's decision, until
+	// when at most (deferStatus).
+	deferred map[string]time.Time
 }
 
 // New returns a Reconciler working through env.
 func New(env Env) *Reconciler {
 	env.revs = newRevisionBook()
-	return &Reconciler{env: env, writes: map[string]ownWrite{}}
+	return &Reconciler{env: env, writes: map[string]ownWrite{}, deferred: map[string]time.Time{}}
 }
 
 // Reconcile realizes the owner namespace/name through its stages: load →
@@ -171,6 +207,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 		r.env.Tracker.ReleaseAll(user)
 		r.writesMu.Lock()
 		delete(r.writes, user)
+		delete(r.deferred, user)
 		r.writesMu.Unlock()
 		r.stale.Forget(user)
 		return Outcome{Gone: true}, nil
@@ -188,6 +225,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	var w walked
 	if l.walk {
 		w = walkSteps(ctx, env, l, x, func(lc *step.Lifecycle, sc *stepCtx) stepIO { return writers[lc.IO](x, sc) }) // 2. steps
+	}
+	if wait, ok := r.deferStatus(user, w, l.err); ok {
+		// An input was first asked about just now and is being fetched,
+		// mostly in milliseconds; the owner is woken when it is decided.
+		// The status is written then, once, rather than now saying the
+		// step is verifying and again when it takes the input; past the
+		// grace it is written as it is (InputVerifying). What the walk
+		// stamped is written already; cleanup waits with the status.
+		watches.Done()
+		return Outcome{Requeue: wait, Wait: true}, nil
 	}
 	status := fold(env, l, w) // 3. fold
 	// 4. cleanup. Orphans first: a step that moved to another object must
@@ -207,6 +254,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 		}
 		return Outcome{}, err
 	}
+	r.writesMu.Lock()
+	delete(r.deferred, user)
+	r.writesMu.Unlock()
 	if env.StatusWritten != nil {
 		env.StatusWritten(l.chainName, l.prev.Resources, status.Resources)
 	}

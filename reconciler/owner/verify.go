@@ -47,6 +47,10 @@ type inputCheck struct {
 	producers []verify.Producer
 	onRefused func(chain, step, rule string)
 	byStep    map[string]*checked
+	// grace > 0: an input was first asked about just now and is being
+	// fetched; the owner may wait this long for it before its status says
+	// so (the soonest of the inputs'; check.Decision.Grace).
+	grace time.Duration
 }
 
 // checked is one step's verification this reconcile.
@@ -108,6 +112,9 @@ func (s *steps) verifyInputs(def api.Step, in render.Inputs) (render.Inputs, *pr
 		rec := st.InputVerification{Type: n.Type, Name: n.Policy.Name, Digest: d.Digest, Rule: d.Rule, Message: cut(d.Why)}
 		if d.Recheck > 0 && (c.recheck == 0 || d.Recheck < c.recheck) {
 			c.recheck = d.Recheck
+		}
+		if d.Outcome == verify.Unknown && d.Grace > 0 && (s.verify.grace == 0 || d.Grace < s.verify.grace) {
+			s.verify.grace = d.Grace
 		}
 		switch d.Outcome {
 		case verify.Verified:

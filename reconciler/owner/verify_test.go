@@ -85,6 +85,7 @@ func TestVerifyInputs(t *testing.T) {
 		refusals  []string
 		requeue   time.Duration
 		message   []string
+		grace     time.Duration // the status waits that long for the decision
 	}{
 		{name: "verified: renders pinned to the digest checked",
 			answer:    &check.Decision{Result: verify.Result{Outcome: verify.Verified, Rule: verify.RuleSignature, Digest: digestNew}},
@@ -110,6 +111,13 @@ func TestVerifyInputs(t *testing.T) {
 			message: []string{"verifying image [app]", "503"}},
 		{name: "not decided yet, nothing to hold: waits, Unknown",
 			submitted: "Unknown InputVerifying", result: "Verifying"},
+		{name: "asked just now: held, and the status waits the decision's grace",
+			answer: &check.Decision{Result: verify.Result{Outcome: verify.Unknown, Why: "verifying"}, Grace: 800 * time.Millisecond},
+			prev:   []st.Resource{prevDeploy()}, rendered: "reg.example/app@" + digestOld,
+			submitted: "Unknown InputVerifying", result: "Verifying", held: true, grace: 800 * time.Millisecond},
+		{name: "asked just now, nothing to hold: not rendered, the status waits the grace",
+			answer:    &check.Decision{Result: verify.Result{Outcome: verify.Unknown, Why: "verifying"}, Grace: 300 * time.Millisecond},
+			submitted: "Unknown InputVerifying", result: "Verifying", grace: 300 * time.Millisecond},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fv := &fakeVerifier{answers: map[string]check.Decision{}}
@@ -155,6 +163,7 @@ func TestVerifyInputs(t *testing.T) {
 			if tt.requeue > 0 {
 				assert.Equal(t, tt.requeue, got.requeue)
 			}
+			assert.Equal(t, tt.grace, got.verifyGrace)
 			// Asked as the owner's account, with its history.
 			require.NotEmpty(t, fv.asked)
 			assert.Equal(t, check.Owner{Kind: "Workload", Namespace: "dev", Name: "app"}, fv.asked[0].Owner)
@@ -207,4 +216,30 @@ func TestVerifyInputsBadPolicyOneWarning(t *testing.T) {
 	require.Len(t, got.events, 1, "%v", got.events)
 	assert.True(t, strings.HasPrefix(got.events[0], "Warning InputNotVerified: step [deploy]: image [app] (no digest) refused by rule [policy]: "), got.events[0])
 	assert.Equal(t, []string{"policy"}, refusals)
+}
+
+// An owner's status waits for an input's decision its grace, in all no
+// longer than the grace it first waited for, and no longer than the walk
+// asked to be looked at again.
+func TestDeferral(t *testing.T) {
+	for _, tt := range []struct {
+		name                 string
+		left, grace, requeue time.Duration
+		want                 time.Duration
+		wait                 bool
+	}{
+		{"asked just now", time.Second, time.Second, 0, time.Second, true},
+		{"the rest of the grace", time.Second, 300 * time.Millisecond, 0, 300 * time.Millisecond, true},
+		{"waited already: the rest of the first grace", 300 * time.Millisecond, time.Second, 0, 300 * time.Millisecond, true},
+		{"waited the first grace: written now", 0, time.Second, 0, 0, false},
+		{"inputs changing faster than decided: written", -2 * time.Second, 900 * time.Millisecond, 0, 0, false},
+		{"the walk asks to look again sooner", time.Second, time.Second, 100 * time.Millisecond, 100 * time.Millisecond, true},
+		{"the walk asks to look again later", time.Second, 400 * time.Millisecond, time.Minute, 400 * time.Millisecond, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, wait := deferral(tt.left, tt.grace, tt.requeue)
+			assert.Equal(t, tt.wait, wait)
+			assert.Equal(t, tt.want, got)
+		})
+	}
 }

@@ -191,6 +191,9 @@ type walkedOver struct {
 	err     error
 	events  events
 	keep    *keepSet
+	// verifyGrace: how long the status waits for an input's decision
+	// (inputCheck.grace).
+	verifyGrace time.Duration
 }
 
 func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) walkedOver {
@@ -234,7 +237,11 @@ func walkWithSetup(t *testing.T, w *world, prev []st.Resource, defs []api.Step, 
 		}, traced: w.traced}
 	setup(s)
 	res, requeue, err := s.walk(chain.Resources)
-	return walkedOver{res: res, requeue: requeue, err: err, events: ev, keep: s.keep}
+	out := walkedOver{res: res, requeue: requeue, err: err, events: ev, keep: s.keep}
+	if s.verify != nil {
+		out.verifyGrace = s.verify.grace
+	}
+	return out
 }
 
 // cond is a step's condition as "Status Reason".

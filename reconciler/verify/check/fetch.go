@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"kontinue.dev/kontinue/attest"
+	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/history"
 	"kontinue.dev/kontinue/reconciler/verify"
 )
@@ -63,10 +64,35 @@ type Edge struct {
 	Keychain authn.Keychain
 	// MaterialTTL is how long keys and roots read are kept (default 1m).
 	MaterialTTL time.Duration
+	// AccountTTL is how long an account's registry credentials, as read,
+	// are used before they are read again (default 10s); Accounts bounds
+	// how many accounts' are kept (default 256).
+	AccountTTL time.Duration
+	Accounts   int
+
+	// credentials reads an account's registry credentials (keychain;
+	// tests: their own).
+	credentials func(ctx context.Context, as dynamic.Interface, acct api.ServiceAccountRef) (authn.Keychain, string, error)
 
 	mu       sync.Mutex
 	material map[verify.Ref]cached
+	accounts map[api.ServiceAccountRef]*account
 }
+
+// account is what a service account reaches registries with: a Puller
+// (go-containerregistry's: one ping and token per repository, reused by
+// every fetch) made from the credentials its imagePullSecrets held at
+// version.
+type account struct {
+	version string    // the account's and its pull Secrets' resourceVersions
+	read    time.Time // when they were read
+	made    time.Time
+	puller  *remote.Puller
+}
+
+// pullerAge bounds how long one Puller is used: it keeps an
+// authentication per repository it reached, and a token may expire.
+const pullerAge = 10 * time.Minute
 
 type cached struct {
 	b     []byte
@@ -194,54 +220,137 @@ func unstructuredStrings(obj map[string]any, field string) (map[string]string, b
 }
 
 // keychain is the service account's: its imagePullSecrets, read as the
-// account. An account that may not read them pulls anonymously.
-func keychain(ctx context.Context, as dynamic.Interface, req Request) (authn.Keychain, error) {
-	u, err := as.Resource(serviceAccounts).Namespace(req.Account.Namespace).Get(ctx, req.Account.Name, metav1.GetOptions{})
+// account (an account that may not read them pulls anonymously), and the
+// resourceVersions they were read at.
+func keychain(ctx context.Context, as dynamic.Interface, acct api.ServiceAccountRef) (authn.Keychain, string, error) {
+	u, err := as.Resource(serviceAccounts).Namespace(acct.Namespace).Get(ctx, acct.Name, metav1.GetOptions{})
 	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
-		return authn.NewMultiKeychain(), nil
+		return authn.NewMultiKeychain(), "-", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("service account %s/%s: %w", req.Account.Namespace, req.Account.Name, err)
+		return nil, "", fmt.Errorf("service account %s/%s: %w", acct.Namespace, acct.Name, err)
 	}
 	var sa corev1.ServiceAccount
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sa); err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	version := sa.ResourceVersion
 	var pull []corev1.Secret
 	for _, ref := range sa.ImagePullSecrets {
-		s, err := as.Resource(secrets).Namespace(req.Account.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		s, err := as.Resource(secrets).Namespace(acct.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+			version += "," + ref.Name + "=-"
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("pull secret %s/%s: %w", req.Account.Namespace, ref.Name, err)
+			return nil, "", fmt.Errorf("pull secret %s/%s: %w", acct.Namespace, ref.Name, err)
 		}
 		var sec corev1.Secret
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(s.Object, &sec); err != nil {
-			return nil, err
+			return nil, "", err
 		}
+		version += "," + ref.Name + "=" + sec.ResourceVersion
 		pull = append(pull, sec)
 	}
 	if len(pull) == 0 {
-		return authn.NewMultiKeychain(), nil
+		return authn.NewMultiKeychain(), version, nil
 	}
-	return kauth.NewFromPullSecrets(ctx, pull)
+	kc, err := kauth.NewFromPullSecrets(ctx, pull)
+	return kc, version, err
+}
+
+// puller is the account's Puller: kept AccountTTL after its credentials
+// were read; then they are read again (as the account) and the Puller is
+// kept only if none of them changed (a rotated or revoked Secret is not
+// used once that read saw it).
+func (e *Edge) puller(ctx context.Context, as dynamic.Interface, acct api.ServiceAccountRef) (*remote.Puller, error) {
+	ttl := e.AccountTTL
+	if ttl <= 0 {
+		ttl = 10 * time.Second
+	}
+	e.mu.Lock()
+	a := e.accounts[acct]
+	e.mu.Unlock()
+	if a != nil && time.Since(a.read) < ttl {
+		return a.puller, nil
+	}
+	read := e.credentials
+	if read == nil {
+		read = keychain
+	}
+	kc, version, err := read(ctx, as, acct)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a = e.accounts[acct]; a != nil && a.version == version && time.Since(a.made) < pullerAge {
+		a.read = time.Now()
+		return a.puller, nil
+	}
+	opts := []remote.Option{remote.WithAuthFromKeychain(kc)}
+	if e.Transport != nil {
+		opts = append(opts, remote.WithTransport(e.Transport))
+	}
+	p, err := remote.NewPuller(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if e.accounts == nil {
+		e.accounts = map[api.ServiceAccountRef]*account{}
+	}
+	max := e.Accounts
+	if max <= 0 {
+		max = 256
+	}
+	for k := range e.accounts {
+		if len(e.accounts) < max {
+			break
+		}
+		delete(e.accounts, k) // any one: it is read again when used
+	}
+	now := time.Now()
+	e.accounts[acct] = &account{version: version, read: now, made: now, puller: p}
+	return p, nil
+}
+
+// forget drops the account's Puller after a registry call failed: the
+// Puller keeps a repository's first authentication, failed or not, so the
+// next fetch starts anew (and reads the credentials again).
+func (e *Edge) forget(acct api.ServiceAccountRef) {
+	e.mu.Lock()
+	delete(e.accounts, acct)
+	e.mu.Unlock()
 }
 
 // registry reads the registry's evidence of t.
 func (e *Edge) registry(ctx context.Context, as dynamic.Interface, req Request, t verify.Target) (verify.Evidence, error) {
-	var ev verify.Evidence
-	kc := e.Keychain
-	if kc == nil {
-		var err error
-		if kc, err = keychain(ctx, as, req); err != nil {
-			return ev, err
+	var p *remote.Puller
+	var err error
+	if e.Keychain != nil {
+		// `kontinue verify`: the user's keychain, one fetch, nothing kept.
+		opts := []remote.Option{remote.WithAuthFromKeychain(e.Keychain)}
+		if e.Transport != nil {
+			opts = append(opts, remote.WithTransport(e.Transport))
 		}
+		p, err = remote.NewPuller(opts...)
+	} else {
+		p, err = e.puller(ctx, as, req.Account)
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
-	if e.Transport != nil {
-		opts = append(opts, remote.WithTransport(e.Transport))
+	if err != nil {
+		return verify.Evidence{}, err
 	}
+	ev, err := evidence(ctx, p, req, t)
+	if err != nil {
+		e.forget(req.Account)
+	}
+	return ev, err
+}
+
+// evidence reads the registry's evidence of t through p.
+func evidence(ctx context.Context, p *remote.Puller, req Request, t verify.Target) (verify.Evidence, error) {
+	var ev verify.Evidence
+	opts := []remote.Option{remote.WithContext(ctx), remote.Reuse(p)}
 	repo, err := name.NewRepository(t.Repository, name.Insecure)
 	if err != nil {
 		return ev, err
@@ -254,7 +363,7 @@ func (e *Edge) registry(ctx context.Context, as dynamic.Interface, req Request, 
 		if err != nil {
 			return ev, err
 		}
-		desc, err := remote.Head(ref, opts...)
+		desc, err := p.Head(ctx, ref)
 		if err != nil {
 			return ev, fmt.Errorf("resolving %s: %w", t.Ref, err)
 		}

@@ -55,8 +55,11 @@ type Fetcher interface {
 
 // Options bound a Runner.
 type Options struct {
-	Workers      int           // fetches at once (default 4)
-	PerNamespace int           // of them for one namespace (default 2)
+	Workers int // fetches at once (default 8)
+	// PerNamespace bounds one namespace's fetches while another namespace
+	// waits (default 2); while none waits, one namespace may use every
+	// worker but PerNamespace, kept free for the next namespace to ask.
+	PerNamespace int
 	Timeout      time.Duration // of one fetch (default 30s)
 	// Verified is how long a decision that passed is kept before it is
 	// checked again (default 1h); a refusal is checked again after 5s,
@@ -67,6 +70,11 @@ type Options struct {
 	RetryMax time.Duration
 	// MaxEntries bounds the cache (default 10000).
 	MaxEntries int
+	// Grace is how long after a value is first asked about its owner may
+	// wait for the decision before it says the step is verifying
+	// (Decision.Grace; default 1s): a fetch that takes a few milliseconds
+	// then costs no status write of its own.
+	Grace time.Duration
 	// OnDecision, when set, is told of each decision made (its outcome,
 	// how long the fetch and decision took) and each failed fetch
 	// (outcome "Error").
@@ -87,6 +95,7 @@ type Runner struct {
 	queues  map[string][]string // namespace → keys waiting to be fetched
 	order   []string            // namespaces with a queue, in turn
 	running map[string]int      // namespace → fetches running
+	busy    int                 // fetches running in all
 	closed  bool
 }
 
@@ -115,7 +124,7 @@ const StatementWait = 30 * time.Second
 // its workers with Run.
 func New(f Fetcher, wake func(Owner), o Options) *Runner {
 	if o.Workers <= 0 {
-		o.Workers = 4
+		o.Workers = 8
 	}
 	if o.PerNamespace <= 0 {
 		o.PerNamespace = 2
@@ -134,6 +143,9 @@ func New(f Fetcher, wake func(Owner), o Options) *Runner {
 	}
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = 10000
+	}
+	if o.Grace <= 0 {
+		o.Grace = time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -159,6 +171,11 @@ func key(req Request, t verify.Target) string {
 type Decision struct {
 	verify.Result
 	Recheck time.Duration
+	// Grace > 0 (with Unknown): the value was first asked about less than
+	// Options.Grace ago and its fetch has not failed; the owner may wait
+	// that long for the decision (it is woken when it is in) before it
+	// says the step is verifying.
+	Grace time.Duration
 }
 
 // Check returns the decision about req's value: cached, or Unknown while
@@ -198,8 +215,9 @@ func (r *Runner) Check(req Request) Decision {
 	res := verify.Result{Outcome: verify.Unknown, Digest: t.Digest, Why: "verifying"}
 	if e.err != nil {
 		res.Why = fmt.Sprintf("verifying: %v (attempt %d, next at %s)", e.err, e.failures, e.until.Format(time.TimeOnly))
+		return Decision{Result: res}
 	}
-	return Decision{Result: res}
+	return Decision{Result: res, Grace: max(0, r.o.Grace-now.Sub(e.first))}
 }
 
 // enqueue queues k for a fetch; mu held.
@@ -237,17 +255,15 @@ func (r *Runner) evict() {
 	}
 }
 
-// next takes the next key to fetch: namespaces in turn, none past
-// PerNamespace. It waits for one; "" when closed.
+// next takes the next key to fetch (pick's namespace). It waits for one;
+// "" when closed.
 func (r *Runner) next() (string, string) {
 	for {
 		if r.closed {
 			return "", ""
 		}
-		for i, ns := range r.order {
-			if r.running[ns] >= r.o.PerNamespace {
-				continue
-			}
+		if i := pick(r.order, r.running, r.o.Workers-r.busy, r.o.PerNamespace); i >= 0 {
+			ns := r.order[i]
 			q := r.queues[ns]
 			k := q[0]
 			r.order = append(r.order[:i:i], r.order[i+1:]...)
@@ -258,10 +274,31 @@ func (r *Runner) next() (string, string) {
 				delete(r.queues, ns)
 			}
 			r.running[ns]++
+			r.busy++
 			return k, ns
 		}
 		r.cond.Wait()
 	}
+}
+
+// pick is the fair queue's choice of whose fetch starts next, by index in
+// order (the namespaces with fetches queued, in turn; -1: none now), with
+// idle workers free (the asking one included) and running fetches per
+// namespace. The first namespace in turn below per goes; when every
+// namespace queued is at per and only one is queued, it may take one more
+// worker as long as per stay idle for a namespace that asks next: work
+// conserving, yet a registry that hangs for one namespace never holds the
+// workers another would need.
+func pick(order []string, running map[string]int, idle, per int) int {
+	for i, ns := range order {
+		if running[ns] < per {
+			return i
+		}
+	}
+	if len(order) == 1 && idle-1 >= per {
+		return 0
+	}
+	return -1
 }
 
 // Run starts the workers; they stop with ctx.
@@ -321,6 +358,10 @@ func (r *Runner) done(k, ns string, res verify.Result, err error) {
 	now := r.o.Now()
 	r.mu.Lock()
 	r.running[ns]--
+	if r.running[ns] == 0 {
+		delete(r.running, ns)
+	}
+	r.busy--
 	r.cond.Signal()
 	e := r.entries[k]
 	if e == nil {

@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +126,101 @@ func TestOneNamespaceDoesNotHoldAnother(t *testing.T) {
 	assert.Len(t, r.queues["slow"], 2, "the others wait their turn")
 	r.mu.Unlock()
 	close(stuck)
+}
+
+func TestPick(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		order     []string
+		running   map[string]int
+		idle, per int
+		want      int
+	}{
+		{"nothing queued", nil, nil, 4, 2, -1},
+		{"the first in turn below the bound", []string{"a", "b"}, map[string]int{"a": 1}, 3, 2, 0},
+		{"one at the bound waits its turn", []string{"a", "b"}, map[string]int{"a": 2, "b": 1}, 1, 2, 1},
+		{"alone: more than the bound while per workers stay idle", []string{"a"}, map[string]int{"a": 2}, 6, 2, 0},
+		{"alone: the last per workers are kept for another namespace", []string{"a"}, map[string]int{"a": 6}, 2, 2, -1},
+		{"alone, far over the bound", []string{"a"}, map[string]int{"a": 5}, 3, 2, 0},
+		{"another waits: the bound holds for both", []string{"a", "b"}, map[string]int{"a": 5, "b": 2}, 1, 2, -1},
+		{"another waits below the bound: it goes first", []string{"a", "b"}, map[string]int{"a": 5}, 3, 2, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, pick(tt.order, tt.running, tt.idle, tt.per))
+		})
+	}
+}
+
+// One namespace alone uses more than PerNamespace workers (work
+// conserving); a second namespace that asks meanwhile is served at once by
+// the workers kept for it, even while the first one's fetches hang.
+func TestOneNamespaceAloneUsesTheIdleWorkers(t *testing.T) {
+	key := vt.NewKey("ecdsa")
+	stuck := make(chan struct{})
+	f := &fetcher{fetches: map[string]int{}, ev: verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}},
+		gate: map[string]chan struct{}{"busy": stuck}}
+	r, w := start(t, f, Options{Workers: 4, PerNamespace: 1})
+	for i := range 6 {
+		req := request("busy", fmt.Sprint("app-", i), key)
+		req.Value = fmt.Sprintf("registry.example/app-%d@%s", i, digestA)
+		r.Check(req)
+	}
+	require.Eventually(t, func() bool { return f.count("busy") == 3 }, 10*time.Second, 10*time.Millisecond,
+		"alone, one namespace uses every worker but PerNamespace: fetches %d", f.count("busy"))
+	req := request("other", "app", key)
+	assert.Equal(t, verify.Unknown, r.Check(req).Outcome)
+	assert.Equal(t, req.Owner, w.wait(t), "the second namespace is served while the first one's fetches hang")
+	assert.Equal(t, verify.Verified, r.Check(req).Outcome)
+	r.mu.Lock()
+	assert.Equal(t, 3, r.running["busy"])
+	assert.Len(t, r.queues["busy"], 3)
+	r.mu.Unlock()
+	close(stuck)
+}
+
+// A value first asked about gives its owner a grace to wait for the
+// decision (less as time goes), none once its fetch failed.
+func TestCheckGrace(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		elapsed time.Duration
+		failed  bool
+		want    time.Duration
+	}{
+		{"just asked", 0, false, time.Second},
+		{"asked a moment ago", 400 * time.Millisecond, false, 600 * time.Millisecond},
+		{"past the grace", 1500 * time.Millisecond, false, 0},
+		{"the fetch failed", 0, true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			key := vt.NewKey("ecdsa")
+			now := time.Now()
+			var mu sync.Mutex
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			gate := make(chan struct{})
+			f := &fetcher{fetches: map[string]int{}, gate: map[string]chan struct{}{}}
+			if tt.failed {
+				f.err = errors.New("registry: 503 Service Unavailable")
+			} else {
+				f.gate["team-a"] = gate
+			}
+			r, w := start(t, f, Options{Now: clock, Grace: time.Second, RetryMax: time.Hour})
+			t.Cleanup(func() { close(gate) })
+			req := request("team-a", "app", key)
+			d := r.Check(req)
+			assert.Equal(t, verify.Unknown, d.Outcome)
+			assert.Equal(t, time.Second, d.Grace)
+			if tt.failed {
+				w.wait(t)
+			}
+			mu.Lock()
+			now = now.Add(tt.elapsed)
+			mu.Unlock()
+			d = r.Check(req)
+			assert.Equal(t, verify.Unknown, d.Outcome)
+			assert.Equal(t, tt.want, d.Grace, d.Why)
+		})
+	}
 }
 
 func TestAFailedFetchIsRetriedWithBackoff(t *testing.T) {
