@@ -75,6 +75,14 @@ type Options struct {
 	// (Decision.Grace; default 1s): a fetch that takes a few milliseconds
 	// then costs no status write of its own.
 	Grace time.Duration
+	// StartupGrace is the grace of the values first asked about within it
+	// after the Runner was made (default 10s). A restart empties the
+	// cache, and every owner with a policy asks at once about values its
+	// status shows decided already: hundreds of fetches, more than Grace
+	// covers, each missed grace two status writes (InputVerifying, then
+	// back) where nothing changed. A step takes no input before it is
+	// verified, so the wait holds back only the status.
+	StartupGrace time.Duration
 	// OnDecision, when set, is told of each decision made (its outcome,
 	// how long the fetch and decision took) and each failed fetch
 	// (outcome "Error").
@@ -97,6 +105,7 @@ type Runner struct {
 	running map[string]int      // namespace → fetches running
 	busy    int                 // fetches running in all
 	closed  bool
+	started time.Time
 }
 
 type entry struct {
@@ -147,10 +156,13 @@ func New(f Fetcher, wake func(Owner), o Options) *Runner {
 	if o.Grace <= 0 {
 		o.Grace = time.Second
 	}
+	if o.StartupGrace <= 0 {
+		o.StartupGrace = 10 * time.Second
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	r := &Runner{f: f, wake: wake, o: o, entries: map[string]*entry{}, queues: map[string][]string{}, running: map[string]int{}}
+	r := &Runner{f: f, wake: wake, o: o, entries: map[string]*entry{}, queues: map[string][]string{}, running: map[string]int{}, started: o.Now()}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -217,7 +229,17 @@ func (r *Runner) Check(req Request) Decision {
 		res.Why = fmt.Sprintf("verifying: %v (attempt %d, next at %s)", e.err, e.failures, e.until.Format(time.TimeOnly))
 		return Decision{Result: res}
 	}
-	return Decision{Result: res, Grace: max(0, r.o.Grace-now.Sub(e.first))}
+	return Decision{Result: res, Grace: r.grace(e.first, now)}
+}
+
+// grace is how long more the owner of a value first asked about at first
+// may wait for its decision (Decision.Grace).
+func (r *Runner) grace(first, now time.Time) time.Duration {
+	g := r.o.Grace - now.Sub(first)
+	if first.Sub(r.started) < r.o.StartupGrace {
+		g = max(g, r.o.StartupGrace-now.Sub(r.started))
+	}
+	return max(0, g)
 }
 
 // enqueue queues k for a fetch; mu held.

@@ -183,14 +183,21 @@ func TestOneNamespaceAloneUsesTheIdleWorkers(t *testing.T) {
 func TestCheckGrace(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
+		up      time.Duration // since the Runner was made (default: a minute)
 		elapsed time.Duration
 		failed  bool
+		first   time.Duration // the grace when first asked (default: 1s)
 		want    time.Duration
 	}{
-		{"just asked", 0, false, time.Second},
-		{"asked a moment ago", 400 * time.Millisecond, false, 600 * time.Millisecond},
-		{"past the grace", 1500 * time.Millisecond, false, 0},
-		{"the fetch failed", 0, true, 0},
+		{name: "just asked", want: time.Second},
+		{name: "asked a moment ago", elapsed: 400 * time.Millisecond, want: 600 * time.Millisecond},
+		{name: "past the grace", elapsed: 1500 * time.Millisecond},
+		{name: "the fetch failed", failed: true},
+		// A restart: every owner asks at once about what it had decided.
+		{name: "just after the start", up: time.Nanosecond, first: 10 * time.Second, elapsed: 4 * time.Second, want: 6 * time.Second},
+		{name: "past the start's grace", up: time.Nanosecond, first: 10 * time.Second, elapsed: 11 * time.Second},
+		{name: "late in the start's grace", up: 9500 * time.Millisecond, first: time.Second, elapsed: 200 * time.Millisecond, want: 800 * time.Millisecond},
+		{name: "the fetch failed just after the start", up: time.Nanosecond, first: 10 * time.Second, failed: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			key := vt.NewKey("ecdsa")
@@ -206,10 +213,19 @@ func TestCheckGrace(t *testing.T) {
 			}
 			r, w := start(t, f, Options{Now: clock, Grace: time.Second, RetryMax: time.Hour})
 			t.Cleanup(func() { close(gate) })
+			if tt.up == 0 {
+				tt.up = time.Minute
+			}
+			if tt.first == 0 {
+				tt.first = time.Second
+			}
+			mu.Lock()
+			now = now.Add(tt.up - time.Nanosecond)
+			mu.Unlock()
 			req := request("team-a", "app", key)
 			d := r.Check(req)
 			assert.Equal(t, verify.Unknown, d.Outcome)
-			assert.Equal(t, time.Second, d.Grace)
+			assert.Equal(t, tt.first, d.Grace)
 			if tt.failed {
 				w.wait(t)
 			}
