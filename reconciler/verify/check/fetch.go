@@ -288,11 +288,7 @@ func (e *Edge) puller(ctx context.Context, as dynamic.Interface, acct api.Servic
 		a.read = time.Now()
 		return a.puller, nil
 	}
-	opts := []remote.Option{remote.WithAuthFromKeychain(kc)}
-	if e.Transport != nil {
-		opts = append(opts, remote.WithTransport(e.Transport))
-	}
-	p, err := remote.NewPuller(opts...)
+	p, err := e.newPuller(kc)
 	if err != nil {
 		return nil, err
 	}
@@ -323,17 +319,22 @@ func (e *Edge) forget(acct api.ServiceAccountRef) {
 	e.mu.Unlock()
 }
 
+// newPuller reads registries with kc, through e.Transport when set.
+func (e *Edge) newPuller(kc authn.Keychain) (*remote.Puller, error) {
+	opts := []remote.Option{remote.WithAuthFromKeychain(kc)}
+	if e.Transport != nil {
+		opts = append(opts, remote.WithTransport(e.Transport))
+	}
+	return remote.NewPuller(opts...)
+}
+
 // registry reads the registry's evidence of t.
 func (e *Edge) registry(ctx context.Context, as dynamic.Interface, req Request, t verify.Target) (verify.Evidence, error) {
 	var p *remote.Puller
 	var err error
 	if e.Keychain != nil {
 		// `kontinue verify`: the user's keychain, one fetch, nothing kept.
-		opts := []remote.Option{remote.WithAuthFromKeychain(e.Keychain)}
-		if e.Transport != nil {
-			opts = append(opts, remote.WithTransport(e.Transport))
-		}
-		p, err = remote.NewPuller(opts...)
+		p, err = e.newPuller(e.Keychain)
 	} else {
 		p, err = e.puller(ctx, as, req.Account)
 	}
