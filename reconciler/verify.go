@@ -20,11 +20,13 @@ func (m *Manager) newVerifier() *check.Runner {
 	return check.New(edge, m.verified, o)
 }
 
-// verified wakes the owner whose input was decided, as progress of its
-// own work.
+// verified wakes the owner whose input was decided: its reconcile stopped
+// at the step that waited for it, so it goes on before its namespace's
+// next owner starts (a burst of new Workloads would otherwise finish
+// each one a whole queue later).
 func (m *Manager) verified(o check.Owner) {
 	if r := m.owners[o.Kind]; r != nil {
-		r.ctrl.EnqueueProgress(Key{Kind: o.Kind, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+		r.ctrl.EnqueueContinue(Key{Kind: o.Kind, NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
 	}
 }
 

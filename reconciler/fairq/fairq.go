@@ -8,7 +8,10 @@
 // Low (a fan-out: a template or chain edit that enqueues every owner on
 // it, the initial list at start, a failure's retry). So a person's edit
 // goes before the churn of a wave of re-renders even in the wave's own
-// namespace. After 8 keys in a row from the levels above one that waits,
+// namespace. AddFirst puts a key at the front of its tenant's High list: a
+// reconcile that stopped half way for something it asked for (a decision
+// fetched off the workers) is finished before the tenant's next key
+// starts, in the tenant's own turn. After 8 keys in a row from the levels above one that waits,
 // one of its keys goes, so that no level is starved.
 //
 // It keeps client-go workqueue's contract (TypedRateLimitingInterface), so
@@ -43,6 +46,8 @@ type Interface[T comparable] interface {
 	workqueue.TypedRateLimitingInterface[T]
 	// AddPriority adds item at p.
 	AddPriority(item T, p Priority)
+	// AddFirst adds item at High, ahead of its tenant's other keys.
+	AddFirst(item T)
 }
 
 // provider makes the queue's metrics; workqueue's own is private to it, so
@@ -80,6 +85,12 @@ type level[T comparable] struct {
 	ring  []string // tenants in turn; each at most once
 }
 
+// againAdd is how a key added while it was processed is queued at Done.
+type againAdd struct {
+	prio  Priority
+	first bool
+}
+
 type waiter struct {
 	at    time.Time
 	prio  Priority
@@ -91,6 +102,12 @@ type Queue[T comparable] struct {
 	tenant  func(T) string
 	limiter workqueue.TypedRateLimiter[T]
 	m       metrics
+	// OnTimer, when set before the queue is used, is told of each
+	// AddAfter (and AddRateLimited) as it comes due, just before the key
+	// is added: a controller that keeps why keys were added records the
+	// timed look then, not when it was asked for (reconciler/wakes), so
+	// that what comes in between is judged on its own.
+	OnTimer func(T)
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -100,7 +117,7 @@ type Queue[T comparable] struct {
 	// passed[p]: keys served from levels above p in a row while p waited.
 	passed     [numPriorities]int
 	processing map[T]time.Time // handed out, not Done: since when
-	again      map[T]Priority  // added while processing: queued at Done
+	again      map[T]againAdd  // added while processing: queued at Done
 	waiting    map[T]*waiter   // AddAfter not yet due
 	seq        uint64
 	shutdown   bool
@@ -115,7 +132,7 @@ func New[T comparable](name string, tenant func(T) string, limiter workqueue.Typ
 	providerMu.Unlock()
 	q := &Queue[T]{
 		tenant: tenant, limiter: limiter, m: newMetrics(name, p),
-		queued: map[T]queued{}, processing: map[T]time.Time{}, again: map[T]Priority{}, waiting: map[T]*waiter{},
+		queued: map[T]queued{}, processing: map[T]time.Time{}, again: map[T]againAdd{}, waiting: map[T]*waiter{},
 		stopTick: make(chan struct{}),
 	}
 	for i := range q.levels {
@@ -136,25 +153,33 @@ func (q *Queue[T]) Add(item T) { q.AddPriority(item, High) }
 func (q *Queue[T]) AddPriority(item T, p Priority) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.add(item, p)
+	q.add(item, p, false)
 }
 
-func (q *Queue[T]) add(item T, p Priority) {
+// AddFirst adds item at High, at the front of its tenant's list (moved
+// there if it waits already); queued so after Done if it is processed.
+func (q *Queue[T]) AddFirst(item T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.add(item, High, true)
+}
+
+func (q *Queue[T]) add(item T, p Priority, first bool) {
 	if q.shutdown {
 		return
 	}
 	if _, ok := q.processing[item]; ok {
-		if old, ok := q.again[item]; !ok || p < old {
-			if !ok {
-				q.m.adds.Inc()
-			}
-			q.again[item] = p
+		old, ok := q.again[item]
+		if !ok {
+			q.m.adds.Inc()
+			old.prio = p
 		}
+		q.again[item] = againAdd{prio: min(p, old.prio), first: old.first || first}
 		return
 	}
 	added := time.Now()
 	if cur, ok := q.queued[item]; ok {
-		if cur.prio <= p {
+		if cur.prio <= p && !first {
 			return // already waiting at this priority or a higher one
 		}
 		added = cur.added // moved up: its wait goes on
@@ -162,12 +187,13 @@ func (q *Queue[T]) add(item T, p Priority) {
 		q.m.adds.Inc()
 		q.m.depth.Inc()
 	}
-	q.push(item, p, added)
+	q.push(item, p, added, first)
 }
 
-// push puts item at the back of its tenant's list at p; an older entry of
-// it (at a lower priority) is left behind, dead.
-func (q *Queue[T]) push(item T, p Priority, added time.Time) {
+// push puts item at the back of its tenant's list at p (the front: first);
+// an older entry of it (at a lower priority, or further back) is left
+// behind, dead.
+func (q *Queue[T]) push(item T, p Priority, added time.Time, first bool) {
 	q.seq++
 	if old, ok := q.queued[item]; ok {
 		q.counts[old.prio]--
@@ -180,7 +206,14 @@ func (q *Queue[T]) push(item T, p Priority, added time.Time) {
 	if !ok {
 		l.ring = append(l.ring, t)
 	}
-	l.lists[t] = append(list, entry[T]{item: item, seq: q.seq})
+	e := entry[T]{item: item, seq: q.seq}
+	if first {
+		// A copy of the tenant's list: front adds are one per decision
+		// fetched, and a list is as long as one tenant's backlog.
+		l.lists[t] = append([]entry[T]{e}, list...)
+	} else {
+		l.lists[t] = append(list, e)
+	}
 	q.cond.Signal()
 }
 
@@ -281,11 +314,11 @@ func (q *Queue[T]) Done(item T) {
 		q.m.work.Observe(time.Since(start).Seconds())
 	}
 	delete(q.processing, item)
-	if p, ok := q.again[item]; ok {
+	if a, ok := q.again[item]; ok {
 		delete(q.again, item)
 		// Added before any shutdown: a draining queue hands it out too.
 		q.m.depth.Inc()
-		q.push(item, p, time.Now())
+		q.push(item, a.prio, time.Now(), a.first)
 	}
 	if len(q.processing) == 0 {
 		q.cond.Broadcast() // ShutDownWithDrain waits for this
@@ -319,7 +352,7 @@ func (q *Queue[T]) addAfter(item T, d time.Duration, p Priority) {
 		return
 	}
 	if d <= 0 {
-		q.add(item, p)
+		q.add(item, p, false)
 		return
 	}
 	at := time.Now().Add(d)
@@ -342,7 +375,10 @@ func (q *Queue[T]) addAfter(item T, d time.Duration, p Priority) {
 			return // replaced by an earlier one
 		}
 		delete(q.waiting, item)
-		q.add(item, w.prio)
+		if q.OnTimer != nil {
+			q.OnTimer(item)
+		}
+		q.add(item, w.prio, false)
 	})
 }
 

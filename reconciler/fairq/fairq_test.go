@@ -19,7 +19,8 @@ func newQ() *Queue[string] {
 }
 
 // op is one step of a table test: "+key" adds at High, "~key" at Normal,
-// "-key" at Low, "get" takes the next key, "done key" ends it.
+// "-key" at Low, "^key" first (AddFirst), "get" takes the next key,
+// "done key" ends it.
 func run(t *testing.T, q *Queue[string], ops []string) []string {
 	t.Helper()
 	var got []string
@@ -38,6 +39,8 @@ func run(t *testing.T, q *Queue[string], ops []string) []string {
 			q.AddPriority(op[1:], Normal)
 		case op[0] == '-':
 			q.AddPriority(op[1:], Low)
+		case op[0] == '^':
+			q.AddFirst(op[1:])
 		default:
 			t.Fatalf("bad op %q", op)
 		}
@@ -103,6 +106,18 @@ func TestOrder(t *testing.T) {
 		{"a normal key added at high moves up; added at low stays normal",
 			[]string{"~a/1", "~a/2", "+a/2", "-a/1", "get", "get"},
 			[]string{"a/2", "a/1"}},
+		{"a first key goes ahead of its tenant's keys, in the tenant's turn",
+			[]string{"+a/1", "+a/2", "+b/1", "get", "^a/3", "get", "get", "get"},
+			[]string{"a/1", "b/1", "a/3", "a/2"}},
+		{"a first key waiting low moves up to the front",
+			[]string{"+a/1", "-a/2", "^a/2", "get", "get"},
+			[]string{"a/2", "a/1"}},
+		{"a first key waiting high moves to the front",
+			[]string{"+a/1", "+a/2", "^a/2", "get", "get"},
+			[]string{"a/2", "a/1"}},
+		{"added first while processed: at the front after Done",
+			[]string{"+a/1", "+a/2", "get", "^a/1", "+a/1", "done a/1", "get", "get"},
+			[]string{"a/1", "a/1", "a/2"}},
 		{"a tenant's next key waits for its turn again",
 			[]string{"+a/1", "+b/1", "get", "+a/2", "get", "+b/2", "get", "get"},
 			[]string{"a/1", "b/1", "a/2", "b/2"}},

@@ -17,7 +17,7 @@ type model struct {
 	waiting    map[string]Priority
 	since      map[string]int // push order of a waiting key
 	processing map[string]bool
-	again      map[string]Priority
+	again      map[string]againAdd
 	// passed[p]: keys served from levels above p in a row while p had
 	// keys waiting.
 	passed [numPriorities]int
@@ -36,29 +36,37 @@ func (m *model) waitingIn(t string, p Priority) int {
 	return n
 }
 
-func (m *model) push(k string, p Priority) {
+// push queues k at p: behind its tenant's keys there, or ahead of them
+// (first: the newest first key is the frontmost).
+func (m *model) push(k string, p Priority, first bool) {
 	if m.waitingIn(tenantOf(k), p) == 0 {
 		m.turns[p][tenantOf(k)] = map[string]int{}
 	}
 	m.seq++
 	m.waiting[k], m.since[k] = p, m.seq
+	if first {
+		m.since[k] = -m.seq
+	}
 }
 
-func (m *model) add(k string, p Priority) {
+func (m *model) add(k string, p Priority, first bool) {
 	if m.processing[k] {
-		if cur, ok := m.again[k]; !ok || p < cur {
-			m.again[k] = p
+		a, ok := m.again[k]
+		if !ok {
+			a.prio = p
 		}
+		m.again[k] = againAdd{prio: min(p, a.prio), first: a.first || first}
 		return
 	}
-	if cur, ok := m.waiting[k]; ok && cur <= p {
+	if cur, ok := m.waiting[k]; ok && cur <= p && !first {
 		return
 	}
 	delete(m.waiting, k)
-	m.push(k, p)
+	m.push(k, p, first)
 }
 
-// FuzzQueue drives the queue with adds at the three priorities, gets and
+// FuzzQueue drives the queue with adds at the three priorities and first
+// adds (AddFirst), gets and
 // dones of a few keys in a few tenants, and checks after every step: a key
 // is never handed out while processed, a level is served while a higher
 // one waits only when it was passed over aboveBeforeBelow times in a row
@@ -72,7 +80,7 @@ func FuzzQueue(f *testing.F) {
 	f.Add([]byte{0x88, 0x99, 0xaa, 0x01, 0x02, 0xf0, 0xf0, 0xf0, 0xe0, 0xe1, 0xe2})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		q := New[string]("", tenantOf, workqueue.NewTypedItemExponentialFailureRateLimiter[string](0, 0))
-		m := &model{waiting: map[string]Priority{}, since: map[string]int{}, processing: map[string]bool{}, again: map[string]Priority{}}
+		m := &model{waiting: map[string]Priority{}, since: map[string]int{}, processing: map[string]bool{}, again: map[string]againAdd{}}
 		for p := range m.turns {
 			m.turns[p] = map[string]map[string]int{}
 		}
@@ -128,9 +136,9 @@ func FuzzQueue(f *testing.F) {
 		done := func(k string) {
 			q.Done(k)
 			delete(m.processing, k)
-			if p, ok := m.again[k]; ok {
+			if a, ok := m.again[k]; ok {
 				delete(m.again, k)
-				m.push(k, p)
+				m.push(k, a.prio, a.first)
 			}
 		}
 		for _, b := range ops {
@@ -148,11 +156,16 @@ func FuzzQueue(f *testing.F) {
 					slices.Sort(keys)
 					done(keys[int(b&0x0f)%len(keys)])
 				}
-			default: // add: 3 tenants × 4 names, High, Normal or Low
+			default: // add: 3 tenants × 4 names, High, Normal, Low or first
 				k := fmt.Sprintf("%s/%d", []string{"a", "b", ""}[int(b>>4)%3], b&0x03)
-				p := Priority(int(b>>2&0x03) % int(numPriorities))
+				if b>>2&0x03 == 3 {
+					q.AddFirst(k)
+					m.add(k, High, true)
+					break
+				}
+				p := Priority(int(b >> 2 & 0x03))
 				q.AddPriority(k, p)
-				m.add(k, p)
+				m.add(k, p, false)
 			}
 			require.Equal(t, len(m.waiting), q.Len())
 		}

@@ -130,6 +130,10 @@ type Controller struct {
 	waits   map[Key]int // consecutive waits (Result.Wait) by key
 
 	wakes wakes.Book[Key] // why each queued key was added
+	// timedWakes: the queue records a timed look in wakes as it comes due
+	// (fairq.Queue.OnTimer); client-go's queue cannot, so a key that asks
+	// to be looked at again is marked woken at once (--fair-queue=false).
+	timedWakes bool
 }
 
 func (c *Controller) woke(key Key)                             { c.wakes.Woke(key) }
@@ -160,7 +164,9 @@ func (c *Controller) requeueDelay(key Key, res Result) time.Duration {
 // and overall (a token bucket).
 func NewController(name string, r Reconciler) *Controller {
 	q := fairq.New(name, tenantOf, newLimiter())
-	return &Controller{Name: name, Queue: q, R: r}
+	c := &Controller{Name: name, Queue: q, R: r, timedWakes: true}
+	q.OnTimer = c.woke
+	return c
 }
 
 func newLimiter() workqueue.TypedRateLimiter[Key] {
@@ -178,6 +184,7 @@ func tenantOf(k Key) string { return k.Namespace }
 // single FIFO (--fair-queue=false: what Kontinue had before, to compare).
 func (c *Controller) UseFIFO() {
 	c.Queue.ShutDown()
+	c.timedWakes = false
 	c.Queue = fifo{workqueue.NewTypedRateLimitingQueueWithConfig(newLimiter(), workqueue.TypedRateLimitingQueueConfig[Key]{Name: c.Name})}
 }
 
@@ -187,6 +194,7 @@ type fifo struct {
 }
 
 func (f fifo) AddPriority(k Key, _ fairq.Priority) { f.Add(k) }
+func (f fifo) AddFirst(k Key)                      { f.Add(k) }
 
 // Enqueue adds a key for an event on the key's own object (a person's
 // edit, a create, a delete, a reconcile asked for).
@@ -201,6 +209,15 @@ func (c *Controller) Enqueue(key Key) {
 func (c *Controller) EnqueueProgress(key Key) {
 	c.woke(key)
 	c.Queue.AddPriority(key, fairq.Normal)
+}
+
+// EnqueueContinue adds a key whose last reconcile stopped half way for
+// something it asked for, now there (a verification decision): ahead of
+// its tenant's other keys, so that what it started is finished before
+// they start (fairq.Queue.AddFirst).
+func (c *Controller) EnqueueContinue(key Key) {
+	c.woke(key)
+	c.Queue.AddFirst(key)
 }
 
 // EnqueueStamped is EnqueueProgress for version rv of an object the key
@@ -305,7 +322,12 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	case res.RequeueAfter > 0:
 		outcome = "requeue"
 		c.Queue.Forget(key)
-		c.woke(key)
+		if !c.timedWakes {
+			c.woke(key)
+		}
+		// With timedWakes the look again is recorded when it comes due:
+		// the echoes of what this reconcile wrote, come in meanwhile, are
+		// no reason to reconcile again now.
 		c.Queue.AddAfter(key, delay)
 	default:
 		c.Queue.Forget(key)

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
+	"kontinue.dev/kontinue/reconciler/fairq"
 	"kontinue.dev/kontinue/reconciler/stamp"
 	"kontinue.dev/kontinue/reconciler/wakes"
 )
@@ -136,4 +138,89 @@ func TestEnqueueStampedDropsKnownEchoes(t *testing.T) {
 	c.EnqueueStamped(k, "a", "5")
 	assert.Equal(t, 1, c.Queue.Len(), "another version is news")
 	assert.False(t, c.onlyEchoes(k))
+}
+
+// A reconcile that asks to be looked at again later is not reconciled
+// again at once for the echoes of its own writes that came in while it
+// ran (they are judged as echoes); the look again still comes, even when
+// it comes due while the key waits in the queue for such an echo.
+func TestRequeueLeavesEchoesJudged(t *testing.T) {
+	k := Key{Kind: "Workload", NamespacedName: types.NamespacedName{Namespace: "ns", Name: "app"}}
+	busy := Key{Kind: "Workload", NamespacedName: types.NamespacedName{Namespace: "ns", Name: "busy"}}
+	e := stamp.NewEchoes()
+	calls := make(chan Key, 10)
+	release := make(chan struct{})
+	first := true
+	var c *Controller
+	c = NewController("Workload", ReconcileFunc(func(_ context.Context, key Key) (Result, error) {
+		calls <- key
+		switch {
+		case key == busy:
+			<-release
+		case first:
+			// Its write's event comes before the write's answer, while
+			// it runs; then it asks to be looked at again.
+			first = false
+			c.EnqueueStamped(k, "a", "2")
+			e.Wrote("a", "2")
+			return Result{RequeueAfter: 200 * time.Millisecond}, nil
+		}
+		return Result{}, nil
+	}))
+	c.Echo = e.Back
+	skipped := make(chan string, 10)
+	c.OnEcho = func(name string) { skipped <- name }
+	q := c.Queue.(*fairq.Queue[Key])
+	timed := make(chan Key, 10)
+	onTimer := q.OnTimer
+	q.OnTimer = func(key Key) {
+		if onTimer != nil {
+			onTimer(key)
+		}
+		timed <- key
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx, context.Background(), 1); close(done) }()
+	defer func() { cancel(); <-done }()
+	recv := func(ch <-chan Key, what string) Key {
+		t.Helper()
+		select {
+		case got := <-ch:
+			return got
+		case <-time.After(10 * time.Second):
+			t.Fatal(what)
+		}
+		return Key{}
+	}
+
+	c.Enqueue(k)
+	require.Equal(t, k, recv(calls, "not reconciled"))
+	select {
+	case <-skipped:
+	case got := <-calls:
+		t.Fatalf("%s reconciled again at once for the echo of its own write", got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the echo was not judged")
+	}
+	require.Equal(t, k, recv(timed, "the look again did not come due"))
+	require.Equal(t, k, recv(calls, "the look again was not reconciled"))
+
+	// The look again comes due while the key waits for an echo (the one
+	// worker is busy with another key).
+	c.Queue.AddAfter(k, 100*time.Millisecond)
+	c.Enqueue(busy)
+	require.Equal(t, busy, recv(calls, "busy not taken"))
+	c.EnqueueStamped(k, "a", "3")
+	e.Wrote("a", "3")
+	require.Equal(t, k, recv(timed, "the look again did not come due"))
+	close(release)
+	select {
+	case got := <-calls:
+		assert.Equal(t, k, got, "the look again is not lost in the echo's add")
+	case <-skipped:
+		t.Fatal("the look again was taken for an echo")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the key was not taken")
+	}
 }
