@@ -21,6 +21,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,10 +85,11 @@ type Edge struct {
 // every fetch) made from the credentials its imagePullSecrets held at
 // version.
 type account struct {
-	version string    // the account's and its pull Secrets' resourceVersions
-	read    time.Time // when they were read
-	made    time.Time
-	puller  *remote.Puller
+	version    string    // the account's and its pull Secrets' resourceVersions
+	read       time.Time // when they were read
+	made       time.Time
+	puller     *remote.Puller
+	refreshing bool // read again off the fetches' path (refresh)
 }
 
 // pullerAge bounds how long one Puller is used: it keeps an
@@ -262,23 +264,24 @@ func keychain(ctx context.Context, as dynamic.Interface, acct api.ServiceAccount
 // puller is the account's Puller: kept AccountTTL after its credentials
 // were read; then they are read again (as the account) and the Puller is
 // kept only if none of them changed (a rotated or revoked Secret is not
-// used once that read saw it).
+// used once that read saw it). Past half the TTL a fetch still uses the
+// Puller and the credentials are read again beside it (refresh), so that
+// an account in steady use never has a fetch wait for that read (it
+// showed in the tail of verification's latency, once per TTL).
 func (e *Edge) puller(ctx context.Context, as dynamic.Interface, acct api.ServiceAccountRef) (*remote.Puller, error) {
-	ttl := e.AccountTTL
-	if ttl <= 0 {
-		ttl = 10 * time.Second
-	}
+	ttl := e.ttl()
 	e.mu.Lock()
 	a := e.accounts[acct]
-	e.mu.Unlock()
 	if a != nil && time.Since(a.read) < ttl {
+		if time.Since(a.read) >= ttl/2 && !a.refreshing {
+			a.refreshing = true
+			go e.refresh(as, acct, a)
+		}
+		e.mu.Unlock()
 		return a.puller, nil
 	}
-	read := e.credentials
-	if read == nil {
-		read = keychain
-	}
-	kc, version, err := read(ctx, as, acct)
+	e.mu.Unlock()
+	kc, version, err := e.read(ctx, as, acct)
 	if err != nil {
 		return nil, err
 	}
@@ -308,6 +311,42 @@ func (e *Edge) puller(ctx context.Context, as dynamic.Interface, acct api.Servic
 	now := time.Now()
 	e.accounts[acct] = &account{version: version, read: now, made: now, puller: p}
 	return p, nil
+}
+
+// refresh reads a's credentials again: unchanged, a is kept another TTL;
+// changed (or a Puller past its age), it is dropped and the next fetch
+// makes one from what it reads; a failed read changes nothing (the next
+// fetch past the TTL reads itself).
+func (e *Edge) refresh(as dynamic.Interface, acct api.ServiceAccountRef, a *account) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, version, err := e.read(ctx, as, acct)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a.refreshing = false
+	if err != nil || e.accounts[acct] != a {
+		return
+	}
+	if version != a.version || time.Since(a.made) >= pullerAge {
+		delete(e.accounts, acct)
+		return
+	}
+	a.read = time.Now()
+}
+
+func (e *Edge) ttl() time.Duration {
+	if e.AccountTTL <= 0 {
+		return 10 * time.Second
+	}
+	return e.AccountTTL
+}
+
+// read reads acct's registry credentials as the account.
+func (e *Edge) read(ctx context.Context, as dynamic.Interface, acct api.ServiceAccountRef) (authn.Keychain, string, error) {
+	if e.credentials != nil {
+		return e.credentials(ctx, as, acct)
+	}
+	return keychain(ctx, as, acct)
 }
 
 // forget drops the account's Puller after a registry call failed: the
@@ -370,19 +409,20 @@ func evidence(ctx context.Context, p *remote.Puller, req Request, t verify.Targe
 		}
 		ev.Digest = desc.Digest.String()
 	}
+	// The signatures, the attestations and the referrers are read side by
+	// side: each is a round trip or more once the digest is known, and a
+	// change waits for the slowest, not for their sum.
 	tag := strings.Replace(ev.Digest, ":", "-", 1)
+	var g errgroup.Group
 	if req.Policy.Keys != nil || req.Policy.Keyless != nil {
-		if ev.Signatures, err = layers(repo.Tag(tag+".sig"), opts); err != nil {
-			return ev, err
-		}
+		g.Go(func() (err error) { ev.Signatures, err = layers(repo.Tag(tag+".sig"), opts); return err })
 	}
 	if len(req.Policy.Attestations) > 0 {
-		if ev.Attestations, err = layers(repo.Tag(tag+".att"), opts); err != nil {
-			return ev, err
-		}
+		g.Go(func() (err error) { ev.Attestations, err = layers(repo.Tag(tag+".att"), opts); return err })
 	}
-	if ev.Bundles, err = bundles(repo.Digest(ev.Digest), opts); err != nil {
-		return ev, err
+	g.Go(func() (err error) { ev.Bundles, err = bundles(repo.Digest(ev.Digest), opts); return err })
+	if err := g.Wait(); err != nil {
+		return verify.Evidence{Digest: ev.Digest}, err
 	}
 	return ev, nil
 }

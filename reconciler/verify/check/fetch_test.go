@@ -166,3 +166,69 @@ func TestEdgeReusesAnAccountsRegistryAuth(t *testing.T) {
 		})
 	}
 }
+
+// Past half the TTL a fetch does not wait for the account's credentials
+// to be read again: it uses the Puller it has while they are read beside
+// it; a change that read sees drops the Puller, and the next fetch reads
+// and authenticates anew.
+func TestEdgeReadsAnAccountAgainBesideItsFetches(t *testing.T) {
+	reg := &testRegistry{h: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	srv := httptest.NewServer(reg)
+	t.Cleanup(srv.Close)
+	repo := strings.TrimPrefix(srv.URL, "http://") + "/app"
+	key := vt.NewKey("ecdsa")
+	d, err := vt.Push(repo, "v1")
+	require.NoError(t, err)
+	require.NoError(t, vt.Attach(repo, d, "sig", key.Sign(repo, d)))
+
+	var mu sync.Mutex
+	reads, version := 0, "1"
+	release := make(chan struct{})
+	acct := api.ServiceAccountRef{Namespace: "team-a", Name: "builder"}
+	e := &Edge{As: func(string, string) (dynamic.Interface, error) { return nil, nil }, AccountTTL: 2 * time.Second,
+		credentials: func(context.Context, dynamic.Interface, api.ServiceAccountRef) (authn.Keychain, string, error) {
+			mu.Lock()
+			reads++
+			n := reads
+			mu.Unlock()
+			if n == 2 {
+				<-release // the read beside the second fetch
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return authn.NewMultiKeychain(), version, nil
+		}}
+	req := Request{Owner: Owner{Kind: "Workload", Namespace: "team-a", Name: "app"}, Account: acct, Type: verify.TypeImage, Input: "image",
+		Policy: api.InputVerify{Name: "image", Keys: []api.VerifyKey{{PublicKey: key.PublicPEM()}}}}
+	target, err := verify.TargetOf(verify.TypeImage, "image", repo+"@"+d)
+	require.NoError(t, err)
+	fetch := func() {
+		ev, err := e.Evidence(context.Background(), req, target, true)
+		require.NoError(t, err)
+		assert.Len(t, ev.Signatures, 1)
+	}
+	readsNow := func() int { mu.Lock(); defer mu.Unlock(); return reads }
+
+	fetch()
+	require.Equal(t, 1, readsNow())
+	time.Sleep(1100 * time.Millisecond) // past half the TTL, within it
+	fetched := make(chan struct{})
+	go func() { fetch(); close(fetched) }()
+	select {
+	case <-fetched:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fetch waited for the account's credentials to be read again")
+	}
+	require.Eventually(t, func() bool { return readsNow() == 2 }, 10*time.Second, 10*time.Millisecond, "read again beside the fetch")
+	mu.Lock()
+	version = "2" // the pull Secret changed meanwhile
+	mu.Unlock()
+	close(release)
+	require.Eventually(t, func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.accounts[acct] == nil
+	}, 10*time.Second, 10*time.Millisecond, "the Puller of credentials that changed is dropped")
+	fetch()
+	assert.Equal(t, 3, readsNow(), "the next fetch reads the credentials itself")
+}
