@@ -34,6 +34,7 @@ type verifyOptions struct {
 	output   string
 	timeout  time.Duration
 	color    string
+	layout   string
 }
 
 func verifyCommand(a *app) *cobra.Command {
@@ -62,8 +63,11 @@ as Secret or ConfigMap objects in the files: with -f the cluster is never
 read. The registry is read with your docker configuration
 (~/.docker/config.json, $DOCKER_CONFIG; anonymously when it has nothing for
 the registry), not with a workload's service account as the controller
-does. Evidence is always fetched from the registry: there is no offline
-copy of signatures.
+does. With --oci-layout DIR the evidence is read from an OCI image layout
+instead (a copy taken with 'crane pull --format=oci --annotate-ref' of the
+image and its sha256-<hex>.sig and .att tags, or 'oras copy
+--to-oci-layout'; Sigstore bundles as manifests whose subject is the
+image): no registry is reached.
 
 Rule kontinue (Kontinue's own statements, in an owner's history) is not
 checked here: 'kontinue attest KIND NAME --verify --key' checks those. A
@@ -76,6 +80,10 @@ The exit status is 1 when a policy refuses the image.`,
   # One input of one step, from files (chain, Secret), no cluster.
   kontinue verify registry.example.com/app@sha256:4f2c... -f platform/ \
     --chain to-production --step deploy --input image
+
+  # Offline: the chain and key from files, the evidence from a copy.
+  kontinue verify registry.example.com/app@sha256:4f2c... -f platform/ \
+    --oci-layout ./app-evidence
 
   # A key the policy reads from a Secret, given as a file.
   kontinue verify registry.example.com/app:v1 -f chain.yaml \
@@ -90,6 +98,7 @@ The exit status is 1 when a policy refuses the image.`,
 	fs.StringVar(&o.input, "input", "", "check only this input's policy (NAME, or TYPE/NAME)")
 	fs.StringArrayVar(&o.material, "material", nil, "a key or trusted root the policy names, from a file: KIND/NAMESPACE/NAME/KEY=FILE (KIND secret or configmap); repeatable")
 	fs.StringVarP(&o.output, "output", "o", "", "text (the default) or json")
+	fs.StringVar(&o.layout, "oci-layout", "", "read the image and its signatures, attestations and bundles from this OCI image layout, not from the registry")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "bound of each policy's fetch and decision (the controller's)")
 	colorFlag(fs, &o.color)
 	return c
@@ -379,6 +388,12 @@ func (a *app) runVerify(ctx context.Context, o *verifyOptions, image string) err
 		return err
 	}
 	edge := &check.Edge{Keychain: authn.DefaultKeychain}
+	if o.layout != "" {
+		if edge.Transport, err = layoutTransport(o.layout, image); err != nil {
+			return err
+		}
+		edge.Keychain = authn.NewMultiKeychain() // anonymous: nothing to authenticate to
+	}
 	f := &cliFetcher{given: given, edge: edge}
 	var chainObj *unstructured.Unstructured
 	if len(o.files) > 0 {
