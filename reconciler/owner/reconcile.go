@@ -128,33 +128,41 @@ type TemplateRef struct{ Kind, Name string }
 var ErrUnreadable = errors.New("owner unreadable")
 
 // deferStatus says whether user's status waits for an input's decision
-// (w.verifyGrace: one asked about just now), and how long: not after an
-// error, and in all no longer than the grace it first waited for (so an
-// owner whose inputs change faster than they are decided is written).
+// (w.verifyUntil: one asked about just now), and when to look again (0:
+// the verifier wakes the owner): not after an error, and in all no later
+// than the end of the grace it first waited for (so an owner whose inputs
+// change faster than they are decided is written).
 func (r *Reconciler) deferStatus(user string, w walked, lerr error) (time.Duration, bool) {
-	if w.verifyGrace <= 0 || w.err != nil || lerr != nil {
+	if w.verifyUntil.IsZero() || w.err != nil || lerr != nil {
 		return 0, false
 	}
-	now := time.Now()
 	r.writesMu.Lock()
 	until, ok := r.deferred[user]
 	if !ok {
-		until = now.Add(w.verifyGrace)
+		until = w.verifyUntil
 		r.deferred[user] = until
 	}
 	r.writesMu.Unlock()
-	return deferral(until.Sub(now), w.verifyGrace, w.requeue)
+	return deferral(time.Now(), until, w.verifyUntil, w.requeue)
 }
 
-// deferral is how long a status waits more for a decision due within
-// grace, with left of its first grace to go, the walk asking to be looked
-// at again after requeue (0: not asked): false when it waits no more.
-func deferral(left, grace, requeue time.Duration) (time.Duration, bool) {
-	wait := min(grace, left)
-	if wait <= 0 {
+// deferral says whether a status waits at now for a decision, until the
+// end of the first grace it waited for, with soonest the end of the
+// grace of the inputs being fetched (the verifier wakes the owner then at
+// the latest), the walk asking to be looked at again after requeue (0:
+// not asked); and after how long to look again (0: the verifier's wake
+// comes first). The times are the verifier's own (absolute), so the wake
+// at a grace's end finds it over.
+func deferral(now, until, soonest time.Time, requeue time.Duration) (time.Duration, bool) {
+	if !now.Before(until) {
 		return 0, false
 	}
-	if requeue > 0 && requeue < wait {
+	var wait time.Duration
+	if soonest.After(until) {
+		// No fetch's grace ends by then to wake it.
+		wait = until.Sub(now)
+	}
+	if requeue > 0 && (wait == 0 || requeue < wait) {
 		wait = requeue
 	}
 	return wait, true

@@ -47,10 +47,11 @@ type inputCheck struct {
 	producers []verify.Producer
 	onRefused func(chain, step, rule string)
 	byStep    map[string]*checked
-	// grace > 0: an input was first asked about just now and is being
-	// fetched; the owner may wait this long for it before its status says
-	// so (the soonest of the inputs'; check.Decision.Grace).
-	grace time.Duration
+	// until, when set: an input was first asked about just now and is
+	// being fetched; the owner may wait until then for it before its
+	// status says so (the soonest of the inputs'; it is woken then, or
+	// when the decision is in: check.Decision.GraceUntil).
+	until time.Time
 }
 
 // checked is one step's verification this reconcile.
@@ -113,8 +114,8 @@ func (s *steps) verifyInputs(def api.Step, in render.Inputs) (render.Inputs, *pr
 		if d.Recheck > 0 && (c.recheck == 0 || d.Recheck < c.recheck) {
 			c.recheck = d.Recheck
 		}
-		if d.Outcome == verify.Unknown && d.Grace > 0 && (s.verify.grace == 0 || d.Grace < s.verify.grace) {
-			s.verify.grace = d.Grace
+		if d.Outcome == verify.Unknown && !d.GraceUntil.IsZero() && (s.verify.until.IsZero() || d.GraceUntil.Before(s.verify.until)) {
+			s.verify.until = d.GraceUntil
 		}
 		switch d.Outcome {
 		case verify.Verified:

@@ -70,6 +70,7 @@ func prevDeploy(verification ...st.InputVerification) st.Resource {
 
 func TestVerifyInputs(t *testing.T) {
 	tag := "reg.example/app:v2"
+	graceEnd := time.Now().Add(800 * time.Millisecond)
 	refused := check.Decision{Result: verify.Result{Outcome: verify.Refused, Rule: verify.RuleSignature, Digest: digestNew, Why: "no signature by the policy's keys"},
 		Recheck: 5 * time.Second}
 	for _, tt := range []struct {
@@ -85,7 +86,7 @@ func TestVerifyInputs(t *testing.T) {
 		refusals  []string
 		requeue   time.Duration
 		message   []string
-		grace     time.Duration // the status waits that long for the decision
+		grace     time.Time // the status may wait until then for the decision
 	}{
 		{name: "verified: renders pinned to the digest checked",
 			answer:    &check.Decision{Result: verify.Result{Outcome: verify.Verified, Rule: verify.RuleSignature, Digest: digestNew}},
@@ -112,12 +113,12 @@ func TestVerifyInputs(t *testing.T) {
 		{name: "not decided yet, nothing to hold: waits, Unknown",
 			submitted: "Unknown InputVerifying", result: "Verifying"},
 		{name: "asked just now: held, and the status waits the decision's grace",
-			answer: &check.Decision{Result: verify.Result{Outcome: verify.Unknown, Why: "verifying"}, Grace: 800 * time.Millisecond},
+			answer: &check.Decision{Result: verify.Result{Outcome: verify.Unknown, Why: "verifying"}, GraceUntil: graceEnd},
 			prev:   []st.Resource{prevDeploy()}, rendered: "reg.example/app@" + digestOld,
-			submitted: "Unknown InputVerifying", result: "Verifying", held: true, grace: 800 * time.Millisecond},
+			submitted: "Unknown InputVerifying", result: "Verifying", held: true, grace: graceEnd},
 		{name: "asked just now, nothing to hold: not rendered, the status waits the grace",
-			answer:    &check.Decision{Result: verify.Result{Outcome: verify.Unknown, Why: "verifying"}, Grace: 300 * time.Millisecond},
-			submitted: "Unknown InputVerifying", result: "Verifying", grace: 300 * time.Millisecond},
+			answer:    &check.Decision{Result: verify.Result{Outcome: verify.Unknown, Why: "verifying"}, GraceUntil: graceEnd},
+			submitted: "Unknown InputVerifying", result: "Verifying", grace: graceEnd},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			fv := &fakeVerifier{answers: map[string]check.Decision{}}
@@ -163,7 +164,7 @@ func TestVerifyInputs(t *testing.T) {
 			if tt.requeue > 0 {
 				assert.Equal(t, tt.requeue, got.requeue)
 			}
-			assert.Equal(t, tt.grace, got.verifyGrace)
+			assert.Equal(t, tt.grace, got.verifyUntil)
 			// Asked as the owner's account, with its history.
 			require.NotEmpty(t, fv.asked)
 			assert.Equal(t, check.Owner{Kind: "Workload", Namespace: "dev", Name: "app"}, fv.asked[0].Owner)
@@ -218,26 +219,29 @@ func TestVerifyInputsBadPolicyOneWarning(t *testing.T) {
 	assert.Equal(t, []string{"policy"}, refusals)
 }
 
-// An owner's status waits for an input's decision its grace, in all no
-// longer than the grace it first waited for, and no longer than the walk
-// asked to be looked at again.
+// An owner's status waits for an input's decision until the end of the
+// first grace it waited for; it is looked at again then only when no
+// fetch's grace ends by then to wake it, or sooner when the walk asks.
 func TestDeferral(t *testing.T) {
+	now := time.Now()
+	at := func(d time.Duration) time.Time { return now.Add(d) }
 	for _, tt := range []struct {
-		name                 string
-		left, grace, requeue time.Duration
-		want                 time.Duration
-		wait                 bool
+		name           string
+		until, soonest time.Time
+		requeue        time.Duration
+		want           time.Duration
+		wait           bool
 	}{
-		{"asked just now", time.Second, time.Second, 0, time.Second, true},
-		{"the rest of the grace", time.Second, 300 * time.Millisecond, 0, 300 * time.Millisecond, true},
-		{"waited already: the rest of the first grace", 300 * time.Millisecond, time.Second, 0, 300 * time.Millisecond, true},
-		{"waited the first grace: written now", 0, time.Second, 0, 0, false},
-		{"inputs changing faster than decided: written", -2 * time.Second, 900 * time.Millisecond, 0, 0, false},
-		{"the walk asks to look again sooner", time.Second, time.Second, 100 * time.Millisecond, 100 * time.Millisecond, true},
-		{"the walk asks to look again later", time.Second, 400 * time.Millisecond, time.Minute, 400 * time.Millisecond, true},
+		{"asked just now: the verifier wakes it", at(time.Second), at(time.Second), 0, 0, true},
+		{"waited already, another input's grace ends sooner: woken then", at(time.Second), at(300 * time.Millisecond), 0, 0, true},
+		{"the input of the first grace decided, another's ends later: looked at again at the first's end", at(300 * time.Millisecond), at(time.Second), 0, 300 * time.Millisecond, true},
+		{"the first grace is over: written now", now, at(time.Second), 0, 0, false},
+		{"inputs changing faster than decided: written", at(-2 * time.Second), at(900 * time.Millisecond), 0, 0, false},
+		{"the walk asks to look again sooner", at(time.Second), at(time.Second), 100 * time.Millisecond, 100 * time.Millisecond, true},
+		{"the walk asks to look again later than the first grace's end", at(400 * time.Millisecond), at(time.Second), time.Minute, 400 * time.Millisecond, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, wait := deferral(tt.left, tt.grace, tt.requeue)
+			got, wait := deferral(now, tt.until, tt.soonest, tt.requeue)
 			assert.Equal(t, tt.wait, wait)
 			assert.Equal(t, tt.want, got)
 		})

@@ -66,9 +66,9 @@ type walked struct {
 	blockerWait bool
 	err         error
 	records     []st.GeneratedRunTemplate
-	// verifyGrace > 0: an input is being verified since just now
-	// (inputCheck.grace): the status waits for it that long.
-	verifyGrace time.Duration
+	// verifyUntil, when set: an input is being verified since just now
+	// (inputCheck.until): the status may wait for it until then.
+	verifyUntil time.Time
 }
 
 // walkSteps is the steps stage: the steps of l's chain prepared and
@@ -91,7 +91,7 @@ func walkSteps(ctx context.Context, env *Env, l *loaded, x *ownerIO, writerOf fu
 	x.keep.resources(w.resources)
 	w.records = x.records.list
 	if s.verify != nil {
-		w.verifyGrace = s.verify.grace
+		w.verifyUntil = s.verify.until
 	}
 	return w
 }

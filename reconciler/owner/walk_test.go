@@ -191,9 +191,9 @@ type walkedOver struct {
 	err     error
 	events  events
 	keep    *keepSet
-	// verifyGrace: how long the status waits for an input's decision
-	// (inputCheck.grace).
-	verifyGrace time.Duration
+	// verifyUntil: until when the status may wait for an input's
+	// decision (inputCheck.until).
+	verifyUntil time.Time
 }
 
 func walk(t *testing.T, w *world, prev []st.Resource, missing ...string) walkedOver {
@@ -239,7 +239,7 @@ func walkWithSetup(t *testing.T, w *world, prev []st.Resource, defs []api.Step, 
 	res, requeue, err := s.walk(chain.Resources)
 	out := walkedOver{res: res, requeue: requeue, err: err, events: ev, keep: s.keep}
 	if s.verify != nil {
-		out.verifyGrace = s.verify.grace
+		out.verifyUntil = s.verify.until
 	}
 	return out
 }

@@ -72,7 +72,7 @@ type Options struct {
 	MaxEntries int
 	// Grace is how long after a value is first asked about its owner may
 	// wait for the decision before it says the step is verifying
-	// (Decision.Grace; default 1s): a fetch that takes a few milliseconds
+	// (Decision.GraceUntil; default 1s): a fetch that takes a few milliseconds
 	// then costs no status write of its own.
 	Grace time.Duration
 	// StartupGrace is the grace of the values first asked about within it
@@ -119,7 +119,8 @@ type entry struct {
 	err      error     // the last fetch's failure
 	waiters  map[Owner]bool
 	used     time.Time
-	first    time.Time // asked first
+	first    time.Time   // asked first
+	grace    *time.Timer // wakes the waiters when the grace ends undecided
 }
 
 // StatementWait is how long after a value is first checked a missing
@@ -183,11 +184,12 @@ func key(req Request, t verify.Target) string {
 type Decision struct {
 	verify.Result
 	Recheck time.Duration
-	// Grace > 0 (with Unknown): the value was first asked about less than
-	// Options.Grace ago and its fetch has not failed; the owner may wait
-	// that long for the decision (it is woken when it is in) before it
-	// says the step is verifying.
-	Grace time.Duration
+	// GraceUntil, when set (with Unknown): the value was first asked about
+	// less than Options.Grace ago and its fetch has not failed; the owner
+	// may wait until then for the decision before it says the step is
+	// verifying. It is woken when the decision is in, or then, whichever
+	// comes first.
+	GraceUntil time.Time
 }
 
 // Check returns the decision about req's value: cached, or Unknown while
@@ -229,11 +231,33 @@ func (r *Runner) Check(req Request) Decision {
 		res.Why = fmt.Sprintf("verifying: %v (attempt %d, next at %s)", e.err, e.failures, e.until.Format(time.TimeOnly))
 		return Decision{Result: res}
 	}
-	return Decision{Result: res, Grace: r.grace(e.first, now)}
+	d := Decision{Result: res}
+	if g := r.grace(e.first, now); g > 0 {
+		d.GraceUntil = now.Add(g)
+		if e.grace == nil {
+			e.grace = time.AfterFunc(g, func() { r.graceOver(k, e) })
+		}
+	}
+	return d
+}
+
+// graceOver wakes who waits for e when its grace ended with no decision
+// (Decision.GraceUntil): their statuses say it is being verified now.
+func (r *Runner) graceOver(k string, e *entry) {
+	r.mu.Lock()
+	if r.entries[k] != e || e.decided || e.err != nil || r.closed {
+		r.mu.Unlock()
+		return // decided or failed: its waiters were woken then
+	}
+	waiters := maps.Clone(e.waiters)
+	r.mu.Unlock()
+	for o := range waiters {
+		r.wake(o)
+	}
 }
 
 // grace is how long more the owner of a value first asked about at first
-// may wait for its decision (Decision.Grace).
+// may wait for its decision (Decision.GraceUntil).
 func (r *Runner) grace(first, now time.Time) time.Duration {
 	g := r.o.Grace - now.Sub(first)
 	if first.Sub(r.started) < r.o.StartupGrace {

@@ -180,6 +180,14 @@ func TestOneNamespaceAloneUsesTheIdleWorkers(t *testing.T) {
 
 // A value first asked about gives its owner a grace to wait for the
 // decision (less as time goes), none once its fetch failed.
+// graceOf is how long after now d's grace ends (0: none).
+func graceOf(d Decision, now time.Time) time.Duration {
+	if d.GraceUntil.IsZero() {
+		return 0
+	}
+	return d.GraceUntil.Sub(now)
+}
+
 func TestCheckGrace(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -225,7 +233,7 @@ func TestCheckGrace(t *testing.T) {
 			req := request("team-a", "app", key)
 			d := r.Check(req)
 			assert.Equal(t, verify.Unknown, d.Outcome)
-			assert.Equal(t, tt.first, d.Grace)
+			assert.Equal(t, tt.first, graceOf(d, clock()))
 			if tt.failed {
 				w.wait(t)
 			}
@@ -234,7 +242,7 @@ func TestCheckGrace(t *testing.T) {
 			mu.Unlock()
 			d = r.Check(req)
 			assert.Equal(t, verify.Unknown, d.Outcome)
-			assert.Equal(t, tt.want, d.Grace, d.Why)
+			assert.Equal(t, tt.want, graceOf(d, clock()), d.Why)
 		})
 	}
 }
@@ -371,5 +379,38 @@ func BenchmarkDecide(b *testing.B) {
 		if verify.Decide(p, t, ev).Outcome != verify.Verified {
 			b.Fatal("not verified")
 		}
+	}
+}
+
+// An owner that waits for a decision is woken when its grace ends
+// undecided (its status then says the step is verifying), and again when
+// the decision is in; a decision within the grace wakes it once.
+func TestGraceEndWakesTheWaiters(t *testing.T) {
+	key := vt.NewKey("ecdsa")
+	gate := make(chan struct{})
+	f := &fetcher{fetches: map[string]int{}, gate: map[string]chan struct{}{"team-a": gate},
+		ev: verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}}}
+	r, w := start(t, f, Options{Grace: 100 * time.Millisecond, StartupGrace: time.Nanosecond})
+	req := request("team-a", "app", key)
+	d := r.Check(req)
+	require.Equal(t, verify.Unknown, d.Outcome)
+	require.False(t, d.GraceUntil.IsZero())
+	assert.Equal(t, req.Owner, w.wait(t), "woken at the grace's end, undecided")
+	assert.False(t, time.Now().Before(d.GraceUntil), "not before it")
+	d = r.Check(req)
+	assert.True(t, d.GraceUntil.IsZero(), "past the grace")
+	close(gate)
+	assert.Equal(t, req.Owner, w.wait(t), "woken by the decision")
+	assert.Equal(t, verify.Verified, r.Check(req).Outcome)
+
+	// Decided within the grace: one wake.
+	other := request("team-b", "app", key)
+	d = r.Check(other)
+	require.False(t, d.GraceUntil.IsZero())
+	assert.Equal(t, other.Owner, w.wait(t), "woken by the decision")
+	select {
+	case o := <-w:
+		t.Fatalf("%v woken again at the end of a grace whose decision was in", o)
+	case <-time.After(time.Until(d.GraceUntil) + 200*time.Millisecond):
 	}
 }
