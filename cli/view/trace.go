@@ -10,9 +10,11 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"kontinue.dev/kontinue/reconciler/spans"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/verify"
 )
 
 // KindTrace is the data model kind of `kontinue trace -o json`.
@@ -250,7 +252,7 @@ func (t *Trace) walk(o TraceOwner, step string, seen map[string]bool) {
 	}
 	h.Input = set
 	if set != nil {
-		for _, l := range links(o, set) {
+		for _, l := range links(o, set, r.Verification) {
 			t.walk(o, l.Resource, seen)
 			if !l.Matches {
 				t.Notes = append(t.Notes, fmt.Sprintf("%s step [%s] took %s from step [%s], which has published other outputs since: the hop shown for [%s] is its newer set, not the one that made this input",
@@ -264,7 +266,9 @@ func (t *Trace) walk(o TraceOwner, step string, seen map[string]bool) {
 
 // links are the inputs of set, each checked against what its step
 // publishes now: values for sources and images, the digest for configs.
-func links(o TraceOwner, set *st.InputSet) []Link {
+// An image a verify policy checked was taken pinned to the digest checked
+// (ver): it matches the tag its step publishes pinned to that digest.
+func links(o TraceOwner, set *st.InputSet, ver []st.InputVerification) []Link {
 	var out []Link
 	outputs := func(step string) []st.Output {
 		if r := o.step(step); r != nil {
@@ -288,8 +292,27 @@ func links(o TraceOwner, set *st.InputSet) []Link {
 		out = append(out, Link{Input: "source: " + s.Name, Resource: s.Resource, Value: s.URL + "@" + s.Revision,
 			Matches: same(s.Resource, "url", s.URL) && same(s.Resource, "revision", s.Revision)})
 	}
+	pinned := func(step, input, image string) bool {
+		var published string
+		for _, out := range outputs(step) {
+			if out.Name == "image" && yaml.Unmarshal([]byte(out.Preview), &published) != nil {
+				return false
+			}
+		}
+		t, err := verify.TargetOf(verify.TypeImage, input, published)
+		if err != nil {
+			return false
+		}
+		for _, v := range ver {
+			if v.Type == verify.TypeImage && v.Name == input && v.Digest != "" && t.Pinned(v.Digest) == image {
+				return true
+			}
+		}
+		return false
+	}
 	for _, i := range set.Images {
-		out = append(out, Link{Input: "image: " + i.Name, Resource: i.Resource, Value: i.Image, Matches: same(i.Resource, "image", i.Image)})
+		out = append(out, Link{Input: "image: " + i.Name, Resource: i.Resource, Value: i.Image,
+			Matches: same(i.Resource, "image", i.Image) || pinned(i.Resource, i.Name, i.Image)})
 	}
 	for _, c := range set.Configs {
 		out = append(out, Link{Input: "config: " + c.Name, Resource: c.Resource, Value: c.Digest, Matches: configDigest(c.Resource) == c.Digest})

@@ -166,3 +166,38 @@ func TestTraceWithoutProvenance(t *testing.T) {
 	assert.Nil(t, tr.Hops[0].Input)
 	assert.Contains(t, tr.Notes[0], "records no provenance")
 }
+
+// An image a verify policy checked is taken pinned to the digest checked:
+// it is what its step publishes now when the step's verification of it
+// (always of the value its step publishes now) names that digest, and
+// older when it names another: a tag published since, or moved.
+func TestTracePinnedImage(t *testing.T) {
+	const d1 = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	const d2 = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+	for _, tt := range []struct {
+		name      string
+		published string
+		verified  string
+		matches   bool
+	}{
+		{"the tag it publishes, pinned to the digest checked", "registry.example/app:v1", d1, true},
+		{"a tag published since, being checked (the step holds the image it had)", "registry.example/app:v2", d2, false},
+		{"the tag checked again since, another digest", "registry.example/app:v1", d2, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := TraceOwner{Kind: "Workload", Namespace: "dev", Name: "app", Status: st.OwnerStatus{Resources: []st.Resource{
+				{Name: "build", Outputs: []st.Output{output("image", tt.published)},
+					Provenance: &st.Provenance{Current: &st.InputSet{Digest: "b1", Outcome: st.OutcomeSucceeded}}},
+				{Name: "deploy", Inputs: []st.Input{{Name: "build"}},
+					Verification: []st.InputVerification{{Type: "image", Name: "image", Result: "Verified", Digest: tt.verified}},
+					Provenance: &st.Provenance{Current: &st.InputSet{Digest: "d1", Outcome: st.OutcomeSucceeded,
+						Images: []st.ImageValue{{Name: "image", Resource: "build", Image: "registry.example/app@" + d1}}}}},
+			}}}
+			tr, err := TraceStep(o, []string{"deploy"}, nil)
+			require.NoError(t, err)
+			h := tr.Hops[len(tr.Hops)-1]
+			require.Len(t, h.Links, 1)
+			assert.Equal(t, tt.matches, h.Links[0].Matches)
+		})
+	}
+}
