@@ -61,7 +61,7 @@ func loadedOwner(t *testing.T, w *world, env Env, prev st.OwnerStatus) (*owned, 
 		walk: true, chainReady: st.Cond(api.WorkloadFlavor.ChainReadyCondition, st.True, "Ready", "")}
 	l.defs = liveDefs(&env, l.chain)
 	x := &ownerIO{ctx: context.Background(), keep: newKeepSet(), owner: own, user: l.user, records: &records{prev: prev},
-		steps: newStepObjects(walkChain, prev.Resources)}
+		steps: newStepObjects(walkChain, nil, own.GetUID())}
 	return &owned{env: &env, l: l, x: x, w: w}, ev
 }
 

@@ -118,7 +118,7 @@ func TestPassLoad(t *testing.T) {
 			status := fold(&env, l, walked{})
 			if l.walk {
 				o := &owned{env: &env, l: l, w: &w, x: &ownerIO{ctx: context.Background(), keep: newKeepSet(), owner: own, user: l.user,
-					records: &records{prev: l.prev, list: l.status.GeneratedRunTemplates}, steps: newStepObjects(l.defs.spec.Resources, l.prev.Resources)}}
+					records: &records{prev: l.prev, list: l.status.GeneratedRunTemplates}, steps: newStepObjects(l.defs.spec.Resources, nil, own.GetUID())}}
 				_, status = o.steps()
 			}
 			assert.Equal(t, tt.conds, conds(status))

@@ -126,7 +126,7 @@ func TestOwnerIO(t *testing.T) {
 	assert.False(t, x.stamps("build", ref, other))
 	assert.False(t, x.stamps("build", ref, nil))
 	// Another step of the owner that still stamps it holds it.
-	x.steps = newStepObjects([]api.Step{{Name: "build"}, {Name: "deploy"}}, []st.Resource{{Name: "deploy", StampedRef: &ref}})
+	x.steps = newStepObjects([]api.Step{{Name: "build"}, {Name: "deploy"}}, nil, own.GetUID())
 	mine.SetLabels(map[string]string{api.LabelResourceName: "deploy"})
 	assert.False(t, x.stamps("build", ref, mine), "deploy's")
 	assert.True(t, x.stamps("deploy", ref, mine))

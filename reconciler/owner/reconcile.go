@@ -94,6 +94,7 @@ type Env struct {
 	InputRefused func(chain, step, rule string)
 
 	revs *revisionBook // the roll-outs' revisions (revision.go)
+	left *leftBook     // the objects steps were seen to leave (claims.go)
 }
 
 // Templates is what an owner's reconcile reads of templates
@@ -198,6 +199,7 @@ type Reconciler struct {
 // New returns a Reconciler working through env.
 func New(env Env) *Reconciler {
 	env.revs = newRevisionBook()
+	env.left = newLeftBook()
 	return &Reconciler{env: env, writes: map[string]ownWrite{}, deferred: map[string]time.Time{}}
 }
 

@@ -80,9 +80,10 @@ func walkSteps(ctx context.Context, env *Env, l *loaded, x *ownerIO, writerOf fu
 	checkInputs(env, l, s) // verify.go
 	w := walked{}
 	w.resources, w.requeue, w.err = s.walk(l.defs.spec.Resources)
+	x.steps.remember()
 	if x.steps.stale() && (w.requeue == 0 || w.requeue > heldRecheck) {
 		// A step refused an object judged held by another step, which
-		// stamped other objects since: look again, from this status.
+		// stamped other objects since: look again (claims.go, leftBook).
 		w.requeue = heldRecheck
 	}
 	if x.steps.waiting() && (w.requeue == 0 || w.requeue > blockerSync) {

@@ -100,7 +100,7 @@ func newOwnerIO(ctx context.Context, env *Env, l *loaded, w *stamp.Session, h *t
 		x.keep.resource(res)
 	}
 	if l.walk {
-		x.steps = newStepObjects(l.defs.spec.Resources, l.prev.Resources)
+		x.steps = newStepObjects(l.defs.spec.Resources, env.left, l.owner.GetUID())
 	}
 	if env.WaitForName != nil {
 		x.waitForName = func(gen string) { env.WaitForName(gen, ns, name) }
@@ -214,7 +214,7 @@ func blocker(gvr schema.GroupVersionResource, namespace, name string) tracking.K
 func (x *ownerIO) refused(t target, desired *unstructured.Unstructured, err error) {
 	if held := (*stamp.HeldByStep)(nil); errors.As(err, &held) {
 		// Another step of this owner: its writes wake the owner already.
-		x.steps.refused(t.ref, held.Step)
+		x.steps.refused(t.ref, held.Step, held.UID, held.Version)
 		return
 	}
 	if !x.watch(blocker(t.gvr, desired.GetNamespace(), desired.GetName())) {

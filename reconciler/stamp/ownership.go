@@ -27,12 +27,12 @@ type Claimant struct {
 	// "": the write is no step's, any step of the owner may have made it.
 	Step string
 	// Holds says whether step, another step of the owner (the one the
-	// object's api.LabelResourceName names), still stamps the object: it
-	// is a step of the owner's chain and renders that object. A step that
-	// left the chain (renamed, removed) or now renders another name holds
-	// nothing, so that its successor takes the object over. nil: every
-	// step named holds what it labelled.
-	Holds func(step string) bool
+	// object's api.LabelResourceName names), still stamps live, the
+	// object: it is a step of the owner's chain and renders that object. A
+	// step that left the chain (renamed, removed) or is known to render
+	// another name now holds nothing, so that its successor takes the
+	// object over. nil: every step named holds what it labelled.
+	Holds func(step string, live *unstructured.Unstructured) bool
 }
 
 // Claim decides whether c may write to live, an object that exists under
@@ -57,10 +57,13 @@ func Claim(live *unstructured.Unstructured, c Claimant) (ok bool, why string) {
 }
 
 // HeldByStep is why a step may not write an object: another step of the
-// same owner, Step, stamps it.
+// same owner, Step, stamps it. UID and Version are the object's, as it
+// was judged.
 type HeldByStep struct {
-	Step string
-	why  string
+	Step    string
+	UID     types.UID
+	Version string
+	why     string
 }
 
 func (e *HeldByStep) Error() string { return e.why }
@@ -75,10 +78,10 @@ func claim(live *unstructured.Unstructured, c Claimant) error {
 	ctrl := metav1.GetControllerOfNoCopy(live)
 	if ctrl != nil && ctrl.UID == c.UID {
 		other := live.GetLabels()[api.LabelResourceName]
-		if c.Step == "" || other == "" || other == c.Step || (c.Holds != nil && !c.Holds(other)) {
+		if c.Step == "" || other == "" || other == c.Step || (c.Holds != nil && !c.Holds(other, live)) {
 			return nil
 		}
-		return &HeldByStep{Step: other, why: fmt.Sprintf("%s is stamped by step [%s] of this %s, which still stamps it: step [%s] renders an object of the same name, and one object belongs to one step (give one of them another name)",
+		return &HeldByStep{Step: other, UID: live.GetUID(), Version: live.GetResourceVersion(), why: fmt.Sprintf("%s is stamped by step [%s] of this %s, which still stamps it: step [%s] renders an object of the same name, and one object belongs to one step (give one of them another name)",
 			what, other, c.Kind, c.Step)}
 	}
 	if live.GetAnnotations()[annotations.AdoptBy] == c.Kind+"/"+c.Name {

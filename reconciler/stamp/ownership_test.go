@@ -28,8 +28,8 @@ func owned(ctrlKind, ctrlName, uid, step string, ann map[string]any) *unstructur
 var me = Owner{Kind: "Workload", Name: "app", UID: types.UID("u-me")}
 
 // holding is a Holds: the steps named hold what they labelled.
-func holding(steps ...string) func(string) bool {
-	return func(s string) bool {
+func holding(steps ...string) func(string, *unstructured.Unstructured) bool {
+	return func(s string, _ *unstructured.Unstructured) bool {
 		for _, x := range steps {
 			if x == s {
 				return true

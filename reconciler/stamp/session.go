@@ -219,7 +219,7 @@ type For struct {
 	Step   string
 	// Holds says whether another step of the owner still stamps the
 	// object written (Claimant.Holds).
-	Holds func(step string) bool
+	Holds func(step string, live *unstructured.Unstructured) bool
 	// LooksAgain: the caller does not take what the written object
 	// reports now, and looks again at its next event, which may be the
 	// write's own (a gated step): that event is news (Echoes).
