@@ -33,6 +33,10 @@ type Event struct {
 	Obj *Meta
 	// Response is the response object's JSON, as the API server sent it.
 	Response []byte
+	// Req is the metadata of the object the request carried (nil when it
+	// carried none, or a patch that is not an object): what the writer
+	// meant, also when the write was refused.
+	Req *Meta
 }
 
 // OK says the API server did the write.
@@ -202,6 +206,9 @@ func parseEvent(line []byte, seq int) (*Event, error) {
 		Namespace:   r.Get("objectRef.namespace").String(),
 		Name:        r.Get("objectRef.name").String(),
 		Code:        int(r.Get("responseStatus.code").Int()),
+	}
+	if req := r.Get("requestObject"); req.IsObject() {
+		ev.Req = MetaOf([]byte(req.Raw))
 	}
 	if resp := r.Get("responseObject"); resp.IsObject() {
 		ev.Response = []byte(resp.Raw)

@@ -31,12 +31,18 @@ func TestReadAudit(t *testing.T) {
 			`"objectRef":{"resource":"widgets","apiGroup":"robustness.kontinue.dev","namespace":"t2"},"responseStatus":{"code":201},` +
 			`"responseObject":{"kind":"Widget","metadata":{"name":"deep","namespace":"t2","uid":"u2"},"spec":` + deep + `},` +
 			`"stageTimestamp":"2026-01-02T03:04:08Z"}`,
+		// A create refused (the name is taken): what was meant is the request's.
+		`{"kind":"Event","stage":"ResponseComplete","verb":"create","user":{"username":"` + kontinue + `"},` +
+			`"objectRef":{"resource":"configmaps","namespace":"t1","name":"app-x1"},"responseStatus":{"code":409},` +
+			`"requestObject":{"kind":"ConfigMap","metadata":{"name":"app-x1","namespace":"t1","labels":{"carto.run/resource-name":"cfg"}}},` +
+			`"responseObject":{"kind":"Status","status":"Failure","reason":"AlreadyExists","code":409},` +
+			`"stageTimestamp":"2026-01-02T03:04:09Z"}`,
 		// The last line of a log being written, cut.
 		`{"kind":"Event","stage":"Respon`,
 	}, "\n")
 	evs, err := ReadAudit(strings.NewReader(log), nil)
 	require.NoError(t, err)
-	require.Len(t, evs, 3)
+	require.Len(t, evs, 4)
 
 	c := evs[0]
 	assert.Equal(t, "create", c.Verb)
@@ -56,6 +62,13 @@ func TestReadAudit(t *testing.T) {
 	w := evs[2]
 	assert.Equal(t, "u2", w.Obj.UID)
 	assert.Equal(t, "robustness.kontinue.dev", w.Group)
+
+	r := evs[3]
+	assert.False(t, r.OK())
+	assert.Nil(t, r.Obj)
+	require.NotNil(t, r.Req)
+	assert.Equal(t, "cfg", RoleOf(r.Req).Step, "a refused write keeps what it meant")
+	assert.Nil(t, c.Req, "no request object recorded")
 
 	kept, err := ReadAudit(strings.NewReader(log), func(e *Event) bool { return e.Namespace == "t2" })
 	require.NoError(t, err)

@@ -116,6 +116,20 @@ func (b *builder) write(sec float64, verb, user, as, resource string, code int, 
 	return e
 }
 
+// attempt records a write at sec seconds that the API server refused
+// (code), of the request object o.
+func (b *builder) attempt(sec float64, verb, user, as, resource string, code int, o obj) *Event {
+	e := b.write(sec, verb, user, as, resource, code, nil)
+	e.Namespace, _ = o.md()["namespace"].(string)
+	e.Name, _ = o.md()["name"].(string)
+	raw, err := json.Marshal(o)
+	if err != nil {
+		panic(err)
+	}
+	e.Req = MetaOf(raw)
+	return e
+}
+
 func indexByte(s string, c byte) int {
 	for i := 0; i < len(s); i++ {
 		if s[i] == c {
