@@ -334,6 +334,18 @@ func (g *generator) tenantOp(t *genTenant) {
 			g.squat(t, o, name)
 			return
 		}
+		if o.params["srcSuffix"] == `"cfg"` {
+			// Already: cfg moves off the name (src takes the object over,
+			// as a step that left it holds nothing), or back onto it
+			// (src holds it now).
+			v := `"x1"`
+			if o.params["cfgSuffix"] == v {
+				v = `"cfg"`
+			}
+			o.params["cfgSuffix"] = v
+			g.op(t, "param", o.kind, name, map[string]string{"param": "cfgSuffix", "value": v})
+			return
+		}
 		o.params["srcSuffix"] = `"cfg"`
 		g.op(t, "param", o.kind, name, map[string]string{"param": "srcSuffix", "value": `"cfg"`})
 	case "release":
