@@ -17,12 +17,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kontinue.dev/kontinue/attest"
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/prepare"
 	"kontinue.dev/kontinue/reconciler/render"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
 	"kontinue.dev/kontinue/reconciler/verify"
 	"kontinue.dev/kontinue/reconciler/verify/check"
 )
@@ -46,6 +48,7 @@ type inputCheck struct {
 	account   api.ServiceAccountRef
 	producers []verify.Producer
 	onRefused func(chain, step, rule string)
+	chain     []api.Step // the chain's steps (prefetch)
 	byStep    map[string]*checked
 	// until, when set: an input was first asked about just now and is
 	// being fetched; the owner may wait until then for it before its
@@ -73,7 +76,7 @@ func checkInputs(env *Env, l *loaded, s *steps) {
 		producers = append(producers, verify.Producer{Kind: up.Kind, Namespace: ns, Name: up.Name, UID: up.UID})
 	}
 	s.verify = &inputCheck{v: env.Verify, owner: check.Owner{Kind: f.OwnerKind, Namespace: ns, Name: l.owner.GetName()},
-		account: l.account(), producers: producers, onRefused: env.InputRefused, byStep: map[string]*checked{}}
+		account: l.account(), producers: producers, onRefused: env.InputRefused, chain: l.defs.spec.Resources, byStep: map[string]*checked{}}
 	s.prepare.Verify = s.verifyInputs
 }
 
@@ -155,6 +158,73 @@ func (s *steps) verifyInputs(def api.Step, in render.Inputs) (render.Inputs, *pr
 		}
 	}
 	return out, nil
+}
+
+// prefetch asks, before a step's object is applied, about the outputs it
+// will very likely publish (its output paths read on the object as
+// rendered: a ConfigMap's data, a spec field; an output read from a
+// status is not there yet and is not asked about), for every later step
+// whose policy checks them: the evidence is fetched beside the apply,
+// not after it, and the later step mostly finds its decision made. A
+// value the applied object does not publish costs one fetch, cached.
+func (s *steps) prefetch(def api.Step, kind string, spec *api.TemplateSpec, obj *unstructured.Unstructured) {
+	if s.verify == nil || spec == nil || obj == nil {
+		return
+	}
+	var out step.Outputs
+	for _, later := range s.verify.chain {
+		if later.Verify == nil {
+			continue
+		}
+		for _, n := range orderedPolicies(later) {
+			if !readsFrom(later, n, def.Name) {
+				continue
+			}
+			if out == nil {
+				doc, err := obj.MarshalJSON()
+				if err != nil {
+					return
+				}
+				if out, err = step.ReadOutputs(kind, spec, doc, nil); err != nil {
+					return
+				}
+			}
+			var value any
+			switch n.Type {
+			case verify.TypeImage:
+				value = out["image"]
+			case verify.TypeSource:
+				url, _ := out["url"].(string)
+				rev, _ := out["revision"].(string)
+				if url != "" {
+					value = verify.Source{URL: url, Revision: rev}
+				}
+			}
+			if value == nil || value == "" {
+				continue
+			}
+			s.verify.v.Check(check.Request{Owner: s.verify.owner, Account: s.verify.account, Type: n.Type, Input: n.Policy.Name,
+				Value: value, Policy: n.Policy, Producers: s.verify.producers})
+		}
+	}
+}
+
+// readsFrom: step later's input n (an image or source policy's) is the
+// output of step from.
+func readsFrom(later api.Step, n verify.Named, from string) bool {
+	var ins []api.StepInput
+	switch n.Type {
+	case verify.TypeImage:
+		ins = later.Images
+	case verify.TypeSource:
+		ins = later.Sources
+	}
+	for _, i := range ins {
+		if i.Name == n.Policy.Name && i.Resource == from {
+			return true
+		}
+	}
+	return false
 }
 
 // holdAll holds every input a policy names (a policy that cannot be used).

@@ -1,6 +1,7 @@
 package owner
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -201,9 +202,55 @@ func walkVerifiedWith(t *testing.T, w *world, prev []st.Resource, defs []api.Ste
 	t.Helper()
 	return walkWithSetup(t, w, prev, defs, verifyTemplates, func(s *steps) {
 		s.verify = &inputCheck{v: v, owner: check.Owner{Kind: "Workload", Namespace: "dev", Name: "app"},
-			account: api.ServiceAccountRef{Namespace: "dev", Name: "builder"}, onRefused: onRefused, byStep: map[string]*checked{}}
+			account: api.ServiceAccountRef{Namespace: "dev", Name: "builder"}, onRefused: onRefused, chain: defs, byStep: map[string]*checked{}}
 		s.prepare.Verify = s.verifyInputs
 	})
+}
+
+// askLog is a Verifier that notes, for each value asked about, how many
+// objects the walk had written then.
+type askLog struct {
+	fakeVerifier
+	w       *world
+	written map[string][]int // value → objects written at each ask
+}
+
+func (a *askLog) Check(r check.Request) check.Decision {
+	a.written[fmt.Sprint(r.Value)] = append(a.written[fmt.Sprint(r.Value)], len(a.w.applied))
+	return a.fakeVerifier.Check(r)
+}
+
+// A step whose object publishes an output a later step's policy checks,
+// in a field it renders (not its status), has that value asked about
+// before its object is applied: the fetch runs beside the apply. An
+// output read from a status is asked about only once published.
+func TestVerifyPrefetchesARenderedOutput(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		imagePath string
+		want      []int // objects written at each ask about the image
+	}{
+		{"an output the rendered object holds: asked before the apply, and again by the step", "data.image", []int{0, 1}},
+		{"an output of the status: asked by the step only", "status.image", []int{1}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			const image = "reg.example/app:v3"
+			templates := map[string]*api.TemplateSpec{}
+			for k, v := range verifyTemplates {
+				templates[k] = v
+			}
+			templates["img"] = &api.TemplateSpec{ImagePath: tt.imagePath, HealthRule: healthy, Template: map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "app-img"}, "data": map[string]any{"image": image}}}
+			w := &world{status: map[string]map[string]any{"image": {"image": image}}}
+			a := &askLog{fakeVerifier: fakeVerifier{answers: map[string]check.Decision{}}, w: w, written: map[string][]int{}}
+			walkWithSetup(t, w, nil, verifyChain, templates, func(s *steps) {
+				s.verify = &inputCheck{v: a, owner: check.Owner{Kind: "Workload", Namespace: "dev", Name: "app"},
+					account: api.ServiceAccountRef{Namespace: "dev", Name: "builder"}, chain: verifyChain, byStep: map[string]*checked{}}
+				s.prepare.Verify = s.verifyInputs
+			})
+			assert.Equal(t, tt.want, a.written[image])
+		})
+	}
 }
 
 func TestVerifyInputsBadPolicyOneWarning(t *testing.T) {

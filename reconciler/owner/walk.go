@@ -210,6 +210,9 @@ func (s *steps) realizeStep(def api.Step, outs map[string]outputs) stepResult {
 		healthy := st.Cond(st.Healthy, st.True, step.ReasonPassThrough, "")
 		return s.stepDone(sc, p.Outputs, st.Cond(st.ResourceSubmitted, st.True, step.ReasonPassThrough, fmt.Sprintf("input [%s] passed through", p.PassThrough)), &healthy)
 	}
+	if len(p.Objects) == 1 {
+		s.prefetch(def, sc.kind, p.Spec, p.Objects[0]) // verify.go
+	}
 	return s.execute(sc, p.Objects, p.Inputs) // execute.go
 }
 
