@@ -299,6 +299,10 @@ type phaseDiag struct {
 	// skipped because the cache showed the object up to date).
 	Reconciles map[string]int `json:"reconciles"`
 	Applies    map[string]int `json:"applies"`
+	// Verifications: decisions about inputs by outcome (-verify), and the
+	// mean time each took to fetch and decide.
+	Verifications map[string]int     `json:"verifications,omitempty"`
+	VerifyMs      map[string]float64 `json:"verifyMs,omitempty"`
 }
 
 func diagnose(before, after metrics) *phaseDiag {
@@ -313,11 +317,13 @@ func diagnose(before, after metrics) *phaseDiag {
 		return out
 	}
 	return &phaseDiag{
-		QueueWaitMs:  histogramMeans(before, after, "kontinue_workqueue_queue_duration_seconds", "name"),
-		WorkMs:       histogramMeans(before, after, "kontinue_workqueue_work_duration_seconds", "name"),
-		APILatencyMs: histogramMeans(before, after, "kontinue_api_request_duration_seconds", "verb"),
-		Reconciles:   counts("kontinue_reconcile_duration_seconds_count", "controller", "result"),
-		Applies:      counts("kontinue_stamped_applies_total", "result"),
+		QueueWaitMs:   histogramMeans(before, after, "kontinue_workqueue_queue_duration_seconds", "name"),
+		WorkMs:        histogramMeans(before, after, "kontinue_workqueue_work_duration_seconds", "name"),
+		APILatencyMs:  histogramMeans(before, after, "kontinue_api_request_duration_seconds", "verb"),
+		Reconciles:    counts("kontinue_reconcile_duration_seconds_count", "controller", "result"),
+		Applies:       counts("kontinue_stamped_applies_total", "result"),
+		Verifications: counts("kontinue_verify_decision_duration_seconds_count", "outcome"),
+		VerifyMs:      histogramMeans(before, after, "kontinue_verify_decision_duration_seconds", "outcome"),
 	}
 }
 
@@ -337,6 +343,10 @@ func (d *phaseDiag) String() string {
 		}
 		return strings.Join(parts, ", ")
 	}
-	return fmt.Sprintf("reconciles: %s; applies: %s; queue wait ms: %s; reconcile ms: %s; API call ms: %s",
+	s := fmt.Sprintf("reconciles: %s; applies: %s; queue wait ms: %s; reconcile ms: %s; API call ms: %s",
 		formatCounts(d.Reconciles), formatCounts(d.Applies), f(d.QueueWaitMs), f(d.WorkMs), f(d.APILatencyMs))
+	if len(d.Verifications) > 0 {
+		s += fmt.Sprintf("; verifications: %s; verification ms: %s", formatCounts(d.Verifications), f(d.VerifyMs))
+	}
+	return s
 }
