@@ -11,6 +11,7 @@ package owner
 // the digest that was checked.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -29,9 +30,13 @@ import (
 	"kontinue.dev/kontinue/reconciler/verify/check"
 )
 
-// Verifier decides about inputs without blocking (check.Runner).
+// Verifier decides about inputs (check.Runner): Check never blocks; Wait
+// may, a moment, for a decision being fetched; Prefetch has a value
+// fetched that the walk will ask about later, without waking the owner.
 type Verifier interface {
 	Check(check.Request) check.Decision
+	Wait(context.Context, check.Request) check.Decision
+	Prefetch(check.Request)
 }
 
 // Reasons of a step whose input is verified (ResourceSubmitted).
@@ -111,7 +116,7 @@ func (s *steps) verifyInputs(def api.Step, in render.Inputs) (render.Inputs, *pr
 		if !ok {
 			continue // not there yet: prepare waited for it already
 		}
-		d := s.verify.v.Check(check.Request{Owner: s.verify.owner, Account: s.verify.account, Type: n.Type, Input: n.Policy.Name,
+		d := s.verify.v.Wait(s.ctx, check.Request{Owner: s.verify.owner, Account: s.verify.account, Type: n.Type, Input: n.Policy.Name,
 			Value: value, Policy: n.Policy, Producers: s.verify.producers})
 		rec := st.InputVerification{Type: n.Type, Name: n.Policy.Name, Digest: d.Digest, Rule: d.Rule, Message: cut(d.Why)}
 		if d.Recheck > 0 && (c.recheck == 0 || d.Recheck < c.recheck) {
@@ -203,7 +208,7 @@ func (s *steps) prefetch(def api.Step, kind string, spec *api.TemplateSpec, obj 
 			if value == nil || value == "" {
 				continue
 			}
-			s.verify.v.Check(check.Request{Owner: s.verify.owner, Account: s.verify.account, Type: n.Type, Input: n.Policy.Name,
+			s.verify.v.Prefetch(check.Request{Owner: s.verify.owner, Account: s.verify.account, Type: n.Type, Input: n.Policy.Name,
 				Value: value, Policy: n.Policy, Producers: s.verify.producers})
 		}
 	}

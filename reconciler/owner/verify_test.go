@@ -1,6 +1,7 @@
 package owner
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -34,6 +35,9 @@ func (f *fakeVerifier) Check(r check.Request) check.Decision {
 	}
 	return check.Decision{Result: verify.Result{Outcome: verify.Unknown, Why: "verifying"}}
 }
+
+func (f *fakeVerifier) Wait(_ context.Context, r check.Request) check.Decision { return f.Check(r) }
+func (f *fakeVerifier) Prefetch(r check.Request)                               { f.Check(r) }
 
 const (
 	digestNew = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
@@ -219,6 +223,9 @@ func (a *askLog) Check(r check.Request) check.Decision {
 	a.written[fmt.Sprint(r.Value)] = append(a.written[fmt.Sprint(r.Value)], len(a.w.applied))
 	return a.fakeVerifier.Check(r)
 }
+
+func (a *askLog) Wait(_ context.Context, r check.Request) check.Decision { return a.Check(r) }
+func (a *askLog) Prefetch(r check.Request)                               { a.Check(r) }
 
 // A step whose object publishes an output a later step's policy checks,
 // in a field it renders (not its status), has that value asked about

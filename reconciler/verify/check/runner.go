@@ -83,6 +83,11 @@ type Options struct {
 	// back) where nothing changed. A step takes no input before it is
 	// verified, so the wait holds back only the status.
 	StartupGrace time.Duration
+	// Wait bounds how long Wait holds a reconcile for a decision being
+	// fetched (default 150ms), WaitSlots how many reconciles it holds at
+	// once (default 4): see Wait.
+	Wait      time.Duration
+	WaitSlots int
 	// OnDecision, when set, is told of each decision made (its outcome,
 	// how long the fetch and decision took) and each failed fetch
 	// (outcome "Error").
@@ -103,9 +108,14 @@ type Runner struct {
 	queues  map[string][]string // namespace → keys waiting to be fetched
 	order   []string            // namespaces with a queue, in turn
 	running map[string]int      // namespace → fetches running
+	fetches map[string]*entry   // key → entry being fetched
 	busy    int                 // fetches running in all
 	closed  bool
 	started time.Time
+	waiting int // reconciles held in Wait
+	// took: namespace → its recent fetches' time (a moving mean); one
+	// duration per namespace that ever asked, kept (Wait).
+	took map[string]time.Duration
 }
 
 type entry struct {
@@ -121,6 +131,12 @@ type entry struct {
 	used     time.Time
 	first    time.Time   // asked first
 	grace    *time.Timer // wakes the waiters when the grace ends undecided
+	fetching time.Time   // the running fetch's start (zero: none running)
+	// done is closed when the fetch ends (Wait); held counts the
+	// reconciles waiting in Wait by owner: those are not woken, they take
+	// the decision themselves.
+	done chan struct{}
+	held map[Owner]int
 }
 
 // StatementWait is how long after a value is first checked a missing
@@ -160,10 +176,16 @@ func New(f Fetcher, wake func(Owner), o Options) *Runner {
 	if o.StartupGrace <= 0 {
 		o.StartupGrace = 10 * time.Second
 	}
+	if o.Wait <= 0 {
+		o.Wait = 150 * time.Millisecond
+	}
+	if o.WaitSlots <= 0 {
+		o.WaitSlots = 4
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	r := &Runner{f: f, wake: wake, o: o, entries: map[string]*entry{}, queues: map[string][]string{}, running: map[string]int{}, started: o.Now()}
+	r := &Runner{f: f, wake: wake, o: o, entries: map[string]*entry{}, queues: map[string][]string{}, running: map[string]int{}, fetches: map[string]*entry{}, started: o.Now(), took: map[string]time.Duration{}}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -195,7 +217,16 @@ type Decision struct {
 // Check returns the decision about req's value: cached, or Unknown while
 // it is fetched (req.Owner is woken when it is in). A decision past its
 // time is returned while it is checked again. It never blocks on I/O.
-func (r *Runner) Check(req Request) Decision {
+func (r *Runner) Check(req Request) Decision { return r.check(req, true) }
+
+// Prefetch has req's value fetched, when it is not decided, without
+// making its owner a waiter: a reconcile asks about a value it will need
+// later in the same walk (the output of a step it is applying), and takes
+// the decision then with Check or Wait; woken for it, its owner would be
+// reconciled again for nothing.
+func (r *Runner) Prefetch(req Request) { r.check(req, false) }
+
+func (r *Runner) check(req Request, waiter bool) Decision {
 	t, err := verify.TargetOf(req.Type, req.Input, req.Value)
 	if err != nil {
 		return Decision{Result: verify.Result{Outcome: verify.Refused, Rule: verify.RuleDigest, Why: err.Error()}}
@@ -218,7 +249,9 @@ func (r *Runner) Check(req Request) Decision {
 		}
 		return d
 	}
-	e.waiters[req.Owner] = true
+	if waiter {
+		e.waiters[req.Owner] = true
+	}
 	if !e.pending && !now.Before(e.until) {
 		e.req = req
 		r.enqueue(k, req.Owner.Namespace)
@@ -249,11 +282,105 @@ func (r *Runner) graceOver(k string, e *entry) {
 		r.mu.Unlock()
 		return // decided or failed: its waiters were woken then
 	}
-	waiters := maps.Clone(e.waiters)
+	var wake []Owner
+	for o := range e.waiters {
+		if e.held[o] == 0 { // held in Wait: it looks again itself
+			wake = append(wake, o)
+		}
+	}
 	r.mu.Unlock()
-	for o := range waiters {
+	for _, o := range wake {
 		r.wake(o)
 	}
+}
+
+// Wait is Check, except that a reconcile may wait a moment for a decision
+// being fetched, when the fetches of its namespace take less than that
+// lately: it takes the input in the same reconcile instead of a second
+// one when woken (a whole walk again, its reads and renders: most of a
+// policy's cost in a creation burst, bench/README.md 5d). It waits at
+// most Options.Wait, only for a value whose fetch runs or will start
+// soon, while no running fetch of the namespace is older than that (a
+// registry that hangs holds no reconcile more than once), and in at most
+// Options.WaitSlots reconciles at once, so that a slow or busy registry
+// costs other owners a few workers' milliseconds at most. It is not the
+// owner's own timer: ctx ends it too.
+func (r *Runner) Wait(ctx context.Context, req Request) Decision {
+	d := r.Check(req)
+	if d.Outcome != verify.Unknown || d.GraceUntil.IsZero() {
+		return d
+	}
+	t, err := verify.TargetOf(req.Type, req.Input, req.Value)
+	if err != nil {
+		return d
+	}
+	k := key(req, t)
+	r.mu.Lock()
+	e := r.entries[k]
+	if e == nil || !r.worthWaiting(k, e, r.o.Now()) {
+		r.mu.Unlock()
+		return d
+	}
+	if e.done == nil {
+		e.done = make(chan struct{})
+	}
+	if e.held == nil {
+		e.held = map[Owner]int{}
+	}
+	done := e.done
+	e.held[req.Owner]++
+	r.waiting++
+	r.mu.Unlock()
+
+	timer := time.NewTimer(r.o.Wait)
+	select {
+	case <-done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	timer.Stop()
+	r.mu.Lock()
+	r.waiting--
+	if e.held[req.Owner]--; e.held[req.Owner] <= 0 {
+		delete(e.held, req.Owner)
+	}
+	r.mu.Unlock()
+	// Decided meanwhile: the answer, not a wake. Not yet: a waiter again,
+	// woken when it is in (done wakes those not held any more).
+	return r.Check(req)
+}
+
+// worthWaiting says whether Wait holds a reconcile for e (pending): a slot
+// is free, the namespace's recent fetches took at most half the wait, none
+// of its running fetches is older than the wait, and e's fetch runs or is
+// among the next its namespace starts; mu held.
+func (r *Runner) worthWaiting(k string, e *entry, now time.Time) bool {
+	ns := e.req.Owner.Namespace
+	took, known := r.took[ns]
+	if !e.pending || e.err != nil || r.waiting >= r.o.WaitSlots || !known || took > r.o.Wait/2 {
+		return false
+	}
+	for _, o := range r.fetches {
+		if o.req.Owner.Namespace == ns && now.Sub(o.fetching) > r.o.Wait {
+			return false
+		}
+	}
+	if !e.fetching.IsZero() {
+		return true
+	}
+	// Queued: worth it when its turn comes within the wait, with the
+	// workers a lone namespace may use.
+	free := max(1, r.o.Workers-r.o.PerNamespace)
+	within := free * int(r.o.Wait/max(took, time.Microsecond))
+	for i, q := range r.queues[ns] {
+		if i >= within {
+			return false
+		}
+		if q == k {
+			return true
+		}
+	}
+	return false
 }
 
 // grace is how long more the owner of a value first asked about at first
@@ -321,6 +448,8 @@ func (r *Runner) next() (string, string) {
 			}
 			r.running[ns]++
 			r.busy++
+			r.entries[k].fetching = r.o.Now()
+			r.fetches[k] = r.entries[k]
 			return k, ns
 		}
 		r.cond.Wait()
@@ -387,7 +516,7 @@ func (r *Runner) work(ctx context.Context) {
 				r.o.OnDecision(string(res.Outcome), took)
 			}
 		}
-		r.done(k, ns, res, err)
+		r.done(k, ns, res, err, took)
 	}
 }
 
@@ -400,21 +529,31 @@ func (r *Runner) decide(ctx context.Context, req Request) (verify.Result, error)
 }
 
 // done records a fetch's outcome and wakes who waited.
-func (r *Runner) done(k, ns string, res verify.Result, err error) {
+func (r *Runner) done(k, ns string, res verify.Result, err error, took time.Duration) {
 	now := r.o.Now()
 	r.mu.Lock()
+	if m, ok := r.took[ns]; ok {
+		r.took[ns] = (3*m + took) / 4
+	} else {
+		r.took[ns] = took
+	}
 	r.running[ns]--
 	if r.running[ns] == 0 {
 		delete(r.running, ns)
 	}
 	r.busy--
 	r.cond.Signal()
+	delete(r.fetches, k)
 	e := r.entries[k]
 	if e == nil {
 		r.mu.Unlock()
 		return
 	}
-	e.pending = false
+	e.pending, e.fetching = false, time.Time{}
+	if e.done != nil {
+		close(e.done) // Wait's reconciles take it
+		e.done = nil
+	}
 	waiters := e.waiters
 	if err != nil {
 		e.failures++
@@ -444,8 +583,14 @@ func (r *Runner) done(k, ns string, res verify.Result, err error) {
 		}
 		e.waiters = map[Owner]bool{}
 	}
-	r.mu.Unlock()
+	var wake []Owner
 	for o := range waiters {
+		if e.held[o] == 0 {
+			wake = append(wake, o)
+		}
+	}
+	r.mu.Unlock()
+	for _, o := range wake {
 		r.wake(o)
 	}
 }

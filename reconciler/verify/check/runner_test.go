@@ -414,3 +414,115 @@ func TestGraceEndWakesTheWaiters(t *testing.T) {
 	case <-time.After(time.Until(d.GraceUntil) + 200*time.Millisecond):
 	}
 }
+
+// primed is a Runner whose namespace team-a has one decision made (so its
+// fetches' time is known), then team-a's fetches held at gate.
+func primed(t *testing.T, o Options) (*Runner, woken, *fetcher, chan struct{}, *vt.Key) {
+	key := vt.NewKey("ecdsa")
+	f := &fetcher{fetches: map[string]int{}, ev: verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}}}
+	r, w := start(t, f, o)
+	first := request("team-a", "first", key)
+	first.Policy.Keys = append(first.Policy.Keys, api.VerifyKey{PublicKey: vt.NewKey("ed25519").PublicPEM()})
+	r.Check(first)
+	require.Equal(t, first.Owner, w.wait(t))
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.gate = map[string]chan struct{}{"team-a": gate}
+	f.mu.Unlock()
+	return r, w, f, gate, key
+}
+
+// waitAsync runs Wait in the background.
+func waitAsync(r *Runner, req Request) chan Decision {
+	out := make(chan Decision, 1)
+	go func() { out <- r.Wait(context.Background(), req) }()
+	return out
+}
+
+func took(t *testing.T, c chan Decision) Decision {
+	select {
+	case d := <-c:
+		return d
+	case <-time.After(30 * time.Second):
+		t.Fatal("Wait did not return")
+	}
+	return Decision{}
+}
+
+// A reconcile that waits for a decision being fetched takes it: the owner
+// is not woken for it afterwards (a second reconcile for nothing).
+func TestWaitTakesTheDecision(t *testing.T) {
+	r, w, f, gate, key := primed(t, Options{Workers: 1, Wait: time.Hour})
+	req := request("team-a", "app", key)
+	c := waitAsync(r, req)
+	require.Eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.waiting == 1 }, 10*time.Second, time.Millisecond)
+	close(gate)
+	d := took(t, c)
+	assert.Equal(t, verify.Verified, d.Outcome, d.Why)
+	// One worker: a wake of app's would come before the next fetch's.
+	next := request("team-a", "next", key)
+	next.Value = "registry.example/app-next@" + digestA
+	r.Check(next)
+	assert.Equal(t, next.Owner, w.wait(t), "the owner that waited is not woken")
+	assert.Equal(t, 3, f.count("team-a"))
+}
+
+// Wait gives up at its bound; the owner is woken when the decision is in.
+func TestWaitEndsThenWakes(t *testing.T) {
+	r, w, _, gate, key := primed(t, Options{Wait: 30 * time.Millisecond})
+	req := request("team-a", "app", key)
+	d := took(t, waitAsync(r, req))
+	assert.Equal(t, verify.Unknown, d.Outcome)
+	close(gate)
+	assert.Equal(t, req.Owner, w.wait(t), "woken by the decision")
+	assert.Equal(t, verify.Verified, r.Check(req).Outcome)
+}
+
+// Wait holds no reconcile where it would not pay: a namespace whose
+// fetches' time is not known yet, or one with a fetch running longer than
+// the wait (a registry that hangs), and no more reconciles than its slots.
+func TestWaitHoldsNothingItShouldNot(t *testing.T) {
+	t.Run("unknown namespace", func(t *testing.T) {
+		key := vt.NewKey("ecdsa")
+		gate := make(chan struct{})
+		defer close(gate)
+		f := &fetcher{fetches: map[string]int{}, gate: map[string]chan struct{}{"team-a": gate}}
+		r, _ := start(t, f, Options{Wait: time.Hour})
+		assert.Equal(t, verify.Unknown, took(t, waitAsync(r, request("team-a", "app", key))).Outcome)
+	})
+	t.Run("a fetch running longer than the wait", func(t *testing.T) {
+		now := time.Now()
+		var mu sync.Mutex
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		r, _, f, gate, key := primed(t, Options{Wait: time.Hour, Now: clock})
+		defer close(gate)
+		stuck := request("team-a", "stuck", key)
+		stuck.Value = "registry.example/app-stuck@" + digestA
+		r.Check(stuck)
+		require.Eventually(t, func() bool { return f.count("team-a") == 2 }, 10*time.Second, time.Millisecond)
+		mu.Lock()
+		now = now.Add(2 * time.Hour)
+		mu.Unlock()
+		assert.Equal(t, verify.Unknown, took(t, waitAsync(r, request("team-a", "app", key))).Outcome)
+	})
+	t.Run("slots", func(t *testing.T) {
+		r, _, _, gate, key := primed(t, Options{Wait: time.Hour, WaitSlots: 1})
+		held := waitAsync(r, request("team-a", "app", key))
+		require.Eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.waiting == 1 }, 10*time.Second, time.Millisecond)
+		other := request("team-a", "other", key)
+		other.Value = "registry.example/app-other@" + digestA
+		assert.Equal(t, verify.Unknown, took(t, waitAsync(r, other)).Outcome, "no slot free: not held")
+		close(gate)
+		assert.Equal(t, verify.Verified, took(t, held).Outcome)
+	})
+	t.Run("ctx", func(t *testing.T) {
+		r, _, _, gate, key := primed(t, Options{Wait: time.Hour})
+		defer close(gate)
+		ctx, cancel := context.WithCancel(context.Background())
+		out := make(chan Decision, 1)
+		go func() { out <- r.Wait(ctx, request("team-a", "app", key)) }()
+		require.Eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.waiting == 1 }, 10*time.Second, time.Millisecond)
+		cancel()
+		assert.Equal(t, verify.Unknown, took(t, out).Outcome)
+	})
+}
