@@ -526,3 +526,29 @@ func TestWaitHoldsNothingItShouldNot(t *testing.T) {
 		assert.Equal(t, verify.Unknown, took(t, out).Outcome)
 	})
 }
+
+// A value asked about ahead (Prefetch) is fetched, and its owner is not
+// woken for it: the walk that asked takes the decision when it reaches
+// the step; one that asks with Check before it is in is woken.
+func TestPrefetchWakesNobody(t *testing.T) {
+	key := vt.NewKey("ecdsa")
+	f := &fetcher{fetches: map[string]int{}, ev: verify.Evidence{Signatures: []verify.Layer{key.Sign("registry.example/app", digestA)}}}
+	r, w := start(t, f, Options{Workers: 1})
+	req := request("team-a", "app", key)
+	r.Prefetch(req)
+	require.Eventually(t, func() bool { // looked at without asking: Check would make app a waiter
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, e := range r.entries {
+			return e.decided
+		}
+		return false
+	}, 10*time.Second, time.Millisecond)
+	assert.Equal(t, verify.Verified, r.Check(req).Outcome)
+	// One worker: a wake for app's value would come before the next one's.
+	next := request("team-a", "next", key)
+	next.Value = "registry.example/app-next@" + digestA
+	r.Check(next)
+	assert.Equal(t, next.Owner, w.wait(t), "the owner that prefetched is not woken")
+	assert.Equal(t, 2, f.count("team-a"))
+}
