@@ -34,20 +34,33 @@ import (
 // rule and the digest; a Warning), and takes a later signed one. The
 // owner's other step goes on meanwhile, and so does this tenant while
 // another tenant's registry answers 503 (that tenant's step waits, Unknown,
-// and goes in once the registry answers). The registry is
+// and goes in once the registry answers) and a third's hangs (its step
+// waits, Unknown; its fetches hold no reconcile: check.Runner.Wait). The
+// registry is
 // go-containerregistry's, in process; signatures are where cosign keeps
 // them (the sha256-<hex>.sig tag).
 func TestVerifyBeforeUse(t *testing.T) {
 	var failing atomic.Bool
+	var hungUp atomic.Int32 // fetches of the hanging registry that ended (Kontinue's timeout)
+	hang := make(chan struct{})
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if failing.Load() && strings.HasPrefix(r.URL.Path, "/v2/flaky/") {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return
 		}
+		if strings.HasPrefix(r.URL.Path, "/v2/hangs/") {
+			select { // answers nothing until the test ends (Kontinue's fetch times out)
+			case <-hang:
+			case <-r.Context().Done():
+				hungUp.Add(1)
+			}
+			return
+		}
 		reg.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hang) }) // before srv.Close, which waits for the handlers
 	host := strings.TrimPrefix(srv.URL, "http://")
 	key, other := verifytest.NewKey("ecdsa"), verifytest.NewKey("ecdsa")
 
@@ -121,10 +134,28 @@ func TestVerifyBeforeUse(t *testing.T) {
 	_, err = tryGet(configMapGVR, b.ns, "app-deploy")
 	require.Error(t, err, "nothing stamped before the input is verified")
 
+	// A third tenant, whose registry hangs (a tag that resolves to
+	// nothing in time), for more images than there are fetch workers
+	// (8): its steps wait, verifying, its other steps go on, and so does
+	// every fetch of the first tenant below (2 workers kept free).
+	h := newKit(t)
+	var hung []string
+	for i := range 10 {
+		n := fmt.Sprintf("app%d", i)
+		hung = append(hung, n)
+		h.workload(n, chain, image(fmt.Sprintf("%s/hangs/app%d:v1", host, i)))
+	}
+	h.waitStep("app9", "cfg", "Ready", "True", "Ready")
+	hangStart := time.Now()
+
 	// Signed by the build key: taken, pinned to the digest checked.
 	k.workload("app", chain, image(app+":signed"))
 	k.waitOwner("app", "Ready", "True", "Ready")
 	k.waitObj(configMapGVR, "app-deploy", k.dataIs("image", app+"@"+signed))
+	// Taken while every fetch of the hanging registry still hung: none had
+	// to end (30 s, Kontinue's fetch timeout) to free a worker for it.
+	t.Logf("the first tenant's image went in %v after the hanging registry's tenant began", time.Since(hangStart).Round(time.Millisecond))
+	assert.Zero(t, hungUp.Load(), "a fetch of the hanging registry ended before the first tenant's was done: it waited for a worker")
 	u = get(t, workloadGVR, k.ns, "app")
 	assert.Equal(t, "Verified", nested(stepStatus(u, "deploy"), "verification").([]any)[0].(map[string]any)["result"])
 
@@ -172,6 +203,11 @@ func TestVerifyBeforeUse(t *testing.T) {
 	// lets the signed image in.
 	u = get(t, workloadGVR, b.ns, "app")
 	b.assertCond(b.stepCond(u, "deploy", "ResourceSubmitted"), "Unknown", "InputVerifying")
+	for _, n := range hung {
+		h.assertCond(h.stepCond(get(t, workloadGVR, h.ns, n), "deploy", "ResourceSubmitted"), "Unknown", "InputVerifying", "image [app]")
+		_, err = tryGet(configMapGVR, h.ns, n+"-deploy")
+		require.Error(t, err, "nothing stamped while the registry hangs")
+	}
 	failing.Store(false)
 	eventually(t, 2*time.Minute, func() string {
 		cm, err := tryGet(configMapGVR, b.ns, "app-deploy")
