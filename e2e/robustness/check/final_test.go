@@ -254,6 +254,11 @@ func TestTruthfulStatus(t *testing.T) {
 	vs = TruthfulStatus(snap(refused(msg), object("ConfigMap", "t1", "app-src", "p1", annotations(AnnotationAdoptBy, "Workload/app"))), outputs, nil)
 	require.Len(t, vs, 1)
 	assert.Contains(t, vs[0].Message, "handed over")
+	// The owner's service account is gone (seed 700): nothing is walked,
+	// the refusal is the last walk's.
+	noAccount := refused(msg)
+	noAccount["status"].(map[string]any)["conditions"] = []any{map[string]any{"type": "ResourcesSubmitted", "status": "False", "reason": "ServiceAccountError"}}
+	assert.Empty(t, TruthfulStatus(snap(noAccount, object("ConfigMap", "t1", "app-src", "p1", annotations(AnnotationAdoptBy, "Workload/app"))), outputs, nil))
 	other := object("ConfigMap", "t1", "app-src", "c9", stamped("config"))
 	assert.Empty(t, TruthfulStatus(snap(refused(msg), other), outputs, nil), "another step's object blocks")
 }
