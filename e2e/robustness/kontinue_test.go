@@ -12,6 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Kontinue runs as processes of the binary built from the worktree, three
@@ -146,6 +149,38 @@ func (r *replica) leading() bool {
 		}
 	}
 	return false
+}
+
+// reconciles reads the replica's reconciles so far (its
+// kontinue_reconcile_duration_seconds count, by controller and result),
+// and which of its processes answered: counts of two processes are not
+// comparable.
+func (r *replica) reconciles() (int, map[string]float64, error) {
+	r.mu.Lock()
+	addr, n := r.metrics, r.n
+	r.mu.Unlock()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return n, nil, err
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return n, nil, err
+	}
+	out := map[string]float64{}
+	if f := fams["kontinue_reconcile_duration_seconds"]; f != nil {
+		for _, m := range f.GetMetric() {
+			var k []string
+			for _, l := range m.GetLabel() {
+				k = append(k, l.GetValue())
+			}
+			out[strings.Join(k, " ")] += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return n, out, nil
 }
 
 // dumpGoroutines writes the replica's goroutines (what a stuck reconcile

@@ -150,7 +150,7 @@ func TestRecheck(t *testing.T) {
 				begin = evs[0].Time
 			}
 			h := &check.History{Events: evs, Kontinue: kontinueUser, Begin: begin, End: end, Marks: marks, Outages: outages}
-			vs, notes := r.check(h, final, afterGC, quietFrom, nil)
+			vs, notes := r.check(h, final, afterGC, quietFrom, nil, nil)
 			t.Logf("%s", strings.Join(notes, "; "))
 			if len(vs) > 0 {
 				t.Errorf("%d violation(s):\n%s", len(vs), check.Summary(vs, 5))

@@ -35,7 +35,10 @@ type timing struct {
 // Bounds of the invariants (the README states them).
 var (
 	quietBounds = check.QuietBounds{Object: 6, Status: 40, Final: 1}
-	delayBounds = check.DelayBounds{Canary: 30 * time.Second, Observe: 45 * time.Second, Rollout: 60 * time.Second}
+	// quietReconcilesPerOwner bounds a replica's reconciles in the final
+	// quiet window, per owner (check.QuietReconciles).
+	quietReconcilesPerOwner = 10.0
+	delayBounds             = check.DelayBounds{Canary: 30 * time.Second, Observe: 45 * time.Second, Rollout: 60 * time.Second}
 )
 
 // crashed is what a replica that exited by itself left in its log.
@@ -208,7 +211,9 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 	logf("traffic done (proxy: %s); settling %s, then quiet for %s", r.proxy.stats(), tm.Settle, tm.Quiet)
 	sleep(ctx, tm.Settle)
 	quietFrom := time.Now()
+	before := r.reconciles()
 	sleep(ctx, tm.Quiet)
+	quiet := quietReconciles(before, r.reconciles())
 
 	// The end: the cluster as it is, then without owners.
 	final, err := r.snapshot(ctx)
@@ -244,7 +249,7 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	res.Violations, res.Notes = r.check(h, final, afterGC, quietFrom, res.Notes)
+	res.Violations, res.Notes = r.check(h, final, afterGC, quietFrom, quiet, res.Notes)
 	for _, c := range r.crashes {
 		if c.why != "" {
 			res.Violations = append([]check.Violation{{Invariant: 0, Check: "no crash", At: c.at, Object: "replica " + c.replica,
@@ -549,7 +554,7 @@ func (r *run) history(from int64, begin, end time.Time) (*check.History, error) 
 }
 
 // check runs every invariant.
-func (r *run) check(h *check.History, final, afterGC *check.Snapshot, quietFrom time.Time, notes []string) ([]check.Violation, []string) {
+func (r *run) check(h *check.History, final, afterGC *check.Snapshot, quietFrom time.Time, quiet []check.Reconciles, notes []string) ([]check.Violation, []string) {
 	var vs []check.Violation
 	own, unjudged := check.Ownership(h)
 	vs = append(vs, own...)
@@ -559,6 +564,11 @@ func (r *run) check(h *check.History, final, afterGC *check.Snapshot, quietFrom 
 	qb := quietBounds
 	qb.QuietFrom = quietFrom
 	vs = append(vs, check.NoFights(h, qb)...)
+	qv, qn := check.QuietReconciles(quiet, len(final.Owners()), quietReconcilesPerOwner, h.End)
+	vs = append(vs, qv...)
+	if qn != "" {
+		notes = append(notes, qn)
+	}
 	vs = append(vs, check.EndsRecorded(h, gatedTemplates(r.prefix))...)
 	runs, late := check.OneRunPerSet(h)
 	vs = append(vs, runs...)
@@ -582,6 +592,39 @@ func (r *run) check(h *check.History, final, afterGC *check.Snapshot, quietFrom 
 	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Invariant < vs[j].Invariant })
 	notes = append(notes, fmt.Sprintf("%d audit events of the run, %d marks, %d outages", len(h.Events), len(h.Marks), len(h.Outages)))
 	return vs, notes
+}
+
+// scrape is one replica's reconciles as one of its processes counted them.
+type scrape struct {
+	process int
+	counts  map[string]float64
+}
+
+// reconciles reads every running replica's reconciles.
+func (r *run) reconciles() map[string]scrape {
+	out := map[string]scrape{}
+	for name, rep := range r.replicas {
+		if !rep.running() {
+			continue
+		}
+		if n, c, err := rep.reconciles(); err == nil {
+			out[name] = scrape{n, c}
+		}
+	}
+	return out
+}
+
+// quietReconciles pairs the scrapes of the quiet window's start and end
+// made by the same process of a replica.
+func quietReconciles(before, after map[string]scrape) []check.Reconciles {
+	var out []check.Reconciles
+	for name, a := range after {
+		if b, ok := before[name]; ok && b.process == a.process {
+			out = append(out, check.Reconciles{Replica: name, Before: b.counts, After: a.counts})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+	return out
 }
 
 // saveMarks writes what the checks were told besides the audit log: the

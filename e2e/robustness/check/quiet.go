@@ -164,3 +164,49 @@ func verbs(ws []*Event) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// Reconciles are one replica's reconciles (by "controller result"),
+// counted at the start and at the end of the final quiet window by the
+// same process.
+type Reconciles struct {
+	Replica       string
+	Before, After map[string]float64
+}
+
+// QuietReconciles is invariant 2's bound on work that writes nothing: in
+// the final quiet window a replica reconciles at most perOwner times each
+// owner (of the owners in the final read); the note says how many of all
+// the replica's reconciles (a standby's are none). A loop that reads and decides
+// again and again without writing (a requeue with no backoff, a wake by
+// its own reads) is invisible to the audit log's writes; its reconciles
+// are not. It returns the violations, and a note of the counts.
+func QuietReconciles(rs []Reconciles, owners int, perOwner float64, at time.Time) ([]Violation, string) {
+	var vs []Violation
+	var note []string
+	for _, r := range rs {
+		var total, all float64
+		var parts []string
+		keys := make([]string, 0, len(r.After))
+		for k := range r.After {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			all += r.After[k]
+			if d := r.After[k] - r.Before[k]; d > 0 {
+				total += d
+				parts = append(parts, fmt.Sprintf("%s %.0f", k, d))
+			}
+		}
+		note = append(note, fmt.Sprintf("%s %.0f (of %.0f since it started)", r.Replica, total, all))
+		if bound := perOwner * float64(owners); total > bound {
+			vs = append(vs, Violation{Invariant: 2, Check: "no fights", At: at, Object: "replica " + r.Replica,
+				Message: fmt.Sprintf("%.0f reconciles in the final quiet window, more than %.0f (%g for each of %d owners): %s",
+					total, bound, perOwner, owners, strings.Join(parts, ", "))})
+		}
+	}
+	if len(note) == 0 {
+		return vs, ""
+	}
+	return vs, "reconciles in the quiet window: " + strings.Join(note, ", ")
+}

@@ -2,6 +2,7 @@ package check
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -99,4 +100,25 @@ func TestNoFights(t *testing.T) {
 		require.Len(t, vs, 1)
 		assert.Contains(t, vs[0].Message, "final quiet window")
 	})
+}
+
+func TestQuietReconciles(t *testing.T) {
+	at := time.Now()
+	rs := []Reconciles{
+		{Replica: "r1", Before: map[string]float64{"Workload success": 10}, After: map[string]float64{"Workload success": 25, "Deliverable error": 3}},
+		{Replica: "rb", Before: map[string]float64{"Workload success": 4}, After: map[string]float64{"Workload success": 4}},
+	}
+	vs, note := QuietReconciles(rs, 3, 6, at)
+	assert.Empty(t, vs, "18 reconciles for 3 owners at 6 each")
+	assert.Equal(t, "reconciles in the quiet window: r1 18 (of 28 since it started), rb 0 (of 4 since it started)", note)
+
+	vs, _ = QuietReconciles(rs, 2, 6, at)
+	require.Len(t, vs, 1, "18 reconciles for 2 owners at 6 each")
+	assert.Equal(t, 2, vs[0].Invariant)
+	assert.Equal(t, "replica r1", vs[0].Object)
+	assert.Contains(t, vs[0].Message, "18 reconciles in the final quiet window, more than 12 (6 for each of 2 owners): Deliverable error 3, Workload success 15")
+
+	vs, note = QuietReconciles(nil, 2, 6, at)
+	assert.Empty(t, vs)
+	assert.Empty(t, note, "nothing counted (a recheck of a kept run)")
 }
