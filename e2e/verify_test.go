@@ -252,27 +252,9 @@ func TestVerifyQuickDecisionWritesNoInterimStatus(t *testing.T) {
 
 	k := newKit(t)
 	chain, build, deploy := k.name("chain"), k.name("build"), k.name("deploy")
-	k.apply(k.templateYAML("ClusterImageTemplate", build, `
-  params: [{name: image, default: none}]
-  imagePath: data.image
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-build}
-    data: {image: $(params.image)$}`))
-	k.apply(k.templateYAML("ClusterTemplate", deploy, `
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-deploy}
-    data: {image: $(images.app.image)$}`))
 	pem, err := json.Marshal(key.PublicPEM())
 	require.NoError(t, err)
-	k.apply(k.chainYAML(chain, "",
-		k.step("build", "ClusterImageTemplate", build, "")+
-			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
-    verify:
-      images: [{name: app, keys: [{publicKey: %s}]}]`, pem))))
+	k.imageChain(chain, build, deploy, fmt.Sprintf(` [{name: app, keys: [{publicKey: %s}]}]`, pem))
 
 	w, err := env.dyn.Resource(workloadGVR).Namespace(k.ns).Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=app"})
 	require.NoError(t, err)
@@ -394,27 +376,9 @@ subjects: [{kind: ServiceAccount, name: puller}, {kind: ServiceAccount, name: no
 	}
 
 	chain, build, deploy := k.name("chain"), k.name("build"), k.name("deploy")
-	k.apply(k.templateYAML("ClusterImageTemplate", build, `
-  params: [{name: image, default: none}]
-  imagePath: data.image
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-build}
-    data: {image: $(params.image)$}`))
-	k.apply(k.templateYAML("ClusterTemplate", deploy, `
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-deploy}
-    data: {image: $(images.app.image)$}`))
 	pem, err := json.Marshal(key.PublicPEM())
 	require.NoError(t, err)
-	k.apply(k.chainYAML(chain, "",
-		k.step("build", "ClusterImageTemplate", build, "")+
-			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
-    verify:
-      images: [{name: app, keys: [{publicKey: %s}]}]`, pem))))
+	k.imageChain(chain, build, deploy, fmt.Sprintf(` [{name: app, keys: [{publicKey: %s}]}]`, pem))
 	for _, sa := range []string{"puller", "noread"} {
 		k.workload(sa, chain, fmt.Sprintf("  serviceAccountName: %s\n  params: [{name: image, value: %q}]", sa, app+":v1"))
 	}
@@ -913,40 +877,18 @@ metadata: {name: sigstore-root}
 data: {trusted_root.json: %s}
 `, rootJSON))
 	chain, keylessChain, build, deploy := k.name("chain"), k.name("keyless"), k.name("build"), k.name("deploy")
-	k.apply(k.templateYAML("ClusterImageTemplate", build, `
-  params: [{name: image, default: none}]
-  imagePath: data.image
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-build}
-    data: {image: $(params.image)$}`))
-	k.apply(k.templateYAML("ClusterTemplate", deploy, `
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-deploy}
-    data: {image: $(images.app.image)$}`))
 	pem, err := json.Marshal(key.PublicPEM())
 	require.NoError(t, err)
-	k.apply(k.chainYAML(chain, "",
-		k.step("build", "ClusterImageTemplate", build, "")+
-			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
-    verify:
-      images:
+	k.imageChain(chain, build, deploy, fmt.Sprintf(`
       - name: app
         keys: [{publicKey: %s}]
-        attestations: [{predicateType: %q, builderID: %q}]`, pem, verifytest.SLSAType, builder))))
-	k.apply(k.chainYAML(keylessChain, "",
-		k.step("build", "ClusterImageTemplate", build, "")+
-			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
-    verify:
-      images:
+        attestations: [{predicateType: %q, builderID: %q}]`, pem, verifytest.SLSAType, builder))
+	k.imageChain(keylessChain, build, deploy, fmt.Sprintf(`
       - name: app
         keyless:
         - subject: alice@example.com
           issuer: https://issuer.example
-          trustedRoot: {configMapRef: {namespace: %s, name: sigstore-root, key: trusted_root.json}}`, k.ns))))
+          trustedRoot: {configMapRef: {namespace: %s, name: sigstore-root, key: trusted_root.json}}`, k.ns))
 	image := func(tag string) string { return fmt.Sprintf("  params: [{name: image, value: %q}]", app+":"+tag) }
 	for _, w := range []struct{ name, chain string }{{"good", chain}, {"wrongkey", chain}, {"otherdigest", chain}, {"logged", keylessChain}, {"altered", keylessChain}} {
 		k.workload(w.name, w.chain, image(w.name))
@@ -1005,25 +947,7 @@ func TestVerifyCLI(t *testing.T) {
 	pem, err := json.Marshal(key.PublicPEM())
 	require.NoError(t, err)
 	k.apply(fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: build-key}\nstringData: {cosign.pub: %s}\n", pem))
-	k.apply(k.templateYAML("ClusterImageTemplate", build, `
-  params: [{name: image, default: none}]
-  imagePath: data.image
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-build}
-    data: {image: $(params.image)$}`))
-	k.apply(k.templateYAML("ClusterTemplate", deploy, `
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-deploy}
-    data: {image: $(images.app.image)$}`))
-	k.apply(k.chainYAML(chain, "",
-		k.step("build", "ClusterImageTemplate", build, "")+
-			k.step("deploy", "ClusterTemplate", deploy, fmt.Sprintf(`images: [{name: app, resource: build}]
-    verify:
-      images: [{name: app, keys: [{secretRef: {namespace: %s, name: build-key, key: cosign.pub}}]}]`, k.ns))))
+	k.imageChain(chain, build, deploy, fmt.Sprintf(` [{name: app, keys: [{secretRef: {namespace: %s, name: build-key, key: cosign.pub}}]}]`, k.ns))
 
 	// Signed by the build key: passes, by tag (resolved to its digest).
 	code, out, errOut := kontinueCLI(t, "verify", app+":signed", "--chain", chain)
@@ -1054,4 +978,27 @@ func TestVerifyCLI(t *testing.T) {
 	code, out, errOut = kontinueCLI(t, "trace", "workload", "app", "-n", k.ns, "--step", "deploy")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "verify Refused image app "+strings.TrimPrefix(wrongKey, "sha256:")[:12]+" (signature); the step keeps its previous image: ", out)
+}
+
+// imageChain applies templates build (a ConfigMap holding the Workload's
+// param image, published as its image) and deploy (a ConfigMap holding
+// the image it takes from build), and chain: build, then deploy, whose
+// input app is verified by images (the YAML after `verify: images:`).
+func (k *kit) imageChain(chain, build, deploy, images string) {
+	k.apply(k.templateYAML("ClusterImageTemplate", build, `
+  params: [{name: image, default: none}]
+  imagePath: data.image
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-build}
+    data: {image: $(params.image)$}`))
+	k.apply(k.templateYAML("ClusterTemplate", deploy, `
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-deploy}
+    data: {image: $(images.app.image)$}`))
+	k.apply(k.chainYAML(chain, "", k.step("build", "ClusterImageTemplate", build, "")+
+		k.step("deploy", "ClusterTemplate", deploy, "images: [{name: app, resource: build}]\n    verify:\n      images:"+images)))
 }
