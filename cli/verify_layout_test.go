@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -91,23 +90,7 @@ func TestVerifyFromAnOCILayout(t *testing.T) {
 	pem, err := json.Marshal(key.PublicPEM())
 	require.NoError(t, err)
 	chainFile := filepath.Join(t.TempDir(), "chain.yaml")
-	require.NoError(t, os.WriteFile(chainFile, []byte(fmt.Sprintf(`apiVersion: carto.run/v1alpha1
-kind: ClusterSupplyChain
-metadata: {name: to-production}
-spec:
-  selector: {env: production}
-  resources:
-  - name: image
-    templateRef: {kind: ClusterImageTemplate, name: build}
-  - name: deploy
-    templateRef: {kind: ClusterTemplate, name: deploy}
-    images: [{name: image, resource: image}]
-    verify:
-      images:
-      - name: image
-        keys: [{publicKey: %s}]
-        attestations: [{predicateType: "https://slsa.dev/provenance/v1", builderID: "https://builder.example"}]
-`, pem)), 0o644))
+	require.NoError(t, os.WriteFile(chainFile, []byte(toProduction(pem, "")), 0o644))
 
 	for _, dir := range []string{whole, byTag} {
 		code, out, errOut := run("verify", repo+":signed", "-f", chainFile, "--oci-layout", dir)

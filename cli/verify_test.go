@@ -46,23 +46,7 @@ func TestVerifyCommand(t *testing.T) {
 	dir := t.TempDir()
 	pem, err := json.Marshal(key.PublicPEM())
 	require.NoError(t, err)
-	chain := fmt.Sprintf(`apiVersion: carto.run/v1alpha1
-kind: ClusterSupplyChain
-metadata: {name: to-production}
-spec:
-  selector: {env: production}
-  resources:
-  - name: image
-    templateRef: {kind: ClusterImageTemplate, name: build}
-  - name: deploy
-    templateRef: {kind: ClusterTemplate, name: deploy}
-    images: [{name: image, resource: image}]
-    verify:
-      images:
-      - name: image
-        keys: [{publicKey: %s}]
-        attestations: [{predicateType: "https://slsa.dev/provenance/v1", builderID: "https://builder.example"}]
-  - name: deliver
+	chain := toProduction(pem, `  - name: deliver
     templateRef: {kind: ClusterTemplate, name: deliver}
     images: [{name: image, resource: image}]
     verify:
@@ -70,7 +54,7 @@ spec:
       - name: image
         keys: [{secretRef: {namespace: platform, name: build-key, key: cosign.pub}}]
         kontinue: {}
-`, pem)
+`)
 	chainFile := filepath.Join(dir, "chain.yaml")
 	require.NoError(t, os.WriteFile(chainFile, []byte(chain), 0o644))
 	secret := fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata: {name: build-key, namespace: platform}\nstringData: {cosign.pub: %s}\n", pem)
@@ -137,4 +121,27 @@ func TestVerifyUsage(t *testing.T) {
 		assert.Equal(t, 2, code, tt.args)
 		assert.Contains(t, errOut, tt.want, tt.args)
 	}
+}
+
+// toProduction is the tests' chain: step deploy takes step image's image
+// when it is signed by the key pem (JSON-quoted) and has SLSA provenance
+// by https://builder.example; more steps follow.
+func toProduction(pem []byte, more string) string {
+	return fmt.Sprintf(`apiVersion: carto.run/v1alpha1
+kind: ClusterSupplyChain
+metadata: {name: to-production}
+spec:
+  selector: {env: production}
+  resources:
+  - name: image
+    templateRef: {kind: ClusterImageTemplate, name: build}
+  - name: deploy
+    templateRef: {kind: ClusterTemplate, name: deploy}
+    images: [{name: image, resource: image}]
+    verify:
+      images:
+      - name: image
+        keys: [{publicKey: %s}]
+        attestations: [{predicateType: "https://slsa.dev/provenance/v1", builderID: "https://builder.example"}]
+`, pem) + more
 }
