@@ -73,7 +73,7 @@ func VerifiedInputs(h *History, final *Snapshot, rule VerifyRule, served Served)
 		}
 		if why := rule.judge(gjson.GetBytes(e.Response, rule.Path)); why != "" {
 			vs = append(vs, Violation{Invariant: 9, Check: "verified inputs", At: e.Time, Object: e.Key().String(),
-				Message: fmt.Sprintf("Kontinue's %s (%s, step %s): %s", e.Verb, RoleOf(e.Obj), e.Obj.Labels[LabelStep], why)})
+				Message: fmt.Sprintf("Kontinue's %s (for %s): %s", e.Verb, RoleOf(e.Obj), why)})
 		}
 	}
 	if final == nil {
