@@ -83,6 +83,16 @@ func (g *generator) verifyOp() {
 	case "regdown", "reghang":
 		d := 3*time.Second + time.Duration(g.v.Int64N(int64(5*time.Second)))
 		g.add(Op{At: g.now, Actor: "registry", Do: do, Tenant: t, Args: map[string]string{"for": strconv.FormatInt(d.Milliseconds(), 10)}})
+		// The tenant changes an owner while its registry fails: the step
+		// has something to verify then (a new note: the tag resolved
+		// again; a new image).
+		n := live[g.v.IntN(len(live))]
+		at := g.now
+		g.now = at + time.Second
+		person(Op{Do: "param", Kind: "Workload", Name: n, Args: map[string]string{"param": "note", "value": note()}})
+		g.now = at + 2*time.Second
+		person(Op{Do: "param", Kind: "Workload", Name: n, Args: map[string]string{"param": "image", "value": image()}})
+		g.now = at
 	}
 }
 
