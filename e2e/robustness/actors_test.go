@@ -100,8 +100,12 @@ subjects: [{kind: ServiceAccount, name: %[1]s, namespace: %[3]s}]
 			return err
 		}
 	}
-	for _, n := range []string{"main", "apps", "canary", "deliver", "runs", "hogs"} {
-		if err := p.applyYAML(ctx, render(chainDocs[n], r.prefix, 1, r.pauseOnFailure), "platform"); err != nil {
+	for _, n := range chainNames {
+		doc := render(chainDocs[n], r.prefix, 1, r.pauseOnFailure)
+		if n == "verified" {
+			doc = strings.ReplaceAll(doc, "@VKEY@", r.reg.keyJSON())
+		}
+		if err := p.applyYAML(ctx, doc, "platform"); err != nil {
 			return err
 		}
 	}

@@ -25,6 +25,9 @@ import (
 //	                     per commit) → rnote (the run's output)
 //	hogs    (Workloads hog-<n>, the lane's) hog (goTemplate: nested loops that
 //	                     write nothing, from param loops)
+//	verified (Workloads ver-<n>, the lane's: lane_test.go) vimg (an image from
+//	                     param image) → vdeploy (its verify: policy requires a
+//	                     signature by the run's key: registry_test.go)
 //
 // Params name what they feed: value (the widget's spec.value, any JSON),
 // variant (a/b), text, srcSuffix and cfgSuffix (object names: collisions),
@@ -300,6 +303,29 @@ spec:
     kind: ConfigMap
     metadata: {name: {{ .workload.metadata.name }}-hog}
     data: {edition: "@E:hog@"}`,
+	"vimg": `
+apiVersion: carto.run/v1alpha1
+kind: ClusterImageTemplate
+metadata: {name: @P@-vimg}
+spec:
+  params: [{name: image, default: none}]
+  imagePath: data.image
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-vimg}
+    data: {image: $(params.image)$, edition: "@E:vimg@"}`,
+	"vdeploy": `
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: @P@-vdeploy}
+spec:
+  params: [{name: note, default: none}]
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-vdeploy}
+    data: {image: $(images.app.image)$, note: $(params.note)$, edition: "@E:vdeploy@"}`,
 	"dsrc": `
 apiVersion: carto.run/v1alpha1
 kind: ClusterSourceTemplate
@@ -358,7 +384,11 @@ spec:
     data: {revision: $(source.revision)$, edition: "@E:notify@"}`,
 }
 
-// chainDocs are the chains; @POF@ is the main chain's pauseOnFailure.
+// chainNames are the chains, in the order the platform applies them.
+var chainNames = []string{"main", "apps", "canary", "deliver", "runs", "hogs", "verified"}
+
+// chainDocs are the chains; @POF@ is the main chain's pauseOnFailure, @VKEY@
+// the verified chain's public key (the run's registry: registry_test.go).
 var chainDocs = map[string]string{
 	"main": `
 apiVersion: carto.run/v1alpha1
@@ -450,6 +480,20 @@ spec:
   resources:
   - name: hog
     templateRef: {kind: ClusterTemplate, name: @P@-hog}`,
+	"verified": `
+apiVersion: carto.run/v1alpha1
+kind: ClusterSupplyChain
+metadata: {name: @P@-verified}
+spec:
+  selector: {robustness.kontinue.dev/chain: @P@-verified}
+  resources:
+  - name: vimg
+    templateRef: {kind: ClusterImageTemplate, name: @P@-vimg}
+  - name: vdeploy
+    templateRef: {kind: ClusterTemplate, name: @P@-vdeploy}
+    images: [{name: app, resource: vimg}]
+    verify:
+      images: [{name: app, keys: [{publicKey: @VKEY@}]}]`,
 	"deliver": `
 apiVersion: carto.run/v1alpha1
 kind: ClusterDelivery
@@ -469,12 +513,19 @@ spec:
 
 // chainTemplates are the templates each chain's steps name.
 var chainTemplates = map[string][]string{
-	"main":    {"src", "cfg-a", "cfg-b", "widget", "echo"},
-	"apps":    {"src", "yaml", "app-hr", "app-oc", "test", "go"},
-	"deliver": {"dsrc", "deploy", "notify"},
-	"canary":  {"cwidget", "cfinal"},
-	"runs":    {"run", "rnote"}, // the lane's (lane_test.go)
-	"hogs":    {"hog"},          // the lane's
+	"main":     {"src", "cfg-a", "cfg-b", "widget", "echo"},
+	"apps":     {"src", "yaml", "app-hr", "app-oc", "test", "go"},
+	"deliver":  {"dsrc", "deploy", "notify"},
+	"canary":   {"cwidget", "cfinal"},
+	"runs":     {"run", "rnote"},    // the lane's (lane_test.go)
+	"hogs":     {"hog"},             // the lane's
+	"verified": {"vimg", "vdeploy"}, // the lane's
+}
+
+// verifyRule: what invariant 9 knows of the verified chain and the run's
+// registry.
+func verifyRule(prefix string, digests map[string]string) check.VerifyRule {
+	return check.VerifyRule{Template: prefix + "-vdeploy", Step: "vdeploy", Path: "data.image", Digests: digests}
 }
 
 // chainsOfKind: the chains an owner kind selects.

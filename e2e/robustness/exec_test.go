@@ -22,6 +22,7 @@ const (
 )
 
 func (r *run) exec(ctx context.Context, o Op) error {
+	o = r.withRegistry(o)
 	switch o.Do {
 	case "create":
 		return r.createOwner(ctx, o)
@@ -93,8 +94,33 @@ func (r *run) exec(ctx context.Context, o Op) error {
 		return r.patch(ctx, o, objectPath("ClusterSupplyChain", "", r.prefix+"-"+o.Name), map[string]any{"metadata": map[string]any{"annotations": ann}})
 	case "kill", "failover", "outage", "slow", "throttle":
 		return r.fault(o)
+	case "retag":
+		return r.reg.retag(o.Tenant, o.Args["to"], o.Args["tag"])
+	case "regdown", "reghang":
+		r.reg.fail(o.Tenant, strings.TrimPrefix(o.Do, "reg"), msArg(o, "for"))
+		r.background(func() {
+			time.Sleep(msArg(o, "for"))
+			r.mark(r.ns(o), "the registry answers again")
+		})
+		return nil
 	}
 	return fmt.Errorf("unknown op %q", o.Do)
+}
+
+// withRegistry fills in the run's registry for @REG@ in an op's args (an
+// image of the verified chain's owners: registry_test.go).
+func (r *run) withRegistry(o Op) Op {
+	for _, v := range o.Args {
+		if strings.Contains(v, "@REG@") {
+			args := make(map[string]string, len(o.Args))
+			for k, v := range o.Args {
+				args[k] = strings.ReplaceAll(v, "@REG@", r.reg.base())
+			}
+			o.Args = args
+			return o
+		}
+	}
+	return o
 }
 
 // ns is the namespace of a tenant's op.

@@ -54,9 +54,13 @@ type generator struct {
 	// x draws the ops added after the first fixed seeds were chosen (the
 	// lane, lane.go): a source of their own, so that adding them left
 	// every earlier op of a seed as it was.
-	x       *rand.Rand
-	lane    *lane
-	noLane  bool
+	x      *rand.Rand
+	lane   *lane
+	noLane bool
+	// v draws the verified chain's ops (vlane_test.go), a source of its
+	// own: the lane's ops before it stay as they were too.
+	v       *rand.Rand
+	vlane   *vlane
 	end     time.Duration // no op after it
 	ops     []Op
 	now     time.Duration
@@ -76,7 +80,8 @@ func generate(seed uint64, traffic time.Duration) ([]Op, bool) {
 // traffic seeds made before the lane was added).
 func generateOps(seed uint64, traffic time.Duration, withLane bool) ([]Op, bool) {
 	g := &generator{noLane: !withLane, r: rand.New(rand.NewPCG(seed, seed^0x5bd1e995)), x: rand.New(rand.NewPCG(seed^0x9e3779b97f4a7c15, seed)),
-		lane: &lane{runs: map[string]map[string]int{}, stormed: map[string]bool{}}, edition: map[string]int{}, end: traffic}
+		lane: &lane{runs: map[string]map[string]int{}, stormed: map[string]bool{}}, edition: map[string]int{}, end: traffic,
+		v: rand.New(rand.NewPCG(seed^0x2545f4914f6cdd1d, seed^0x94d049bb133111eb)), vlane: &vlane{owners: map[string]map[string]bool{}, made: map[string]int{}}}
 	pof := g.r.IntN(2) == 0
 	for _, n := range tenants {
 		g.tenants = append(g.tenants, &genTenant{name: n, owners: map[string]*genOwner{}, squats: map[string]string{},
@@ -112,6 +117,7 @@ func generateOps(seed uint64, traffic time.Duration, withLane bool) ([]Op, bool)
 		}
 		g.tenantOp(g.tenants[g.r.IntN(len(g.tenants))])
 		g.laneOp()
+		g.verifyOp()
 	}
 	g.lane.endStorms(g)
 	sort.SliceStable(g.ops, func(i, j int) bool { return g.ops[i].At < g.ops[j].At })

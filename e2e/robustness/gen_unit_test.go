@@ -56,7 +56,7 @@ func TestGenerateCoversEveryOp(t *testing.T) {
 	}
 	for _, k := range []string{"create", "param", "commit", "sa", "label", "annotate", "delete", "squat", "release",
 		"handedit", "grant", "revoke", "sadelete", "sacreate", "forge", "edit", "policy", "pause", "resume",
-		"kill", "failover", "outage", "slow", "throttle", "pin"} {
+		"kill", "failover", "outage", "slow", "throttle", "pin", "retag", "regdown", "reghang"} {
 		assert.Positive(t, kinds[k], "no %s in 40 seeds", k)
 	}
 }
@@ -72,7 +72,8 @@ func TestLaneLeavesTheOtherOps(t *testing.T) {
 			assert.Equal(t, pofWithout, pofWith)
 			var rest []Op
 			for _, o := range with {
-				if o.Do == "pin" || strings.HasPrefix(o.Name, "run-") || strings.HasPrefix(o.Name, "hog-") || o.Kind == "template" && o.Name == "run" {
+				if o.Do == "pin" || strings.HasPrefix(o.Name, "run-") || strings.HasPrefix(o.Name, "hog-") || o.Kind == "template" && o.Name == "run" ||
+					strings.HasPrefix(o.Name, "ver-") || o.Do == "retag" || o.Do == "regdown" || o.Do == "reghang" {
 					lanes++
 					continue
 				}

@@ -73,6 +73,8 @@ type run struct {
 	// pins are the platform's copies of generated ClusterRunTemplates
 	// (lane_test.go), deleted at the end.
 	pins []string
+	// reg is the run's OCI registry (registry_test.go).
+	reg *vregistry
 }
 
 // replicaExited: a process no fault killed has ended. It is started again
@@ -170,6 +172,10 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 		return nil, err
 	}
 	begin := time.Now()
+	if r.reg, err = newRegistry(r.prefix); err != nil {
+		return nil, err
+	}
+	defer r.reg.close()
 
 	// The world, then Kontinue.
 	if err := r.setup(ctx); err != nil {
@@ -477,10 +483,13 @@ func (r *run) teardown(ctx context.Context) {
 		kind := gjson.Get(yamlKind(catalogDocs[n]), "kind").String()
 		_, _ = r.api.do(ctx, http.MethodDelete, objectPath(kind, "", r.prefix+"-"+n), "", nil)
 	}
-	for _, n := range []string{"main", "apps", "canary", "runs", "hogs"} {
-		_, _ = r.api.do(ctx, http.MethodDelete, objectPath("ClusterSupplyChain", "", r.prefix+"-"+n), "", nil)
+	for _, n := range chainNames {
+		kind := "ClusterSupplyChain"
+		if n == "deliver" {
+			kind = "ClusterDelivery"
+		}
+		_, _ = r.api.do(ctx, http.MethodDelete, objectPath(kind, "", r.prefix+"-"+n), "", nil)
 	}
-	_, _ = r.api.do(ctx, http.MethodDelete, objectPath("ClusterDelivery", "", r.prefix+"-deliver"), "", nil)
 	r.deletePins(ctx)
 	for _, role := range []string{"full", "noget"} {
 		_, _ = r.api.do(ctx, http.MethodDelete, objectPath("ClusterRole", "", r.prefix+"-"+role), "", nil)
@@ -589,6 +598,7 @@ func (r *run) check(h *check.History, final, afterGC *check.Snapshot, quietFrom 
 	}
 	vs = append(vs, check.BoundedDelay(h, []check.Canary{canary}, delayBounds, servedShards)...)
 	vs = append(vs, check.TruthfulStatus(final, outputPaths(r.prefix), servedShards)...)
+	vs = append(vs, check.VerifiedInputs(h, final, verifyRule(r.prefix, r.reg.known()), servedShards)...)
 	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Invariant < vs[j].Invariant })
 	notes = append(notes, fmt.Sprintf("%d audit events of the run, %d marks, %d outages", len(h.Events), len(h.Marks), len(h.Outages)))
 	return vs, notes

@@ -203,7 +203,7 @@ func short(uid string) string {
 
 // Violation is an invariant that did not hold.
 type Violation struct {
-	Invariant int    // 1..8, as in the README
+	Invariant int    // 0..9, as in the README
 	Check     string // the check's name
 	At        time.Time
 	Object    string
@@ -229,6 +229,7 @@ var Names = map[int]string{
 	6: "exact values",
 	7: "bounded delay",
 	8: "truthful status",
+	9: "verified inputs",
 }
 
 // Summary lists violations one a line, at most n per invariant.
@@ -242,7 +243,7 @@ func Summary(vs []Violation, n int) string {
 			b.WriteByte('\n')
 		}
 	}
-	for inv := range 9 {
+	for inv := range len(Names) {
 		c := count[inv]
 		if c > n {
 			fmt.Fprintf(&b, "invariant %d: %d more\n", inv, c-n)
