@@ -127,6 +127,11 @@ func TestRecheck(t *testing.T) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			parts := strings.SplitN(filepath.Base(dir), "-", 3)
 			r := &run{prefix: parts[2], dir: dir}
+			if b, err := os.ReadFile(filepath.Join(dir, "digests.json")); err == nil {
+				if err := json.Unmarshal(b, &r.keptDigests); err != nil {
+					t.Fatal(err)
+				}
+			}
 			marks, outages, quietFrom, end, err := loadMarks(filepath.Join(dir, "marks.txt"))
 			if err != nil {
 				t.Fatal(err)

@@ -3,6 +3,7 @@ package robustness
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,6 +76,8 @@ type run struct {
 	pins []string
 	// reg is the run's OCI registry (registry_test.go).
 	reg *vregistry
+	// keptDigests are a kept run's registry digests (TestRecheck).
+	keptDigests map[string]string
 }
 
 // replicaExited: a process no fault killed has ended. It is started again
@@ -274,6 +277,11 @@ func execute(ctx context.Context, seed uint64, ops []Op, tm timing, logf func(st
 		}
 		if err := saveSnapshot(filepath.Join(r.dir, "aftergc.jsonl"), afterGC); err != nil {
 			res.Notes = append(res.Notes, "saving the read after the owners' deletion: "+err.Error())
+		}
+		if b, err := json.Marshal(r.reg.known()); err == nil {
+			// What the test made each image digest, for invariant 9 in a
+			// recheck of this run.
+			_ = os.WriteFile(filepath.Join(r.dir, "digests.json"), b, 0o644)
 		}
 		if err := r.saveAudit(auditFrom); err != nil {
 			res.Notes = append(res.Notes, "saving the audit log: "+err.Error())
@@ -598,7 +606,11 @@ func (r *run) check(h *check.History, final, afterGC *check.Snapshot, quietFrom 
 	}
 	vs = append(vs, check.BoundedDelay(h, []check.Canary{canary}, delayBounds, servedShards)...)
 	vs = append(vs, check.TruthfulStatus(final, outputPaths(r.prefix), servedShards)...)
-	vs = append(vs, check.VerifiedInputs(h, final, verifyRule(r.prefix, r.reg.known()), servedShards)...)
+	digests := r.reg.known()
+	if r.reg == nil {
+		digests = r.keptDigests
+	}
+	vs = append(vs, check.VerifiedInputs(h, final, verifyRule(r.prefix, digests), servedShards)...)
 	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Invariant < vs[j].Invariant })
 	notes = append(notes, fmt.Sprintf("%d audit events of the run, %d marks, %d outages", len(h.Events), len(h.Marks), len(h.Outages)))
 	return vs, notes
