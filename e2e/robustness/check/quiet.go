@@ -198,7 +198,11 @@ func QuietReconciles(rs []Reconciles, owners int, perOwner float64, at time.Time
 				parts = append(parts, fmt.Sprintf("%s %.0f", k, d))
 			}
 		}
-		note = append(note, fmt.Sprintf("%s %.0f (of %.0f since it started)", r.Replica, total, all))
+		n := fmt.Sprintf("%s %.0f (of %.0f since it started)", r.Replica, total, all)
+		if total > 0 {
+			n = fmt.Sprintf("%s %.0f (of %.0f since it started: %s)", r.Replica, total, all, strings.Join(parts, ", "))
+		}
+		note = append(note, n)
 		if bound := perOwner * float64(owners); total > bound {
 			vs = append(vs, Violation{Invariant: 2, Check: "no fights", At: at, Object: "replica " + r.Replica,
 				Message: fmt.Sprintf("%.0f reconciles in the final quiet window, more than %.0f (%g for each of %d owners): %s",

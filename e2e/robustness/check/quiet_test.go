@@ -110,7 +110,7 @@ func TestQuietReconciles(t *testing.T) {
 	}
 	vs, note := QuietReconciles(rs, 3, 6, at)
 	assert.Empty(t, vs, "18 reconciles for 3 owners at 6 each")
-	assert.Equal(t, "reconciles in the quiet window: r1 18 (of 28 since it started), rb 0 (of 4 since it started)", note)
+	assert.Equal(t, "reconciles in the quiet window: r1 18 (of 28 since it started: Deliverable error 3, Workload success 15), rb 0 (of 4 since it started)", note)
 
 	vs, _ = QuietReconciles(rs, 2, 6, at)
 	require.Len(t, vs, 1, "18 reconciles for 2 owners at 6 each")
