@@ -217,7 +217,10 @@ type Decision struct {
 // Check returns the decision about req's value: cached, or Unknown while
 // it is fetched (req.Owner is woken when it is in). A decision past its
 // time is returned while it is checked again. It never blocks on I/O.
-func (r *Runner) Check(req Request) Decision { return r.check(req, true) }
+func (r *Runner) Check(req Request) Decision {
+	d, _ := r.check(req, true)
+	return d
+}
 
 // Prefetch has req's value fetched, when it is not decided, without
 // making its owner a waiter: a reconcile asks about a value it will need
@@ -226,10 +229,11 @@ func (r *Runner) Check(req Request) Decision { return r.check(req, true) }
 // reconciled again for nothing.
 func (r *Runner) Prefetch(req Request) { r.check(req, false) }
 
-func (r *Runner) check(req Request, waiter bool) Decision {
+// check is Check, and the cache key of req's value ("": not a reference).
+func (r *Runner) check(req Request, waiter bool) (Decision, string) {
 	t, err := verify.TargetOf(req.Type, req.Input, req.Value)
 	if err != nil {
-		return Decision{Result: verify.Result{Outcome: verify.Refused, Rule: verify.RuleDigest, Why: err.Error()}}
+		return Decision{Result: verify.Result{Outcome: verify.Refused, Rule: verify.RuleDigest, Why: err.Error()}}, ""
 	}
 	k := key(req, t)
 	now := r.o.Now()
@@ -247,7 +251,7 @@ func (r *Runner) check(req Request, waiter bool) Decision {
 		if e.result.Outcome != verify.Verified {
 			d.Recheck = e.until.Sub(now)
 		}
-		return d
+		return d, k
 	}
 	if waiter {
 		e.waiters[req.Owner] = true
@@ -257,12 +261,12 @@ func (r *Runner) check(req Request, waiter bool) Decision {
 		r.enqueue(k, req.Owner.Namespace)
 	}
 	if e.decided {
-		return Decision{Result: e.result} // checked again meanwhile
+		return Decision{Result: e.result}, k // checked again meanwhile
 	}
 	res := verify.Result{Outcome: verify.Unknown, Digest: t.Digest, Why: "verifying"}
 	if e.err != nil {
 		res.Why = fmt.Sprintf("verifying: %v (attempt %d, next at %s)", e.err, e.failures, e.until.Format(time.TimeOnly))
-		return Decision{Result: res}
+		return Decision{Result: res}, k
 	}
 	d := Decision{Result: res}
 	if g := r.grace(e.first, now); g > 0 {
@@ -271,7 +275,7 @@ func (r *Runner) check(req Request, waiter bool) Decision {
 			e.grace = time.AfterFunc(g, func() { r.graceOver(k, e) })
 		}
 	}
-	return d
+	return d, k
 }
 
 // graceOver wakes who waits for e when its grace ended with no decision
@@ -306,15 +310,10 @@ func (r *Runner) graceOver(k string, e *entry) {
 // costs other owners a few workers' milliseconds at most. It is not the
 // owner's own timer: ctx ends it too.
 func (r *Runner) Wait(ctx context.Context, req Request) Decision {
-	d := r.Check(req)
+	d, k := r.check(req, true)
 	if d.Outcome != verify.Unknown || d.GraceUntil.IsZero() {
 		return d
 	}
-	t, err := verify.TargetOf(req.Type, req.Input, req.Value)
-	if err != nil {
-		return d
-	}
-	k := key(req, t)
 	r.mu.Lock()
 	e := r.entries[k]
 	if e == nil || !r.worthWaiting(k, e, r.o.Now()) {
