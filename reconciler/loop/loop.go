@@ -332,8 +332,15 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	default:
 		c.Queue.Forget(key)
 	}
+	took := time.Since(start)
 	if c.Observer != nil {
-		c.Observer.Reconciled(c.Name, time.Since(start), outcome)
+		c.Observer.Reconciled(c.Name, took, outcome)
+	}
+	// One line per reconcile at debug, so that a key reconciled again and
+	// again while nothing changes shows by name (the metrics count by
+	// controller only); the robustness suite counts them per owner.
+	if v := klog.V(4); v.Enabled() {
+		v.InfoS("reconciled", "controller", c.Name, "key", key.String(), "outcome", outcome, "took", took, "again", delay)
 	}
 	return true
 }
