@@ -58,15 +58,60 @@ spec: {}
 		u.SetAnnotations(map[string]string{"example.com/poke": "1"})
 	})
 
+	requireQuiet(t, p, "the owner of a failing step is reconciled again and again")
+}
+
+// TestOwnerWithoutChainDoesNotLoop (robustness seed 762): an owner whose
+// labels no longer select a chain walks no step, and its status still
+// points at what its steps stamped. Kontinue's cleanup looked for objects
+// never recorded in the caches of those kinds, which nothing watched any
+// more (after its next reconcile, or a restart): not synced, so it looked
+// again a second later, once a second for as long as the owner matched no
+// chain.
+func TestOwnerWithoutChainDoesNotLoop(t *testing.T) {
+	k := newKit(t)
+	p := startKontinueProc(t, "chainless", "--shard=chainless")
+	cfg := k.name("cfg")
+	k.apply(k.cmTemplate(cfg, "cfg", `{greeting: hello}`))
+	chain := k.name("chain")
+	k.apply(k.chainYAML(chain, "", k.step("cfg", "ClusterTemplate", cfg, "")))
+	k.apply(fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: Workload
+metadata:
+  name: app
+  labels: {app.example.com/chain: %s, kontinue.dev/shard: chainless}
+spec: {}
+`, chain))
+	k.waitOwner("app", "Ready", "True", "Ready")
+	k.update(workloadGVR, k.ns, "app", func(u *unstructured.Unstructured) {
+		l := u.GetLabels()
+		l["app.example.com/chain"] = "none"
+		u.SetLabels(l)
+	})
+	w := k.waitOwner("app", "SupplyChainReady", "False", "SupplyChainNotFound")
+	require.Equal(t, "app-cfg", nested(stepStatus(w, "cfg"), "stampedRef", "name"), "the step still points at its ConfigMap")
+	// One more look at the owner, after its ConfigMap's watch was let go
+	// (as after a restart).
+	k.update(workloadGVR, k.ns, "app", func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{"example.com/poke": "1"})
+	})
+	requireQuiet(t, p, "an owner without a chain is reconciled again and again")
+}
+
+// requireQuiet fails when p reconciles Workloads more than twice in 5 s
+// (after 2 s for the last change's own reconciles): the test's one owner,
+// with nothing changing, is looked at once or twice at most; a loop makes
+// 5 or more.
+func requireQuiet(t *testing.T, p *kontinueProc, why string) {
+	t.Helper()
 	reconciles := func() float64 {
 		n, msg := p.metric("kontinue_reconcile_duration_seconds_count", map[string]string{"controller": "Workload"})
 		require.Empty(t, msg)
 		return n
 	}
-	time.Sleep(2 * time.Second) // the failure's own reconciles settle
+	time.Sleep(2 * time.Second)
 	before := reconciles()
 	time.Sleep(5 * time.Second)
-	// Nothing changes in those 5 s: at most a look or two (a loop made
-	// 20 or more).
-	require.LessOrEqual(t, reconciles()-before, 2.0, "the owner of a failing step is reconciled again and again")
+	require.LessOrEqual(t, reconciles()-before, 2.0, why)
 }

@@ -127,15 +127,6 @@ func (s *stepObjects) unsynced() {
 // often, not four times a second.
 const blockerSync = 250 * time.Millisecond
 
-// ran reports whether step resolved objects in this reconcile.
-func (s *stepObjects) ran(step string) bool {
-	if s == nil {
-		return false
-	}
-	_, ok := s.now[step]
-	return ok
-}
-
 // waiting reports whether the owner waits for a blocker's watch to sync.
 func (s *stepObjects) waiting() bool { return s != nil && s.blocked }
 

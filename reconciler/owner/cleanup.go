@@ -182,6 +182,15 @@ func (op *cleanup) removeUnrecorded() error {
 			continue
 		}
 		key := tracking.Key{GVR: gvr, Selector: api.StampedSelector}
+		// Kept, not glanced: a kind read here and let go at the end of the
+		// reconcile is not synced at the next, which looks again a second
+		// later, and again, for as long as the owner's steps do not watch
+		// it themselves: a step failing before its apply and pointing at an
+		// object of a kind no other step stamps (robustness seed 735), an
+		// owner whose chain is gone (seed 762, once a second for minutes).
+		if x.watch != nil {
+			x.watch(key)
+		}
 		objs, synced := x.cache.ListControlledBy(key, x.owner.GetUID())
 		if !synced {
 			// Its watch was just started (or restarted): nothing may wake

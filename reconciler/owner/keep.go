@@ -10,7 +10,6 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/runs"
 	st "kontinue.dev/kontinue/reconciler/status"
-	"kontinue.dev/kontinue/tracking"
 )
 
 // keepSet is what orphan and stale-run removal must leave alone after one
@@ -205,31 +204,6 @@ func refsOf(res st.Resource) []st.StampedRef {
 		out = append(out, *res.ShadowRef)
 	}
 	return out
-}
-
-// watchCarried keeps watching the kinds of the objects that steps which
-// resolved none this reconcile still point at (a step failing before its
-// apply carries its object): as when they stamped them. Without it, the
-// cleanup glances at such a kind each reconcile (a look that keeps no
-// watch), and each glance's informer, started anew, lists the owner's
-// objects of that kind, whose add events wake the owner for another
-// reconcile, and another glance (robustness seed 735: a step whose
-// goTemplate rendered too deep, 4.6 reconciles a second, each with a LIST,
-// for as long as it failed).
-func (x *ownerIO) watchCarried(list []st.Resource) {
-	if x.watch == nil {
-		return // a test's
-	}
-	for _, r := range list {
-		if x.steps.ran(r.Name) {
-			continue // its objects were resolved, and watched, this reconcile
-		}
-		for _, ref := range refsOf(r) {
-			if ref.Namespace != "" {
-				x.watch(tracking.Key{GVR: refKeyOf(ref).gvr, Selector: api.StampedSelector})
-			}
-		}
-	}
 }
 
 func refKeyOf(ref st.StampedRef) refKey {

@@ -90,7 +90,6 @@ func walkSteps(ctx context.Context, env *Env, l *loaded, x *ownerIO, writerOf fu
 		w.requeue, w.blockerWait = blockerSync, true
 	}
 	x.keep.resources(w.resources)
-	x.watchCarried(w.resources)
 	w.records = x.records.list
 	if s.verify != nil {
 		w.verifyUntil = s.verify.until
