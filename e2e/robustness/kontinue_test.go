@@ -1,6 +1,9 @@
 package robustness
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +18,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"kontinue.dev/kontinue/e2e/robustness/check"
 )
 
 // Kontinue runs as processes of the binary built from the worktree, three
@@ -220,4 +225,46 @@ func buildKontinue(root string) (string, error) {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return path, nil
+}
+
+// readReconciled reads the "reconciled" lines (one per reconcile, at
+// --log-level=debug) of every replica's logs in dir
+// (kontinue-<replica>-<n>.log).
+func readReconciled(dir string) ([]check.Reconciled, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "kontinue-*-*.log"))
+	if err != nil {
+		return nil, err
+	}
+	var out []check.Reconciled
+	for _, name := range files {
+		replica := strings.TrimPrefix(filepath.Base(name), "kontinue-")
+		replica = replica[:strings.LastIndex(replica, "-")]
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if !bytes.Contains(line, []byte(`"msg":"reconciled"`)) {
+				continue
+			}
+			var l struct {
+				Time    time.Time `json:"time"`
+				Key     string    `json:"key"`
+				Outcome string    `json:"outcome"`
+			}
+			if json.Unmarshal(line, &l) != nil {
+				continue // a line cut by a kill
+			}
+			out = append(out, check.Reconciled{Replica: replica, At: l.Time, Key: l.Key, Outcome: l.Outcome})
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return out, nil
 }

@@ -39,7 +39,10 @@ var (
 	// quietReconcilesPerOwner bounds a replica's reconciles in the final
 	// quiet window, per owner (check.QuietReconciles).
 	quietReconcilesPerOwner = 10.0
-	delayBounds             = check.DelayBounds{Canary: 30 * time.Second, Observe: 45 * time.Second, Rollout: 60 * time.Second}
+	// quietReconcilesOfOne bounds one owner's reconciles in the final quiet
+	// window, all replicas together (check.QuietOwners).
+	quietReconcilesOfOne = 8
+	delayBounds          = check.DelayBounds{Canary: 30 * time.Second, Observe: 45 * time.Second, Rollout: 60 * time.Second}
 )
 
 // crashed is what a replica that exited by itself left in its log.
@@ -585,6 +588,13 @@ func (r *run) check(h *check.History, final, afterGC *check.Snapshot, quietFrom 
 	vs = append(vs, qv...)
 	if qn != "" {
 		notes = append(notes, qn)
+	}
+	if lines, err := readReconciled(r.dir); err != nil {
+		notes = append(notes, "invariant 2: reading the replicas' reconciles: "+err.Error())
+	} else {
+		ov, on := check.QuietOwners(lines, quietFrom, h.End, quietReconcilesOfOne)
+		vs = append(vs, ov...)
+		notes = append(notes, on)
 	}
 	vs = append(vs, check.EndsRecorded(h, gatedTemplates(r.prefix))...)
 	runs, late := check.OneRunPerSet(h)

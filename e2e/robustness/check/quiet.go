@@ -214,3 +214,86 @@ func QuietReconciles(rs []Reconciles, owners int, perOwner float64, at time.Time
 	}
 	return vs, "reconciles in the quiet window: " + strings.Join(note, ", ")
 }
+
+// Reconciled is one reconcile a replica logged (its debug line
+// "reconciled"): when it ended, the key (Kind/namespace/name) and its
+// outcome.
+type Reconciled struct {
+	Replica string
+	At      time.Time
+	Key     string
+	Outcome string
+}
+
+// QuietOwners is invariant 2's bound on work that writes nothing, owner by
+// owner: in the final quiet window [from, to] every replica together
+// reconciles one key at most perOwner times. QuietReconciles judges each
+// replica's total from its metrics; a loop of one owner among many hides
+// under that total (robustness seeds 735 and 737: 124 reconciles of one
+// Deliverable among about 20 owners), and not here. The note names the
+// keys reconciled most.
+func QuietOwners(lines []Reconciled, from, to time.Time, perOwner int) ([]Violation, string) {
+	type count struct {
+		n        int
+		outcomes map[string]int
+		replicas map[string]bool
+	}
+	counts := map[string]*count{}
+	for _, l := range lines {
+		if l.At.Before(from) || l.At.After(to) {
+			continue
+		}
+		c := counts[l.Key]
+		if c == nil {
+			c = &count{outcomes: map[string]int{}, replicas: map[string]bool{}}
+			counts[l.Key] = c
+		}
+		c.n++
+		c.outcomes[l.Outcome]++
+		c.replicas[l.Replica] = true
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if counts[keys[i]].n != counts[keys[j]].n {
+			return counts[keys[i]].n > counts[keys[j]].n
+		}
+		return keys[i] < keys[j]
+	})
+	describe := func(k string) string {
+		c := counts[k]
+		var parts []string
+		for _, o := range sortedKeys(c.outcomes) {
+			parts = append(parts, fmt.Sprintf("%s %d", o, c.outcomes[o]))
+		}
+		return fmt.Sprintf("%s %d (%s; on %s)", k, c.n, strings.Join(parts, ", "), strings.Join(sortedKeys(c.replicas), " "))
+	}
+	var vs []Violation
+	var note []string
+	for i, k := range keys {
+		if counts[k].n > perOwner {
+			vs = append(vs, Violation{Invariant: 2, Check: "no fights", At: to, Object: k,
+				Message: fmt.Sprintf("reconciled %d times in the final quiet window (bound %d), while nothing changed: %s",
+					counts[k].n, perOwner, describe(k))})
+		}
+		if i < 3 {
+			note = append(note, describe(k))
+		}
+	}
+	if len(keys) == 0 {
+		return vs, "owners reconciled in the quiet window: none"
+	}
+	return vs, fmt.Sprintf("owners reconciled in the quiet window: %d, most: %s", len(keys), strings.Join(note, ", "))
+}
+
+// sortedKeys are m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -122,3 +122,48 @@ func TestQuietReconciles(t *testing.T) {
 	assert.Empty(t, vs)
 	assert.Empty(t, note, "nothing counted (a recheck of a kept run)")
 }
+
+func TestQuietOwners(t *testing.T) {
+	from, to := at(100), at(115)
+	lines := func(key, replica string, n int, start float64) []Reconciled {
+		var out []Reconciled
+		for i := range n {
+			out = append(out, Reconciled{Replica: replica, At: at(start + float64(i)), Key: key, Outcome: "requeue"})
+		}
+		return out
+	}
+
+	t.Run("one owner looping among quiet ones", func(t *testing.T) {
+		var ls []Reconciled
+		ls = append(ls, lines("Deliverable/t1/app", "rb", 14, 101)...)
+		for i := range 20 {
+			ls = append(ls, lines("Workload/t2/w"+string(rune('a'+i)), "r1", 1, 102)...)
+		}
+		vs, note := QuietOwners(ls, from, to, 8)
+		require.Len(t, vs, 1)
+		assert.Equal(t, "Deliverable/t1/app", vs[0].Object)
+		assert.Contains(t, vs[0].Message, "14 times")
+		assert.Contains(t, note, "21, most: Deliverable/t1/app 14 (requeue 14; on rb)")
+	})
+
+	t.Run("replicas are counted together", func(t *testing.T) {
+		ls := append(lines("Workload/t1/app", "r1", 5, 101), lines("Workload/t1/app", "r2", 5, 106)...)
+		vs, _ := QuietOwners(ls, from, to, 8)
+		require.Len(t, vs, 1)
+		assert.Contains(t, vs[0].Message, "on r1 r2")
+	})
+
+	t.Run("reconciles outside the window do not count", func(t *testing.T) {
+		ls := append(lines("Workload/t1/app", "r1", 20, 70), lines("Workload/t1/app", "r1", 3, 116)...)
+		ls = append(ls, lines("Workload/t1/app", "r1", 8, 100)...)
+		vs, note := QuietOwners(ls, from, to, 8)
+		assert.Empty(t, vs)
+		assert.Contains(t, note, "Workload/t1/app 8")
+	})
+
+	t.Run("none", func(t *testing.T) {
+		vs, note := QuietOwners(nil, from, to, 8)
+		assert.Empty(t, vs)
+		assert.Equal(t, "owners reconciled in the quiet window: none", note)
+	})
+}
