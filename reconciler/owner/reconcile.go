@@ -272,11 +272,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	}
 	recorded(ctx, env, obj, l, &status)
 	watches.Done()
-	requeue := w.requeue
-	if c.sweepLater && (requeue == 0 || requeue > sweepRetry) {
-		requeue = sweepRetry
-	}
-	out := Outcome{Requeue: requeue, Wait: w.blockerWait && requeue == blockerSync, Session: sess, Used: l.used()}
+	requeue, wait := lookAgain(w.requeue, w.blockerWait, c.sweepLater)
+	out := Outcome{Requeue: requeue, Wait: wait, Session: sess, Used: l.used()}
 	if l.err != nil {
 		return out, l.err
 	}
@@ -284,4 +281,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 		return out, w.err
 	}
 	return out, c.err
+}
+
+// lookAgain is when a reconcile's owner is looked at again: the steps'
+// requeue, or sooner a look for unrecorded objects in a cache not synced
+// yet (sweepLater). It is a wait (loop.Result.Wait: consecutive ones back
+// off) when it waits for something to show up, a blocker's watch or that
+// cache, so that one that never shows up (a list that hangs) is not looked
+// at every second for as long; a step's timer is kept as it is.
+func lookAgain(steps time.Duration, blockerWait, sweepLater bool) (time.Duration, bool) {
+	if sweepLater && (steps == 0 || steps > sweepRetry) {
+		return sweepRetry, true
+	}
+	return steps, blockerWait && steps == blockerSync
 }
