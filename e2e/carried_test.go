@@ -32,15 +32,7 @@ func TestFailedStepDoesNotLoop(t *testing.T) {
     stringData: {greeting: hello}`))
 	chain := k.name("chain")
 	k.apply(k.chainYAML(chain, "", k.step("cfg", "ClusterTemplate", cfg, "")+k.step("sec", "ClusterTemplate", sec, "")))
-	k.apply(fmt.Sprintf(`
-apiVersion: carto.run/v1alpha1
-kind: Workload
-metadata:
-  name: app
-  labels: {app.example.com/chain: %s, kontinue.dev/shard: carried}
-spec: {}
-`, chain))
-	k.waitOwner("app", "Ready", "True", "Ready")
+	readyOnShard(k, chain, "carried")
 	// Someone else writes the Secret (a person, another controller): its
 	// events are not the echoes of Kontinue's own writes.
 	k.waitObj(secretGVR, "app-sec", nil)
@@ -75,15 +67,7 @@ func TestOwnerWithoutChainDoesNotLoop(t *testing.T) {
 	k.apply(k.cmTemplate(cfg, "cfg", `{greeting: hello}`))
 	chain := k.name("chain")
 	k.apply(k.chainYAML(chain, "", k.step("cfg", "ClusterTemplate", cfg, "")))
-	k.apply(fmt.Sprintf(`
-apiVersion: carto.run/v1alpha1
-kind: Workload
-metadata:
-  name: app
-  labels: {app.example.com/chain: %s, kontinue.dev/shard: chainless}
-spec: {}
-`, chain))
-	k.waitOwner("app", "Ready", "True", "Ready")
+	readyOnShard(k, chain, "chainless")
 	k.update(workloadGVR, k.ns, "app", func(u *unstructured.Unstructured) {
 		l := u.GetLabels()
 		l["app.example.com/chain"] = "none"
@@ -97,6 +81,21 @@ spec: {}
 		u.SetAnnotations(map[string]string{"example.com/poke": "1"})
 	})
 	requireQuiet(t, p, "an owner without a chain is reconciled again and again")
+}
+
+// readyOnShard creates Workload app of chain on shard, and waits until it
+// is Ready.
+func readyOnShard(k *kit, chain, shard string) {
+	k.t.Helper()
+	k.apply(fmt.Sprintf(`
+apiVersion: carto.run/v1alpha1
+kind: Workload
+metadata:
+  name: app
+  labels: {app.example.com/chain: %s, kontinue.dev/shard: %s}
+spec: {}
+`, chain, shard))
+	k.waitOwner("app", "Ready", "True", "Ready")
 }
 
 // requireQuiet fails when p reconciles Workloads more than twice in 5 s
