@@ -14,8 +14,8 @@ import (
 // and the same shadow-ness, or that was handed over to that owner before
 // the write: the state just before the write carried
 // kontinue.dev/adopt-by naming the owner, or a controller reference naming
-// the owner's uid (which only someone who may write the object can set).
-// Never a person's object, another owner's, or another step's, but for the
+// the owner's uid (which only someone who may write the object can set),
+// also from the owner it was made for. Never a person's object, another owner's, or another step's, but for the
 // documented take-over of an object its step left (docs/security.md): a
 // step of the same owner (and shadow-ness) may write an object another
 // step holds once the log shows that step had left it (stepLeft).
@@ -75,6 +75,12 @@ func Ownership(h *History) (vs []Violation, unjudged int) {
 					}
 				} else if sameRole(role, *claimed) {
 					lastClaimed = e
+				} else if role.OwnerUID != claimed.OwnerUID && handedOver(state, role) {
+					// Handed over from the owner it was made for (an
+					// earlier incarnation of the same name, waiting for the
+					// garbage collector: seed 1211) by someone who may
+					// write it.
+					claimed, how, lastClaimed = &role, "handed over", e
 				} else if why := h.stepLeft(in, *claimed, lastClaimed, role, e); why != "" {
 					// The documented take-over: from now on the object is
 					// the new step's, and the step that left it may not

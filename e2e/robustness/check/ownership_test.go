@@ -41,6 +41,26 @@ func TestOwnership(t *testing.T) {
 			b.write(1, "create", "admin", "person-a", "configmaps", 201, cm("u1", annotations(AnnotationAdoptBy, "Workload/other")))
 			b.write(3, "patch", kontinue, sa, "configmaps", 200, cm("u1", stamped("src")))
 		}, 1, "adopt-by Workload/other"},
+		{"an earlier incarnation's object, handed over to the new one with adopt-by (seed 1211)", func(b *builder) {
+			old := controlledBy("Workload", "app", "w0")
+			b.write(1, "create", kontinue, sa, "configmaps", 201, cm("u1", stamped("src"), old))
+			// The Workload is deleted and created again (w1) before the
+			// garbage collector removes the object; a person hands it over.
+			b.write(2, "patch", "admin", "person-a", "configmaps", 200, cm("u1", stamped("src"), old, annotations(AnnotationAdoptBy, "Workload/app")))
+			b.write(3, "patch", kontinue, sa, "configmaps", 200, cm("u1", stamped("src"), old, annotations(AnnotationAdoptBy, "Workload/app")))
+			b.write(4, "patch", kontinue, sa, "configmaps", 200, cm("u1", stamped("src")))
+			b.write(5, "patch", kontinue, sa, "configmaps", 200, cm("u1", stamped("src")))
+		}, 0, ""},
+		{"an earlier incarnation's object, not handed over", func(b *builder) {
+			b.write(1, "create", kontinue, sa, "configmaps", 201, cm("u1", stamped("src"), controlledBy("Workload", "app", "w0")))
+			b.write(2, "patch", kontinue, sa, "configmaps", 200, cm("u1", stamped("src")))
+		}, 1, "but it was created for"},
+		{"another owner's object handed over to a third", func(b *builder) {
+			other := controlledBy("Workload", "other", "w2")
+			b.write(1, "create", kontinue, sa, "configmaps", 201, cm("u1", stamped("src"), other))
+			b.write(2, "patch", "admin", "person-a", "configmaps", 200, cm("u1", stamped("src"), other, annotations(AnnotationAdoptBy, "Workload/third")))
+			b.write(3, "patch", kontinue, sa, "configmaps", 200, cm("u1", stamped("src")))
+		}, 1, "but it was created for"},
 		{"a controller reference set by someone who may write it", func(b *builder) {
 			b.write(1, "create", "admin", "person-a", "configmaps", 201, cm("u1", controlledBy("Workload", "app", "w1")))
 			b.write(2, "patch", kontinue, sa, "configmaps", 200, cm("u1", stamped("src")))
