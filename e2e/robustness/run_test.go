@@ -596,7 +596,7 @@ func (r *run) check(h *check.History, final, afterGC *check.Snapshot, quietFrom 
 	if lines, err := readReconciled(r.dir); err != nil {
 		notes = append(notes, "invariant 2: reading the replicas' reconciles: "+err.Error())
 	} else {
-		ov, on := check.QuietOwners(lines, quietFrom, h.End, quietReconcilesOfOne)
+		ov, on := check.QuietOwners(h, lines, quietFrom, h.End, quietReconcilesOfOne)
 		vs = append(vs, ov...)
 		notes = append(notes, on)
 	}

@@ -139,7 +139,7 @@ func TestQuietOwners(t *testing.T) {
 		for i := range 20 {
 			ls = append(ls, lines("Workload/t2/w"+string(rune('a'+i)), "r1", 1, 102)...)
 		}
-		vs, note := QuietOwners(ls, from, to, 8)
+		vs, note := QuietOwners(nil, ls, from, to, 8)
 		require.Len(t, vs, 1)
 		assert.Equal(t, "Deliverable/t1/app", vs[0].Object)
 		assert.Contains(t, vs[0].Message, "14 times")
@@ -148,7 +148,7 @@ func TestQuietOwners(t *testing.T) {
 
 	t.Run("replicas are counted together", func(t *testing.T) {
 		ls := append(lines("Workload/t1/app", "r1", 5, 101), lines("Workload/t1/app", "r2", 5, 106)...)
-		vs, _ := QuietOwners(ls, from, to, 8)
+		vs, _ := QuietOwners(nil, ls, from, to, 8)
 		require.Len(t, vs, 1)
 		assert.Contains(t, vs[0].Message, "on r1 r2")
 	})
@@ -156,13 +156,39 @@ func TestQuietOwners(t *testing.T) {
 	t.Run("reconciles outside the window do not count", func(t *testing.T) {
 		ls := append(lines("Workload/t1/app", "r1", 20, 70), lines("Workload/t1/app", "r1", 3, 116)...)
 		ls = append(ls, lines("Workload/t1/app", "r1", 8, 100)...)
-		vs, note := QuietOwners(ls, from, to, 8)
+		vs, note := QuietOwners(nil, ls, from, to, 8)
 		assert.Empty(t, vs)
 		assert.Contains(t, note, "Workload/t1/app 8")
 	})
 
+	t.Run("reconciles right after another writer's write in the namespace are its news", func(t *testing.T) {
+		b := newBuilder()
+		var ls []Reconciled
+		for i := range 3 { // three Jobs finish, each status written twice
+			for j := range 2 {
+				sec := 105 + float64(i)*0.03 + float64(j)*0.01
+				b.write(sec, "update", "system:kube-controller-manager", "", "jobs.batch/status", 200, object("Job", "t1", "app-test", "j1"))
+				ls = append(ls, Reconciled{Replica: "r1", At: at(sec + 0.005), Key: "Workload/t1/app", Outcome: "success"})
+			}
+		}
+		// A loop beside them, once a second: only those next to a write
+		// are excused.
+		ls = append(ls, lines("Workload/t1/app", "r1", 14, 100.5)...)
+		vs, note := QuietOwners(b.h, ls, from, to, 8)
+		require.Len(t, vs, 1)
+		assert.Contains(t, vs[0].Message, "reconciled 13 times")
+		assert.Contains(t, note, "and 7 after another writer's write")
+
+		// The same writes by Kontinue, or in another namespace, excuse nothing.
+		b = newBuilder()
+		b.write(105, "update", kontinue, "", "jobs.batch/status", 200, object("Job", "t1", "app-test", "j1"))
+		b.write(106, "update", "system:kube-controller-manager", "", "jobs.batch/status", 200, object("Job", "t2", "app-test", "j2"))
+		vs, _ = QuietOwners(b.h, lines("Workload/t1/app", "r1", 9, 101), from, to, 8)
+		require.Len(t, vs, 1)
+	})
+
 	t.Run("none", func(t *testing.T) {
-		vs, note := QuietOwners(nil, from, to, 8)
+		vs, note := QuietOwners(nil, nil, from, to, 8)
 		assert.Empty(t, vs)
 		assert.Equal(t, "owners reconciled in the quiet window: none", note)
 	})
