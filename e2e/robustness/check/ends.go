@@ -3,6 +3,7 @@ package check
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -34,13 +35,28 @@ func EndsRecorded(h *History, gated func(template string) bool) []Violation {
 		at  *Event
 	}
 	sets := map[string][]stamped{}
+	ambiguous := serverErrors(h)
 	var vs []Violation
 	for _, in := range h.Incarnations() {
 		prevSet, prevTemplate := "", ""
 		var prevAt *Event
 		for _, e := range in.Writes {
-			if !h.ByKontinue(e) || e.Obj == nil || e.Obj.Name == "" || ownKind(e) || e.Verb == "delete" {
+			if e.Obj == nil || e.Obj.Name == "" || ownKind(e) || e.Verb == "delete" {
 				continue
+			}
+			if !h.ByKontinue(e) {
+				// Kontinue's write answered with a server error (a 504
+				// when the API server timed out) may still have been done
+				// (seed 1035): the next response that shows the object on
+				// another input set (any writer's, such as its
+				// controller's status write) stands for it.
+				since := h.Begin
+				if prevAt != nil {
+					since = prevAt.Time
+				}
+				if set := e.Obj.Annotations[AnnotationInputSet]; set == "" || set == prevSet || !ambiguous.within(in.Key, since, e.Time) {
+					continue
+				}
 			}
 			role := RoleOf(e.Obj)
 			set := e.Obj.Annotations[AnnotationInputSet]
@@ -160,4 +176,30 @@ func short12(s string) string {
 		return s[:12]
 	}
 	return s
+}
+
+// writeTimes are, by object, when Kontinue's writes to it were answered
+// with a server error.
+type writeTimes map[Key][]time.Time
+
+// serverErrors are Kontinue's writes (not deletes, not of its own kinds)
+// answered with a server error: done or not, the answer does not say.
+func serverErrors(h *History) writeTimes {
+	out := writeTimes{}
+	for _, e := range h.Events {
+		if h.ByKontinue(e) && e.Code >= 500 && e.Verb != "delete" && e.Verb != "deletecollection" && !ownKind(e) {
+			out[e.Key()] = append(out[e.Key()], e.Time)
+		}
+	}
+	return out
+}
+
+// within says whether one of k's times is in [from, to].
+func (w writeTimes) within(k Key, from, to time.Time) bool {
+	for _, t := range w[k] {
+		if !t.Before(from) && !t.After(to) {
+			return true
+		}
+	}
+	return false
 }

@@ -57,6 +57,27 @@ func TestEndsRecorded(t *testing.T) {
 		assert.Contains(t, vs[0].Message, "latest c2 Processing")
 	})
 
+	t.Run("a patch answered 504 was done: the controller's next write shows c2 (seed 1035)", func(t *testing.T) {
+		b := newBuilder()
+		b.write(1, "create", kontinue, sa, "deployments.apps", 201, deployment("c1"))
+		b.write(2, "update", kontinue, "", status, 200, ownerStatus(map[string]any{"current": set("c1", "Succeeded")}))
+		b.attempt(3, "patch", kontinue, sa, "deployments.apps", 504, deployment("c2"))
+		b.write(4, "update", "system:kube-controller-manager", "", "deployments.apps/status", 200, deployment("c2"))
+		b.write(5, "update", kontinue, "", status, 200, ownerStatus(map[string]any{"current": set("c2", "Succeeded")}))
+		b.write(6, "patch", kontinue, sa, "deployments.apps", 200, deployment("c3"))
+		assert.Empty(t, EndsRecorded(b.h, gated))
+
+		// Not done (the next state is still c1): c2 was never stamped.
+		b = newBuilder()
+		b.write(1, "create", kontinue, sa, "deployments.apps", 201, deployment("c1"))
+		b.attempt(3, "patch", kontinue, sa, "deployments.apps", 504, deployment("c2"))
+		b.write(4, "update", "system:kube-controller-manager", "", "deployments.apps/status", 200, deployment("c1"))
+		b.write(5, "update", kontinue, "", status, 200, ownerStatus(map[string]any{"current": set("c2", "Succeeded")}))
+		vs := EndsRecorded(b.h, gated)
+		require.Len(t, vs, 1)
+		assert.Contains(t, vs[0].Message, "which no object of the step was stamped with before")
+	})
+
 	t.Run("a failure recorded first", func(t *testing.T) {
 		b := newBuilder()
 		b.write(1, "create", kontinue, sa, "deployments.apps", 201, deployment("c1"))
