@@ -83,10 +83,10 @@ func loadSnapshot(path string) (*check.Snapshot, error) {
 }
 
 // loadMarks reads marks.txt: the marks, outages and the quiet window.
-func loadMarks(path string) (marks []check.Mark, outages []check.Interval, quietFrom, end time.Time, err error) {
+func loadMarks(path string) (marks []check.Mark, outages []check.Interval, stops []time.Time, quietFrom, end time.Time, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, time.Time{}, time.Time{}, err
+		return nil, nil, nil, time.Time{}, time.Time{}, err
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		f := strings.SplitN(line, " ", 4)
@@ -99,6 +99,9 @@ func loadMarks(path string) (marks []check.Mark, outages []check.Interval, quiet
 				what = f[3]
 			}
 			marks = append(marks, check.Mark{At: at, Scope: scope, What: what})
+		case "stop":
+			at, _ := time.Parse(time.RFC3339Nano, f[1])
+			stops = append(stops, at)
 		case "outage", "quiet":
 			a, _ := time.Parse(time.RFC3339Nano, f[1])
 			b, _ := time.Parse(time.RFC3339Nano, f[2])
@@ -109,7 +112,7 @@ func loadMarks(path string) (marks []check.Mark, outages []check.Interval, quiet
 			}
 		}
 	}
-	return marks, outages, quietFrom, end, nil
+	return marks, outages, stops, quietFrom, end, nil
 }
 
 func TestRecheck(t *testing.T) {
@@ -132,7 +135,7 @@ func TestRecheck(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			marks, outages, quietFrom, end, err := loadMarks(filepath.Join(dir, "marks.txt"))
+			marks, outages, stops, quietFrom, end, err := loadMarks(filepath.Join(dir, "marks.txt"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +157,7 @@ func TestRecheck(t *testing.T) {
 			if len(evs) > 0 {
 				begin = evs[0].Time
 			}
-			h := &check.History{Events: evs, Kontinue: kontinueUser, Begin: begin, End: end, Marks: marks, Outages: outages}
+			h := &check.History{Events: evs, Kontinue: kontinueUser, Begin: begin, End: end, Marks: marks, Outages: outages, Stops: stops}
 			vs, notes := r.check(h, final, afterGC, quietFrom, nil, nil)
 			t.Logf("%s", strings.Join(notes, "; "))
 			if len(vs) > 0 {

@@ -706,6 +706,9 @@ func (r *run) saveMarks(quietFrom, end time.Time) error {
 	for _, o := range r.outages {
 		fmt.Fprintf(&b, "outage %s %s\n", o.From.Format(time.RFC3339Nano), o.To.Format(time.RFC3339Nano))
 	}
+	for _, t := range r.stops {
+		fmt.Fprintf(&b, "stop %s\n", t.Format(time.RFC3339Nano))
+	}
 	fmt.Fprintf(&b, "quiet %s %s\n", quietFrom.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
 	return os.WriteFile(filepath.Join(r.dir, "marks.txt"), []byte(b.String()), 0o644)
 }
