@@ -695,7 +695,7 @@ func quietReconciles(before, after map[string]scrape) []check.Reconciles {
 }
 
 // saveMarks writes what the checks were told besides the audit log: the
-// marks, the outages, the quiet window.
+// marks, the outages, the API server's kills, the quiet window.
 func (r *run) saveMarks(quietFrom, end time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
