@@ -2,6 +2,8 @@ package check
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -186,12 +188,7 @@ func QuietReconciles(rs []Reconciles, owners int, perOwner float64, at time.Time
 	for _, r := range rs {
 		var total, all float64
 		var parts []string
-		keys := make([]string, 0, len(r.After))
-		for k := range r.After {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(r.After)) {
 			all += r.After[k]
 			if d := r.After[k] - r.Before[k]; d > 0 {
 				total += d
@@ -297,10 +294,10 @@ func QuietOwners(h *History, lines []Reconciled, from, to time.Time, perOwner in
 	describe := func(k string) string {
 		c := counts[k]
 		var parts []string
-		for _, o := range sortedKeys(c.outcomes) {
+		for _, o := range slices.Sorted(maps.Keys(c.outcomes)) {
 			parts = append(parts, fmt.Sprintf("%s %d", o, c.outcomes[o]))
 		}
-		d := fmt.Sprintf("%s %d (%s; on %s)", k, c.n, strings.Join(parts, ", "), strings.Join(sortedKeys(c.replicas), " "))
+		d := fmt.Sprintf("%s %d (%s; on %s)", k, c.n, strings.Join(parts, ", "), strings.Join(slices.Sorted(maps.Keys(c.replicas)), " "))
 		if c.explained > 0 {
 			d += fmt.Sprintf(" and %d after another writer's write", c.explained)
 		}
@@ -322,14 +319,4 @@ func QuietOwners(h *History, lines []Reconciled, from, to time.Time, perOwner in
 		return vs, "owners reconciled in the quiet window: none"
 	}
 	return vs, fmt.Sprintf("owners reconciled in the quiet window: %d, most: %s", len(keys), strings.Join(note, ", "))
-}
-
-// sortedKeys are m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
