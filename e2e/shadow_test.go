@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // The tests below reuse gatedChain: a Test object plays a kpack Image whose
@@ -364,5 +365,88 @@ func TestShadowWhenHeldInputsGoIn(t *testing.T) {
 		assert.NotEqual(t, "ProgressDeadlineExceeded", condition(stepStatus(w, "build"), "Healthy")["reason"], "c3 is still processing")
 		buildObj(t, ns, shadowOfBuild, "True", "img-c1-rebased")
 		waitDeployed(t, ns, "img-c1-rebased")
+	})
+}
+
+// A shadow stamped in a reconcile whose status write was lost is named by
+// its step's status while the step cannot render (robustness seed 1035: an
+// API server outage lost the write; the step then waited for an earlier
+// step's outputs, and its carried entry named the primary, not the shadow,
+// until the owner was deleted). The shadow's label and name tie it to the
+// primary the entry names. Here the write is lost by rolling the status
+// back while Kontinue is stopped, and the step cannot render because the
+// Workload lost the param its template reads.
+func TestUnrecordedShadowIsNamedWhileTheStepCannotRender(t *testing.T) {
+	if env.external {
+		t.Skip("stops the in-process Kontinue")
+	}
+	ns := newNamespace(t)
+	apply(t, ns, gatedChain(ns, readyRule))
+	apply(t, ns, gatedWorkload(ns, "good-1"))
+	waitFor(t, testGVR, ns, "app-build", nil)
+	buildObj(t, ns, "app-build", "True", "img-good-1")
+	waitDeployed(t, ns, "img-good-1")
+	var good map[string]any // the status before the shadow
+	eventually(t, 30*time.Second, func() string {
+		w := get(t, workloadGVR, ns, "app")
+		if b := stepStatus(w, "build"); b["inputDigest"] == nil || b["inputDigest"] == "" || b["lastGoodObject"] == nil {
+			return "the good input set is not recorded yet"
+		}
+		good = w.Object["status"].(map[string]any)
+		return ""
+	})
+
+	apply(t, ns, gatedWorkload(ns, "bad-2"))
+	waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+	buildObj(t, ns, "app-build", "False", "img-good-1")
+	eventually(t, 30*time.Second, func() string {
+		if n := nested(stepStatus(get(t, workloadGVR, ns, "app"), "build"), "shadowRef", "name"); n != shadowOfBuild {
+			return fmt.Sprintf("shadowRef %v", n)
+		}
+		return ""
+	})
+	shadow := get(t, testGVR, ns, shadowOfBuild)
+
+	env.kontinue.stop()
+	t.Cleanup(func() {
+		if env.kontinue == nil {
+			env.kontinue = startKontinue(env.cfg)
+		}
+	})
+	w := get(t, workloadGVR, ns, "app")
+	w.Object["status"] = good
+	_, err := env.dyn.Resource(workloadGVR).Namespace(ns).UpdateStatus(context.Background(), w, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	w = get(t, workloadGVR, ns, "app")
+	require.Nil(t, stepStatus(w, "build")["shadowRef"], "the write that named the shadow is lost")
+	unstructured.RemoveNestedField(w.Object, "spec", "params")
+	_, err = env.dyn.Resource(workloadGVR).Namespace(ns).Update(context.Background(), w, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	env.kontinue = startKontinue(env.cfg)
+
+	w = waitStep(t, workloadGVR, ns, "app", "build", "ResourceSubmitted", "False", "TemplateStampFailure")
+	eventually(t, 30*time.Second, func() string {
+		w = get(t, workloadGVR, ns, "app")
+		if n := nested(stepStatus(w, "build"), "shadowRef", "name"); n != shadowOfBuild {
+			return fmt.Sprintf("the step cannot render, and its entry names shadow %v, not %s", n, shadowOfBuild)
+		}
+		return ""
+	})
+	assert.Equal(t, "app-build", nested(stepStatus(w, "build"), "stampedRef", "name"))
+	assert.Equal(t, shadow.GetUID(), get(t, testGVR, ns, shadowOfBuild).GetUID(), "the shadow is named, not stamped again")
+
+	// The step renders again and its primary succeeds: the named shadow goes.
+	apply(t, ns, gatedWorkload(ns, "good-3"))
+	waitFor(t, testGVR, ns, "app-build", fieldIs("good-3", "spec", "commit"))
+	buildObj(t, ns, "app-build", "True", "img-good-3")
+	waitDeployed(t, ns, "img-good-3")
+	eventually(t, 30*time.Second, func() string {
+		if !gone(testGVR, ns, shadowOfBuild) {
+			return "the shadow is still there"
+		}
+		if s := stepStatus(get(t, workloadGVR, ns, "app"), "build")["shadowRef"]; s != nil {
+			return fmt.Sprintf("shadowRef %v", s)
+		}
+		return ""
 	})
 }

@@ -29,9 +29,12 @@ import (
 // ClusterRunTemplates whose objects are not gone; and whether to look
 // again soon for objects never recorded (sweepRetry), the first error.
 type cleaned struct {
-	orphans    []st.StampedRef
-	records    []st.GeneratedRunTemplate
-	shard      string // status.shard: where the owner's objects are
+	orphans []st.StampedRef
+	records []st.GeneratedRunTemplate
+	shard   string // status.shard: where the owner's objects are
+	// shadows are the unrecorded shadows of steps that did not render,
+	// by step: their entries name them (fateOf, nameIt).
+	shadows    map[string]st.StampedRef
 	sweepLater bool
 	err        error
 }
@@ -156,24 +159,20 @@ func (op *cleanup) removeOrphans() error {
 const sweepRetry = time.Second
 
 // removeUnrecorded deletes the owner's objects that were applied but never
-// recorded in status, once no step wants them (keepSet.unrecorded decides):
-// every one when every step was submitted, else those of steps the chain
-// no longer has.
+// recorded in status, once no step wants them (keepSet.unrecorded and
+// fateOf decide): every one when every step was submitted, else those of
+// steps the chain no longer has or that rendered without naming them; a
+// step that did not render keeps its own, and its entry names its shadow.
 // They are found in the caches of the kinds the steps stamp; Runnables and
 // run templates are stale-run removal's. What cannot be deleted is listed
 // in status.orphans, so that it is retried like any orphan.
 func (op *cleanup) removeUnrecorded() error {
-	// While a step failed or waits, only objects of steps the chain no
-	// longer has go: no step of it can want them (robustness seed 210: a
-	// Workload moved to a chain whose step failed kept, unnamed, what its
-	// old chain's steps had stamped in a reconcile whose status write was
-	// lost). An object of a step the chain has may be what that step, once
-	// it renders again, takes back.
+	// While a step failed or waits, only objects no step can want go
+	// (robustness seed 210: a Workload moved to a chain whose step failed
+	// kept, unnamed, what its old chain's steps had stamped in a reconcile
+	// whose status write was lost). An object of a step that did not
+	// render may be what that step, once it renders again, takes back.
 	all := sweepsUnrecorded(op.status)
-	steps := map[string]bool{}
-	for _, r := range op.status.Resources {
-		steps[r.Name] = true
-	}
 	x := op.x
 	sel := labels.SelectorFromSet(x.labels)
 	var firstErr error
@@ -202,10 +201,17 @@ func (op *cleanup) removeUnrecorded() error {
 			continue
 		}
 		for _, o := range x.keep.unrecorded(op.prev, x.owner.GetUID(), sel, gvr, objs) {
-			if step := o.GetLabels()[api.LabelResourceName]; !all && (step == "" || steps[step]) {
+			ref := st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)}
+			switch fateOf(o, gvr, op.status.Resources, all) {
+			case keepIt:
+				continue
+			case nameIt:
+				if op.out.shadows == nil {
+					op.out.shadows = map[string]st.StampedRef{}
+				}
+				op.out.shadows[o.GetLabels()[api.LabelResourceName]] = ref
 				continue
 			}
-			ref := st.StampedRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Resource: resourceString(gvr)}
 			err := op.deleteUnrecorded(gvr, o)
 			if err == nil {
 				continue

@@ -10,6 +10,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/runs"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
 )
 
 // keepSet is what orphan and stale-run removal must leave alone after one
@@ -98,6 +99,70 @@ func (k *keepSet) orphans(prev st.OwnerStatus) []orphan {
 func sweepsUnrecorded(now st.OwnerStatus) bool {
 	c := st.Find(now.Conditions, st.ResourcesSubmitted)
 	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+// unrecordedFate is what becomes of an object of the owner that no status
+// names (keepSet.unrecorded), once the steps left their entries (now).
+type unrecordedFate int
+
+const (
+	// sweepIt: no step wants it. Every step was submitted (all), its step
+	// is gone from the chain, or its step rendered in this reconcile and
+	// did not name it: a step that renders knows what it wants.
+	sweepIt unrecordedFate = iota
+	// keepIt: its step did not render (it waits, or was refused) and may
+	// take it back once it does (robustness seed 210).
+	keepIt
+	// nameIt: the shadow of the primary its step, which did not render,
+	// still names: stamped in a reconcile whose status write was lost
+	// (robustness seed 1035). The status names it (shadowRef) as the
+	// write would have, so that it tells the truth while the step waits,
+	// and the step keeps or removes it as its own shadow when it renders.
+	nameIt
+)
+
+// fateOf decides the fate of o, an unrecorded object of kind gvr, after a
+// reconcile whose steps' entries are now and in which all steps were
+// submitted or not (all).
+func fateOf(o *unstructured.Unstructured, gvr schema.GroupVersionResource, now []st.Resource, all bool) unrecordedFate {
+	name := o.GetLabels()[api.LabelResourceName]
+	if all {
+		return sweepIt
+	}
+	if name == "" {
+		return keepIt // whose it is cannot be told: only a sweep of every step's takes it
+	}
+	var res *st.Resource
+	for i := range now {
+		if now[i].Name == name {
+			res = &now[i]
+		}
+	}
+	switch {
+	case res == nil:
+		return sweepIt
+	case submitted(*res):
+		return sweepIt
+	case isShadowOf(o, gvr, *res):
+		return nameIt
+	}
+	return keepIt
+}
+
+// submitted: the step rendered and applied what it wants in this reconcile.
+func submitted(res st.Resource) bool {
+	c := st.Find(res.Conditions, st.ResourceSubmitted)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+// isShadowOf: o is the shadow of the primary res names, and res names no
+// shadow.
+func isShadowOf(o *unstructured.Unstructured, gvr schema.GroupVersionResource, res st.Resource) bool {
+	if res.ShadowRef != nil || res.StampedRef == nil || o.GetLabels()[step.ShadowLabel] != "true" {
+		return false
+	}
+	k := refKeyOf(*res.StampedRef)
+	return k.gvr == gvr && k.namespace == o.GetNamespace() && step.ShadowName(k.name) == o.GetName()
 }
 
 // wantedKinds are the kinds of the objects the steps rendered or point at:

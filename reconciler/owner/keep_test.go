@@ -14,6 +14,7 @@ import (
 	"kontinue.dev/kontinue/reconciler/api"
 	"kontinue.dev/kontinue/reconciler/runs"
 	st "kontinue.dev/kontinue/reconciler/status"
+	"kontinue.dev/kontinue/reconciler/step"
 )
 
 func TestKeepSet(t *testing.T) {
@@ -195,4 +196,63 @@ func TestSweepsUnrecorded(t *testing.T) {
 			assert.Equal(t, tt.want, sweepsUnrecorded(st.OwnerStatus{Conditions: tt.conds}))
 		})
 	}
+}
+
+func TestFateOf(t *testing.T) {
+	imgGVR := schema.GroupVersionResource{Group: "kpack.io", Version: "v1alpha2", Resource: "images"}
+	img := st.StampedRef{APIVersion: "kpack.io/v1alpha2", Kind: "Image", Namespace: "ns", Name: "app", Resource: "images.kpack.io"}
+	shadowRef := st.StampedRef{APIVersion: "kpack.io/v1alpha2", Kind: "Image", Namespace: "ns", Name: "app-last-good", Resource: "images.kpack.io"}
+	obj := func(name, step string, shadow bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetNamespace("ns")
+		u.SetName(name)
+		l := map[string]string{}
+		if step != "" {
+			l[api.LabelResourceName] = step
+		}
+		if shadow {
+			l["kontinue.dev/shadow"] = "true"
+		}
+		u.SetLabels(l)
+		return u
+	}
+	cond := func(status metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: st.ResourceSubmitted, Status: status}}
+	}
+	waits := st.Resource{Name: "build", StampedRef: &img, Conditions: cond(metav1.ConditionUnknown)}
+	refused := st.Resource{Name: "build", StampedRef: &img, Conditions: cond(metav1.ConditionFalse)}
+	rendered := st.Resource{Name: "build", StampedRef: &img, Conditions: cond(metav1.ConditionTrue)}
+	other := st.Resource{Name: "deploy", Conditions: cond(metav1.ConditionUnknown)}
+	tests := []struct {
+		name string
+		o    *unstructured.Unstructured
+		gvr  schema.GroupVersionResource
+		now  []st.Resource
+		all  bool
+		want unrecordedFate
+	}{
+		{"every step submitted: nothing unrecorded is wanted", obj("app-last-good", "build", true), imgGVR, []st.Resource{rendered}, true, sweepIt},
+		{"its step left the chain", obj("x", "gone", false), imgGVR, []st.Resource{waits, other}, false, sweepIt},
+		{"no step label: only a sweep of all", obj("x", "", false), imgGVR, []st.Resource{waits}, false, keepIt},
+		{"its step rendered without it, another waits", obj("app-last-good", "build", true), imgGVR, []st.Resource{rendered, other}, false, sweepIt},
+		{"its step waits: may take it back", obj("app-old", "build", false), imgGVR, []st.Resource{waits}, false, keepIt},
+		{"the shadow of the primary a waiting step names", obj("app-last-good", "build", true), imgGVR, []st.Resource{waits, other}, false, nameIt},
+		{"the shadow of the primary a refused step names", obj("app-last-good", "build", true), imgGVR, []st.Resource{refused}, false, nameIt},
+		{"a shadow of another primary", obj("web-last-good", "build", true), imgGVR, []st.Resource{waits}, false, keepIt},
+		{"a shadow of another kind", obj("app-last-good", "build", true), schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, []st.Resource{waits}, false, keepIt},
+		{"a shadow in another namespace", func() *unstructured.Unstructured {
+			u := obj("app-last-good", "build", true)
+			u.SetNamespace("other")
+			return u
+		}(), imgGVR, []st.Resource{waits}, false, keepIt},
+		{"the shadow's name without its label", obj("app-last-good", "build", false), imgGVR, []st.Resource{waits}, false, keepIt},
+		{"the step names another shadow already", obj("app-last-good", "build", true), imgGVR, []st.Resource{{Name: "build", StampedRef: &img, ShadowRef: &st.StampedRef{Name: "x"}}}, false, keepIt},
+		{"the step names no primary", obj("app-last-good", "build", true), imgGVR, []st.Resource{{Name: "build"}}, false, keepIt},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, fateOf(tt.o, tt.gvr, tt.now, tt.all))
+		})
+	}
+	assert.Equal(t, shadowRef.Name, step.ShadowName(img.Name), "the shadow's name the cases use")
 }

@@ -22,6 +22,7 @@ package owner
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -254,6 +255,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, namespace, name, user string
 	if !l.noAccount {
 		c = clean(env, x, l, status)
 		status.Orphans, status.GeneratedRunTemplates, status.Shard = c.orphans, c.records, c.shard
+		if len(c.shadows) > 0 {
+			status.Resources = slices.Clone(status.Resources) // the walk's stay as the steps left them
+			for i := range status.Resources {
+				if ref, ok := c.shadows[status.Resources[i].Name]; ok {
+					status.Resources[i].ShadowRef = &ref
+				}
+			}
+		}
 	}
 
 	if err := r.writeStatus(ctx, obj, l, &status); err != nil { // 5. status

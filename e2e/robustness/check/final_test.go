@@ -261,4 +261,26 @@ func TestTruthfulStatus(t *testing.T) {
 	assert.Empty(t, TruthfulStatus(snap(noAccount, object("ConfigMap", "t1", "app-src", "p1", annotations(AnnotationAdoptBy, "Workload/app"))), outputs, nil))
 	other := object("ConfigMap", "t1", "app-src", "c9", stamped("config"))
 	assert.Empty(t, TruthfulStatus(snap(refused(msg), other), outputs, nil), "another step's object blocks")
+
+	// (e) shadowRef names the owner's shadow.
+	shadowed := func(conds ...string) obj {
+		return workload([]any{stepEntry("src", map[string]any{"stampedRef": ref("ConfigMap", "app-src", "configmaps"),
+			"shadowRef": ref("ConfigMap", "app-src-last-good", "configmaps")}, conds...)})
+	}
+	shadow := object("ConfigMap", "t1", "app-src-last-good", "c2", stamped("src", LabelShadow, "true"))
+	assert.Empty(t, TruthfulStatus(snap(shadowed("ResourceSubmitted", "True", "Healthy", "False"), src, shadow), outputs, nil))
+	vs = TruthfulStatus(snap(shadowed("ResourceSubmitted", "True", "Healthy", "False"), src), outputs, nil)
+	require.Len(t, vs, 1)
+	assert.Contains(t, vs[0].Message, "step src names configmaps/t1/app-src-last-good as its shadow, which does not exist")
+	vs = TruthfulStatus(snap(shadowed("ResourceSubmitted", "True", "Healthy", "False"), src, object("ConfigMap", "t1", "app-src-last-good", "p2")), outputs, nil)
+	require.Len(t, vs, 1)
+	assert.Contains(t, vs[0].Message, "which is not controlled by the owner")
+	vs = TruthfulStatus(snap(shadowed("ResourceSubmitted", "True", "Healthy", "False"), src, object("ConfigMap", "t1", "app-src-last-good", "c2", stamped("src"))), outputs, nil)
+	require.Len(t, vs, 1)
+	assert.Contains(t, vs[0].Message, "which is not labelled one")
+	// Refused or waiting, the entry names the last shadow it stamped.
+	assert.Empty(t, TruthfulStatus(snap(shadowed("ResourceSubmitted", "Unknown", "Healthy", "Unknown"), src), outputs, nil))
+	unstamped := shadowed("ResourceSubmitted", "True", "Healthy", "False")
+	unstamped["status"].(map[string]any)["resources"].([]any)[0].(map[string]any)["conditions"].([]any)[1].(map[string]any)["message"] = "failed; shadow could not be stamped: forbidden"
+	assert.Empty(t, TruthfulStatus(snap(unstamped, src), outputs, nil), "its Healthy says why it is not there")
 }

@@ -23,7 +23,11 @@ type Outputs map[string]map[string]string
 //     held, shows as outputs what its object holds at the template's
 //     output paths (plain strings only: the preview is YAML);
 //   - (d) a step refused with StampedObjectNotOwned names an object that
-//     is there and still blocks: not the owner's, not handed to it.
+//     is there and still blocks: not the owner's, not handed to it;
+//   - (e) a step's shadowRef names a shadow (kontinue.dev/shadow) that
+//     exists and that the owner controls, unless the step is refused or
+//     says its shadow could not be stamped (invariant 5 (b) judges the
+//     other way: every shadow is named).
 func TruthfulStatus(final *Snapshot, outputs Outputs, served Served) []Violation {
 	var vs []Violation
 	for _, o := range final.Owners() {
@@ -66,6 +70,10 @@ func TruthfulStatus(final *Snapshot, outputs Outputs, served Served) []Violation
 						Message: fmt.Sprintf("step %s is refused (%s), but %s", step, clip(submitted.Get("message").String()), v)})
 				}
 				return true
+			}
+			if v := shadowTruth(final, &o, st, submitted); v != "" {
+				vs = append(vs, Violation{Invariant: 8, Check: "truthful status", At: final.At, Object: o.Key.String(),
+					Message: fmt.Sprintf("step %s %s", step, v)})
 			}
 			ref := st.Get("stampedRef")
 			if !ref.Exists() {
@@ -158,4 +166,30 @@ func blocker(final *Snapshot, o *Owner, step, msg string) string {
 		return ""
 	}
 	return fmt.Sprintf("%s %s/%s does not exist any more", kind, ns, name)
+}
+
+// shadowTruth says what is wrong with a step's shadowRef ("" when it is
+// true or absent).
+func shadowTruth(final *Snapshot, o *Owner, st, submitted gjson.Result) string {
+	ref := st.Get("shadowRef")
+	if !ref.Exists() {
+		return ""
+	}
+	if submitted.Get("status").String() != "True" ||
+		strings.Contains(condition(st.Get("conditions"), "Healthy").Get("message").String(), "shadow could not be stamped") {
+		return "" // the last shadow it stamped, and its conditions say why it may not be there
+	}
+	k := KeyOfRef(ref)
+	obj, ok := final.Objects[k]
+	if !ok {
+		return fmt.Sprintf("names %s as its shadow, which does not exist", k)
+	}
+	m := MetaOf(obj)
+	if c := m.Controller(); c == nil || c.UID != o.Meta.UID {
+		return fmt.Sprintf("names %s as its shadow, which is not controlled by the owner (%s)", k, describe(m))
+	}
+	if m.Labels[LabelShadow] != "true" {
+		return fmt.Sprintf("names %s as its shadow, which is not labelled one", k)
+	}
+	return ""
 }
