@@ -420,26 +420,7 @@ func TestVerifyKontinueStatements(t *testing.T) {
 
 	k := newKit(t)
 	chain, build, deploy := k.name("chain"), k.name("build"), k.name("deploy")
-	k.apply(k.templateYAML("ClusterImageTemplate", build, `
-  params: [{name: image, default: none}]
-  imagePath: data.image
-  healthRule: {alwaysHealthy: {}}
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-build}
-    data: {image: $(params.image)$}`))
-	k.apply(k.templateYAML("ClusterTemplate", deploy, `
-  template:
-    apiVersion: v1
-    kind: ConfigMap
-    metadata: {name: $(workload.metadata.name)$-deploy}
-    data: {image: $(images.app.image)$}`))
-	k.apply(k.chainYAML(chain, "",
-		k.step("build", "ClusterImageTemplate", build, "")+
-			k.step("deploy", "ClusterTemplate", deploy, `images: [{name: app, resource: build}]
-    verify:
-      images: [{name: app, kontinue: {}}]`)))
+	k.imageChainWith(chain, build, deploy, "\n  healthRule: {alwaysHealthy: {}}", " [{name: app, kontinue: {}}]")
 	image := "registry.example/app@sha256:" + strings.Repeat("c1", 32)
 	// Every status deploy goes through on the way: the statement of
 	// build's output is written just after the status that publishes it,
@@ -985,9 +966,15 @@ func TestVerifyCLI(t *testing.T) {
 // the image it takes from build), and chain: build, then deploy, whose
 // input app is verified by images (the YAML after `verify: images:`).
 func (k *kit) imageChain(chain, build, deploy, images string) {
+	k.imageChainWith(chain, build, deploy, "", images)
+}
+
+// imageChainWith is imageChain with more of build's spec (buildSpec, YAML
+// lines after its imagePath).
+func (k *kit) imageChainWith(chain, build, deploy, buildSpec, images string) {
 	k.apply(k.templateYAML("ClusterImageTemplate", build, `
   params: [{name: image, default: none}]
-  imagePath: data.image
+  imagePath: data.image`+buildSpec+`
   template:
     apiVersion: v1
     kind: ConfigMap
