@@ -149,6 +149,25 @@ func TestLifetimes(t *testing.T) {
 	final.Put("", "configmaps", mustJSON(object("ConfigMap", "t1", "app-old", "c2", stamped("src"))))
 	vs, _ = Lifetimes(b.h, final, nil, nil)
 	assert.Empty(t, vs)
+
+	// The primary succeeded, and the shadow's removal was refused (seed
+	// 1401: RBAC revoked): status.orphans lists it.
+	recovered := func(orphans ...any) []byte {
+		o := workload([]any{stepEntry("app", map[string]any{"stampedRef": ref("Deployment", "app", "deployments.apps")}, "Healthy", "True")})
+		o["status"].(map[string]any)["orphans"] = orphans
+		raw, _ := json.Marshal(o)
+		return raw
+	}
+	shadow := object("Deployment", "t1", "app-last-good", "d2", stamped("app", LabelShadow, "true"))
+	final = snap(shadow)
+	final.Objects[Key{Group: OwnGroup, Resource: "workloads", Namespace: "t1", Name: "app"}] = recovered(ref("Deployment", "app-last-good", "deployments.apps"))
+	vs, _ = Lifetimes(b.h, final, nil, nil)
+	assert.Empty(t, vs)
+	final = snap(shadow)
+	final.Objects[Key{Group: OwnGroup, Resource: "workloads", Namespace: "t1", Name: "app"}] = recovered(ref("Deployment", "other-last-good", "deployments.apps"))
+	vs, _ = Lifetimes(b.h, final, nil, nil)
+	require.Len(t, vs, 1, "another object in orphans does not excuse it")
+	assert.Contains(t, vs[0].Message, `whose status has shadowRef "" and Healthy "True"`)
 	// An owner no replica serves is not judged.
 	vs, _ = Lifetimes(b.h, snap(object("Workload", "t1", "app", "w1", labels(LabelShard, "nowhere")),
 		object("ConfigMap", "t1", "app-old", "c2", stamped("src"))), nil, func(s string) bool { return s == "" })
