@@ -16,6 +16,14 @@ import (
 // The tests below reuse gatedChain: a Test object plays a kpack Image whose
 // Ready condition says whether the build of the current commit succeeded.
 
+// commitTo sets the gated Workload's commit and waits for the build
+// object to carry it.
+func commitTo(t *testing.T, ns, commit string) {
+	t.Helper()
+	apply(t, ns, gatedWorkload(ns, commit))
+	waitFor(t, testGVR, ns, "app-build", fieldIs(commit, "spec", "commit"))
+}
+
 // shadowOfBuild is the shadow of the gated chain's "app-build" object.
 const shadowOfBuild = "app-build-last-good"
 
@@ -33,8 +41,7 @@ func buildObj(t *testing.T, ns, name, ready, image string) {
 func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
 	ns := newNamespace(t)
 	apply(t, ns, gatedChain(ns, readyRule))
-	apply(t, ns, gatedWorkload(ns, "good-1"))
-	waitFor(t, testGVR, ns, "app-build", nil)
+	commitTo(t, ns, "good-1")
 	buildObj(t, ns, "app-build", "True", "img-good-1")
 	waitDeployed(t, ns, "img-good-1")
 	// The ConfigMap is applied before the owner's status is written: wait for both.
@@ -48,8 +55,7 @@ func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
 	})
 
 	// A bad commit: the primary fails; a shadow appears with the good inputs.
-	apply(t, ns, gatedWorkload(ns, "bad-2"))
-	waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+	commitTo(t, ns, "bad-2")
 	buildObj(t, ns, "app-build", "False", "img-good-1")
 	sh := shadowOfBuild
 	waitFor(t, testGVR, ns, sh, nil)
@@ -78,8 +84,7 @@ func TestShadowKeepsExternalUpdatesFlowingWhileThePrimaryFails(t *testing.T) {
 	assert.Contains(t, healthy["message"], "served by shadow")
 
 	// A good commit: the primary succeeds, the shadow goes, downstream follows the primary.
-	apply(t, ns, gatedWorkload(ns, "good-3"))
-	waitFor(t, testGVR, ns, "app-build", fieldIs("good-3", "spec", "commit"))
+	commitTo(t, ns, "good-3")
 	buildObj(t, ns, "app-build", "True", "img-good-3")
 	waitDeployed(t, ns, "img-good-3")
 	eventually(t, 30*time.Second, func() string {
@@ -97,8 +102,7 @@ func TestNoShadowForExternalFailureOptOutOrNoGoodInputs(t *testing.T) {
 	t.Run("failure on the inputs that last succeeded", func(t *testing.T) {
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule))
-		apply(t, ns, gatedWorkload(ns, "good-1"))
-		waitFor(t, testGVR, ns, "app-build", nil)
+		commitTo(t, ns, "good-1")
 		buildObj(t, ns, "app-build", "True", "img-1")
 		waitDeployed(t, ns, "img-1")
 		buildObj(t, ns, "app-build", "False", "img-1") // external state broke it
@@ -109,12 +113,10 @@ func TestNoShadowForExternalFailureOptOutOrNoGoodInputs(t *testing.T) {
 	t.Run("shadow: false", func(t *testing.T) {
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule+"\n  shadow: false"))
-		apply(t, ns, gatedWorkload(ns, "good-1"))
-		waitFor(t, testGVR, ns, "app-build", nil)
+		commitTo(t, ns, "good-1")
 		buildObj(t, ns, "app-build", "True", "img-1")
 		waitDeployed(t, ns, "img-1")
-		apply(t, ns, gatedWorkload(ns, "bad-2"))
-		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+		commitTo(t, ns, "bad-2")
 		buildObj(t, ns, "app-build", "False", "img-1")
 		waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "False", "")
 		time.Sleep(2 * time.Second)
@@ -123,8 +125,7 @@ func TestNoShadowForExternalFailureOptOutOrNoGoodInputs(t *testing.T) {
 	t.Run("no input set ever succeeded", func(t *testing.T) {
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule))
-		apply(t, ns, gatedWorkload(ns, "bad-1"))
-		waitFor(t, testGVR, ns, "app-build", nil)
+		commitTo(t, ns, "bad-1")
 		buildObj(t, ns, "app-build", "False", "")
 		waitOwner(t, workloadGVR, ns, "app", "ResourcesHealthy", "False", "")
 		time.Sleep(2 * time.Second)
@@ -135,12 +136,10 @@ func TestNoShadowForExternalFailureOptOutOrNoGoodInputs(t *testing.T) {
 func TestDeletingWorkloadRemovesShadow(t *testing.T) {
 	ns := newNamespace(t)
 	apply(t, ns, gatedChain(ns, readyRule))
-	apply(t, ns, gatedWorkload(ns, "good-1"))
-	waitFor(t, testGVR, ns, "app-build", nil)
+	commitTo(t, ns, "good-1")
 	buildObj(t, ns, "app-build", "True", "img-1")
 	waitDeployed(t, ns, "img-1")
-	apply(t, ns, gatedWorkload(ns, "bad-2"))
-	waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+	commitTo(t, ns, "bad-2")
 	buildObj(t, ns, "app-build", "False", "img-1")
 	waitFor(t, testGVR, ns, shadowOfBuild, nil)
 	require.NoError(t, env.dyn.Resource(workloadGVR).Namespace(ns).Delete(context.Background(), "app", metav1.DeleteOptions{}))
@@ -184,14 +183,12 @@ func TestShadowForHealthRuleFailure(t *testing.T) {
 		t.Run(typ, func(t *testing.T) {
 			ns := newNamespace(t)
 			apply(t, ns, gatedChain(ns, fmt.Sprintf("\n  healthRule: {singleConditionType: %s}\n  shadow: true", typ)))
-			apply(t, ns, gatedWorkload(ns, "good-1"))
-			waitFor(t, testGVR, ns, "app-build", nil)
+			commitTo(t, ns, "good-1")
 			reportCond(t, ns, "app-build", typ, "True", "img-good-1")
 			waitDeployed(t, ns, "img-good-1")
 			waitOwner(t, workloadGVR, ns, "app", "Ready", "True", "Ready")
 
-			apply(t, ns, gatedWorkload(ns, "bad-2"))
-			waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+			commitTo(t, ns, "bad-2")
 			reportCond(t, ns, "app-build", typ, "False", "img-bad-2")
 			w := waitStep(t, workloadGVR, ns, "app", "build", "Healthy", "False", typ+"Condition")
 			assert.Contains(t, fmt.Sprint(condition(stepStatus(w, "build"), "Healthy")["message"]), "condition ["+typ+"] is [False]")
@@ -211,8 +208,7 @@ func TestShadowForHealthRuleFailure(t *testing.T) {
 			})
 
 			// The primary recovers (a fixed commit): its outputs again, the shadow goes.
-			apply(t, ns, gatedWorkload(ns, "good-3"))
-			waitFor(t, testGVR, ns, "app-build", fieldIs("good-3", "spec", "commit"))
+			commitTo(t, ns, "good-3")
 			reportCond(t, ns, "app-build", typ, "True", "img-good-3")
 			waitDeployed(t, ns, "img-good-3")
 			waitGone(t, testGVR, ns, shadowOfBuild)
@@ -236,12 +232,10 @@ func TestShadowForHealthRuleFailure(t *testing.T) {
 	t.Run("without shadow: true, Cartographer's behaviour", func(t *testing.T) {
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, "\n  healthRule: {singleConditionType: Ready}"))
-		apply(t, ns, gatedWorkload(ns, "good-1"))
-		waitFor(t, testGVR, ns, "app-build", nil)
+		commitTo(t, ns, "good-1")
 		reportCond(t, ns, "app-build", "Ready", "True", "img-good-1")
 		waitDeployed(t, ns, "img-good-1")
-		apply(t, ns, gatedWorkload(ns, "bad-2"))
-		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+		commitTo(t, ns, "bad-2")
 		reportCond(t, ns, "app-build", "Ready", "False", "img-bad-2")
 		waitDeployed(t, ns, "img-bad-2") // outputs read whenever present, healthy or not
 		waitStep(t, workloadGVR, ns, "app", "build", "Healthy", "False", "ReadyCondition")
@@ -261,20 +255,17 @@ func TestShadowWhenHeldInputsGoIn(t *testing.T) {
 		t.Parallel()
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule))
-		apply(t, ns, gatedWorkload(ns, "good-1"))
-		waitFor(t, testGVR, ns, "app-build", nil)
+		commitTo(t, ns, "good-1")
 		build(t, ns, "True", "img-good-1")
 		waitDeployed(t, ns, "img-good-1")
 
-		apply(t, ns, gatedWorkload(ns, "bad-2"))
-		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+		commitTo(t, ns, "bad-2")
 		build(t, ns, "False", "img-good-1")
 		waitFor(t, testGVR, ns, shadowOfBuild, fieldIs("good-1", "spec", "commit"))
 
 		// good-3 goes in at once after the failure; good-4 is held while
 		// the primary works on good-3.
-		apply(t, ns, gatedWorkload(ns, "good-3"))
-		waitFor(t, testGVR, ns, "app-build", fieldIs("good-3", "spec", "commit"))
+		commitTo(t, ns, "good-3")
 		apply(t, ns, gatedWorkload(ns, "good-4"))
 		waitStep(t, workloadGVR, ns, "app", "build", "ResourceSubmitted", "Unknown", "InputsHeld")
 		require.False(t, gone(testGVR, ns, shadowOfBuild), "the shadow serves while the primary has not succeeded")
@@ -299,13 +290,11 @@ func TestShadowWhenHeldInputsGoIn(t *testing.T) {
 		t.Parallel()
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule))
-		apply(t, ns, gatedWorkload(ns, "good-1"))
-		waitFor(t, testGVR, ns, "app-build", nil)
+		commitTo(t, ns, "good-1")
 		build(t, ns, "True", "img-good-1")
 		waitDeployed(t, ns, "img-good-1")
 
-		apply(t, ns, gatedWorkload(ns, "bad-2"))
-		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+		commitTo(t, ns, "bad-2")
 		apply(t, ns, gatedWorkload(ns, "bad-3"))
 		waitStep(t, workloadGVR, ns, "app", "build", "ResourceSubmitted", "Unknown", "InputsHeld")
 
@@ -323,15 +312,13 @@ func TestShadowWhenHeldInputsGoIn(t *testing.T) {
 		t.Parallel()
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule))
-		apply(t, ns, gatedWorkload(ns, "good-1"))
-		waitFor(t, testGVR, ns, "app-build", nil)
+		commitTo(t, ns, "good-1")
 		build(t, ns, "True", "img-good-1")
 		waitDeployed(t, ns, "img-good-1")
 		// Someone's own object where the shadow would go.
 		apply(t, ns, fmt.Sprintf("apiVersion: test.run/v1alpha1\nkind: Test\nmetadata: {name: %s}\nspec: {commit: mine}\n", shadowOfBuild))
 
-		apply(t, ns, gatedWorkload(ns, "bad-2"))
-		waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+		commitTo(t, ns, "bad-2")
 		apply(t, ns, gatedWorkload(ns, "bad-3"))
 		waitStep(t, workloadGVR, ns, "app", "build", "ResourceSubmitted", "Unknown", "InputsHeld")
 
@@ -347,14 +334,12 @@ func TestShadowWhenHeldInputsGoIn(t *testing.T) {
 		t.Parallel()
 		ns := newNamespace(t)
 		apply(t, ns, gatedChain(ns, readyRule+"\n  progressDeadline: 4s"))
-		apply(t, ns, gatedWorkload(ns, "c1"))
-		waitFor(t, testGVR, ns, "app-build", nil)
+		commitTo(t, ns, "c1")
 		build(t, ns, "True", "img-c1")
 		waitDeployed(t, ns, "img-c1")
 
 		// c2 never finishes; c3 is held until c2's deadline.
-		apply(t, ns, gatedWorkload(ns, "c2"))
-		waitFor(t, testGVR, ns, "app-build", fieldIs("c2", "spec", "commit"))
+		commitTo(t, ns, "c2")
 		apply(t, ns, gatedWorkload(ns, "c3"))
 		waitStep(t, workloadGVR, ns, "app", "build", "ResourceSubmitted", "Unknown", "InputsHeld")
 		waitFor(t, testGVR, ns, "app-build", fieldIs("c3", "spec", "commit"))
@@ -382,8 +367,7 @@ func TestUnrecordedShadowIsNamedWhileTheStepCannotRender(t *testing.T) {
 	}
 	ns := newNamespace(t)
 	apply(t, ns, gatedChain(ns, readyRule))
-	apply(t, ns, gatedWorkload(ns, "good-1"))
-	waitFor(t, testGVR, ns, "app-build", nil)
+	commitTo(t, ns, "good-1")
 	buildObj(t, ns, "app-build", "True", "img-good-1")
 	waitDeployed(t, ns, "img-good-1")
 	var good map[string]any // the status before the shadow
@@ -396,8 +380,7 @@ func TestUnrecordedShadowIsNamedWhileTheStepCannotRender(t *testing.T) {
 		return ""
 	})
 
-	apply(t, ns, gatedWorkload(ns, "bad-2"))
-	waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+	commitTo(t, ns, "bad-2")
 	buildObj(t, ns, "app-build", "False", "img-good-1")
 	eventually(t, 30*time.Second, func() string {
 		if n := nested(stepStatus(get(t, workloadGVR, ns, "app"), "build"), "shadowRef", "name"); n != shadowOfBuild {
@@ -436,8 +419,7 @@ func TestUnrecordedShadowIsNamedWhileTheStepCannotRender(t *testing.T) {
 	assert.Equal(t, shadow.GetUID(), get(t, testGVR, ns, shadowOfBuild).GetUID(), "the shadow is named, not stamped again")
 
 	// The step renders again and its primary succeeds: the named shadow goes.
-	apply(t, ns, gatedWorkload(ns, "good-3"))
-	waitFor(t, testGVR, ns, "app-build", fieldIs("good-3", "spec", "commit"))
+	commitTo(t, ns, "good-3")
 	buildObj(t, ns, "app-build", "True", "img-good-3")
 	waitDeployed(t, ns, "img-good-3")
 	eventually(t, 30*time.Second, func() string {
