@@ -228,18 +228,58 @@ type Reconciled struct {
 // be a reconcile of its owner (seed 1030: 3 Jobs, 5 reconciles in 0.1 s).
 const explainedBy = time.Second
 
+// backedOff bounds how much longer than the gap before it the gap after a
+// failed or requeued reconcile is when the next reconcile is a retry on
+// backoff: the workqueue doubles it (and a reconcile's own time adds a
+// little). A gap far longer is a pause, and what ends it is news.
+const backedOff, pause = 1.5, 3.0
+
+// retries marks the reconciles (of lines) that retry, on a growing backoff,
+// a reconcile that failed or asked to look again: between backedOff and
+// pause times as long after it as it came after the one before, itself
+// such a retry, on one replica (each has its own queue). A reconcile request (the suite's final look, a
+// person's `kontinue reconcile`) resets the backoff of a template that
+// never finishes rendering, and its retries come 0.1, 0.2, 0.4… s apart
+// (seed 1307: 7 in the window, the bound 8): bounded, not a loop. A loop
+// at a steady pace is counted whatever its outcomes.
+func retries(lines []Reconciled) map[int]bool {
+	byKey := map[string][]int{}
+	for i, l := range lines {
+		k := l.Replica + " " + l.Key
+		byKey[k] = append(byKey[k], i)
+	}
+	out := map[int]bool{}
+	for _, idx := range byKey {
+		sort.SliceStable(idx, func(a, b int) bool { return lines[idx[a]].At.Before(lines[idx[b]].At) })
+		grew := func(j int) bool { // the gap before lines[idx[j]] grew as a backoff does, after a retry
+			prev := lines[idx[j-1]]
+			before, after := prev.At.Sub(lines[idx[j-2]].At), lines[idx[j]].At.Sub(prev.At)
+			ratio := float64(after) / float64(before)
+			return (prev.Outcome == "error" || prev.Outcome == "requeue") && before > 0 && ratio >= backedOff && ratio <= pause
+		}
+		// Two gaps in a row, so that one reconcile of news in a steady
+		// loop does not make the next look like a retry.
+		for j := 3; j < len(idx); j++ {
+			if grew(j) && grew(j-1) {
+				out[idx[j]] = true
+			}
+		}
+	}
+	return out
+}
+
 // QuietOwners is invariant 2's bound on work that writes nothing, owner by
 // owner: in the final quiet window [from, to] every replica together
 // reconciles one key at most perOwner times, not counting a reconcile
 // within explainedBy of another writer's write in the key's namespace (h's
-// events; none when h is nil). QuietReconciles judges each
+// events; none when h is nil), nor a retry on a growing backoff (retries). QuietReconciles judges each
 // replica's total from its metrics; a loop of one owner among many hides
 // under that total (robustness seeds 735 and 737: 124 reconciles of one
 // Deliverable among about 20 owners), and not here. The note names the
 // keys reconciled most.
 func QuietOwners(h *History, lines []Reconciled, from, to time.Time, perOwner int) ([]Violation, string) {
 	type count struct {
-		n, explained int
+		n, explained, backoff int
 		outcomes     map[string]int
 		replicas     map[string]bool
 	}
@@ -264,7 +304,8 @@ func QuietOwners(h *History, lines []Reconciled, from, to time.Time, perOwner in
 		return false
 	}
 	counts := map[string]*count{}
-	for _, l := range lines {
+	retried := retries(lines)
+	for i, l := range lines {
 		if l.At.Before(from) || l.At.After(to) {
 			continue
 		}
@@ -275,6 +316,10 @@ func QuietOwners(h *History, lines []Reconciled, from, to time.Time, perOwner in
 		}
 		if explained(l.Key, l.At) {
 			c.explained++
+			continue
+		}
+		if retried[i] {
+			c.backoff++
 			continue
 		}
 		c.n++
@@ -300,6 +345,9 @@ func QuietOwners(h *History, lines []Reconciled, from, to time.Time, perOwner in
 		d := fmt.Sprintf("%s %d (%s; on %s)", k, c.n, strings.Join(parts, ", "), strings.Join(slices.Sorted(maps.Keys(c.replicas)), " "))
 		if c.explained > 0 {
 			d += fmt.Sprintf(" and %d after another writer's write", c.explained)
+		}
+		if c.backoff > 0 {
+			d += fmt.Sprintf(" and %d retries on a growing backoff", c.backoff)
 		}
 		return d
 	}

@@ -153,6 +153,43 @@ func TestQuietOwners(t *testing.T) {
 		assert.Contains(t, vs[0].Message, "on r1 r2")
 	})
 
+	t.Run("retries on a growing backoff are not a loop", func(t *testing.T) {
+		// Seed 1307: a reconcile request resets the backoff of a render
+		// that never finishes; its retries double their gaps.
+		var ls []Reconciled
+		for _, sec := range []float64{99, 109, 109.12, 109.33, 109.73, 110.54, 112.14, 115.35, 121.76} {
+			ls = append(ls, Reconciled{Replica: "r1", At: at(sec), Key: "Workload/t1/app", Outcome: "error"})
+		}
+		vs, note := QuietOwners(nil, ls, from, to, 3)
+		assert.Empty(t, vs, "%v", vs)
+		assert.Contains(t, note, "Workload/t1/app 3 (error 3; on r1) and 3 retries on a growing backoff")
+
+		// The same failures at a steady pace: a loop.
+		ls = nil
+		for i := range 12 {
+			ls = append(ls, Reconciled{Replica: "r1", At: at(100.5 + float64(i)), Key: "Workload/t1/app", Outcome: "error"})
+		}
+		vs, _ = QuietOwners(nil, ls, from, to, 8)
+		require.Len(t, vs, 1)
+		assert.Contains(t, vs[0].Message, "reconciled 12 times")
+
+		// Growing gaps after successes are news, not retries: counted.
+		ls = nil
+		for _, sec := range []float64{100, 100.1, 100.3, 100.7, 101.5, 103.1, 106.3} {
+			ls = append(ls, Reconciled{Replica: "r1", At: at(sec), Key: "Workload/t1/app", Outcome: "success"})
+		}
+		vs, _ = QuietOwners(nil, ls, from, to, 6)
+		require.Len(t, vs, 1)
+
+		// Each replica backs off on its own queue.
+		ls = nil
+		for i, sec := range []float64{100, 100.1, 100.3, 100.7, 101.5, 103.1, 106.3} {
+			ls = append(ls, Reconciled{Replica: []string{"r1", "r2"}[i%2], At: at(sec), Key: "Workload/t1/app", Outcome: "error"})
+		}
+		vs, _ = QuietOwners(nil, ls, from, to, 6)
+		require.Len(t, vs, 1, "one chain of doubling gaps across two replicas is no replica's backoff")
+	})
+
 	t.Run("reconciles outside the window do not count", func(t *testing.T) {
 		ls := append(lines("Workload/t1/app", "r1", 20, 70), lines("Workload/t1/app", "r1", 3, 116)...)
 		ls = append(ls, lines("Workload/t1/app", "r1", 8, 100)...)
