@@ -432,3 +432,84 @@ func TestUnrecordedShadowIsNamedWhileTheStepCannotRender(t *testing.T) {
 		return ""
 	})
 }
+
+// The other side of the lost write: a step that renders again and no
+// longer wants the shadow (its primary succeeded) removes it although its
+// status never named it, while another step of the chain is refused. Only
+// the objects of steps that did not render are kept for them to take back
+// (robustness seed 210); before, every unrecorded object stayed while any
+// step failed or waited, and the shadow outlived its primary's failure.
+func TestUnrecordedShadowGoesWhenItsStepNoLongerWantsIt(t *testing.T) {
+	if env.external {
+		t.Skip("stops the in-process Kontinue")
+	}
+	ns := newNamespace(t)
+	// The gated chain with a third step, extra, which renders the
+	// Workload's param extra.
+	apply(t, ns, gatedChain(ns, readyRule)+fmt.Sprintf(`  - name: extra
+    templateRef: {kind: ClusterTemplate, name: %[1]s}
+---
+apiVersion: carto.run/v1alpha1
+kind: ClusterTemplate
+metadata: {name: %[1]s}
+spec:
+  template:
+    apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: $(workload.metadata.name)$-extra}
+    data: {v: $(params.extra)$}
+`, uniq(ns, "extra")))
+	workload := func(commit string) string {
+		return strings.Replace(gatedWorkload(ns, commit), "}]", "}, {name: extra, value: x}]", 1)
+	}
+	apply(t, ns, workload("good-1"))
+	waitFor(t, testGVR, ns, "app-build", nil)
+	buildObj(t, ns, "app-build", "True", "img-good-1")
+	waitDeployed(t, ns, "img-good-1")
+	var good map[string]any
+	eventually(t, 30*time.Second, func() string {
+		w := get(t, workloadGVR, ns, "app")
+		if b := stepStatus(w, "build"); b["lastGoodObject"] == nil || stepStatus(w, "extra") == nil {
+			return "the good input set is not recorded yet"
+		}
+		good = w.Object["status"].(map[string]any)
+		return ""
+	})
+	apply(t, ns, workload("bad-2"))
+	waitFor(t, testGVR, ns, "app-build", fieldIs("bad-2", "spec", "commit"))
+	buildObj(t, ns, "app-build", "False", "img-good-1")
+	eventually(t, 30*time.Second, func() string {
+		if n := nested(stepStatus(get(t, workloadGVR, ns, "app"), "build"), "shadowRef", "name"); n != shadowOfBuild {
+			return fmt.Sprintf("shadowRef %v", n)
+		}
+		return ""
+	})
+
+	env.kontinue.stop()
+	t.Cleanup(func() {
+		if env.kontinue == nil {
+			env.kontinue = startKontinue(env.cfg)
+		}
+	})
+	w := get(t, workloadGVR, ns, "app")
+	w.Object["status"] = good
+	_, err := env.dyn.Resource(workloadGVR).Namespace(ns).UpdateStatus(context.Background(), w, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	w = get(t, workloadGVR, ns, "app")
+	require.NoError(t, unstructured.SetNestedSlice(w.Object, []any{map[string]any{"name": "commit", "value": "bad-2"}}, "spec", "params"))
+	_, err = env.dyn.Resource(workloadGVR).Namespace(ns).Update(context.Background(), w, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	buildObj(t, ns, "app-build", "True", "img-bad-2") // bad-2 built after all
+	env.kontinue = startKontinue(env.cfg)
+
+	waitStep(t, workloadGVR, ns, "app", "extra", "ResourceSubmitted", "False", "TemplateStampFailure")
+	waitStep(t, workloadGVR, ns, "app", "build", "Ready", "True", "Ready")
+	eventually(t, 30*time.Second, func() string {
+		if !gone(testGVR, ns, shadowOfBuild) {
+			return "the shadow of a primary that succeeded is still there, while step extra is refused"
+		}
+		return ""
+	})
+	assert.Nil(t, stepStatus(get(t, workloadGVR, ns, "app"), "build")["shadowRef"])
+	assert.False(t, gone(configMapGVR, ns, "app-extra"), "the refused step keeps what it stamped")
+}
