@@ -280,8 +280,8 @@ func retries(lines []Reconciled) map[int]bool {
 func QuietOwners(h *History, lines []Reconciled, from, to time.Time, perOwner int) ([]Violation, string) {
 	type count struct {
 		n, explained, backoff int
-		outcomes     map[string]int
-		replicas     map[string]bool
+		outcomes              map[string]int
+		replicas              map[string]bool
 	}
 	outside := map[string][]time.Time{} // namespace → other writers' writes
 	if h != nil {
