@@ -168,6 +168,22 @@ func TestLifetimes(t *testing.T) {
 	vs, _ = Lifetimes(b.h, final, nil, nil)
 	require.Len(t, vs, 1, "another object in orphans does not excuse it")
 	assert.Contains(t, vs[0].Message, `whose status has shadowRef "" and Healthy "True"`)
+
+	// No chain selects the owner (seed 1322: it left its chain during the
+	// walk that stamped app-old, whose status write was refused): what it
+	// stamped stays, named or not.
+	unselected := func(reason string) []byte {
+		o := workload(nil)
+		o["status"].(map[string]any)["conditions"] = []any{map[string]any{"type": "Ready", "status": "False", "reason": reason}}
+		raw, _ := json.Marshal(o)
+		return raw
+	}
+	for reason, want := range map[string]int{"SupplyChainNotFound": 0, "WorkloadLabelsMissing": 0, "TemplateStampFailure": 1} {
+		final = snap(object("ConfigMap", "t1", "app-old", "c2", stamped("src")))
+		final.Objects[Key{Group: OwnGroup, Resource: "workloads", Namespace: "t1", Name: "app"}] = unselected(reason)
+		vs, _ = Lifetimes(b.h, final, nil, nil)
+		assert.Len(t, vs, want, reason)
+	}
 	// An owner no replica serves is not judged.
 	vs, _ = Lifetimes(b.h, snap(object("Workload", "t1", "app", "w1", labels(LabelShard, "nowhere")),
 		object("ConfigMap", "t1", "app-old", "c2", stamped("src"))), nil, func(s string) bool { return s == "" })

@@ -29,7 +29,9 @@ import (
 //     behind.
 //
 // (b) and (c) judge only owners a replica serves whose status describes
-// their current generation (invariant 8 says when one does not).
+// their current generation (invariant 8 says when one does not), and that
+// a chain selects (docs/concepts.md: nothing is written or deleted for an
+// owner no chain selects).
 func Lifetimes(h *History, final, afterGC *Snapshot, served Served) (vs []Violation, gcLag int) {
 	mine := createdByKontinue(h)
 	owners := map[string]bool{} // uids of every owner the history saw
@@ -68,7 +70,11 @@ func Lifetimes(h *History, final, afterGC *Snapshot, served Served) (vs []Violat
 			continue // a history ConfigMap: garbage-collected with its owner, (a) says
 		}
 		o := final.OwnerByUID(role.OwnerUID)
-		if o == nil || !o.served(served) || !o.Settled() {
+		if o == nil || !o.served(served) || !o.Settled() || o.Unwalked() {
+			// An owner no chain selects keeps what it stamped, named or
+			// not (seed 1322: it left its chain during the walk that
+			// stamped them, whose status write was refused as decided on
+			// a stale copy): its next walk takes them back or removes them.
 			continue
 		}
 		st := o.Step(role.Step)

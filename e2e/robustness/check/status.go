@@ -41,7 +41,7 @@ func TruthfulStatus(final *Snapshot, outputs Outputs, served Served) []Violation
 					clip(gjson.GetBytes(o.JSON, "status.conditions").Raw))})
 			continue
 		}
-		if r := condition(gjson.GetBytes(o.JSON, "status.conditions"), "Ready").Get("reason").String(); unwalked[r] {
+		if o.Unwalked() {
 			// No chain selects the owner: as Cartographer's, its steps'
 			// entries stay those of the last walk, and Ready says so (seed
 			// 300: it left every chain by a label, which leaves the
@@ -125,6 +125,13 @@ func TruthfulStatus(final *Snapshot, outputs Outputs, served Served) []Violation
 		})
 	}
 	return vs
+}
+
+// Unwalked: no chain selects the owner (its Ready reason says so):
+// nothing is walked, written or deleted for it, and its status keeps the
+// last walk's entries (docs/concepts.md).
+func (o *Owner) Unwalked() bool {
+	return unwalked[condition(gjson.GetBytes(o.JSON, "status.conditions"), "Ready").Get("reason").String()]
 }
 
 // unwalked are the owner's Ready reasons when no chain is selected
