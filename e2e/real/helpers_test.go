@@ -40,6 +40,7 @@ var (
 	nodeGVR        = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 	podGVR         = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	nsGVR          = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	saGVR          = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
 	jobGVR         = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
 	deploymentGVR  = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	taskRunGVR     = schema.GroupVersionResource{Group: "tekton.dev", Version: "v1", Resource: "taskruns"}
@@ -372,7 +373,11 @@ func apply(t testing.TB, ns, y string) {
 
 // newNamespace creates a namespace whose default service account may stamp
 // what the suite's chains stamp, and deletes it when the test ends (kept
-// when the test fails and E2E_KEEP is set).
+// when the test fails and E2E_KEEP is set). It returns once the service
+// account controller has made that account: a Pod or a TaskRun created
+// before it exists is refused (Tekton fails the TaskRun for good: "failed
+// to create task run pod: serviceaccounts "default" not found", seen in a
+// CI rehearsal beside two robustness sweeps).
 func newNamespace(t testing.TB) string {
 	t.Helper()
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace",
@@ -392,6 +397,7 @@ metadata: {name: stamper}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: `+stamperRole+`}
 subjects: [{kind: ServiceAccount, name: default, namespace: `+name+`}]
 `)
+	waitFor(t, saGVR, name, "default", 30*time.Second, func(map[string]any) string { return "" })
 	return name
 }
 
