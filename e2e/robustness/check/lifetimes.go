@@ -119,35 +119,27 @@ func ownedByKnown(m *Meta, owners map[string]bool) bool {
 }
 
 // orphaned says whether the owner's status.orphans lists k.
-func orphaned(o *Owner, k Key) bool {
-	found := false
-	gjson.GetBytes(o.JSON, "status.orphans").ForEach(func(_, r gjson.Result) bool {
-		rk := KeyOfRef(r)
-		found = rk.Name == k.Name && rk.Resource == k.Resource && rk.Group == k.Group
-		return !found
-	})
-	return found
-}
+func orphaned(o *Owner, k Key) bool { return listed(gjson.GetBytes(o.JSON, "status.orphans"), k) }
 
 // names says whether the owner's status names k: the step's stampedRef or
 // stampedObjects, or the owner's orphans.
 func names(o *Owner, st gjson.Result, k Key) bool {
-	is := func(ref gjson.Result) bool {
-		rk := KeyOfRef(ref)
-		return rk.Name == k.Name && rk.Resource == k.Resource && rk.Group == k.Group
-	}
-	if is(st.Get("stampedRef")) {
-		return true
-	}
+	return refers(st.Get("stampedRef"), k) || listed(st.Get("stampedObjects"), k) || orphaned(o, k)
+}
+
+// refers says whether ref names k.
+func refers(ref gjson.Result, k Key) bool {
+	rk := KeyOfRef(ref)
+	return rk.Name == k.Name && rk.Resource == k.Resource && rk.Group == k.Group
+}
+
+// listed says whether a list of refs names k (a ref without its resource,
+// as older statuses wrote them, by kind and name).
+func listed(list gjson.Result, k Key) bool {
 	found := false
-	for _, list := range []gjson.Result{st.Get("stampedObjects"), gjson.GetBytes(o.JSON, "status.orphans")} {
-		list.ForEach(func(_, r gjson.Result) bool {
-			if is(r) || (r.Get("name").String() == k.Name && r.Get("kind").Exists() && !r.Get("resource").Exists()) {
-				found = true
-				return false
-			}
-			return true
-		})
-	}
+	list.ForEach(func(_, r gjson.Result) bool {
+		found = refers(r, k) || (r.Get("name").String() == k.Name && r.Get("kind").Exists() && !r.Get("resource").Exists())
+		return !found
+	})
 	return found
 }
